@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/replay"
+)
+
+// progressThreshold is the input size above which a progress bar is shown.
+const progressThreshold = 4 << 20
+
+func newReplayCmd() *cobra.Command {
+	var (
+		format  string
+		color   string
+		verbose bool
+		quiet   bool
+		maxLine int
+	)
+	cmd := &cobra.Command{
+		Use:   "replay FILE [SUBAGENT_FILE...]",
+		Short: "Replay a Claude Code transcript through the mapper",
+		Long: `Replay reads one recorded session and writes the session-protocol envelopes it maps to.
+
+FILE is the main transcript (~/.claude/projects/<project>/<session>.jsonl). Given
+alone, the subagent transcripts beside it (<session>/subagents/agent-*.jsonl) are
+read too; records of all files are merged in timestamp order.
+
+Formats: jsonl (one envelope per line; default when stdout is not a terminal)
+and chat (a readable transcript; default on a terminal).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if format == "" {
+				format = "jsonl"
+				if f, ok := stdout.(*os.File); ok && replay.IsTerminal(f) {
+					format = "chat"
+				}
+			}
+			s, err := replay.FindSession(args)
+			if err != nil {
+				return err
+			}
+			bw := bufio.NewWriterSize(stdout, 64<<10)
+			var emit func(*protocol.Envelope) error
+			switch format {
+			case "jsonl":
+				var line []byte
+				emit = func(e *protocol.Envelope) error {
+					var err error
+					line, err = e.AppendJSON(line[:0])
+					if err != nil {
+						return err
+					}
+					line = append(line, '\n')
+					_, err = bw.Write(line)
+					return err
+				}
+			case "chat":
+				useColor := color == "always"
+				if color == "auto" {
+					if f, ok := stdout.(*os.File); ok {
+						useColor = replay.ColorSupported(f)
+					}
+				}
+				chat := replay.NewChat(bw, useColor)
+				emit = chat.Write
+			default:
+				return fmt.Errorf("unknown --format %q (use jsonl or chat)", format)
+			}
+
+			opts := replay.Options{MaxLine: maxLine}
+			var bar *progressBar
+			if f, ok := stderr.(*os.File); ok && replay.IsTerminal(f) && !quiet {
+				bar = &progressBar{w: stderr}
+				opts.Progress = bar.update
+			}
+			st, runErr := replay.Run(cmd.Context(), s, opts, emit)
+			if bar != nil {
+				bar.clear()
+			}
+			if err := bw.Flush(); err != nil && runErr == nil {
+				runErr = fmt.Errorf("write output: %w", err)
+			}
+			if !quiet && st != nil {
+				max := 20
+				if verbose {
+					max = 0
+				}
+				replay.WriteSummary(stderr, st, max)
+			}
+			if errors.Is(runErr, replay.ErrNothingRead) {
+				return &exitError{code: 1, err: fmt.Errorf("%s: %w", s.Main, runErr)}
+			}
+			return runErr
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "", "output format: jsonl or chat (default: chat on a terminal, else jsonl)")
+	cmd.Flags().StringVar(&color, "color", "auto", "color in chat format: auto, always or never")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every skipped line")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
+	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
+	return cmd
+}
+
+// progressBar draws a one-line progress bar on a terminal.
+type progressBar struct {
+	w     io.Writer
+	start time.Time
+	drawn bool
+}
+
+func (p *progressBar) update(read, total int64) {
+	if total < progressThreshold {
+		return
+	}
+	if p.start.IsZero() {
+		p.start = time.Now()
+	}
+	const width = 30
+	frac := float64(read) / float64(total)
+	if frac > 1 {
+		frac = 1
+	}
+	n := int(frac * width)
+	rate := float64(read) / (1 << 20) / time.Since(p.start).Seconds()
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %.0f/%.0f MB  %.0f MB/s ",
+		strings.Repeat("█", n), strings.Repeat("░", width-n), frac*100,
+		float64(read)/(1<<20), float64(total)/(1<<20), rate)
+	p.drawn = true
+}
+
+func (p *progressBar) clear() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[2K")
+	}
+}

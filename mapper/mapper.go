@@ -1,0 +1,725 @@
+// Package mapper turns Claude Code records into session-protocol envelopes.
+//
+// A Mapper holds the state of one session: the open turn, the subagents it
+// knows and the sidechain records waiting for their parent. It is pure and
+// deterministic: no clock, no randomness, no goroutines, no I/O. Every id it
+// makes is derived from the session id and the record the envelope came from
+// (DECISIONS D1), so mapping the same records again yields the same bytes.
+package mapper
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Tool names that launch a subagent. Agent is the newer name of Task; both
+// follow the Task rule (D4): no tool-call envelope, subagent start … stop.
+const (
+	toolTask  = "Task"
+	toolAgent = "Agent"
+)
+
+// Texts Claude Code writes as a user message when the user interrupts a turn.
+const (
+	interruptedText        = "[Request interrupted by user]"
+	interruptedForToolText = "[Request interrupted by user for tool use]"
+)
+
+// DefaultMaxBuffered bounds the sidechain records held while waiting for their
+// parent (D11). Past it, records are emitted without a subagent at once.
+const DefaultMaxBuffered = 10000
+
+// Stats counts what the mapper did that is worth reporting.
+type Stats struct {
+	Records int // records given to Map
+	// OrphansFlushed counts buffered sidechain records whose parent never
+	// appeared and that were emitted without a subagent (D11).
+	OrphansFlushed int
+	// OrphansOverflow counts records emitted at once because the buffer was
+	// full.
+	OrphansOverflow int
+	Turns           int // turns opened
+	Subagents       int // subagents started
+}
+
+// Mapper maps the records of one session. The zero value is not usable; use
+// New.
+type Mapper struct {
+	session     string
+	maxBuffered int
+
+	turn     string // open turn id, "" when none
+	lastTime int64
+
+	subs      map[string]*subagent // provider tool id -> subagent
+	subOrder  []string             // provider ids in creation order
+	uuidToSub map[string]string    // record uuid -> provider id (sidechains, D3)
+	prompts   map[string][]string  // trimmed prompt -> FIFO provider ids
+	agents    map[string]string    // Claude agentId -> provider id (D13)
+
+	buffered    map[string][]*claude.Record // provider id or "agent:"+agentId -> records
+	bufferOrder []string
+	nBuffered   int
+
+	usageSeen map[string]struct{} // API message ids that carried usage (D6)
+
+	stats Stats
+	out   []protocol.Envelope
+	// own marks the envelopes of out produced by the record being mapped (not
+	// by buffered records replayed inside it); usage goes only on those.
+	own []bool
+}
+
+type subagent struct {
+	provider string
+	id       string
+	title    string
+	hidden   bool // Task/Agent: no tool-call envelopes
+	// background: launched asynchronously (D13); it outlives its turn.
+	background bool
+	active     bool // start emitted, stop not yet
+	done       bool
+}
+
+// New returns a mapper for the session with the given id.
+func New(sessionID string) *Mapper {
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered}
+	m.reset()
+	return m
+}
+
+// SetMaxBuffered changes the orphan buffer bound (D11); n <= 0 restores the
+// default.
+func (m *Mapper) SetMaxBuffered(n int) {
+	if n <= 0 {
+		n = DefaultMaxBuffered
+	}
+	m.maxBuffered = n
+}
+
+func (m *Mapper) reset() {
+	m.subs = map[string]*subagent{}
+	m.subOrder = nil
+	m.uuidToSub = map[string]string{}
+	m.prompts = map[string][]string{}
+	m.agents = map[string]string{}
+	m.buffered = map[string][]*claude.Record{}
+	m.bufferOrder = nil
+	m.nBuffered = 0
+	m.usageSeen = map[string]struct{}{}
+}
+
+// Stats returns the counters so far.
+func (m *Mapper) Stats() Stats { return m.stats }
+
+// Turn returns the id of the open turn, or "" when no turn is open.
+func (m *Mapper) Turn() string { return m.turn }
+
+// SetTime sets the time (Unix ms) used for envelopes of records that carry
+// no timestamp and for turn closes (D2). The mapper also advances it from
+// every record timestamp it sees.
+func (m *Mapper) SetTime(ms int64) {
+	if ms > m.lastTime {
+		m.lastTime = ms
+	}
+}
+
+// Map maps one record and returns the envelopes it produced (possibly none).
+// Records must come in order; duplicates must be removed before (see
+// claude.Dedupe).
+func (m *Mapper) Map(r *claude.Record) []protocol.Envelope {
+	m.stats.Records++
+	if r.Timestamp > 0 {
+		m.SetTime(r.Timestamp)
+	}
+	m.out, m.own = m.out[:0], m.own[:0]
+	m.mapRecord(r, false)
+	return m.result()
+}
+
+// Close ends the open turn with the given status: stop for every active
+// subagent that does not outlive the turn, then turn-end. With no turn
+// open it returns nothing and changes nothing.
+func (m *Mapper) Close(status protocol.TurnStatus) []protocol.Envelope {
+	m.out, m.own = m.out[:0], m.own[:0]
+	m.closeTurn(status)
+	return m.result()
+}
+
+func (m *Mapper) result() []protocol.Envelope {
+	if len(m.out) == 0 {
+		return nil
+	}
+	res := make([]protocol.Envelope, len(m.out))
+	copy(res, m.out)
+	return res
+}
+
+// source is the identity of a record used to derive ids.
+func source(r *claude.Record) string {
+	if r.UUID != "" {
+		return r.UUID
+	}
+	return protocol.DeriveID("line", string(r.Raw))
+}
+
+func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
+	switch r.Type {
+	case claude.TypeUser, claude.TypeAssistant, claude.TypeSystem, claude.TypeSummary:
+	default:
+		return // D14
+	}
+	if isCompactionAgent(r.AgentID) {
+		return // compaction runs are Claude's housekeeping, not the user's agents
+	}
+
+	var provider string
+	if !forceNoSub {
+		provider = m.resolve(r)
+		if provider == "" && r.IsSidechain && r.AgentID != "" && r.Type != claude.TypeSummary {
+			// A subagent record we cannot link yet: wait for the launch
+			// result or the task notification to name its parent (D13).
+			if m.buffer("agent:"+r.AgentID, r) {
+				return
+			}
+		}
+	}
+	if provider != "" && r.UUID != "" {
+		m.uuidToSub[r.UUID] = provider
+	}
+	var sub *subagent
+	if provider != "" {
+		sub = m.subs[provider]
+		if sub == nil {
+			if m.buffer(provider, r) {
+				return
+			}
+		}
+	}
+
+	switch {
+	case r.IsCompactSummary:
+		return
+	case r.Type == claude.TypeSystem:
+		if r.Subtype == "turn_duration" {
+			// Interactive Claude writes turn_duration when a turn is over
+			// (D15): close it now rather than at the next prompt.
+			m.closeTurn(protocol.StatusCompleted)
+		}
+		return
+	case r.Type == claude.TypeSummary:
+		return
+	case r.Type == claude.TypeAssistant:
+		m.assistant(r, sub)
+	case r.Type == claude.TypeUser:
+		m.user(r, sub)
+	}
+}
+
+func isCompactionAgent(agentID string) bool {
+	return strings.HasPrefix(agentID, "acompact")
+}
+
+// resolve finds the provider subagent id of a record (seed 002 resolution
+// order, with D3 and D13).
+func (m *Mapper) resolve(r *claude.Record) string {
+	if r.ParentToolUseID != "" {
+		return r.ParentToolUseID
+	}
+	if r.AgentID != "" {
+		if p, ok := m.agents[r.AgentID]; ok {
+			return p
+		}
+	}
+	if !r.IsSidechain {
+		return "" // D3: inheritance applies to sidechain records only
+	}
+	if r.ParentUUID != "" {
+		if p, ok := m.uuidToSub[r.ParentUUID]; ok {
+			return p
+		}
+	}
+	// Sidechain root by prompt.
+	var p string
+	if r.Type == claude.TypeUser && r.Message != nil && r.Message.Content.IsString {
+		if key := strings.TrimSpace(r.Message.Content.String); key != "" {
+			p = m.popPrompt(key)
+		}
+	}
+	// Single pending Task fallback.
+	if p == "" && r.ParentUUID == "" {
+		only := ""
+		n := 0
+		for k, q := range m.prompts {
+			if len(q) > 0 {
+				n++
+				only = k
+			}
+		}
+		if n == 1 {
+			p = m.popPrompt(only)
+		}
+	}
+	if p != "" && r.AgentID != "" {
+		m.linkAgent(r.AgentID, p)
+	}
+	return p
+}
+
+func (m *Mapper) popPrompt(key string) string {
+	q := m.prompts[key]
+	if len(q) == 0 {
+		return ""
+	}
+	p := q[0]
+	if len(q) == 1 {
+		delete(m.prompts, key)
+	} else {
+		m.prompts[key] = q[1:]
+	}
+	return p
+}
+
+// linkAgent records that Claude's agentId belongs to the subagent launched by
+// provider tool id p. Records of that agent buffered so far are replayed by
+// the caller through flushAgent.
+func (m *Mapper) linkAgent(agentID, p string) {
+	if agentID == "" || p == "" {
+		return
+	}
+	if _, ok := m.agents[agentID]; !ok {
+		m.agents[agentID] = p
+	}
+}
+
+// buffer holds r until its parent is known. It returns false when the buffer
+// is full; the caller then emits r without a subagent (D11).
+func (m *Mapper) buffer(key string, r *claude.Record) bool {
+	if m.nBuffered >= m.maxBuffered {
+		m.stats.OrphansOverflow++
+		return false
+	}
+	if _, ok := m.buffered[key]; !ok {
+		m.bufferOrder = append(m.bufferOrder, key)
+	}
+	m.buffered[key] = append(m.buffered[key], r)
+	m.nBuffered++
+	return true
+}
+
+// replay maps the records buffered under key, in arrival order.
+func (m *Mapper) replay(key string) {
+	recs, ok := m.buffered[key]
+	if !ok {
+		return
+	}
+	delete(m.buffered, key)
+	m.nBuffered -= len(recs)
+	for i, k := range m.bufferOrder {
+		if k == key {
+			m.bufferOrder = append(m.bufferOrder[:i], m.bufferOrder[i+1:]...)
+			break
+		}
+	}
+	for _, r := range recs {
+		m.mapRecord(r, false)
+	}
+}
+
+// flushAgent replays the records of Claude agent agentID buffered before the
+// agent was linked to its parent.
+func (m *Mapper) flushAgent(agentID string) {
+	if agentID != "" {
+		m.replay("agent:" + agentID)
+	}
+}
+
+func (m *Mapper) subFor(provider string) *subagent {
+	s := m.subs[provider]
+	if s == nil {
+		s = &subagent{provider: provider, id: protocol.SubagentID(provider)}
+		m.subs[provider] = s
+		m.subOrder = append(m.subOrder, provider)
+	}
+	return s
+}
+
+// emit appends an envelope. Agent envelopes carry the open turn.
+func (m *Mapper) emit(role protocol.Role, id string, sub *subagent, claudeUUID string, ev protocol.Event) {
+	e := protocol.Envelope{ID: id, Time: m.lastTime, Role: role, ClaudeUUID: claudeUUID, Ev: ev}
+	if role == protocol.RoleAgent {
+		e.Turn = m.turn
+	}
+	if sub != nil {
+		e.Subagent = sub.id
+	}
+	m.out = append(m.out, e)
+	m.own = append(m.own, false)
+}
+
+func (m *Mapper) ensureTurn(r *claude.Record) {
+	if m.turn != "" {
+		return
+	}
+	m.turn = protocol.DeriveID(m.session, "turn", source(r))
+	m.stats.Turns++
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
+		protocol.Event{T: protocol.KindTurnStart})
+}
+
+func (m *Mapper) ensureStarted(s *subagent) {
+	if s == nil || s.active {
+		return
+	}
+	s.active = true
+	s.done = false
+	m.stats.Subagents++
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "start", m.turn, s.id), s, "",
+		protocol.Event{T: protocol.KindStart, Title: s.title})
+}
+
+func (m *Mapper) stop(s *subagent) {
+	if s == nil || !s.active {
+		return
+	}
+	s.active = false
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "stop", m.turn, s.id), s, "",
+		protocol.Event{T: protocol.KindStop})
+}
+
+// closeTurn implements the turn close of seed 002 with D7, D11 and D13.
+func (m *Mapper) closeTurn(status protocol.TurnStatus) {
+	if m.turn == "" {
+		return
+	}
+	// D11: records still waiting for a parent are emitted without a
+	// subagent rather than dropped. Records of a Claude agent that was never
+	// linked keep a subagent of their own, derived from the agent id.
+	for len(m.bufferOrder) > 0 {
+		key := m.bufferOrder[0]
+		recs := m.buffered[key]
+		delete(m.buffered, key)
+		m.bufferOrder = m.bufferOrder[1:]
+		m.nBuffered -= len(recs)
+		if agentID, ok := strings.CutPrefix(key, "agent:"); ok {
+			m.linkAgent(agentID, key)
+			s := m.subFor(key)
+			s.hidden = true
+			for _, r := range recs {
+				m.mapRecord(r, false)
+			}
+			continue
+		}
+		for _, r := range recs {
+			m.stats.OrphansFlushed++
+			m.mapRecord(r, true)
+		}
+	}
+	for _, p := range m.subOrder {
+		s := m.subs[p]
+		if s.active && !(s.background && !s.done) {
+			m.stop(s)
+		}
+	}
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-end", m.turn), nil, "",
+		protocol.Event{T: protocol.KindTurnEnd, Status: status})
+	m.turn = ""
+	m.wipe()
+}
+
+// wipe clears the turn's tracking state, keeping only background subagents
+// that are still running (D13).
+func (m *Mapper) wipe() {
+	keep := map[string]*subagent{}
+	var order []string
+	for _, p := range m.subOrder {
+		if s := m.subs[p]; s.background && !s.done {
+			keep[p] = s
+			order = append(order, p)
+		}
+	}
+	oldUUID, oldPrompts, oldAgents := m.uuidToSub, m.prompts, m.agents
+	buffered, bufOrder, nBuf := m.buffered, m.bufferOrder, m.nBuffered
+	m.reset()
+	// Orphans buffered while no turn is open survive; buffers are empty here
+	// after closeTurn, but keep the invariant explicit.
+	m.buffered, m.bufferOrder, m.nBuffered = buffered, bufOrder, nBuf
+	m.subs, m.subOrder = keep, order
+	for u, p := range oldUUID {
+		if keep[p] != nil {
+			m.uuidToSub[u] = p
+		}
+	}
+	for k, q := range oldPrompts {
+		for _, p := range q {
+			if keep[p] != nil {
+				m.prompts[k] = append(m.prompts[k], p)
+			}
+		}
+	}
+	for a, p := range oldAgents {
+		if keep[p] != nil {
+			m.agents[a] = p
+		}
+	}
+}
+
+func (m *Mapper) assistant(r *claude.Record, sub *subagent) {
+	src := source(r)
+	m.ensureTurn(r)
+	m.ensureStarted(sub)
+	start := len(m.out)
+	var blocks []claude.Block
+	if r.Message != nil {
+		blocks = r.Message.Content.Blocks
+	}
+	for i := range blocks {
+		b := &blocks[i]
+		switch b.Type {
+		case "text":
+			if b.Text != nil {
+				m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "text"), sub, r.UUID,
+					protocol.Event{T: protocol.KindText, Text: *b.Text})
+			}
+		case "thinking":
+			if b.Thinking != nil {
+				m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "thinking"), sub, r.UUID,
+					protocol.Event{T: protocol.KindText, Text: *b.Thinking, Thinking: true})
+			}
+		case "tool_use":
+			m.toolUse(r, src, i, b, sub)
+		}
+	}
+	m.attachUsage(r, start)
+}
+
+func (m *Mapper) emitOwn(role protocol.Role, id string, sub *subagent, claudeUUID string, ev protocol.Event) {
+	m.emit(role, id, sub, claudeUUID, ev)
+	m.own[len(m.own)-1] = true
+}
+
+func blockID(session, src string, i int, kind string) string {
+	return protocol.DeriveID(session, src, strconv.Itoa(i), kind)
+}
+
+func (m *Mapper) toolUse(r *claude.Record, src string, i int, b *claude.Block, sub *subagent) {
+	id := b.ID
+	if id == "" {
+		// No id from Claude: derive one (D1) so that replay stays stable.
+		id = blockID(m.session, src, i, "call")
+	}
+	name := b.Name
+	if name == "" {
+		name = "unknown"
+	}
+	s := m.subFor(id)
+	if name == toolTask || name == toolAgent {
+		s.hidden = true
+		input := decodeInput(b.Input)
+		if p := strings.TrimSpace(input.str("prompt")); p != "" {
+			q := m.prompts[p]
+			dup := false
+			for _, x := range q {
+				dup = dup || x == id
+			}
+			if !dup {
+				m.prompts[p] = append(q, id)
+			}
+		}
+		s.title = subagentTitle(input)
+		m.replay(id)
+		return
+	}
+	title := toolTitle(name, decodeInput(b.Input))
+	m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "tool-call-start"), sub, "",
+		protocol.Event{T: protocol.KindToolCallStart, Call: id, Name: name, Title: title,
+			Description: title, Args: toolArgs(b.Input)})
+	m.replay(id)
+}
+
+// attachUsage puts the record's usage on its last content envelope (never on
+// turn-start/turn-end/start/stop, never on replayed children), at most once
+// per API message id (D6).
+func (m *Mapper) attachUsage(r *claude.Record, start int) {
+	if r.Message == nil || r.Message.Usage == nil {
+		return
+	}
+	if id := r.Message.ID; id != "" {
+		if _, ok := m.usageSeen[id]; ok {
+			return
+		}
+	}
+	var u protocol.Usage
+	if json.Unmarshal(r.Message.Usage, &u) != nil {
+		return // malformed usage: keep the record, drop the usage
+	}
+	for j := len(m.out) - 1; j >= start; j-- {
+		if !m.own[j] {
+			continue
+		}
+		switch m.out[j].Ev.T {
+		case protocol.KindTurnStart, protocol.KindTurnEnd, protocol.KindStart, protocol.KindStop:
+			continue
+		}
+		m.out[j].Usage = &u
+		if id := r.Message.ID; id != "" {
+			m.usageSeen[id] = struct{}{}
+		}
+		return
+	}
+}
+
+func (m *Mapper) user(r *claude.Record, sub *subagent) {
+	if r.IsMeta {
+		return
+	}
+	if r.Message == nil {
+		return
+	}
+	c := &r.Message.Content
+	sidechain := r.IsSidechain || r.ParentToolUseID != ""
+	src := source(r)
+
+	if !sidechain && isTaskNotification(r) {
+		m.taskNotification(r, src)
+		return
+	}
+	if c.IsString {
+		if sidechain {
+			m.ensureTurn(r)
+			m.ensureStarted(sub)
+			m.emitOwn(protocol.RoleAgent, blockID(m.session, src, -1, "text"), sub, r.UUID,
+				protocol.Event{T: protocol.KindText, Text: c.String})
+			return
+		}
+		if isInterrupt(c.String) {
+			m.interrupted(src)
+			return
+		}
+		m.closeTurn(protocol.StatusCompleted)
+		m.emitOwn(protocol.RoleUser, blockID(m.session, src, -1, "text"), nil, r.UUID,
+			protocol.Event{T: protocol.KindText, Text: c.String})
+		return
+	}
+	if len(c.Blocks) == 0 {
+		return
+	}
+	hasResult := false
+	for i := range c.Blocks {
+		hasResult = hasResult || c.Blocks[i].Type == "tool_result"
+	}
+	if !sidechain && !hasResult {
+		texts, interrupts := 0, 0
+		for i := range c.Blocks {
+			b := &c.Blocks[i]
+			if b.Type == "text" && b.Text != nil && strings.TrimSpace(*b.Text) != "" {
+				texts++
+				if isInterrupt(*b.Text) {
+					interrupts++
+				}
+			}
+		}
+		if texts > 0 && texts == interrupts {
+			m.interrupted(src)
+			return
+		}
+		m.closeTurn(protocol.StatusCompleted)
+		for i := range c.Blocks {
+			b := &c.Blocks[i]
+			if b.Type == "text" && b.Text != nil && strings.TrimSpace(*b.Text) != "" {
+				m.emitOwn(protocol.RoleUser, blockID(m.session, src, i, "text"), nil, r.UUID,
+					protocol.Event{T: protocol.KindText, Text: *b.Text})
+			}
+		}
+		return
+	}
+	m.ensureTurn(r)
+	if sidechain {
+		m.ensureStarted(sub)
+	}
+	for i := range c.Blocks {
+		b := &c.Blocks[i]
+		switch b.Type {
+		case "tool_result":
+			if b.ToolUseID == "" {
+				continue
+			}
+			m.toolResult(r, src, i, b, sub, sidechain)
+		case "text":
+			if b.Text != nil && strings.TrimSpace(*b.Text) != "" {
+				m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "text"), sub, r.UUID,
+					protocol.Event{T: protocol.KindText, Text: *b.Text})
+			}
+		}
+	}
+}
+
+func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block, sub *subagent, sidechain bool) {
+	if !sidechain {
+		if s := m.subs[b.ToolUseID]; s != nil {
+			if s.hidden {
+				if agentID, async := asyncLaunch(r, b); async {
+					// D13: the subagent runs on in the background; its stop
+					// comes with its task notification.
+					s.background = true
+					if agentID != "" {
+						m.linkAgent(agentID, s.provider)
+						m.flushAgent(agentID)
+					}
+					return
+				}
+				if agentID := resultAgentID(r); agentID != "" {
+					m.linkAgent(agentID, s.provider)
+					m.flushAgent(agentID)
+				}
+				m.stop(s)
+				s.done = true
+				return
+			}
+			m.stop(s)
+		}
+	}
+	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}
+	if text := claude.ToolResultText(b.Content); text != "" {
+		preview, cut := Preview(text, protocol.MaxResultBytes)
+		ev.Result, ev.Truncated = &preview, cut
+	}
+	m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "tool-call-end"), sub, "", ev)
+}
+
+// interrupted handles Claude's "[Request interrupted by user…]" marker
+// (D16): it is not the user's words, it says the turn was cut.
+func (m *Mapper) interrupted(src string) {
+	if m.turn == "" {
+		return
+	}
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "interrupted"), nil, "",
+		protocol.Event{T: protocol.KindService, Text: "Interrupted by user"})
+	m.closeTurn(protocol.StatusCancelled)
+}
+
+func isInterrupt(s string) bool {
+	s = strings.TrimSpace(s)
+	return s == interruptedText || s == interruptedForToolText
+}
+
+// Preview cuts s to at most max bytes without splitting a UTF-8 sequence.
+// It reports whether s was cut. Invalid UTF-8 is replaced.
+func Preview(s string, max int) (string, bool) {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if len(s) <= max {
+		return s, false
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut], true
+}

@@ -1,0 +1,225 @@
+package mapper
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+const (
+	maxTitleRunes = 80
+	cutTitleRunes = 77
+)
+
+// input is a decoded tool input object; nil for non-objects.
+type input map[string]json.RawMessage
+
+func decodeInput(raw json.RawMessage) input {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var in input
+	if json.Unmarshal(raw, &in) != nil {
+		return nil
+	}
+	return in
+}
+
+func (in input) str(key string) string {
+	raw, ok := in[key]
+	if !ok || len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// toolTitle: a non-blank input.description (cut to 77 characters + "..."
+// when longer than 80), else "<name> call".
+func toolTitle(name string, in input) string {
+	d := in.str("description")
+	if strings.TrimSpace(d) == "" {
+		return name + " call"
+	}
+	if utf8.RuneCountInString(d) > maxTitleRunes {
+		r := []rune(d)
+		return string(r[:cutTitleRunes]) + "..."
+	}
+	return d
+}
+
+// subagentTitle: the first non-blank of description, title, subagent_type
+// (trimmed), else the trimmed prompt.
+func subagentTitle(in input) string {
+	for _, k := range []string{"description", "title", "subagent_type", "prompt"} {
+		if v := strings.TrimSpace(in.str(k)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// toolArgs: an object input as is; a missing input as {}; anything else
+// wrapped as {"input": <value>}.
+func toolArgs(raw json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return json.RawMessage("{}")
+	}
+	if t[0] == '{' {
+		return t
+	}
+	return json.RawMessage(append(append([]byte(`{"input":`), t...), '}'))
+}
+
+// asyncLaunch reports whether a Task/Agent tool_result says the subagent was
+// launched in the background (D13), and the agent id it names.
+func asyncLaunch(r *claude.Record, b *claude.Block) (string, bool) {
+	var tur struct {
+		IsAsync bool   `json:"isAsync"`
+		Status  string `json:"status"`
+		AgentID string `json:"agentId"`
+	}
+	if len(r.ToolUseResult) > 0 && r.ToolUseResult[0] == '{' {
+		_ = json.Unmarshal(r.ToolUseResult, &tur)
+	}
+	if tur.IsAsync || tur.Status == "async_launched" {
+		return tur.AgentID, true
+	}
+	if b.IsError {
+		return "", false
+	}
+	if strings.HasPrefix(strings.TrimSpace(claude.ToolResultText(b.Content)), "Async agent launched") {
+		return agentIDFromText(claude.ToolResultText(b.Content)), true
+	}
+	return "", false
+}
+
+var agentIDRe = regexp.MustCompile(`agentId: ([A-Za-z0-9_-]+)`)
+
+func agentIDFromText(s string) string {
+	if m := agentIDRe.FindStringSubmatch(s); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// resultAgentID is the agentId of a synchronous subagent's result, if any.
+func resultAgentID(r *claude.Record) string {
+	var tur struct {
+		AgentID string `json:"agentId"`
+	}
+	if len(r.ToolUseResult) > 0 && r.ToolUseResult[0] == '{' {
+		_ = json.Unmarshal(r.ToolUseResult, &tur)
+	}
+	return tur.AgentID
+}
+
+const notificationTag = "<task-notification>"
+
+func isTaskNotification(r *claude.Record) bool {
+	if r.OriginKind == "task-notification" {
+		return true
+	}
+	return strings.HasPrefix(strings.TrimSpace(userText(r)), notificationTag)
+}
+
+// userText is the string content of a user record, or its text blocks
+// joined by newlines.
+func userText(r *claude.Record) string {
+	if r.Message == nil {
+		return ""
+	}
+	c := &r.Message.Content
+	if c.IsString {
+		return c.String
+	}
+	var sb strings.Builder
+	for i := range c.Blocks {
+		if b := &c.Blocks[i]; b.Type == "text" && b.Text != nil {
+			if sb.Len() > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(*b.Text)
+		}
+	}
+	return sb.String()
+}
+
+// tag returns the trimmed text between <name> and </name> in s.
+func tag(s, name string) string {
+	_, rest, ok := strings.Cut(s, "<"+name+">")
+	if !ok {
+		return ""
+	}
+	v, _, ok := strings.Cut(rest, "</"+name+">")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
+}
+
+// taskNotification handles a <task-notification> user record (D13): not a
+// user prompt; it closes nothing, stops the subagent it reports on, and
+// emits a service envelope. The model's follow-up belongs to the same turn.
+func (m *Mapper) taskNotification(r *claude.Record, src string) {
+	text := userText(r)
+	taskID := tag(text, "task-id")
+	provider := tag(text, "tool-use-id")
+	if provider == "" {
+		provider = m.agents[taskID]
+	}
+	status := tag(text, "status")
+	summary := tag(text, "summary")
+
+	m.ensureTurn(r)
+	var s *subagent
+	if provider != "" {
+		if _, buffered := m.buffered["agent:"+taskID]; buffered {
+			s = m.subFor(provider)
+			s.hidden = true
+			m.linkAgent(taskID, provider)
+			m.flushAgent(taskID)
+		}
+		s = m.subs[provider]
+		if s != nil && s.hidden {
+			m.linkAgent(taskID, provider)
+		}
+	}
+	var msg string
+	switch {
+	case s != nil && s.hidden && s.title != "":
+		msg = "Agent “" + s.title + "” " + statusWord(status)
+	case summary != "":
+		msg = summary
+	case taskID != "":
+		msg = "Background task " + taskID + " " + statusWord(status)
+	default:
+		msg = "Background task " + statusWord(status)
+	}
+	if s != nil {
+		m.stop(s)
+		s.done = true
+		s.background = false
+	}
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "service"), nil, "",
+		protocol.Event{T: protocol.KindService, Text: msg})
+}
+
+func statusWord(status string) string {
+	switch status {
+	case "":
+		return "finished"
+	case "killed":
+		return "stopped"
+	}
+	return status
+}

@@ -1,0 +1,180 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/mapper"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Stats is what a replay read and produced.
+type Stats struct {
+	Files      int
+	Bytes      int64 // bytes of input read
+	TotalBytes int64 // size of the input files
+	Lines      int   // non-blank lines that parsed as records
+	// Conversation counts user/assistant/system/summary records; Other
+	// counts the rest by type (skipped without decoding, D14).
+	Conversation int
+	Other        map[string]int
+	Duplicates   int
+	Envelopes    map[protocol.Kind]int
+	Turns        int
+	Subagents    int
+	Orphans      int // orphan sidechain records emitted without subagent (D11)
+	Skipped      []Skip
+}
+
+// EnvelopeCount is the number of envelopes written.
+func (s *Stats) EnvelopeCount() int {
+	n := 0
+	for _, v := range s.Envelopes {
+		n += v
+	}
+	return n
+}
+
+// Options configure Run.
+type Options struct {
+	MaxLine int
+	// Progress, if set, is called now and then with bytes read and total.
+	Progress func(read, total int64)
+}
+
+// ErrNothingRead is returned when no line of the input could be used.
+var ErrNothingRead = errors.New("nothing could be read")
+
+// Run replays a session: every record, merged in timestamp order and
+// deduplicated, goes through one mapper; each envelope goes to emit in
+// order. It stops early if ctx is cancelled or emit fails.
+func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envelope) error) (*Stats, error) {
+	st := &Stats{Other: map[string]int{}, Envelopes: map[protocol.Kind]int{}, Files: len(s.Files())}
+	for _, p := range s.Files() {
+		if fi, err := os.Stat(p); err == nil {
+			st.TotalBytes += fi.Size()
+		}
+	}
+	mg, err := Open(s.Files(), opts.MaxLine, func(sk Skip) { st.Skipped = append(st.Skipped, sk) })
+	if err != nil {
+		return st, err
+	}
+	defer mg.Close()
+
+	mp := mapper.New(s.ID)
+	var dd claude.Dedupe
+	send := func(envs []protocol.Envelope) error {
+		for i := range envs {
+			st.Envelopes[envs[i].Ev.T]++
+			if err := emit(&envs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var lastProgress int64
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+		}
+		it, err := mg.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return st, err
+		}
+		st.Lines++
+		r := it.Record
+		if !claude.IsConversationType(r.Type) {
+			name := r.Type
+			if name == "" {
+				name = "(no type)"
+			}
+			st.Other[name]++
+			continue
+		}
+		st.Conversation++
+		if dd.Seen(r) {
+			st.Duplicates++
+			continue
+		}
+		if err := send(mp.Map(r)); err != nil {
+			return st, err
+		}
+		if opts.Progress != nil && mg.Read-lastProgress > 1<<20 {
+			lastProgress = mg.Read
+			opts.Progress(mg.Read, st.TotalBytes)
+		}
+	}
+	st.Bytes = mg.Read
+	ms := mp.Stats()
+	st.Turns, st.Subagents, st.Orphans = ms.Turns, ms.Subagents, ms.OrphansFlushed+ms.OrphansOverflow
+	if opts.Progress != nil {
+		opts.Progress(mg.Read, st.TotalBytes)
+	}
+	if st.Lines == 0 {
+		return st, ErrNothingRead
+	}
+	return st, nil
+}
+
+// WriteSummary writes a human summary of st. maxSkips bounds how many
+// skipped lines are listed one by one (<= 0: all).
+func WriteSummary(w io.Writer, st *Stats, maxSkips int) {
+	fmt.Fprintf(w, "read %d records from %d file(s), %s: %d conversation, %d other",
+		st.Lines, st.Files, size(st.Bytes), st.Conversation, st.Lines-st.Conversation)
+	if st.Duplicates > 0 {
+		fmt.Fprintf(w, ", %d duplicates dropped", st.Duplicates)
+	}
+	fmt.Fprintln(w)
+	var kinds []string
+	for _, k := range protocol.Kinds {
+		if n := st.Envelopes[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	fmt.Fprintf(w, "wrote %d envelopes", st.EnvelopeCount())
+	if len(kinds) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(kinds, ", "))
+	}
+	fmt.Fprintf(w, "; %d turns, %d subagents\n", st.Turns, st.Subagents)
+	if st.Orphans > 0 {
+		fmt.Fprintf(w, "%d subagent records never found their parent and were shown without it\n", st.Orphans)
+	}
+	if len(st.Other) > 0 {
+		types := make([]string, 0, len(st.Other))
+		for t := range st.Other {
+			types = append(types, t)
+		}
+		sort.Slice(types, func(i, j int) bool {
+			if st.Other[types[i]] != st.Other[types[j]] {
+				return st.Other[types[i]] > st.Other[types[j]]
+			}
+			return types[i] < types[j]
+		})
+		parts := make([]string, len(types))
+		for i, t := range types {
+			parts[i] = fmt.Sprintf("%s %d", t, st.Other[t])
+		}
+		fmt.Fprintf(w, "not conversation (skipped): %s\n", strings.Join(parts, ", "))
+	}
+	if len(st.Skipped) > 0 {
+		fmt.Fprintf(w, "%d line(s) skipped:\n", len(st.Skipped))
+		for i, sk := range st.Skipped {
+			if maxSkips > 0 && i == maxSkips {
+				fmt.Fprintf(w, "  … and %d more (use --verbose to list all)\n", len(st.Skipped)-maxSkips)
+				break
+			}
+			fmt.Fprintf(w, "  %s\n", sk)
+		}
+	}
+}
