@@ -73,6 +73,8 @@ type Mapper struct {
 	// own marks the envelopes of out produced by the record being mapped (not
 	// by buffered records replayed inside it); usage goes only on those.
 	own []bool
+	// depth > 0 while buffered records are replayed inside another record.
+	depth int
 }
 
 type subagent struct {
@@ -326,9 +328,11 @@ func (m *Mapper) replay(key string) {
 			break
 		}
 	}
+	m.depth++
 	for _, r := range recs {
 		m.mapRecord(r, false)
 	}
+	m.depth--
 }
 
 // flushAgent replays the records of Claude agent agentID buffered before the
@@ -500,7 +504,7 @@ func (m *Mapper) assistant(r *claude.Record, sub *subagent) {
 
 func (m *Mapper) emitOwn(role protocol.Role, id string, sub *subagent, claudeUUID string, ev protocol.Event) {
 	m.emit(role, id, sub, claudeUUID, ev)
-	m.own[len(m.own)-1] = true
+	m.own[len(m.own)-1] = m.depth == 0
 }
 
 func blockID(session, src string, i int, kind string) string {

@@ -1,0 +1,114 @@
+// Package envtest holds test helpers shared by the packages that produce
+// envelopes: a short notation for envelopes and the invariants every stream
+// of envelopes must keep.
+package envtest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Describe renders an envelope in the short notation of reference-behavior
+// §8: U(text), TS, TE(status), A(text), TCS(call,name,title), TCE(call),
+// S(title), P, SVC(text); then [sub=…], [thinking], [usage], [err], [result=…].
+func Describe(e protocol.Envelope) string {
+	var s string
+	switch e.Ev.T {
+	case protocol.KindText:
+		if e.Role == protocol.RoleUser {
+			s = "U(" + e.Ev.Text + ")"
+		} else {
+			s = "A(" + e.Ev.Text + ")"
+		}
+	case protocol.KindTurnStart:
+		s = "TS"
+	case protocol.KindTurnEnd:
+		s = "TE(" + string(e.Ev.Status) + ")"
+	case protocol.KindToolCallStart:
+		s = fmt.Sprintf("TCS(%s,%s,%s,%s)", e.Ev.Call, e.Ev.Name, e.Ev.Title, e.Ev.Args)
+	case protocol.KindToolCallEnd:
+		s = "TCE(" + e.Ev.Call + ")"
+	case protocol.KindStart:
+		s = "S(" + e.Ev.Title + ")"
+	case protocol.KindStop:
+		s = "P"
+	case protocol.KindService:
+		s = "SVC(" + e.Ev.Text + ")"
+	default:
+		s = string(e.Ev.T)
+	}
+	if e.Subagent != "" {
+		s += "[sub=" + e.Subagent + "]"
+	}
+	if e.Ev.Thinking {
+		s += "[thinking]"
+	}
+	if e.Usage != nil {
+		s += "[usage]"
+	}
+	if e.Ev.Error {
+		s += "[err]"
+	}
+	if e.Ev.Result != nil {
+		s += "[result=" + *e.Ev.Result + "]"
+	}
+	return s
+}
+
+func DescribeAll(envs []protocol.Envelope) []string {
+	out := make([]string, len(envs))
+	for i, e := range envs {
+		out[i] = Describe(e)
+	}
+	return out
+}
+
+// CheckInvariants asserts what must hold for any output: every envelope
+// validates, agent envelopes carry a turn, nothing of a turn comes after its
+// turn-end, and ids are unique.
+func CheckInvariants(t testing.TB, envs []protocol.Envelope) {
+	t.Helper()
+	ended := map[string]bool{}
+	ids := map[string]bool{}
+	open := ""
+	for i, e := range envs {
+		if err := e.Validate(); err != nil {
+			t.Fatalf("envelope %d %s invalid: %v", i, Describe(e), err)
+		}
+		if ids[e.ID] {
+			t.Fatalf("envelope %d %s repeats id %s", i, Describe(e), e.ID)
+		}
+		ids[e.ID] = true
+		if e.Role == protocol.RoleAgent && e.Turn == "" {
+			t.Fatalf("agent envelope %d %s has no turn", i, Describe(e))
+		}
+		if e.Turn != "" && ended[e.Turn] {
+			t.Fatalf("envelope %d %s comes after the turn-end of its turn", i, Describe(e))
+		}
+		switch e.Ev.T {
+		case protocol.KindTurnStart:
+			if open != "" {
+				t.Fatalf("envelope %d: turn-start while turn %s is open", i, open)
+			}
+			open = e.Turn
+		case protocol.KindTurnEnd:
+			ended[e.Turn] = true
+			open = ""
+		default:
+			if e.Turn != "" && e.Turn != open {
+				t.Fatalf("envelope %d %s is in turn %s but the open turn is %q", i, Describe(e), e.Turn, open)
+			}
+		}
+	}
+}
+
+// Eq fails the test unless got equals want.
+func Eq(t testing.TB, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("output\n got: %s\nwant: %s", strings.Join(got, " "), strings.Join(want, " "))
+	}
+}

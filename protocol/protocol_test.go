@@ -1,0 +1,237 @@
+package protocol
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// §8.1 #1: every kind round-trips with exactly the documented keys.
+func TestEnvelopeRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		env  Envelope
+		want string
+	}{
+		{"user text", Envelope{ID: "ca", Time: 1, Role: RoleUser, ClaudeUUID: "u-1", Ev: Event{T: KindText, Text: "hi"}},
+			`{"id":"ca","time":1,"role":"user","claudeUuid":"u-1","ev":{"t":"text","text":"hi"}}`},
+		{"empty text kept", Envelope{ID: "ca", Time: 1, Role: RoleUser, Ev: Event{T: KindText}},
+			`{"id":"ca","time":1,"role":"user","ev":{"t":"text","text":""}}`},
+		{"thinking", Envelope{ID: "ca", Time: 2, Role: RoleAgent, Turn: "ct", Subagent: "cs", Ev: Event{T: KindText, Text: "hm", Thinking: true}},
+			`{"id":"ca","time":2,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"text","text":"hm","thinking":true}}`},
+		{"service", Envelope{ID: "ca", Time: 3, Role: RoleAgent, Ev: Event{T: KindService, Text: "Agent done"}},
+			`{"id":"ca","time":3,"role":"agent","ev":{"t":"service","text":"Agent done"}}`},
+		{"tool-call-start", Envelope{ID: "ca", Time: 4, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallStart, Call: "toolu_1", Name: "Bash", Title: "Bash call", Description: "Bash call", Args: json.RawMessage(`{ "command": "ls" }`)}},
+			`{"id":"ca","time":4,"role":"agent","turn":"ct","ev":{"t":"tool-call-start","call":"toolu_1","name":"Bash","title":"Bash call","description":"Bash call","args":{"command":"ls"}}}`},
+		{"tool-call-end plain", Envelope{ID: "ca", Time: 5, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallEnd, Call: "toolu_1"}},
+			`{"id":"ca","time":5,"role":"agent","turn":"ct","ev":{"t":"tool-call-end","call":"toolu_1"}}`},
+		{"tool-call-end D8", Envelope{ID: "ca", Time: 5, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallEnd, Call: "toolu_1", Error: true, Result: ptr("boom"), Truncated: true}},
+			`{"id":"ca","time":5,"role":"agent","turn":"ct","ev":{"t":"tool-call-end","call":"toolu_1","error":true,"result":"boom","truncated":true}}`},
+		{"file", Envelope{ID: "ca", Time: 6, Role: RoleUser, Ev: Event{T: KindFile, Ref: "r1", Name: "a.png", Size: ptr(int64(10)), MimeType: "image/png", Image: &Image{Width: 2, Height: 3, Thumbhash: "x"}}},
+			`{"id":"ca","time":6,"role":"user","ev":{"t":"file","ref":"r1","name":"a.png","size":10,"mimeType":"image/png","image":{"width":2,"height":3,"thumbhash":"x"}}}`},
+		{"turn-start", Envelope{ID: "ca", Time: 7, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindTurnStart}},
+			`{"id":"ca","time":7,"role":"agent","turn":"ct","ev":{"t":"turn-start"}}`},
+		{"turn-end", Envelope{ID: "ca", Time: 8, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindTurnEnd, Status: StatusCancelled}},
+			`{"id":"ca","time":8,"role":"agent","turn":"ct","ev":{"t":"turn-end","status":"cancelled"}}`},
+		{"start with title", Envelope{ID: "ca", Time: 9, Role: RoleAgent, Turn: "ct", Subagent: "cs", Ev: Event{T: KindStart, Title: "Count files"}},
+			`{"id":"ca","time":9,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"start","title":"Count files"}}`},
+		{"start without title", Envelope{ID: "ca", Time: 9, Role: RoleAgent, Turn: "ct", Subagent: "cs", Ev: Event{T: KindStart}},
+			`{"id":"ca","time":9,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"start"}}`},
+		{"stop", Envelope{ID: "ca", Time: 10, Role: RoleAgent, Turn: "ct", Subagent: "cs", Ev: Event{T: KindStop}},
+			`{"id":"ca","time":10,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"stop"}}`},
+		{"usage with unknown keys", Envelope{ID: "ca", Time: 11, Role: RoleAgent, Turn: "ct",
+			Usage: &Usage{InputTokens: 3, OutputTokens: 4, CacheReadInputTokens: ptr(int64(5)), Extra: map[string]json.RawMessage{"server_tool_use": json.RawMessage(`{"web_search_requests": 0}`)}},
+			Ev:    Event{T: KindText, Text: "x"}},
+			`{"id":"ca","time":11,"role":"agent","turn":"ct","usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":5,"server_tool_use":{"web_search_requests":0}},"ev":{"t":"text","text":"x"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.env.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			got, err := json.Marshal(tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.want {
+				t.Fatalf("encoded\n got %s\nwant %s", got, tt.want)
+			}
+			if strings.Contains(string(got), "null") {
+				t.Fatalf("optional field written as null: %s", got)
+			}
+			var back Envelope
+			if err := json.Unmarshal(got, &back); err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			again, _ := json.Marshal(back)
+			if string(again) != tt.want {
+				t.Fatalf("round trip\n got %s\nwant %s", again, tt.want)
+			}
+		})
+	}
+}
+
+// §8.1 #2: what Validate (or decoding) must reject.
+func TestValidateRejects(t *testing.T) {
+	ok := func() Envelope {
+		return Envelope{ID: "ca", Time: 1, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindText, Text: "x"}}
+	}
+	tests := []struct {
+		name string
+		mod  func(*Envelope)
+	}{
+		{"role session", func(e *Envelope) { e.Role = "session" }},
+		{"empty role", func(e *Envelope) { e.Role = "" }},
+		{"missing id", func(e *Envelope) { e.ID = "" }},
+		{"service from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindService, Text: "x"} }},
+		{"start from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindStart} }},
+		{"stop from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindStop} }},
+		{"provider id as subagent", func(e *Envelope) { e.Subagent = "provider-tool-id" }},
+		{"uppercase subagent", func(e *Envelope) { e.Subagent = "cABC" }},
+		{"subagent leading digit", func(e *Envelope) { e.Subagent = "1abc" }},
+		{"subagent length 1", func(e *Envelope) { e.Subagent = "c" }},
+		{"subagent length 33", func(e *Envelope) { e.Subagent = "c" + strings.Repeat("a", 32) }},
+		{"turn-end canceled", func(e *Envelope) { e.Ev = Event{T: KindTurnEnd, Status: "canceled"} }},
+		{"turn-end without status", func(e *Envelope) { e.Ev = Event{T: KindTurnEnd} }},
+		{"tool-call-start without args", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallStart, Call: "t", Name: "Bash", Title: "x", Description: "x"}
+		}},
+		{"tool-call-start args not object", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallStart, Call: "t", Name: "Bash", Title: "x", Description: "x", Args: json.RawMessage(`[1]`)}
+		}},
+		{"tool-call-start without name", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallStart, Call: "t", Title: "x", Description: "x", Args: json.RawMessage(`{}`)}
+		}},
+		{"tool-call-end without call", func(e *Envelope) { e.Ev = Event{T: KindToolCallEnd} }},
+		{"tool-call-end result too long", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Result: ptr(strings.Repeat("x", MaxResultBytes+1))}
+		}},
+		{"file without size", func(e *Envelope) { e.Ev = Event{T: KindFile, Ref: "r", Name: "n"} }},
+		{"unknown kind", func(e *Envelope) { e.Ev = Event{T: "bogus"} }},
+		{"negative usage", func(e *Envelope) { e.Usage = &Usage{InputTokens: -1} }},
+		{"zero context window", func(e *Envelope) { e.Usage = &Usage{ContextWindow: ptr(int64(0))} }},
+	}
+	base := ok()
+	if err := base.Validate(); err != nil {
+		t.Fatalf("base envelope invalid: %v", err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := ok()
+			tt.mod(&e)
+			if err := e.Validate(); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Validate = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	for _, in := range []string{
+		`{"id":"a","time":1,"role":"agent","ev":{"t":"turn-end"}}`,
+		`{"id":"a","time":1,"role":"agent","ev":{"t":"start","title":5}}`,
+		`{"id":"a","time":1,"role":"agent","ev":{"t":"service"}}`,
+		`{"id":"a","time":1,"role":"agent","ev":{"t":"tool-call-start","call":"c","name":"n","title":"t","description":"d"}}`,
+		`{"id":"a","time":1,"role":"user","ev":{"t":"file","ref":"r","name":"n"}}`,
+		`{"id":"a","time":1,"role":"agent","ev":{"t":"nope"}}`,
+		`{"time":1,"role":"agent","ev":{"t":"stop"}}`,
+		`{"id":"a","time":1,"role":"agent","usage":{"input_tokens":"lots","output_tokens":1},"ev":{"t":"stop"}}`,
+	} {
+		var e Envelope
+		if err := json.Unmarshal([]byte(in), &e); err == nil {
+			if err := e.Validate(); err == nil {
+				t.Errorf("accepted %s", in)
+			}
+		}
+	}
+}
+
+// §8.1 #4: service_tier null omitted; unknown usage keys preserved.
+func TestUsageLenient(t *testing.T) {
+	var u Usage
+	if err := json.Unmarshal([]byte(`{"input_tokens":0,"output_tokens":0,"service_tier":null,"cache_creation":{"ephemeral_5m_input_tokens":0}}`), &u); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(u)
+	if want := `{"input_tokens":0,"output_tokens":0,"cache_creation":{"ephemeral_5m_input_tokens":0}}`; string(got) != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+	if err := json.Unmarshal([]byte(`{"input_tokens":"lots","output_tokens":1}`), &u); err == nil {
+		t.Fatal("malformed usage accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"output_tokens":1}`), &u); err == nil {
+		t.Fatal("usage without input_tokens accepted")
+	}
+}
+
+// §8.1 #3 and reference-behavior §1.4: the subagent vectors.
+func TestSubagentIDVectors(t *testing.T) {
+	for in, want := range map[string]string{
+		"toolu_01EmKA8FJ7B2Ah9seGxK1Wct": "c55a0d1eccaf1bf1c20ab88d",
+		"toolu_01DAkBr3THZbTNLPPBHiX1sp": "ce4fb421c7f0b703efb88ea3",
+		"task-buffer-1":                  "cf7d37da13822719b172d2f0",
+		"tool-agent-stable":              "c2d6f88e5f0aa155a20f4f70",
+		"toolu_task_1":                   "cdbc6ff5ad64b06ccfa061c7",
+	} {
+		got := SubagentID(in)
+		if got != want {
+			t.Errorf("SubagentID(%q) = %q, want %q", in, got, want)
+		}
+		if !IsCuid(got) {
+			t.Errorf("SubagentID(%q) = %q is not a cuid2", in, got)
+		}
+	}
+}
+
+var cuidRe = regexp.MustCompile(`^[a-z][0-9a-z]+$`)
+
+func TestIsCuid(t *testing.T) {
+	for s, want := range map[string]bool{
+		"ab": true, "a1": true, "c55a0d1eccaf1bf1c20ab88d": true, strings.Repeat("a", 32): true,
+		"a": false, strings.Repeat("a", 33): false, "1a": false, "aB": false, "a-b": false, "": false, "toolu_1": false,
+	} {
+		if got := IsCuid(s); got != want {
+			t.Errorf("IsCuid(%q) = %v", s, got)
+		}
+	}
+}
+
+func TestNewIDs(t *testing.T) {
+	seen := map[string]bool{}
+	for range 10000 {
+		id := New()
+		if len(id) != IDLength || !IsCuid(id) || !cuidRe.MatchString(id) {
+			t.Fatalf("New() = %q breaks the cuid2 rules", id)
+		}
+		if seen[id] {
+			t.Fatalf("New() repeated %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestDeriveID(t *testing.T) {
+	a := DeriveID("s", "uuid-1", "0", "text")
+	if a != DeriveID("s", "uuid-1", "0", "text") {
+		t.Fatal("DeriveID is not deterministic")
+	}
+	if !IsCuid(a) || len(a) != IDLength {
+		t.Fatalf("DeriveID gave %q", a)
+	}
+	if DeriveID("ab", "c") == DeriveID("a", "bc") {
+		t.Fatal("DeriveID does not separate its parts")
+	}
+}
+
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"plain", "quote\" back\\", "<script>&", "ctl\x01\x1f\t\n\r", "bad\xff utf8", "sep\u2028\u2029", "émoji 🎉"} {
+		want, _ := json.Marshal(s)
+		if got := appendString(nil, s); string(got) != string(want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
