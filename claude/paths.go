@@ -30,15 +30,20 @@ func EscapeProjectPath(path string) string {
 	if len(out) <= maxEscapedLen {
 		return string(out)
 	}
-	var h int32
-	for _, u := range units {
-		h = 31*h + int32(u)
-	}
-	abs := int64(h)
+	abs := int64(javaHash(units))
 	if abs < 0 {
 		abs = -abs
 	}
 	return string(out[:maxEscapedLen]) + "-" + strconv.FormatInt(abs, 36)
+}
+
+// javaHash is Java's String.hashCode over UTF-16 code units (int32 wrap).
+func javaHash(units []uint16) int32 {
+	var h int32
+	for _, u := range units {
+		h = 31*h + int32(u)
+	}
+	return h
 }
 
 func isAlnum(c byte) bool {

@@ -1,0 +1,279 @@
+package claude
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf16"
+)
+
+func TestPeekType(t *testing.T) {
+	tests := []struct {
+		line    string
+		want    string
+		wantErr bool
+	}{
+		{`{"type":"user","uuid":"u"}`, "user", false},
+		{`{"parentUuid":null,"attachment":{"type":"deferred_tools_delta"},"type":"attachment"}`, "attachment", false},
+		{`{"a":"x\"type\":\"user","type":"queue-operation"}`, "queue-operation", false},
+		{`{"a":[{"type":"user"},"}"],"b":{"c":{"type":"assistant"}},"type":"progress"}`, "progress", false},
+		{`{"type":"us\u0065r"}`, "user", false},
+		{` { "type" : "system" } `, "system", false},
+		{`{"uuid":"x"}`, "", false},
+		{`{"type":5}`, "", false},
+		{`{"type":"user","message":{"content":"trunc`, "", true},
+		{`{"message":{"content":"trunc`, "", true},
+		{`"just a string"`, "", true},
+		{`[1,2]`, "", true},
+		{`null`, "", true},
+		{`[hh:mm] not json`, "", true},
+		{``, "", true},
+	}
+	for _, tt := range tests {
+		got, err := PeekType([]byte(tt.line))
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("PeekType(%s) = %q, %v; want %q, err=%v", tt.line, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestParseLenient(t *testing.T) {
+	r, err := Parse([]byte(`{"type":"assistant","uuid":"a1","parentUuid":"p","isSidechain":true,"agentId":"ab","timestamp":"2026-11-22T18:59:35.149Z","newField":{"x":1},"message":{"id":"m1","model":"x","content":[{"type":"text","text":"hi"},{"type":"brand_new","foo":1},"not a block",{"type":"tool_use","id":"t","name":"Bash","input":{"a":1}}],"usage":{"input_tokens":1,"output_tokens":2}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Type != TypeAssistant || r.UUID != "a1" || r.ParentUUID != "p" || !r.IsSidechain || r.AgentID != "ab" || r.Timestamp != 1795373975149 {
+		t.Fatalf("record %+v", r)
+	}
+	bs := r.Message.Content.Blocks
+	if len(bs) != 4 || *bs[0].Text != "hi" || bs[1].Type != "brand_new" || bs[2].Type != "invalid" || bs[3].Name != "Bash" {
+		t.Fatalf("blocks %+v", bs)
+	}
+	if r.Message.ID != "m1" || r.Message.Usage == nil {
+		t.Fatal("message fields")
+	}
+
+	// Wrong types for known fields do not fail the parse.
+	r, err = Parse([]byte(`{"type":"user","uuid":7,"isSidechain":"yes","message":"not an object","timestamp":"yesterday"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UUID != "" || r.IsSidechain || r.Message != nil || r.Timestamp != 0 {
+		t.Fatalf("record %+v", r)
+	}
+
+	// Unknown record types are recognised by their type only (D14).
+	r, err = Parse([]byte(`{"type":"api-request-shape","shape":{"huge":[1,2,3]}}`))
+	if err != nil || r.Type != "api-request-shape" || r.Message != nil {
+		t.Fatalf("%+v %v", r, err)
+	}
+
+	// stream-json names.
+	r, err = Parse([]byte(`{"type":"user","uuid":"u","session_id":"s","parent_tool_use_id":"toolu_1","agent_id":"a1","isSynthetic":true,"tool_use_result":{"isAsync":true},"message":{"role":"user","content":"x"}}`))
+	if err != nil || r.SessionID != "s" || r.ParentToolUseID != "toolu_1" || r.AgentID != "a1" || !r.IsMeta || string(r.ToolUseResult) != `{"isAsync":true}` {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = Parse([]byte(`{"type":"user","uuid":"u","origin":{"kind":"task-notification"},"message":{"content":"<task-notification>"}}`))
+	if err != nil || r.OriginKind != "task-notification" {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
+
+func TestKeysAndDedupe(t *testing.T) {
+	p := func(s string) *Record {
+		r, err := Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if k := Key(p(`{"type":"summary","summary":"S","leafUuid":"L"}`)); k != "summary: L: S" {
+		t.Fatalf("summary key %q", k)
+	}
+	if k := Key(p(`{"type":"user","uuid":"u1","message":{"content":"x"}}`)); k != "u1" {
+		t.Fatalf("key %q", k)
+	}
+	var d Dedupe
+	a1 := p(`{"type":"assistant","uuid":"a1","message":{"id":"m","content":[{"type":"text","text":"lol"}]}}`)
+	a2 := p(`{"type":"assistant","uuid":"a2","message":{"id":"m","content":[{"type":"text","text":"lol"}]}}`)
+	a3 := p(`{"type":"assistant","uuid":"a3","message":{"id":"m","content":[{"type":"tool_use","id":"t"}]}}`)
+	noKey := p(`{"type":"user","message":{"content":"x"}}`)
+	if d.Seen(a1) {
+		t.Fatal("first record seen")
+	}
+	if !d.Seen(a1) {
+		t.Fatal("same uuid not deduped (seed 002 example 4)")
+	}
+	if !d.Seen(a2) {
+		t.Fatal("D5: same message id and content under a new uuid not deduped")
+	}
+	if d.Seen(a3) {
+		t.Fatal("D5: another block of the same message deduped")
+	}
+	if d.Seen(noKey) || d.Seen(noKey) {
+		t.Fatal("record without key deduped")
+	}
+}
+
+func TestToolResultText(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"plain"`: "plain",
+		`[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]`: "a\n[image]\nb",
+		`{"odd":1}`: "",
+		``:          "",
+	} {
+		if got := ToolResultText([]byte(raw)); got != want {
+			t.Errorf("ToolResultText(%s) = %q want %q", raw, got, want)
+		}
+	}
+}
+
+// reference-behavior §3.1 and the peer report's observations (l).
+func TestEscapeProjectPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/Users/steve/projects/my-app": "-Users-steve-projects-my-app",
+		"app.test.js":                  "app-test-js",
+		"app (copy)":                   "app--copy-",
+		"[2024] my-project":            "-2024--my-project",
+		"~backup":                      "-backup",
+		"/Users/x/projects/~backup":    "-Users-x-projects--backup",
+		"c++":                          "c--",
+		"c#-app":                       "c--app",
+		"key=value&foo":                "key-value-foo",
+		"a,b;c":                        "a-b-c",
+		"it's-done!":                   "it-s-done-",
+		"user@gmail.com":               "user-gmail-com",
+		"/w/My Proj.v2_x-y":            "-w-My-Proj-v2-x-y",
+		"ünï cödé+@#%":                 "-n--c-d-----",
+		"a🎉b":                          "a--b", // one astral char is two UTF-16 units
+	} {
+		if got := EscapeProjectPath(in); got != want {
+			t.Errorf("EscapeProjectPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+	long := "/" + strings.Repeat("abcdefghij/", 28)
+	got := EscapeProjectPath(long)
+	h := int64(javaHash(utf16.Encode([]rune(long))))
+	if h < 0 {
+		h = -h
+	}
+	if len(got) <= 201 || got[:200] != EscapeProjectPath(long[:200]) || got[200] != '-' {
+		t.Fatalf("long path: %q", got)
+	}
+}
+
+func TestJavaHash(t *testing.T) {
+	for s, want := range map[string]int32{"": 0, "hello": 99162322, "polygenelubricants": -2147483648} {
+		if got := javaHash(utf16.Encode([]rune(s))); got != want {
+			t.Errorf("javaHash(%q) = %d want %d", s, got, want)
+		}
+	}
+	// Math.abs of the int32 minimum stays positive in JavaScript.
+	long := strings.Repeat("x", 201) + "polygenelubricants"
+	_ = EscapeProjectPath(long)
+}
+
+func TestConfigAndProjectDir(t *testing.T) {
+	env := func(v string) func(string) string { return func(string) string { return v } }
+	tests := []struct {
+		name, env, home, want string
+	}{
+		{"unset", "", "/home/u", "/home/u/.claude"},
+		{"custom", "/opt/claude", "/home/u", "/opt/claude"},
+		{"relative kept as given", "rel/dir", "/home/u", "rel/dir"},
+		{"trailing slash", "/opt/claude/", "/home/u", "/opt/claude/"},
+	}
+	for _, tt := range tests {
+		if got := ConfigDir(env(tt.env), tt.home); got != tt.want {
+			t.Errorf("%s: ConfigDir = %q want %q", tt.name, got, tt.want)
+		}
+	}
+	d, err := ProjectDir("/opt/claude/", "/w/my.app")
+	if err != nil || d != "/opt/claude/projects/-w-my-app" {
+		t.Fatalf("ProjectDir = %q, %v", d, err)
+	}
+	wd, _ := os.Getwd()
+	d, _ = ProjectDir("/c", "")
+	if d != filepath.Join("/c/projects", EscapeProjectPath(wd)) {
+		t.Fatalf("empty cwd: %q", d)
+	}
+	d, _ = ProjectDir("/c", "my-project")
+	if !strings.Contains(d, "/c/projects/") || !strings.HasSuffix(d, "-my-project") {
+		t.Fatalf("relative cwd: %q", d)
+	}
+}
+
+// Every stream-json line of the real 2.1.330 captures parses, and every
+// user/assistant uuid equals a transcript record's uuid.
+func TestStreamCaptures(t *testing.T) {
+	dirs, _ := filepath.Glob("../testdata/corpus/claude-code-2.1.330/*/stream.jsonl")
+	if len(dirs) == 0 {
+		t.Fatal("no captures")
+	}
+	for _, sp := range dirs {
+		uuids := map[string]bool{}
+		_ = filepath.Walk(filepath.Join(filepath.Dir(sp), "transcripts"), func(p string, _ os.FileInfo, _ error) error {
+			if strings.HasSuffix(p, ".jsonl") {
+				forLines(t, p, func(line []byte) {
+					if r, err := Parse(line); err == nil && r.UUID != "" {
+						uuids[r.UUID] = true
+					}
+				})
+			}
+			return nil
+		})
+		kinds := map[string]int{}
+		forLines(t, sp, func(line []byte) {
+			m, err := ParseStream(line)
+			if err != nil {
+				t.Fatalf("%s: %v", sp, err)
+			}
+			kinds[m.Type]++
+			if m.Record != nil && !uuids[m.UUID] {
+				t.Errorf("%s: stream %s uuid %s not in the transcript", sp, m.Type, m.UUID)
+			}
+			if m.Type == StreamResult && m.Result.Subtype == "" {
+				t.Errorf("%s: result without subtype", sp)
+			}
+		})
+		if kinds[StreamResult] == 0 || kinds[StreamAssistant] == 0 {
+			t.Errorf("%s: kinds %v", sp, kinds)
+		}
+	}
+}
+
+func TestParseControlMessages(t *testing.T) {
+	m, err := ParseStream([]byte(`{"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"touch x"},"tool_use_id":"toolu_1","agent_id":"a1"}}`))
+	if err != nil || m.Control.RequestID != "r1" || m.Subtype != "can_use_tool" || m.Control.Request.ToolName != "Bash" || m.Control.Request.AgentID != "a1" {
+		t.Fatalf("%+v %v", m, err)
+	}
+	m, err = ParseStream([]byte(`{"type":"control_response","response":{"subtype":"success","request_id":"req_interrupt_1","response":{"still_queued":[]}}}`))
+	if err != nil || m.Response.Response.RequestID != "req_interrupt_1" || m.Subtype != "success" {
+		t.Fatalf("%+v %v", m, err)
+	}
+	m, err = ParseStream([]byte(`{"type":"brand_new_kind","x":1}`))
+	if err != nil || m.Type != "brand_new_kind" {
+		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+func forLines(t *testing.T, path string, fn func([]byte)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		if len(sc.Bytes()) > 0 {
+			fn(append([]byte(nil), sc.Bytes()...))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
