@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Record types that carry conversation. Every other type (attachment,
@@ -330,7 +331,7 @@ func PeekType(line []byte) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			if bytes.IndexByte(p.b[vs:ve], '\\') >= 0 {
+			if bytes.IndexByte(p.b[vs:ve], '\\') >= 0 || !utf8.Valid(p.b[vs:ve]) {
 				var s string
 				if json.Unmarshal(p.b[vs-1:ve+1], &s) != nil {
 					return "", errors.New("invalid JSON string")

@@ -376,23 +376,26 @@ func (m *Mapper) ensureTurn(r *claude.Record) {
 		protocol.Event{T: protocol.KindTurnStart})
 }
 
-func (m *Mapper) ensureStarted(s *subagent) {
+// ensureStarted emits start for s unless it is active. cause identifies
+// what triggered it (the record's source), so ids stay unique and stable.
+func (m *Mapper) ensureStarted(s *subagent, cause string) {
 	if s == nil || s.active {
 		return
 	}
 	s.active = true
 	s.done = false
 	m.stats.Subagents++
-	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "start", m.turn, s.id), s, "",
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "start", cause, s.id), s, "",
 		protocol.Event{T: protocol.KindStart, Title: s.title})
 }
 
-func (m *Mapper) stop(s *subagent) {
+// stop emits stop for s if it is active; cause as for ensureStarted.
+func (m *Mapper) stop(s *subagent, cause string) {
 	if s == nil || !s.active {
 		return
 	}
 	s.active = false
-	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "stop", m.turn, s.id), s, "",
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "stop", cause, s.id), s, "",
 		protocol.Event{T: protocol.KindStop})
 }
 
@@ -427,7 +430,7 @@ func (m *Mapper) closeTurn(status protocol.TurnStatus) {
 	for _, p := range m.subOrder {
 		s := m.subs[p]
 		if s.active && !(s.background && !s.done) {
-			m.stop(s)
+			m.stop(s, "close:"+m.turn)
 		}
 	}
 	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-end", m.turn), nil, "",
@@ -476,7 +479,7 @@ func (m *Mapper) wipe() {
 func (m *Mapper) assistant(r *claude.Record, sub *subagent) {
 	src := source(r)
 	m.ensureTurn(r)
-	m.ensureStarted(sub)
+	m.ensureStarted(sub, src)
 	start := len(m.out)
 	var blocks []claude.Block
 	if r.Message != nil {
@@ -596,7 +599,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 	if c.IsString {
 		if sidechain {
 			m.ensureTurn(r)
-			m.ensureStarted(sub)
+			m.ensureStarted(sub, src)
 			m.emitOwn(protocol.RoleAgent, blockID(m.session, src, -1, "text"), sub, r.UUID,
 				protocol.Event{T: protocol.KindText, Text: c.String})
 			return
@@ -644,7 +647,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 	}
 	m.ensureTurn(r)
 	if sidechain {
-		m.ensureStarted(sub)
+		m.ensureStarted(sub, src)
 	}
 	for i := range c.Blocks {
 		b := &c.Blocks[i]
@@ -681,11 +684,11 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 					m.linkAgent(agentID, s.provider)
 					m.flushAgent(agentID)
 				}
-				m.stop(s)
+				m.stop(s, src)
 				s.done = true
 				return
 			}
-			m.stop(s)
+			m.stop(s, src)
 		}
 	}
 	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}

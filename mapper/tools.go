@@ -206,7 +206,7 @@ func (m *Mapper) taskNotification(r *claude.Record, src string) {
 		msg = "Background task " + statusWord(status)
 	}
 	if s != nil {
-		m.stop(s)
+		m.stop(s, src)
 		s.done = true
 		s.background = false
 	}
