@@ -105,41 +105,6 @@ type Block struct {
 // ErrNotObject is returned for lines that are valid JSON but not an object.
 var ErrNotObject = errors.New("not a JSON object")
 
-// wire is the decoding shape of conversation records.
-type wire struct {
-	Type             string          `json:"type"`
-	Subtype          string          `json:"subtype"`
-	UUID             any             `json:"uuid"`
-	ParentUUID       any             `json:"parentUuid"`
-	ParentUUIDAlt    any             `json:"parentUUID"`
-	SessionID        any             `json:"sessionId"`
-	SessionIDSnake   any             `json:"session_id"`
-	AgentID          any             `json:"agentId"`
-	AgentIDSnake     any             `json:"agent_id"`
-	ParentToolUse    any             `json:"parent_tool_use_id"`
-	ParentToolUseAlt any             `json:"parentToolUseId"`
-	Timestamp        any             `json:"timestamp"`
-	IsSidechain      any             `json:"isSidechain"`
-	IsMeta           any             `json:"isMeta"`
-	IsSynthetic      any             `json:"isSynthetic"`
-	IsCompactSummary any             `json:"isCompactSummary"`
-	IsAPIError       any             `json:"isApiErrorMessage"`
-	Origin           json.RawMessage `json:"origin"`
-	Message          json.RawMessage `json:"message"`
-	ToolUseResult    json.RawMessage `json:"toolUseResult"`
-	ToolUseResultAlt json.RawMessage `json:"tool_use_result"`
-	Summary          any             `json:"summary"`
-	LeafUUID         any             `json:"leafUuid"`
-}
-
-type wireMessage struct {
-	ID      any             `json:"id"`
-	Role    any             `json:"role"`
-	Model   any             `json:"model"`
-	Content json.RawMessage `json:"content"`
-	Usage   json.RawMessage `json:"usage"`
-}
-
 // IsConversationType reports whether records of type t can produce
 // envelopes and are therefore decoded in full.
 func IsConversationType(t string) bool {
@@ -153,132 +118,247 @@ func IsConversationType(t string) bool {
 // Parse decodes one line. For types that are not conversation it decodes
 // only the type (D14) and returns a Record with just Type and Raw. It never
 // panics; malformed input returns an error that says why.
+//
+// Conversation records are decoded by a scan of the object's keys that
+// keeps large values it does not need (tool results, toolUseResult) as raw
+// slices of the line, which is several times faster than a full decode.
+// Raw values are validated when they are decoded.
 func Parse(line []byte) (*Record, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	typ, err := PeekType(line)
 	if err != nil {
 		return nil, err
 	}
+	r := &Record{Type: typ, Raw: line}
 	if !IsConversationType(typ) {
-		return &Record{Type: typ, Raw: line}, nil
+		return r, nil
 	}
-	var w wire
-	if err := json.Unmarshal(line, &w); err != nil {
+	var (
+		parentAlt, sessionAlt, agentAlt, toolUseAlt string
+		toolUseResultAlt                            []byte
+	)
+	err = eachKey(line, func(k, v []byte) error {
+		switch string(k) {
+		case "subtype":
+			r.Subtype = jsonStr(v)
+		case "uuid":
+			r.UUID = jsonStr(v)
+		case "parentUuid":
+			r.ParentUUID = jsonStr(v)
+		case "parentUUID":
+			parentAlt = jsonStr(v)
+		case "sessionId":
+			r.SessionID = jsonStr(v)
+		case "session_id":
+			sessionAlt = jsonStr(v)
+		case "agentId":
+			r.AgentID = jsonStr(v)
+		case "agent_id":
+			agentAlt = jsonStr(v)
+		case "parent_tool_use_id":
+			r.ParentToolUseID = jsonStr(v)
+		case "parentToolUseId":
+			toolUseAlt = jsonStr(v)
+		case "timestamp":
+			r.Timestamp = parseTime(v)
+		case "isSidechain":
+			r.IsSidechain = string(v) == "true"
+		case "isMeta", "isSynthetic":
+			r.IsMeta = r.IsMeta || truthy(v)
+		case "isCompactSummary":
+			r.IsCompactSummary = truthy(v)
+		case "isApiErrorMessage":
+			r.IsAPIError = truthy(v)
+		case "origin":
+			if len(v) > 0 && v[0] == '{' {
+				_ = eachKey(v, func(k, v []byte) error {
+					if string(k) == "kind" {
+						r.OriginKind = jsonStr(v)
+					}
+					return nil
+				})
+			}
+		case "message":
+			if len(v) > 0 && v[0] == '{' {
+				r.Message = parseMessage(v)
+			}
+		case "toolUseResult":
+			r.ToolUseResult = v
+		case "tool_use_result":
+			toolUseResultAlt = v
+		case "summary":
+			r.Summary = jsonStr(v)
+		case "leafUuid":
+			r.LeafUUID = jsonStr(v)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("decode %s record: %w", typ, err)
 	}
-	r := &Record{
-		Type:             typ,
-		Subtype:          str(w.Subtype),
-		UUID:             str(w.UUID),
-		ParentUUID:       firstStr(w.ParentUUID, w.ParentUUIDAlt),
-		SessionID:        firstStr(w.SessionID, w.SessionIDSnake),
-		AgentID:          firstStr(w.AgentID, w.AgentIDSnake),
-		ParentToolUseID:  firstStr(w.ParentToolUse, w.ParentToolUseAlt),
-		Timestamp:        parseTime(w.Timestamp),
-		IsSidechain:      w.IsSidechain == true,
-		IsMeta:           truthy(w.IsMeta) || truthy(w.IsSynthetic),
-		IsCompactSummary: truthy(w.IsCompactSummary),
-		IsAPIError:       truthy(w.IsAPIError),
-		Summary:          str(w.Summary),
-		LeafUUID:         str(w.LeafUUID),
-		Raw:              line,
+	if r.ParentUUID == "" {
+		r.ParentUUID = parentAlt
 	}
-	r.ToolUseResult = w.ToolUseResult
+	if r.SessionID == "" {
+		r.SessionID = sessionAlt
+	}
+	if r.AgentID == "" {
+		r.AgentID = agentAlt
+	}
+	if r.ParentToolUseID == "" {
+		r.ParentToolUseID = toolUseAlt
+	}
 	if r.ToolUseResult == nil {
-		r.ToolUseResult = w.ToolUseResultAlt
-	}
-	if len(w.Origin) > 0 && w.Origin[0] == '{' {
-		var o struct {
-			Kind any `json:"kind"`
-		}
-		if json.Unmarshal(w.Origin, &o) == nil {
-			r.OriginKind = str(o.Kind)
-		}
-	}
-	if len(w.Message) > 0 && w.Message[0] == '{' {
-		var wm wireMessage
-		if err := json.Unmarshal(w.Message, &wm); err == nil {
-			m := &Message{ID: str(wm.ID), Role: str(wm.Role), Model: str(wm.Model)}
-			if len(wm.Usage) > 0 && wm.Usage[0] == '{' {
-				m.Usage = wm.Usage
-			}
-			m.Content = parseContent(wm.Content)
-			r.Message = m
-		}
+		r.ToolUseResult = toolUseResultAlt
 	}
 	return r, nil
 }
 
-func parseContent(raw json.RawMessage) Content {
+func parseMessage(v []byte) *Message {
+	m := &Message{}
+	err := eachKey(v, func(k, v []byte) error {
+		switch string(k) {
+		case "id":
+			m.ID = jsonStr(v)
+		case "role":
+			m.Role = jsonStr(v)
+		case "model":
+			m.Model = jsonStr(v)
+		case "content":
+			m.Content = parseContent(v)
+		case "usage":
+			if len(v) > 0 && v[0] == '{' {
+				m.Usage = v
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+func parseContent(raw []byte) Content {
 	c := Content{Raw: raw}
 	if len(raw) == 0 {
 		return c
 	}
 	switch raw[0] {
 	case '"':
-		if json.Unmarshal(raw, &c.String) == nil {
-			c.Present, c.IsString = true, true
+		if s, ok := unquote(raw); ok {
+			c.Present, c.IsString, c.String = true, true, s
 		}
 	case '[':
-		// Decode block by block so that one malformed block does not lose
-		// the others.
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return c
-		}
 		c.Present = true
-		c.Blocks = make([]Block, 0, len(items))
-		for _, it := range items {
-			var b Block
-			if len(it) == 0 || it[0] != '{' || json.Unmarshal(it, &b) != nil {
-				b = Block{Type: "invalid"}
-			}
-			c.Blocks = append(c.Blocks, b)
+		c.Blocks = make([]Block, 0, 2)
+		if eachElem(raw, func(it []byte) error {
+			c.Blocks = append(c.Blocks, parseBlock(it))
+			return nil
+		}) != nil {
+			c.Present, c.Blocks = false, nil
 		}
 	}
 	return c
 }
 
-func str(v any) string {
-	s, _ := v.(string)
+func parseBlock(it []byte) Block {
+	if len(it) == 0 || it[0] != '{' {
+		return Block{Type: "invalid"}
+	}
+	var b Block
+	err := eachKey(it, func(k, v []byte) error {
+		switch string(k) {
+		case "type":
+			b.Type = jsonStr(v)
+		case "text":
+			if s, ok := unquote(v); ok {
+				b.Text = &s
+			}
+		case "thinking":
+			if s, ok := unquote(v); ok {
+				b.Thinking = &s
+			}
+		case "id":
+			b.ID = jsonStr(v)
+		case "name":
+			b.Name = jsonStr(v)
+		case "input":
+			b.Input = v
+		case "tool_use_id":
+			b.ToolUseID = jsonStr(v)
+		case "content":
+			b.Content = v
+		case "is_error":
+			b.IsError = string(v) == "true"
+		}
+		return nil
+	})
+	if err != nil {
+		return Block{Type: "invalid"}
+	}
+	return b
+}
+
+// jsonStr is the string value of v, or "" when v is not a string.
+func jsonStr(v []byte) string {
+	s, _ := unquote(v)
 	return s
 }
 
-func firstStr(vs ...any) string {
-	for _, v := range vs {
-		if s := str(v); s != "" {
-			return s
-		}
+// unquote decodes a JSON string value. The fast path copies strings with no
+// escapes and valid UTF-8; others go through encoding/json.
+func unquote(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
 	}
-	return ""
+	inner := v[1 : len(v)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) && !hasControl(inner) {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
-func truthy(v any) bool {
-	switch x := v.(type) {
-	case bool:
-		return x
-	case string:
-		return x != ""
-	case float64:
-		return x != 0
-	case nil:
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// truthy follows JavaScript truthiness for the flag fields Claude writes.
+func truthy(v []byte) bool {
+	switch string(v) {
+	case "", "false", "null", "0", `""`:
 		return false
 	}
 	return true
 }
 
-func parseTime(v any) int64 {
-	switch x := v.(type) {
-	case string:
-		t, err := time.Parse(time.RFC3339Nano, x)
+func parseTime(v []byte) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	if v[0] == '"' {
+		s, ok := unquote(v)
+		if !ok {
+			return 0
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			return 0
 		}
 		return t.UnixMilli()
-	case float64:
-		if x > 0 {
-			return int64(x)
-		}
+	}
+	var f float64
+	if json.Unmarshal(v, &f) == nil && f > 0 {
+		return int64(f)
 	}
 	return 0
 }
@@ -432,5 +512,101 @@ func (p *peeker) skipValue() error {
 			p.i++
 		}
 		return errTruncated
+	}
+}
+
+// eachKey calls fn with every key of the JSON object b and the raw bytes of
+// its value. It checks the structure (balanced brackets, closed strings)
+// but not the tokens inside values it only skips.
+func eachKey(b []byte, fn func(k, v []byte) error) error {
+	p := peeker{b: b}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return errors.New("not an object")
+	}
+	p.i++
+	first := true
+	for {
+		p.ws()
+		if p.i >= len(p.b) {
+			return errTruncated
+		}
+		if p.b[p.i] == '}' {
+			return nil
+		}
+		if !first {
+			if p.b[p.i] != ',' {
+				return errors.New("invalid JSON: expected ',' or '}'")
+			}
+			p.i++
+			p.ws()
+			if p.i >= len(p.b) {
+				return errTruncated
+			}
+		}
+		first = false
+		if p.b[p.i] != '"' {
+			return errors.New("invalid JSON: expected a key")
+		}
+		ks, ke, err := p.str()
+		if err != nil {
+			return err
+		}
+		key := p.b[ks:ke]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			s, _ := unquote(p.b[ks-1 : ke+1])
+			key = []byte(s)
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return errors.New("invalid JSON: expected ':'")
+		}
+		p.i++
+		p.ws()
+		vs := p.i
+		if err := p.skipValue(); err != nil {
+			return err
+		}
+		if err := fn(key, p.b[vs:p.i]); err != nil {
+			return err
+		}
+	}
+}
+
+// eachElem calls fn with the raw bytes of every element of the JSON array b.
+func eachElem(b []byte, fn func(v []byte) error) error {
+	p := peeker{b: b}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '[' {
+		return errors.New("not an array")
+	}
+	p.i++
+	first := true
+	for {
+		p.ws()
+		if p.i >= len(p.b) {
+			return errTruncated
+		}
+		if p.b[p.i] == ']' {
+			return nil
+		}
+		if !first {
+			if p.b[p.i] != ',' {
+				return errors.New("invalid JSON: expected ',' or ']'")
+			}
+			p.i++
+			p.ws()
+		}
+		first = false
+		vs := p.i
+		if err := p.skipValue(); err != nil {
+			return err
+		}
+		if p.i == vs {
+			return errors.New("invalid JSON: unexpected character")
+		}
+		if err := fn(p.b[vs:p.i]); err != nil {
+			return err
+		}
 	}
 }

@@ -35,9 +35,10 @@ func FuzzMapper(f *testing.F) {
 		m := New("fuzz")
 		m.SetMaxBuffered(8)
 		var envs []protocol.Envelope
+		var dd claude.Dedupe // as in every real pipeline: the mapper sees each record once
 		for line := range bytes.SplitSeq(data, []byte("\n")) {
 			r, err := claude.Parse(line)
-			if err != nil {
+			if err != nil || dd.Seen(r) {
 				continue
 			}
 			envs = append(envs, m.Map(r)...)

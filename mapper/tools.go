@@ -74,6 +74,12 @@ func toolArgs(raw json.RawMessage) json.RawMessage {
 	if len(t) == 0 {
 		return json.RawMessage("{}")
 	}
+	if !json.Valid(t) {
+		// The parser keeps values it does not need as raw bytes; a broken
+		// input is passed on as text rather than as broken JSON.
+		s, _ := json.Marshal(string(t))
+		return json.RawMessage(append(append([]byte(`{"input":`), s...), '}'))
+	}
 	if t[0] == '{' {
 		return t
 	}
