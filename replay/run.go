@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/mapper"
@@ -30,6 +31,8 @@ type Stats struct {
 	Subagents    int
 	Orphans      int // orphan sidechain records emitted without subagent (D11)
 	Skipped      []Skip
+	Elapsed      time.Duration
+	PeakRSS      int64 // bytes, 0 when unknown
 }
 
 // EnvelopeCount is the number of envelopes written.
@@ -55,7 +58,12 @@ var ErrNothingRead = errors.New("nothing could be read")
 // deduplicated, goes through one mapper; each envelope goes to emit in
 // order. It stops early if ctx is cancelled or emit fails.
 func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envelope) error) (*Stats, error) {
+	began := time.Now()
 	st := &Stats{Other: map[string]int{}, Envelopes: map[protocol.Kind]int{}, Files: len(s.Files())}
+	defer func() {
+		st.Elapsed = time.Since(began)
+		st.PeakRSS = PeakRSS()
+	}()
 	for _, p := range s.Files() {
 		if fi, err := os.Stat(p); err == nil {
 			st.TotalBytes += fi.Size()
@@ -147,6 +155,13 @@ func WriteSummary(w io.Writer, st *Stats, maxSkips int) {
 		fmt.Fprintf(w, " (%s)", strings.Join(kinds, ", "))
 	}
 	fmt.Fprintf(w, "; %d turns, %d subagents\n", st.Turns, st.Subagents)
+	if secs := st.Elapsed.Seconds(); secs > 0 {
+		fmt.Fprintf(w, "took %.2f s (%.1f MB/s)", secs, float64(st.Bytes)/1e6/secs)
+		if st.PeakRSS > 0 {
+			fmt.Fprintf(w, ", peak memory %.1f MB", float64(st.PeakRSS)/(1<<20))
+		}
+		fmt.Fprintln(w)
+	}
 	if st.Orphans > 0 {
 		fmt.Fprintf(w, "%d subagent records never found their parent and were shown without it\n", st.Orphans)
 	}
