@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,9 +12,6 @@ import (
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/replay"
 )
-
-// progressThreshold is the input size above which a progress bar is shown.
-const progressThreshold = 4 << 20
 
 func newReplayCmd() *cobra.Command {
 	var (
@@ -79,14 +74,14 @@ and chat (a readable transcript; default on a terminal).`,
 			}
 
 			opts := replay.Options{MaxLine: maxLine}
-			var bar *progressBar
+			var bar *replay.ProgressBar
 			if f, ok := stderr.(*os.File); ok && replay.IsTerminal(f) && !quiet {
-				bar = &progressBar{w: stderr}
-				opts.Progress = bar.update
+				bar = replay.NewProgressBar(stderr, time.Now)
+				opts.Progress = bar.Update
 			}
 			st, runErr := replay.Run(cmd.Context(), s, opts, emit)
 			if bar != nil {
-				bar.clear()
+				bar.Clear()
 			}
 			if err := bw.Flush(); err != nil && runErr == nil {
 				runErr = fmt.Errorf("write output: %w", err)
@@ -110,37 +105,4 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
 	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
 	return cmd
-}
-
-// progressBar draws a one-line progress bar on a terminal.
-type progressBar struct {
-	w     io.Writer
-	start time.Time
-	drawn bool
-}
-
-func (p *progressBar) update(read, total int64) {
-	if total < progressThreshold {
-		return
-	}
-	if p.start.IsZero() {
-		p.start = time.Now()
-	}
-	const width = 30
-	frac := float64(read) / float64(total)
-	if frac > 1 {
-		frac = 1
-	}
-	n := int(frac * width)
-	rate := float64(read) / (1 << 20) / time.Since(p.start).Seconds()
-	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%  %.0f/%.0f MB  %.0f MB/s ",
-		strings.Repeat("█", n), strings.Repeat("░", width-n), frac*100,
-		float64(read)/(1<<20), float64(total)/(1<<20), rate)
-	p.drawn = true
-}
-
-func (p *progressBar) clear() {
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\x1b[2K")
-	}
 }

@@ -17,8 +17,13 @@ import (
 // uuidRe matches the uuids and API message ids a transcript uses as keys.
 var uuidRe = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|msg_[0-9A-Za-z]+`)
 
-// Source is the lines of one transcript.
-type Source [][]byte
+// Source is the lines of one transcript, with where each id ends.
+type Source []line
+
+type line struct {
+	text []byte
+	ends []int // offsets just past each uuid or message id
+}
 
 // Load reads a transcript file into memory.
 func Load(path string) (Source, error) {
@@ -30,9 +35,14 @@ func Load(path string) (Source, error) {
 	var s Source
 	r := bufio.NewReaderSize(f, 1<<20)
 	for {
-		line, err := r.ReadBytes('\n')
-		if len(bytes.TrimSpace(line)) > 0 {
-			s = append(s, bytes.TrimRight(line, "\n"))
+		raw, err := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) > 0 {
+			text := bytes.TrimRight(raw, "\n")
+			var ends []int
+			for _, m := range uuidRe.FindAllIndex(text, -1) {
+				ends = append(ends, m[1])
+			}
+			s = append(s, line{text: text, ends: ends})
 		}
 		if err == io.EOF {
 			return s, nil
@@ -54,19 +64,19 @@ func Write(w io.Writer, target int64, sources ...Source) (int64, error) {
 	var n int64
 	for k := 0; n < target; k++ {
 		suffix := []byte("-" + strconv.Itoa(k))
-		for _, line := range sources[k%len(sources)] {
-			out := uuidRe.ReplaceAllFunc(line, func(id []byte) []byte {
-				return append(append([]byte(nil), id...), suffix...)
-			})
-			m, err := bw.Write(out)
-			n += int64(m)
-			if err != nil {
-				return n, err
+		for _, l := range sources[k%len(sources)] {
+			prev := 0
+			for _, end := range l.ends {
+				bw.Write(l.text[prev:end])
+				bw.Write(suffix)
+				n += int64(end-prev) + int64(len(suffix))
+				prev = end
 			}
+			bw.Write(l.text[prev:])
+			n += int64(len(l.text)-prev) + 1
 			if err := bw.WriteByte('\n'); err != nil {
 				return n, err
 			}
-			n++
 		}
 	}
 	return n, bw.Flush()
