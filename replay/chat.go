@@ -35,6 +35,16 @@ type Chat struct {
 	subTitles map[string]string
 	// PreviewLines bounds how many lines of a tool result are shown.
 	PreviewLines int
+	open         bool // a turn is open
+}
+
+// Finish marks the end of the stream: a turn still open is shown as such.
+func (c *Chat) Finish() error {
+	if !c.open {
+		return nil
+	}
+	_, err := io.WriteString(c.w, "   "+c.style("… turn still open", ansiDim)+"\n")
+	return err
 }
 
 type callInfo struct{ name, title string }
@@ -65,10 +75,12 @@ func (c *Chat) Write(e *protocol.Envelope) error {
 	switch e.Ev.T {
 	case protocol.KindTurnStart:
 		c.turns++
+		c.open = true
 		b.WriteString(c.style(fmt.Sprintf("── turn %d · %s ", c.turns, clock(e.Time)), ansiDim))
 		b.WriteString(c.style(strings.Repeat("─", 40), ansiDim))
 		b.WriteByte('\n')
 	case protocol.KindTurnEnd:
+		c.open = false
 		st := string(e.Ev.Status)
 		switch e.Ev.Status {
 		case protocol.StatusCompleted:

@@ -154,7 +154,7 @@ func WriteSummary(w io.Writer, st *Stats, maxSkips int) {
 	if len(kinds) > 0 {
 		fmt.Fprintf(w, " (%s)", strings.Join(kinds, ", "))
 	}
-	fmt.Fprintf(w, "; %d turns, %d subagents\n", st.Turns, st.Subagents)
+	fmt.Fprintf(w, "; %s, %s\n", plural(st.Turns, "turn"), plural(st.Subagents, "subagent"))
 	if secs := st.Elapsed.Seconds(); secs > 0 {
 		fmt.Fprintf(w, "took %.2f s (%.1f MB/s)", secs, float64(st.Bytes)/1e6/secs)
 		if st.PeakRSS > 0 {
@@ -192,4 +192,11 @@ func WriteSummary(w io.Writer, st *Stats, maxSkips int) {
 			fmt.Fprintf(w, "  %s\n", sk)
 		}
 	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }

@@ -122,13 +122,13 @@ func TestReplayFormats(t *testing.T) {
 	if a.code != 0 || a.stdout != b.stdout || strings.Count(a.stdout, "\n") != 11 {
 		t.Fatalf("jsonl default on a pipe: exit %d\n%s", a.code, a.stdout)
 	}
-	for _, want := range []string{"read 57 records from 2 file(s)", "wrote 11 envelopes", "1 turns, 1 subagents", "attachment 22"} {
+	for _, want := range []string{"read 57 records from 2 file(s)", "wrote 11 envelopes", "1 turn, 1 subagent", "attachment 22"} {
 		if !strings.Contains(a.stderr, want) {
 			t.Errorf("summary lacks %q:\n%s", want, a.stderr)
 		}
 	}
 	chat := run(t, "replay", "--format", "chat", "--color", "never", agentBackground)
-	for _, want := range []string{"› SPAWN a helper", "┌ Agent: Count files", "│ ⚙ Bash List files in the subagent", "│ ⎿ a.txt", "└ Count files done", "⚑ Agent “Count files” completed"} {
+	for _, want := range []string{"› SPAWN a helper", "┌ Agent: Count files", "│ ⚙ Bash List files in the subagent", "│ ⎿ a.txt", "└ Count files done", "⚑ Agent “Count files” completed", "… turn still open"} {
 		if !strings.Contains(chat.stdout, want) {
 			t.Errorf("chat lacks %q:\n%s", want, chat.stdout)
 		}

@@ -47,6 +47,7 @@ and chat (a readable transcript; default on a terminal).`,
 			}
 			bw := bufio.NewWriterSize(stdout, 64<<10)
 			var emit func(*protocol.Envelope) error
+			var chat *replay.Chat
 			switch format {
 			case "jsonl":
 				var line []byte
@@ -67,7 +68,7 @@ and chat (a readable transcript; default on a terminal).`,
 						useColor = replay.ColorSupported(f)
 					}
 				}
-				chat := replay.NewChat(bw, useColor)
+				chat = replay.NewChat(bw, useColor)
 				emit = chat.Write
 			default:
 				return fmt.Errorf("unknown --format %q (use jsonl or chat)", format)
@@ -82,6 +83,9 @@ and chat (a readable transcript; default on a terminal).`,
 			st, runErr := replay.Run(cmd.Context(), s, opts, emit)
 			if bar != nil {
 				bar.Clear()
+			}
+			if chat != nil && runErr == nil {
+				runErr = chat.Finish()
 			}
 			if err := bw.Flush(); err != nil && runErr == nil {
 				runErr = fmt.Errorf("write output: %w", err)
