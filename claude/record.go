@@ -367,72 +367,39 @@ func parseTime(v []byte) int64 {
 // line without decoding anything else. It reports an error for lines that
 // are not a complete JSON object. A missing or non-string type yields "".
 func PeekType(line []byte) (string, error) {
-	p := peeker{b: line}
-	p.ws()
-	if p.i >= len(p.b) {
+	t := bytes.TrimLeft(line, " \t\r\n")
+	if len(t) == 0 {
 		return "", errors.New("empty line")
 	}
-	if p.b[p.i] != '{' {
+	if t[0] != '{' {
 		if json.Valid(line) {
 			return "", ErrNotObject
 		}
 		return "", errors.New("invalid JSON")
 	}
-	p.i++
 	typ := ""
-	for {
-		p.ws()
-		if p.i >= len(p.b) {
+	err := eachKey(t, func(k, v []byte) error {
+		if string(k) != "type" {
+			return nil
+		}
+		typ = jsonStr(v)
+		return errFound
+	})
+	switch {
+	case err == errFound:
+		// The type is known: the rest of the line is only checked to end
+		// like an object, so a truncated line is still reported.
+		if !bytes.HasSuffix(bytes.TrimRight(t, " \t\r\n"), []byte("}")) {
 			return "", errTruncated
 		}
-		if p.b[p.i] == '}' {
-			p.i++
-			break
-		}
-		if p.b[p.i] == ',' {
-			p.i++
-			continue
-		}
-		if p.b[p.i] != '"' {
-			return "", errors.New("invalid JSON: expected a key")
-		}
-		ks, ke, err := p.str()
-		if err != nil {
-			return "", err
-		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return "", errors.New("invalid JSON: expected ':'")
-		}
-		p.i++
-		p.ws()
-		if string(p.b[ks:ke]) == "type" && p.i < len(p.b) && p.b[p.i] == '"' {
-			vs, ve, err := p.str()
-			if err != nil {
-				return "", err
-			}
-			if bytes.IndexByte(p.b[vs:ve], '\\') >= 0 || !utf8.Valid(p.b[vs:ve]) {
-				var s string
-				if json.Unmarshal(p.b[vs-1:ve+1], &s) != nil {
-					return "", errors.New("invalid JSON string")
-				}
-				typ = s
-			} else {
-				typ = string(p.b[vs:ve])
-			}
-			// The type is known: the rest of the line is only checked to end
-			// like an object, so a truncated line is still reported.
-			if !bytes.HasSuffix(bytes.TrimRight(p.b, " \t\r\n"), []byte("}")) {
-				return "", errTruncated
-			}
-			return typ, nil
-		}
-		if err := p.skipValue(); err != nil {
-			return "", err
-		}
+		return typ, nil
+	case err != nil:
+		return "", err
 	}
 	return typ, nil
 }
+
+var errFound = errors.New("found")
 
 var errTruncated = errors.New("truncated JSON (line ends early)")
 
@@ -516,88 +483,48 @@ func (p *peeker) skipValue() error {
 }
 
 // eachKey calls fn with every key of the JSON object b and the raw bytes of
-// its value. It checks the structure (balanced brackets, closed strings)
-// but not the tokens inside values it only skips.
+// its value. It checks the structure (balanced brackets, closed strings,
+// commas) but not the tokens inside values it only skips.
 func eachKey(b []byte, fn func(k, v []byte) error) error {
-	p := peeker{b: b}
-	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
-		return errors.New("not an object")
-	}
-	p.i++
-	first := true
-	for {
-		p.ws()
-		if p.i >= len(p.b) {
-			return errTruncated
-		}
-		if p.b[p.i] == '}' {
-			return nil
-		}
-		if !first {
-			if p.b[p.i] != ',' {
-				return errors.New("invalid JSON: expected ',' or '}'")
-			}
-			p.i++
-			p.ws()
-			if p.i >= len(p.b) {
-				return errTruncated
-			}
-		}
-		first = false
-		if p.b[p.i] != '"' {
-			return errors.New("invalid JSON: expected a key")
-		}
-		ks, ke, err := p.str()
-		if err != nil {
-			return err
-		}
-		key := p.b[ks:ke]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			s, _ := unquote(p.b[ks-1 : ke+1])
-			key = []byte(s)
-		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return errors.New("invalid JSON: expected ':'")
-		}
-		p.i++
-		p.ws()
-		vs := p.i
-		if err := p.skipValue(); err != nil {
-			return err
-		}
-		if err := fn(key, p.b[vs:p.i]); err != nil {
-			return err
-		}
-	}
+	return eachMember(b, '{', '}', fn)
 }
 
 // eachElem calls fn with the raw bytes of every element of the JSON array b.
 func eachElem(b []byte, fn func(v []byte) error) error {
+	return eachMember(b, '[', ']', func(_, v []byte) error { return fn(v) })
+}
+
+// eachMember walks the members of an object (open '{': key and value) or
+// an array (open '[': value only, key nil).
+func eachMember(b []byte, open, close byte, fn func(k, v []byte) error) error {
 	p := peeker{b: b}
 	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return errors.New("not an array")
+	if p.i >= len(p.b) || p.b[p.i] != open {
+		return fmt.Errorf("invalid JSON: expected %q", open)
 	}
 	p.i++
-	first := true
-	for {
+	for first := true; ; first = false {
 		p.ws()
 		if p.i >= len(p.b) {
 			return errTruncated
 		}
-		if p.b[p.i] == ']' {
+		if p.b[p.i] == close {
 			return nil
 		}
 		if !first {
 			if p.b[p.i] != ',' {
-				return errors.New("invalid JSON: expected ',' or ']'")
+				return fmt.Errorf("invalid JSON: expected ',' or %q", close)
 			}
 			p.i++
 			p.ws()
 		}
-		first = false
+		var key []byte
+		if open == '{' {
+			var err error
+			if key, err = p.key(); err != nil {
+				return err
+			}
+		}
 		vs := p.i
 		if err := p.skipValue(); err != nil {
 			return err
@@ -605,8 +532,31 @@ func eachElem(b []byte, fn func(v []byte) error) error {
 		if p.i == vs {
 			return errors.New("invalid JSON: unexpected character")
 		}
-		if err := fn(p.b[vs:p.i]); err != nil {
+		if err := fn(key, p.b[vs:p.i]); err != nil {
 			return err
 		}
 	}
+}
+
+// key consumes `"name" :` and returns the name, unescaped if needed.
+func (p *peeker) key() ([]byte, error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, errors.New("invalid JSON: expected a key")
+	}
+	ks, ke, err := p.str()
+	if err != nil {
+		return nil, err
+	}
+	key := p.b[ks:ke]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		s, _ := unquote(p.b[ks-1 : ke+1])
+		key = []byte(s)
+	}
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != ':' {
+		return nil, errors.New("invalid JSON: expected ':'")
+	}
+	p.i++
+	p.ws()
+	return key, nil
 }

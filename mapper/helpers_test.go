@@ -23,6 +23,19 @@ func rec(t testing.TB, line string) *claude.Record {
 // sub is the session subagent id of a provider tool id, as shown by describe.
 func sub(provider string) string { return protocol.SubagentID(provider) }
 
+// runCase maps lines through a fresh mapper, checks the invariants and
+// compares the described output with want.
+func runCase(t *testing.T, lines, want []string) {
+	t.Helper()
+	m := New(testSession)
+	var envs []protocol.Envelope
+	for _, l := range lines {
+		envs = append(envs, m.Map(rec(t, l))...)
+	}
+	checkInvariants(t, envs)
+	eq(t, describeAll(envs), want...)
+}
+
 // feed maps lines through m and returns the described output.
 func feed(t testing.TB, m *Mapper, lines ...string) []string {
 	t.Helper()

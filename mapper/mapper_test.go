@@ -133,15 +133,7 @@ func TestBasics(t *testing.T) {
 		{"D16 interrupt with no open turn: nothing", []string{user("u2", "[Request interrupted by user]")}, nil},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := New(testSession)
-			var envs []protocol.Envelope
-			for _, l := range tt.lines {
-				envs = append(envs, m.Map(rec(t, l))...)
-			}
-			checkInvariants(t, envs)
-			eq(t, describeAll(envs), tt.want...)
-		})
+		t.Run(tt.name, func(t *testing.T) { runCase(t, tt.lines, tt.want) })
 	}
 }
 

@@ -84,15 +84,7 @@ func TestSubagents(t *testing.T) {
 			nil},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := New(testSession)
-			var envs []protocol.Envelope
-			for _, l := range tt.lines {
-				envs = append(envs, m.Map(rec(t, l))...)
-			}
-			checkInvariants(t, envs)
-			eq(t, describeAll(envs), tt.want...)
-		})
+		t.Run(tt.name, func(t *testing.T) { runCase(t, tt.lines, tt.want) })
 	}
 }
 

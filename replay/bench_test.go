@@ -1,9 +1,7 @@
 package replay
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"testing"
 
@@ -23,28 +21,11 @@ func loadCorpus(b *testing.B) ([]benchSession, int64) {
 	var out []benchSession
 	var total int64
 	for _, p := range corpusSessions(b) {
-		s, err := FindSession([]string{p})
-		if err != nil {
-			b.Fatal(err)
+		s, raws := readRaw(b, p)
+		for _, r := range raws {
+			total += int64(len(r)) + 1
 		}
-		mg, err := Open(s.Files(), 0, func(Skip) {})
-		if err != nil {
-			b.Fatal(err)
-		}
-		bs := benchSession{id: s.ID}
-		for {
-			it, err := mg.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			bs.lines = append(bs.lines, bytes.Clone(it.Record.Raw))
-			total += int64(len(it.Record.Raw)) + 1
-		}
-		mg.Close()
-		out = append(out, bs)
+		out = append(out, benchSession{id: s.ID, lines: raws})
 	}
 	return out, total
 }

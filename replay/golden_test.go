@@ -178,26 +178,7 @@ func TestReplayDeterministic(t *testing.T) {
 // piece from a fresh copy of the records (as a scanner reading appended
 // bytes would), through one mapper and one dedupe set.
 func mapInPieces(t testing.TB, path string, n int) []byte {
-	s, err := FindSession([]string{path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mg, err := Open(s.Files(), 0, func(Skip) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mg.Close()
-	var raws [][]byte
-	for {
-		it, err := mg.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		raws = append(raws, it.Record.Raw)
-	}
+	s, raws := readRaw(t, path)
 	m := mapper.New(s.ID)
 	var dd claude.Dedupe
 	var out, buf []byte
@@ -219,4 +200,29 @@ func mapInPieces(t testing.TB, path string, n int) []byte {
 		}
 	}
 	return out
+}
+
+// readRaw reads the lines of a session's records in merged order.
+func readRaw(t testing.TB, path string) (Session, [][]byte) {
+	t.Helper()
+	s, err := FindSession([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg, err := Open(s.Files(), 0, func(Skip) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mg.Close()
+	var raws [][]byte
+	for {
+		it, err := mg.Next()
+		if err == io.EOF {
+			return s, raws
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, bytes.Clone(it.Record.Raw))
+	}
 }
