@@ -2,6 +2,8 @@ package claude
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -275,5 +277,50 @@ func forLines(t *testing.T, path string, fn func([]byte)) {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The single stream-json messages captured from the real CLI 2.1.4 (and
+// their forward-compatibility variants) parse without error.
+func TestStreamFixturesGleam(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/corpus/public/claude-agent-sdk-gleam/test/fixtures/*.json")
+	golden, _ := filepath.Glob("../testdata/corpus/public/claude-agent-sdk-gleam/test/fixtures/golden/*.ndjson")
+	if len(files) < 15 || len(golden) == 0 {
+		t.Fatalf("fixtures missing: %d files", len(files))
+	}
+	kinds := map[string]int{}
+	check := func(p string, line []byte) {
+		m, err := ParseStream(line)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return
+		}
+		kinds[m.Type]++
+		if (m.Type == StreamAssistant || m.Type == StreamUser) && m.Record.Message == nil {
+			t.Errorf("%s: %s without message", p, m.Type)
+		}
+	}
+	for _, p := range files {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The single-message fixtures are pretty-printed; a message on the
+		// wire is one line.
+		var one bytes.Buffer
+		if err := json.Compact(&one, data); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if bytes.HasPrefix(one.Bytes(), []byte("{")) {
+			check(p, one.Bytes())
+		}
+	}
+	for _, p := range golden {
+		forLines(t, p, func(line []byte) { check(p, line) })
+	}
+	for typ, min := range map[string]int{StreamAssistant: 5, StreamResult: 2, StreamSystem: 2, StreamUser: 1, "future_message_type": 1} {
+		if kinds[typ] < min {
+			t.Errorf("parsed %d %q messages, want at least %d (all: %v)", kinds[typ], typ, min, kinds)
+		}
 	}
 }

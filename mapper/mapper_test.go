@@ -236,8 +236,8 @@ func TestSeedExample3Orphan(t *testing.T) {
 	}
 }
 
-// Seed 002 example 4 lives in claude.Dedupe (scanner/replay restart dedupe);
-// see TestDedupeRestart in the replay package.
+// Seed 002 example 4 (restart dedupe) is upstream of the mapper: see
+// claude.TestKeysAndDedupe and cmd/ccrelay TestReplaySkipsAndExplicitFiles.
 
 // Seed 002 example 5 with D7: abort while a sidechain tool runs; the
 // interrupted result and the stop come before turn-end(cancelled).
