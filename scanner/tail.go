@@ -1,0 +1,139 @@
+// Package scanner watches the transcript files of a Claude Code session and
+// reads what was appended to them, incrementally (ARCHITECTURE principle 3).
+package scanner
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// DefaultMaxLine bounds the lines a Tail keeps in memory.
+const DefaultMaxLine = 16 << 20
+
+// FileID identifies a file independently of its name (device and inode), so
+// a file replaced under the same name is noticed.
+type FileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
+}
+
+func fileID(fi os.FileInfo) FileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return FileID{Dev: uint64(st.Dev), Ino: st.Ino}
+	}
+	return FileID{}
+}
+
+// Line is one complete line read from a file.
+type Line struct {
+	Data []byte // without the newline; nil when TooLong
+	Num  int    // 1-based line number in the file
+	// Next is the offset just past this line's newline: the cursor to
+	// commit once the line's output is durable.
+	Next int64
+	// TooLong reports a line longer than the Tail's MaxLine, consumed but
+	// not kept.
+	TooLong bool
+	Size    int64 // the line's length in bytes
+}
+
+// Tail reads the complete lines appended to one file since its position.
+// The position is only in memory; what is committed durably is the caller's
+// business (the Line.Next of the last line whose output is stored).
+type Tail struct {
+	Path    string
+	MaxLine int
+
+	pos  int64 // offset of the next unread byte (start of a partial line)
+	line int   // number of the last line read
+	id   FileID
+}
+
+// Position is where a Tail stands: enough to resume after a restart.
+type Position struct {
+	Offset int64  `json:"offset"`
+	Line   int    `json:"line"`
+	ID     FileID `json:"id"`
+}
+
+// NewTail returns a Tail positioned at p (the zero Position: the start).
+func NewTail(path string, p Position) *Tail {
+	return &Tail{Path: path, MaxLine: DefaultMaxLine, pos: p.Offset, line: p.Line, id: p.ID}
+}
+
+// Position returns the current position (after the last complete line read).
+func (t *Tail) Position() Position { return Position{Offset: t.pos, Line: t.line, ID: t.id} }
+
+// ErrReset is passed to ReadNew's callback as the reason when a file was
+// truncated or replaced and is read again from the start.
+var ErrReset = errors.New("file truncated or replaced; reading it again from the start")
+
+// ReadNew reads every complete line appended since the last call and calls
+// fn for each, in order. A partial last line (no newline yet) is left for a
+// later call. When the file shrank below the position or is another file
+// under the same name, it is read from the start and reset is true (rely on
+// dedupe for lines seen before). A missing file returns an error wrapping
+// os.ErrNotExist. If fn fails, reading stops and the position stays before
+// that line.
+func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
+	f, err := os.Open(t.Path)
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", t.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", t.Path, err)
+	}
+	id := fileID(fi)
+	if (t.id != FileID{} && id != t.id) || fi.Size() < t.pos {
+		t.pos, t.line, reset = 0, 0, true
+	}
+	t.id = id
+	if fi.Size() == t.pos {
+		return reset, nil
+	}
+	if _, err := f.Seek(t.pos, io.SeekStart); err != nil {
+		return reset, fmt.Errorf("seek %s: %w", t.Path, err)
+	}
+	max := t.MaxLine
+	if max <= 0 {
+		max = DefaultMaxLine
+	}
+	r := bufio.NewReaderSize(f, 64<<10)
+	var buf []byte
+	var size int64
+	tooLong := false
+	for {
+		chunk, err := r.ReadSlice('\n')
+		size += int64(len(chunk))
+		if !tooLong && len(buf)+len(chunk) > max+1 {
+			tooLong, buf = true, nil
+		}
+		if !tooLong {
+			buf = append(buf, chunk...)
+		}
+		switch {
+		case err == nil:
+			l := Line{Num: t.line + 1, Next: t.pos + size, Size: size - 1, TooLong: tooLong}
+			if !tooLong {
+				l.Data = bytes.TrimRight(buf, "\r\n")
+			}
+			if err := fn(l); err != nil {
+				return reset, err
+			}
+			t.pos, t.line = l.Next, l.Num
+			buf, size, tooLong = nil, 0, false
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			return reset, nil // a partial line waits for its newline
+		default:
+			return reset, fmt.Errorf("read %s: %w", t.Path, err)
+		}
+	}
+}
