@@ -223,6 +223,8 @@ func readRaw(t testing.TB, path string) (Session, [][]byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raws = append(raws, bytes.Clone(it.Record.Raw))
+		if it.Record.Raw != nil {
+			raws = append(raws, bytes.Clone(it.Record.Raw))
+		}
 	}
 }

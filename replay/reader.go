@@ -30,7 +30,8 @@ type Skip struct {
 
 func (s Skip) String() string { return fmt.Sprintf("%s:%d: %s", s.File, s.Line, s.Reason) }
 
-// Item is one parsed record and where it came from.
+// Item is one parsed record and where it came from. Records that are not
+// conversation carry only their Type (no Raw).
 type Item struct {
 	Record *claude.Record
 	File   string
@@ -49,6 +50,9 @@ type fileReader struct {
 	skip    func(Skip)
 	next    *Item // look-ahead
 	done    bool
+	// scratch is reused for every line; only conversation records keep a
+	// copy of theirs.
+	scratch []byte
 }
 
 func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileReader, error) {
@@ -63,7 +67,10 @@ func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileRead
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, errors.Unwrap(err))
 	}
-	return &fileReader{path: path, f: f, r: bufio.NewReaderSize(f, 256<<10), maxLine: maxLine,
+	// Small files get a small buffer: sessions often have many tiny
+	// subagent files.
+	bufSize := int(min(max(fi.Size()+1, 4<<10), 256<<10))
+	return &fileReader{path: path, f: f, r: bufio.NewReaderSize(f, bufSize), maxLine: maxLine,
 		read: read, skip: skip}, nil
 }
 
@@ -73,7 +80,8 @@ func (fr *fileReader) close() { fr.f.Close() }
 // maxLine is consumed and reported as too long. complete is false for a last
 // line that has no newline.
 func (fr *fileReader) readLine() (line []byte, tooLong int64, complete bool, err error) {
-	var buf []byte
+	buf := fr.scratch[:0]
+	defer func() { fr.scratch = buf[:0] }()
 	var n int64
 	for {
 		chunk, e := fr.r.ReadSlice('\n')
@@ -130,7 +138,9 @@ func (fr *fileReader) advance() error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		rec, err := claude.Parse(line)
+		// Non-conversation records (most of the bytes, D14) are recognised by
+		// their type alone and keep no copy of the line.
+		rec, err := parseLine(line)
 		if err != nil {
 			reason := err.Error()
 			if !complete {
@@ -153,6 +163,17 @@ func (fr *fileReader) advance() error {
 		return nil
 	}
 	return nil
+}
+
+func parseLine(line []byte) (*claude.Record, error) {
+	typ, err := claude.PeekType(line)
+	if err != nil {
+		return nil, err
+	}
+	if !claude.IsConversationType(typ) {
+		return &claude.Record{Type: typ}, nil
+	}
+	return claude.Parse(bytes.Clone(line))
 }
 
 // ts orders records of a file: records without a timestamp sort with the
