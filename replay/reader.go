@@ -5,7 +5,6 @@
 package replay
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/lines"
 )
 
 // DefaultMaxLine is the longest line read; longer lines are skipped with a
@@ -42,7 +42,7 @@ type Item struct {
 type fileReader struct {
 	path    string
 	f       *os.File
-	r       *bufio.Reader
+	lr      *lines.Reader
 	line    int
 	maxLine int
 	lastTS  int64
@@ -50,9 +50,6 @@ type fileReader struct {
 	skip    func(Skip)
 	next    *Item // look-ahead
 	done    bool
-	// scratch is reused for every line; only conversation records keep a
-	// copy of theirs.
-	scratch []byte
 }
 
 func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileReader, error) {
@@ -70,76 +67,38 @@ func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileRead
 	// Small files get a small buffer: sessions often have many tiny
 	// subagent files.
 	bufSize := int(min(max(fi.Size()+1, 4<<10), 256<<10))
-	return &fileReader{path: path, f: f, r: bufio.NewReaderSize(f, bufSize), maxLine: maxLine,
+	return &fileReader{path: path, f: f, lr: lines.NewReader(f, bufSize, maxLine), maxLine: maxLine,
 		read: read, skip: skip}, nil
 }
 
 func (fr *fileReader) close() { fr.f.Close() }
 
-// readLine returns the next line without its newline. A line longer than
-// maxLine is consumed and reported as too long. complete is false for a last
-// line that has no newline.
-func (fr *fileReader) readLine() (line []byte, tooLong int64, complete bool, err error) {
-	buf := fr.scratch[:0]
-	defer func() { fr.scratch = buf[:0] }()
-	var n int64
-	for {
-		chunk, e := fr.r.ReadSlice('\n')
-		n += int64(len(chunk))
-		*fr.read += int64(len(chunk))
-		if tooLong == 0 && int64(len(buf))+int64(len(chunk)) > int64(fr.maxLine)+1 {
-			tooLong = 1
-			buf = nil
-		}
-		if tooLong == 0 {
-			buf = append(buf, chunk...)
-		}
-		switch {
-		case e == nil:
-			if tooLong != 0 {
-				return nil, n, true, nil
-			}
-			return bytes.TrimRight(buf, "\r\n"), 0, true, nil
-		case errors.Is(e, bufio.ErrBufferFull):
-			continue
-		case errors.Is(e, io.EOF):
-			if n == 0 {
-				return nil, 0, false, io.EOF
-			}
-			if tooLong != 0 {
-				return nil, n, false, nil
-			}
-			return buf, 0, false, nil
-		default:
-			return nil, 0, false, fmt.Errorf("read %s: %w", fr.path, e)
-		}
-	}
-}
-
 // advance loads the next usable record into fr.next.
 func (fr *fileReader) advance() error {
 	fr.next = nil
 	for !fr.done {
-		line, tooLong, complete, err := fr.readLine()
+		ln, err := fr.lr.Next()
 		if err == io.EOF {
 			fr.done = true
 			return nil
 		}
 		if err != nil {
 			fr.done = true
-			return err
+			return fmt.Errorf("read %s: %w", fr.path, err)
 		}
+		*fr.read += ln.Size
 		fr.line++
-		if tooLong > 0 {
+		if ln.TooLong {
 			fr.skip(Skip{fr.path, fr.line, fmt.Sprintf("line of %s is longer than the %s limit; skipped",
-				size(tooLong), size(int64(fr.maxLine)))})
+				size(ln.Size), size(int64(fr.maxLine)))})
 			continue
 		}
+		line, complete := ln.Data, ln.Complete
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		// Non-conversation records (most of the bytes, D14) are recognised by
-		// their type alone and keep no copy of the line.
+		// The line buffer is reused: non-conversation records (most of the
+		// bytes, D14) are recognised by their type alone and keep no copy.
 		rec, err := parseLine(line)
 		if err != nil {
 			reason := err.Error()
@@ -154,8 +113,6 @@ func (fr *fileReader) advance() error {
 			fr.skip(Skip{fr.path, fr.line, reason})
 			continue
 		}
-		// The line buffer is reused only through a fresh allocation, so
-		// the record may keep it.
 		if rec.Timestamp > 0 {
 			fr.lastTS = rec.Timestamp
 		}

@@ -3,13 +3,13 @@
 package scanner
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/ccrelay/ccrelay/internal/lines"
 )
 
 // DefaultMaxLine bounds the lines a Tail keeps in memory.
@@ -31,7 +31,7 @@ func fileID(fi os.FileInfo) FileID {
 
 // Line is one complete line read from a file.
 type Line struct {
-	Data []byte // without the newline; nil when TooLong
+	Data []byte // without the newline; nil when TooLong; valid during the callback
 	Num  int    // 1-based line number in the file
 	// Next is the offset just past this line's newline: the cursor to
 	// commit once the line's output is durable.
@@ -105,35 +105,19 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 	if max <= 0 {
 		max = DefaultMaxLine
 	}
-	r := bufio.NewReaderSize(f, 64<<10)
-	var buf []byte
-	var size int64
-	tooLong := false
+	lr := lines.NewReader(f, 64<<10, max)
 	for {
-		chunk, err := r.ReadSlice('\n')
-		size += int64(len(chunk))
-		if !tooLong && len(buf)+len(chunk) > max+1 {
-			tooLong, buf = true, nil
-		}
-		if !tooLong {
-			buf = append(buf, chunk...)
-		}
-		switch {
-		case err == nil:
-			l := Line{Num: t.line + 1, Next: t.pos + size, Size: size - 1, TooLong: tooLong}
-			if !tooLong {
-				l.Data = bytes.TrimRight(buf, "\r\n")
-			}
-			if err := fn(l); err != nil {
-				return reset, err
-			}
-			t.pos, t.line = l.Next, l.Num
-			buf, size, tooLong = nil, 0, false
-		case errors.Is(err, bufio.ErrBufferFull):
-		case errors.Is(err, io.EOF):
+		ln, err := lr.Next()
+		if err == io.EOF || (err == nil && !ln.Complete) {
 			return reset, nil // a partial line waits for its newline
-		default:
+		}
+		if err != nil {
 			return reset, fmt.Errorf("read %s: %w", t.Path, err)
 		}
+		l := Line{Data: ln.Data, Num: t.line + 1, Next: t.pos + ln.Size, Size: ln.Size - 1, TooLong: ln.TooLong}
+		if err := fn(l); err != nil {
+			return reset, err
+		}
+		t.pos, t.line = l.Next, l.Num
 	}
 }

@@ -1,0 +1,70 @@
+// Package lines reads newline-terminated lines with a bound on the memory a
+// line may take: longer lines are consumed and reported, not kept.
+package lines
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// Line is one line read.
+type Line struct {
+	// Data is the line without its line ending; nil when TooLong. It is
+	// valid until the next call to Next.
+	Data []byte
+	// Size is the number of bytes consumed, line ending included.
+	Size int64
+	// TooLong reports a line longer than the reader's limit.
+	TooLong bool
+	// Complete is false for a last line that has no newline (yet).
+	Complete bool
+}
+
+// Reader reads lines from r, keeping at most max bytes of one line.
+type Reader struct {
+	r       *bufio.Reader
+	max     int
+	scratch []byte
+}
+
+// NewReader returns a Reader over r with a read buffer of bufSize bytes and
+// a line limit of max bytes.
+func NewReader(r io.Reader, bufSize, max int) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, bufSize), max: max}
+}
+
+// Next returns the next line, or io.EOF when nothing is left. A last line
+// without a newline is returned with Complete false.
+func (lr *Reader) Next() (Line, error) {
+	buf := lr.scratch[:0]
+	var l Line
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		l.Size += int64(len(chunk))
+		if !l.TooLong && len(buf)+len(chunk) > lr.max+1 {
+			l.TooLong, buf = true, nil
+		}
+		if !l.TooLong {
+			buf = append(buf, chunk...)
+		}
+		switch {
+		case err == nil:
+			l.Complete = true
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if l.Size == 0 {
+				return Line{}, io.EOF
+			}
+		default:
+			return Line{}, err
+		}
+		if buf != nil {
+			lr.scratch = buf[:0]
+			l.Data = bytes.TrimRight(buf, "\r\n")
+		}
+		return l, nil
+	}
+}
