@@ -3,6 +3,7 @@
 package scanner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -49,25 +50,33 @@ type Tail struct {
 	Path    string
 	MaxLine int
 
-	pos  int64 // offset of the next unread byte (start of a partial line)
-	line int   // number of the last line read
-	id   FileID
+	pos   int64 // offset of the next unread byte (start of a partial line)
+	line  int   // number of the last line read
+	id    FileID
+	guard []byte // the bytes just before pos, to notice a rewritten file
 }
+
+// guardSize is how many bytes before the position are checked to notice a
+// file rewritten in place to the same or a greater size.
+const guardSize = 64
 
 // Position is where a Tail stands: enough to resume after a restart.
 type Position struct {
 	Offset int64  `json:"offset"`
 	Line   int    `json:"line"`
 	ID     FileID `json:"id"`
+	Guard  []byte `json:"guard,omitempty"`
 }
 
 // NewTail returns a Tail positioned at p (the zero Position: the start).
 func NewTail(path string, p Position) *Tail {
-	return &Tail{Path: path, MaxLine: DefaultMaxLine, pos: p.Offset, line: p.Line, id: p.ID}
+	return &Tail{Path: path, MaxLine: DefaultMaxLine, pos: p.Offset, line: p.Line, id: p.ID, guard: p.Guard}
 }
 
 // Position returns the current position (after the last complete line read).
-func (t *Tail) Position() Position { return Position{Offset: t.pos, Line: t.line, ID: t.id} }
+func (t *Tail) Position() Position {
+	return Position{Offset: t.pos, Line: t.line, ID: t.id, Guard: bytes.Clone(t.guard)}
+}
 
 // ErrReset is passed to ReadNew's callback as the reason when a file was
 // truncated or replaced and is read again from the start.
@@ -91,8 +100,8 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 		return false, fmt.Errorf("stat %s: %w", t.Path, err)
 	}
 	id := fileID(fi)
-	if (t.id != FileID{} && id != t.id) || fi.Size() < t.pos {
-		t.pos, t.line, reset = 0, 0, true
+	if (t.id != FileID{} && id != t.id) || fi.Size() < t.pos || !t.guardHolds(f) {
+		t.pos, t.line, t.guard, reset = 0, 0, nil, true
 	}
 	t.id = id
 	if fi.Size() == t.pos {
@@ -119,5 +128,37 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 			return reset, err
 		}
 		t.pos, t.line = l.Next, l.Num
+		t.keepGuard(ln.Data, ln.Size)
 	}
+}
+
+// guardHolds reports whether the bytes before the position are still those
+// that were read there.
+func (t *Tail) guardHolds(f *os.File) bool {
+	if len(t.guard) == 0 || t.pos < int64(len(t.guard)) {
+		return true
+	}
+	buf := make([]byte, len(t.guard))
+	if _, err := f.ReadAt(buf, t.pos-int64(len(buf))); err != nil {
+		return false
+	}
+	return bytes.Equal(buf, t.guard)
+}
+
+// keepGuard remembers the last bytes of the line just consumed (its data
+// plus the newline) as the guard for the new position.
+func (t *Tail) keepGuard(data []byte, size int64) {
+	if data == nil || int64(len(data))+1 != size {
+		// A too-long line or a CRLF ending: the exact bytes are not at hand;
+		// check nothing rather than something wrong.
+		t.guard = nil
+		return
+	}
+	g := append(t.guard[:0], data[max(0, len(data)+1-guardSize):]...)
+	t.guard = append(g, '\n')
+}
+
+// Equal reports whether p and q are the same position.
+func (p Position) Equal(q Position) bool {
+	return p.Offset == q.Offset && p.Line == q.Line && p.ID == q.ID && bytes.Equal(p.Guard, q.Guard)
 }

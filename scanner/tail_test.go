@@ -115,12 +115,36 @@ func TestTailLongLineAndCallbackError(t *testing.T) {
 	if _, err := tail.ReadNew(func(Line) error { return boom }); !errors.Is(err, boom) {
 		t.Fatal(err)
 	}
-	if tail.Position() != before {
+	if !tail.Position().Equal(before) {
 		t.Fatalf("position moved to %+v", tail.Position())
 	}
 	var again collected
 	tail.ReadNew(again.fn)
 	if strings.Join(again.lines, ",") != "next" {
 		t.Fatalf("got %v", again.lines)
+	}
+}
+
+// A file rewritten in place to the same size is noticed by the bytes before
+// the position, and read again.
+func TestTailRewriteSameSize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.jsonl")
+	appendTo(t, p, "aaaa\nbbbb\n")
+	tail := NewTail(p, Position{})
+	var c collected
+	tail.ReadNew(c.fn)
+	saved := tail.Position()
+	if err := os.WriteFile(p, []byte("cccc\ndddd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reset, err := tail.ReadNew(c.fn)
+	if err != nil || !reset || strings.Join(c.lines, ",") != "aaaa,bbbb,cccc,dddd" {
+		t.Fatalf("got %v reset=%v err=%v", c.lines, reset, err)
+	}
+	// The guard is part of the saved position: a restart notices it too.
+	restarted := NewTail(p, saved)
+	var r collected
+	if reset, _ := restarted.ReadNew(r.fn); !reset || len(r.lines) != 2 {
+		t.Fatalf("after restart: %v reset=%v", r.lines, reset)
 	}
 }
