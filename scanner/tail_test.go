@@ -23,7 +23,7 @@ func (c *collected) fn(l Line) error {
 	return nil
 }
 
-func appendTo(t *testing.T, path, s string) {
+func appendTo(t testing.TB, path, s string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
