@@ -1,0 +1,120 @@
+// Package claudetest runs the real Claude Code offline for tests: a scratch
+// HOME, the fake Messages API on 127.0.0.1, and the environment that keeps
+// Claude from reaching the network.
+package claudetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/fakeapi"
+)
+
+// Version is the Claude Code version the tests are written against; .ci/run
+// installs exactly this one.
+const Version = "2.1.330"
+
+// Find returns the claude binary to test with: $CCRELAY_TEST_CLAUDE, else
+// `claude` on PATH. Without one the test is skipped, except in CI
+// (CI=true), where it fails: CI installs Claude Code and must run these.
+func Find(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CCRELAY_TEST_CLAUDE"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("claude"); err == nil {
+		return p
+	}
+	msg := "real Claude Code not found: set CCRELAY_TEST_CLAUDE or put claude " + Version + " on PATH (npm install @anthropic-ai/claude-code@" + Version + ")"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// Env is one offline Claude Code setup.
+type Env struct {
+	Claude  string
+	Home    string
+	Project string
+	API     *fakeapi.Server
+}
+
+// New starts the fake API with rules and makes a scratch HOME and project.
+func New(t testing.TB, rules ...fakeapi.Rule) *Env {
+	t.Helper()
+	api, err := fakeapi.Start(rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { api.Close() })
+	e := &Env{Claude: Find(t), Home: t.TempDir(), Project: filepath.Join(t.TempDir(), "project"), API: api}
+	if err := os.MkdirAll(e.Project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		os.WriteFile(filepath.Join(e.Project, f), []byte(f+"\n"), 0o644)
+	}
+	// Seed what interactive mode asks on first start (onboarding, the
+	// custom API key, the folder trust dialog).
+	cfg := map[string]any{
+		"hasCompletedOnboarding": true,
+		"customApiKeyResponses":  map[string]any{"approved": []string{"dummy"}, "rejected": []string{}},
+		"projects":               map[string]any{e.Project: map[string]any{"hasTrustDialogAccepted": true}},
+	}
+	b, _ := json.Marshal(cfg)
+	if err := os.WriteFile(filepath.Join(e.Home, ".claude.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// Environ is the process environment for Claude.
+func (e *Env) Environ() []string {
+	return []string{
+		"PATH=/usr/local/bin:/usr/bin:/bin",
+		"HOME=" + e.Home,
+		"TERM=xterm-256color",
+		"ANTHROPIC_BASE_URL=" + e.API.URL,
+		"ANTHROPIC_API_KEY=dummy",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_AUTOUPDATER=1",
+		"IS_SANDBOX=1",
+		"CLAUDE_CODE_TMPDIR=" + filepath.Join(e.Home, "tmp"),
+	}
+}
+
+// ProjectDir is where Claude writes this project's transcripts.
+func (e *Env) ProjectDir(t testing.TB) string {
+	d, err := claude.ProjectDir(filepath.Join(e.Home, ".claude"), e.Project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Run runs claude with args (and stdin, if not nil) and returns its stdout.
+func (e *Env) Run(t testing.TB, stdin []byte, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.Claude, args...)
+	cmd.Dir, cmd.Env = e.Project, e.Environ()
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("claude %v: %v\nstderr: %s\nstdout: %.2000s", args, err, errb.String(), out.String())
+	}
+	return out.Bytes()
+}

@@ -1,0 +1,128 @@
+// Package launcher starts and stops Claude Code in local and remote mode,
+// learns its session from the SessionStart hook, and feeds what Claude
+// writes through the mapper to an outbox. It does not talk to the network.
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/ccrelay/ccrelay/mapper"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// Outbox stores envelopes durably before they are sent. Append returns only
+// once the envelopes are durable.
+type Outbox interface {
+	Append(ctx context.Context, envs []protocol.Envelope) error
+}
+
+// Pipeline maps the records the scanner delivers into envelopes and puts
+// them in the outbox. It is the scanner's Sink: the scanner's cursor moves
+// only after Append succeeded (ARCHITECTURE principle 2).
+type Pipeline struct {
+	mu     sync.Mutex
+	mapper *mapper.Mapper
+	outbox Outbox
+}
+
+// NewPipeline returns a pipeline for one ccrelay session. sessionID seeds the
+// derived ids; use the first Claude session id.
+func NewPipeline(sessionID string, out Outbox) *Pipeline {
+	return &Pipeline{mapper: mapper.New(sessionID), outbox: out}
+}
+
+// Deliver implements scanner.Sink. Records marked Replayed (before the
+// durable cursor, re-read after a restart) rebuild the mapper's state; their
+// envelopes were stored before and are not appended again.
+func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var envs []protocol.Envelope
+	for _, r := range b.Records {
+		out := p.mapper.Map(r.Record)
+		if !r.Replayed {
+			envs = append(envs, out...)
+		}
+	}
+	if len(envs) == 0 {
+		return nil
+	}
+	return p.outbox.Append(ctx, envs)
+}
+
+// Close ends the open turn with status and appends what that produced.
+func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mapper.SetTime(nowMS)
+	envs := p.mapper.Close(status)
+	if len(envs) == 0 {
+		return nil
+	}
+	return p.outbox.Append(ctx, envs)
+}
+
+// FileOutbox appends envelopes as JSON lines to a file and fsyncs it: the
+// durable outbox until the relay client provides one.
+type FileOutbox struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+// OpenFileOutbox opens (creating or appending to) path.
+func OpenFileOutbox(path string) (*FileOutbox, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open outbox: %w", err)
+	}
+	return &FileOutbox{f: f}, nil
+}
+
+// Append implements Outbox.
+func (o *FileOutbox) Append(_ context.Context, envs []protocol.Envelope) error {
+	var buf []byte
+	for i := range envs {
+		var err error
+		if buf, err = envs[i].AppendJSON(buf); err != nil {
+			return fmt.Errorf("encode envelope: %w", err)
+		}
+		buf = append(buf, '\n')
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, err := o.f.Write(buf); err != nil {
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	if err := o.f.Sync(); err != nil {
+		return fmt.Errorf("sync outbox: %w", err)
+	}
+	return nil
+}
+
+// Close closes the file.
+func (o *FileOutbox) Close() error { return o.f.Close() }
+
+// MemOutbox keeps envelopes in memory (tests, replay to stdout).
+type MemOutbox struct {
+	mu   sync.Mutex
+	envs []protocol.Envelope
+}
+
+// Append implements Outbox.
+func (o *MemOutbox) Append(_ context.Context, envs []protocol.Envelope) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.envs = append(o.envs, envs...)
+	return nil
+}
+
+// Envelopes returns a copy of what was appended.
+func (o *MemOutbox) Envelopes() []protocol.Envelope {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]protocol.Envelope(nil), o.envs...)
+}
