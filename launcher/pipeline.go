@@ -4,7 +4,9 @@
 package launcher
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
@@ -30,9 +32,14 @@ type Pipeline struct {
 }
 
 // NewPipeline returns a pipeline for one ccrelay session. sessionID seeds the
-// derived ids; use the first Claude session id.
+// derived ids (DECISIONS D1); "" takes the session of the first batch, so
+// live ids equal those of `ccrelay replay` of that session's transcript.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
-	return &Pipeline{mapper: mapper.New(sessionID), outbox: out}
+	p := &Pipeline{outbox: out}
+	if sessionID != "" {
+		p.mapper = mapper.New(sessionID)
+	}
+	return p
 }
 
 // Deliver implements scanner.Sink. Records marked Replayed (before the
@@ -41,6 +48,9 @@ func NewPipeline(sessionID string, out Outbox) *Pipeline {
 func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.mapper == nil {
+		p.mapper = mapper.New(b.Session)
+	}
 	var envs []protocol.Envelope
 	for _, r := range b.Records {
 		out := p.mapper.Map(r.Record)
@@ -58,6 +68,9 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.mapper == nil {
+		return nil // nothing was ever mapped: no turn is open
+	}
 	p.mapper.SetTime(nowMS)
 	envs := p.mapper.Close(status)
 	if len(envs) == 0 {
@@ -67,33 +80,58 @@ func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS 
 }
 
 // FileOutbox appends envelopes as JSON lines to a file and fsyncs it: the
-// durable outbox until the relay client provides one.
+// durable outbox until the relay client provides one. It stores an envelope
+// id once: after a crash between an append and the scanner's cursor save,
+// the re-delivered envelopes are recognised and not written again.
 type FileOutbox struct {
-	mu sync.Mutex
-	f  *os.File
+	mu   sync.Mutex
+	f    *os.File
+	have map[string]struct{}
 }
 
-// OpenFileOutbox opens (creating or appending to) path.
+// OpenFileOutbox opens (creating or appending to) path and reads the ids it
+// already holds.
 func OpenFileOutbox(path string) (*FileOutbox, error) {
+	have := map[string]struct{}{}
+	if old, err := os.Open(path); err == nil {
+		sc := bufio.NewScanner(old)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			var e struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.ID != "" {
+				have[e.ID] = struct{}{}
+			}
+		}
+		old.Close()
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	return &FileOutbox{f: f}, nil
+	return &FileOutbox{f: f, have: have}, nil
 }
 
 // Append implements Outbox.
 func (o *FileOutbox) Append(_ context.Context, envs []protocol.Envelope) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	var buf []byte
 	for i := range envs {
+		if _, dup := o.have[envs[i].ID]; dup {
+			continue
+		}
+		o.have[envs[i].ID] = struct{}{}
 		var err error
 		if buf, err = envs[i].AppendJSON(buf); err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}
 		buf = append(buf, '\n')
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	if len(buf) == 0 {
+		return nil
+	}
 	if _, err := o.f.Write(buf); err != nil {
 		return fmt.Errorf("write outbox: %w", err)
 	}

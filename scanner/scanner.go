@@ -154,7 +154,8 @@ func (s *Scanner) addSession(id string) {
 	s.sessions = append(s.sessions, &session{id: id})
 }
 
-// Run scans until ctx is done or the sink fails.
+// Run scans until ctx is done or the sink fails. When ctx is done it makes one
+// last pass before returning.
 func (s *Scanner) Run(ctx context.Context) error {
 	var events <-chan fsnotify.Event
 	var werrs <-chan error
@@ -180,7 +181,16 @@ func (s *Scanner) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			// One last pass: what Claude wrote before it exited is read.
+			for drained := false; !drained; {
+				select {
+				case id := <-s.add:
+					s.addSession(id)
+				default:
+					drained = true
+				}
+			}
+			return s.sync(context.WithoutCancel(ctx))
 		case id := <-s.add:
 			s.addSession(id)
 		case <-events:

@@ -40,13 +40,27 @@ func main() {
 }
 
 func newRootCmd() *cobra.Command {
+	var lf localFlags
 	root := &cobra.Command{
-		Use:           "ccrelay",
+		Use:           "ccrelay [flags] [-- claude arguments]",
 		Short:         "Relay Claude Code sessions to your phone",
 		Long:          "ccrelay turns what Claude Code does into a small, stable event stream (the session protocol)\nand relays it to an app on your phone or browser.",
+		Example: `  ccrelay                      # run Claude Code here, relayed
+  ccrelay -- --model opus      # arguments after -- go to claude
+  ccrelay -- --resume <id>     # resume a session`,
+		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); dash > 0 {
+				return fmt.Errorf("unknown command %q (arguments for claude go after --)", args[0])
+			} else if dash < 0 && len(args) > 0 {
+				return fmt.Errorf("unknown command %q (arguments for claude go after --)", args[0])
+			}
+			return runLocal(cmd, &lf, args)
+		},
 	}
-	root.AddCommand(newReplayCmd())
+	addLocalFlags(root, &lf)
+	root.AddCommand(newReplayCmd(), newHookCmd())
 	return root
 }

@@ -1,0 +1,156 @@
+// Command fakeclaude stands in for Claude Code in tests: it fires the
+// SessionStart hook from --settings like the real one, then writes a scripted
+// transcript where Claude would, and exits with a scripted code. Run as
+// `fakeclaude hook` it is a SessionStart hook forwarder.
+//
+// The script is a JSON file named by $FAKE_CLAUDE_SCRIPT:
+//
+//	{"lines": ["{...record...}", ...], "intervalMs": 5, "exit": 0, "hang": false}
+//
+// "{{session}}" in a line is replaced by the session id. With hang, it waits
+// for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/launcher"
+)
+
+type script struct {
+	Lines      []string `json:"lines"`
+	IntervalMS int      `json:"intervalMs"`
+	Exit       int      `json:"exit"`
+	Hang       bool     `json:"hang"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		if err := launcher.ForwardHook(context.Background(), os.Stdin, os.Getenv); err != nil {
+			fmt.Fprintln(os.Stderr, "fakeclaude hook:", err)
+		}
+		return
+	}
+	sigs := make(chan os.Signal, 1)
+	if os.Getenv("FAKE_CLAUDE_IGNORE_TERM") != "" {
+		// A Claude that does not stop when asked.
+		signal.Ignore(syscall.SIGTERM)
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	}
+	if err := run(sigs); err != nil {
+		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
+		os.Exit(70)
+	}
+}
+
+func run(sigs chan os.Signal) error {
+	if p := os.Getenv("FAKE_CLAUDE_PIDFILE"); p != "" {
+		os.WriteFile(p, []byte(fmt.Sprint(os.Getpid())), 0o644)
+	}
+	var settings, session, source = "", "", "startup"
+	args := os.Args[1:]
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--settings":
+			i++
+			settings = args[i]
+		case "--session-id":
+			i++
+			session = args[i]
+		case "--resume", "-r":
+			i++
+			session, source = args[i], "resume"
+		}
+	}
+	if session == "" {
+		var b [16]byte
+		rand.Read(b[:])
+		session = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	}
+	home, _ := os.UserHomeDir()
+	cwd, _ := os.Getwd()
+	dir, err := claude.ProjectDir(claude.ConfigDir(os.Getenv, home), cwd)
+	if err != nil {
+		return err
+	}
+	transcript := claude.TranscriptPath(dir, session)
+	var sc script
+	if p := os.Getenv("FAKE_CLAUDE_SCRIPT"); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &sc); err != nil {
+			return fmt.Errorf("script: %w", err)
+		}
+	}
+	if settings != "" {
+		if err := runHooks(settings, session, transcript, cwd, source); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, l := range sc.Lines {
+		select {
+		case s := <-sigs:
+			os.Exit(128 + int(s.(syscall.Signal)))
+		case <-time.After(time.Duration(sc.IntervalMS) * time.Millisecond):
+		}
+		if _, err := f.WriteString(strings.ReplaceAll(l, "{{session}}", session) + "\n"); err != nil {
+			return err
+		}
+	}
+	if sc.Hang {
+		s := <-sigs
+		os.Exit(128 + int(s.(syscall.Signal)))
+	}
+	os.Exit(sc.Exit)
+	return nil
+}
+
+func runHooks(settings, session, transcript, cwd, source string) error {
+	b, err := os.ReadFile(settings)
+	if err != nil {
+		return err
+	}
+	var s struct {
+		Hooks map[string][]struct {
+			Hooks []struct {
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	in, _ := json.Marshal(map[string]string{"session_id": session, "transcript_path": transcript, "cwd": cwd,
+		"hook_event_name": "SessionStart", "source": source})
+	for _, m := range s.Hooks["SessionStart"] {
+		for _, h := range m.Hooks {
+			cmd := exec.Command("/bin/sh", "-c", h.Command)
+			cmd.Stdin = strings.NewReader(string(in))
+			cmd.Stderr = os.Stderr
+			_ = cmd.Run() // a failing hook does not stop Claude
+		}
+	}
+	return nil
+}

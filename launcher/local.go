@@ -1,0 +1,128 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// ErrClaudeNotFound is returned when the claude binary cannot be found.
+var ErrClaudeNotFound = errors.New("claude not found on PATH; install Claude Code with `npm install -g @anthropic-ai/claude-code` or give its path with --claude")
+
+// LocalOptions configure RunLocal.
+type LocalOptions struct {
+	Claude string   // path or name of the claude binary ("claude")
+	Args   []string // the user's arguments, passed through
+	Dir    string
+	Env    []string // nil: this process's environment
+	Stdin  *os.File
+	Stdout *os.File
+	Stderr *os.File
+	// HookCommand is the argv of the SessionStart hook forwarder, usually
+	// this binary with the `hook` subcommand.
+	HookCommand []string
+	// OnSession is called for every SessionStart hook (startup, resume,
+	// clear, compact), from the hook server's goroutine.
+	OnSession func(SessionStart)
+	// StopTimeout is how long Claude gets after SIGTERM before SIGKILL.
+	StopTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// RunLocal starts interactive Claude Code in the user's terminal with a
+// SessionStart hook installed, forwards SIGINT, SIGTERM and SIGHUP to it, and
+// returns its exit code when it exits. When ctx is cancelled Claude is
+// stopped (SIGTERM, then SIGKILL). Claude never outlives RunLocal; on Linux it
+// is also killed if this process dies.
+func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
+	if o.Claude == "" {
+		o.Claude = "claude"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Second
+	}
+	path, err := exec.LookPath(o.Claude)
+	if err != nil {
+		return 0, fmt.Errorf("%w (%v)", ErrClaudeNotFound, err)
+	}
+	onSession := o.OnSession
+	if onSession == nil {
+		onSession = func(SessionStart) {}
+	}
+	hooks, err := startHookServer(onSession, o.Logger)
+	if err != nil {
+		return 0, err
+	}
+	defer hooks.close()
+	settings, cleanup, err := writeSettings(o.HookCommand)
+	if err != nil {
+		return 0, err
+	}
+	defer cleanup()
+
+	cmd := exec.Command(path, append(append([]string(nil), o.Args...), "--settings", settings)...)
+	cmd.Dir = o.Dir
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), EnvHookURL+"="+hooks.url, EnvHookToken+"="+hooks.token)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	cmd.SysProcAttr = childAttr()
+
+	// Catch the signals before starting, so none is lost in between.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start claude: %w", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var killTimer <-chan time.Time
+	stopping := false
+	for {
+		select {
+		case err := <-waited:
+			return exitCode(cmd, err)
+		case sig := <-sigs:
+			// Claude decides what the signal means (Ctrl-C twice, etc.).
+			_ = cmd.Process.Signal(sig)
+		case <-ctx.Done():
+			if !stopping {
+				stopping = true
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				killTimer = time.After(o.StopTimeout)
+			}
+		case <-killTimer:
+			o.Logger.Warn("claude did not stop after SIGTERM; killing it", "pid", cmd.Process.Pid)
+			_ = cmd.Process.Kill()
+			killTimer = nil
+		}
+	}
+}
+
+func exitCode(cmd *exec.Cmd, err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, fmt.Errorf("wait for claude: %w", err)
+}

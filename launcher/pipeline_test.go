@@ -1,0 +1,68 @@
+package launcher
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+func batch(t *testing.T, replayed bool, lines ...string) scanner.Batch {
+	b := scanner.Batch{Session: "s1"}
+	for _, l := range lines {
+		r, err := claude.Parse([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Records = append(b.Records, scanner.Record{Record: r, Replayed: replayed})
+	}
+	return b
+}
+
+// Replayed records rebuild the mapper without being appended again; the
+// file outbox stores an id once, also across a reopen.
+func TestPipelineReplayAndOutboxDedupe(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	u1 := `{"type":"user","uuid":"u1","message":{"content":"hi"}}`
+	a1 := `{"type":"assistant","uuid":"a1","message":{"content":[{"type":"text","text":"x"}]}}`
+	a2 := `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"y"}]}}`
+	out, err := OpenFileOutbox(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPipeline("", out)
+	if err := p.Deliver(context.Background(), batch(t, false, u1, a1)); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+
+	// Restart: the same records come back as Replayed, then one more; the
+	// crash window re-delivers a1 as new too.
+	out2, err := OpenFileOutbox(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := NewPipeline("", out2)
+	if err := p2.Deliver(context.Background(), batch(t, true, u1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Deliver(context.Background(), batch(t, false, a1, a2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Close(context.Background(), protocol.StatusCompleted, 1); err != nil {
+		t.Fatal(err)
+	}
+	out2.Close()
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	// U, TS, A(x), A(y), TE: the rebuilt mapper knew the turn was open (no
+	// second turn-start) and nothing is doubled.
+	if len(lines) != 5 || strings.Count(string(data), `"turn-start"`) != 1 || !strings.Contains(lines[4], `"turn-end"`) {
+		t.Fatalf("outbox:\n%s", data)
+	}
+}
