@@ -42,9 +42,9 @@ func main() {
 func newRootCmd() *cobra.Command {
 	var lf localFlags
 	root := &cobra.Command{
-		Use:           "ccrelay [flags] [-- claude arguments]",
-		Short:         "Relay Claude Code sessions to your phone",
-		Long:          "ccrelay turns what Claude Code does into a small, stable event stream (the session protocol)\nand relays it to an app on your phone or browser.",
+		Use:   "ccrelay [flags] [-- claude arguments]",
+		Short: "Relay Claude Code sessions to your phone",
+		Long:  "ccrelay turns what Claude Code does into a small, stable event stream (the session protocol)\nand relays it to an app on your phone or browser.",
 		Example: `  ccrelay                      # run Claude Code here, relayed
   ccrelay -- --model opus      # arguments after -- go to claude
   ccrelay -- --resume <id>     # resume a session`,
