@@ -37,15 +37,23 @@ type live struct {
 
 func follow(t *testing.T, projectDir, session string) *live {
 	out := &MemOutbox{}
+	l := followPipeline(t, projectDir, NewPipeline(session, out))
+	l.out = out
+	l.sc.AddSession(session)
+	return l
+}
+
+// followPipeline runs a scanner on projectDir feeding sink until the test
+// ends (or stop is called).
+func followPipeline(t *testing.T, projectDir string, sink scanner.Sink) *live {
 	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, NewPipeline(session, out))
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &live{sc: sc, out: out, cancel: cancel, done: make(chan error, 1)}
+	l := &live{sc: sc, cancel: cancel, done: make(chan error, 1)}
 	go func() { l.done <- sc.Run(ctx) }()
-	sc.AddSession(session)
 	t.Cleanup(func() { l.stop(t) })
 	return l
 }
@@ -53,7 +61,7 @@ func follow(t *testing.T, projectDir, session string) *live {
 // settle waits for two more passes (everything on disk is read), then stops.
 func (l *live) stop(t *testing.T) []protocol.Envelope {
 	if l.cancel == nil {
-		return l.out.Envelopes()
+		return l.envelopes()
 	}
 	for range 2 {
 		select {
@@ -66,6 +74,13 @@ func (l *live) stop(t *testing.T) []protocol.Envelope {
 	l.cancel = nil
 	if err := <-l.done; err != nil {
 		t.Fatal(err)
+	}
+	return l.envelopes()
+}
+
+func (l *live) envelopes() []protocol.Envelope {
+	if l.out == nil {
+		return nil
 	}
 	return l.out.Envelopes()
 }

@@ -1,0 +1,190 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/ccrelay/ccrelay/internal/claudetest"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// screen collects what a program printed to its terminal.
+type screen struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]`)
+
+func (s *screen) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ansi.ReplaceAllString(s.buf.String(), "")
+}
+
+// The real Claude Code in interactive mode under a pseudo-terminal, started
+// by RunLocal: the SessionStart hook reports the session, the scanner follows
+// the transcript, and the prompt typed in the terminal and the answer come
+// out as envelopes equal to the replay of the finished transcript.
+func TestRealClaudeInteractive(t *testing.T) {
+	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("hello from the terminal")}})
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
+	var scr screen
+	go func() { _, _ = io.Copy(&scr, ptmx) }()
+
+	out := &MemOutbox{}
+	pipe := NewPipeline("", out)
+	l := followPipeline(t, e.ProjectDir(t), pipe)
+	var sessions []string
+	var mu sync.Mutex
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hookBin := buildHookForwarder(t)
+	done := make(chan int, 1)
+	go func() {
+		code, err := RunLocal(ctx, LocalOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(),
+			Stdin: tty, Stdout: tty, Stderr: tty, HookCommand: []string{hookBin, "hook"},
+			OnSession: func(s SessionStart) {
+				mu.Lock()
+				sessions = append(sessions, s.SessionID)
+				mu.Unlock()
+				l.sc.AddSession(s.SessionID)
+			}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- code
+	}()
+	waitScreen := func(what string, cond func(string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond(scr.text()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s; screen:\n%q", what, tail(scr.text(), 3000))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Wait for the input box, then type a prompt.
+	waitScreen("the prompt", func(s string) bool {
+		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
+	})
+	typeLine(t, ptmx, &scr, "say hi")
+	// The terminal draws words with cursor moves, not spaces: look for
+	// the answer where it matters, in the outbox.
+	deadline := time.Now().Add(30 * time.Second)
+	for !hasAgentText(out.Envelopes(), "hello from the terminal") {
+		if time.Now().After(deadline) {
+			t.Fatalf("answer never reached the outbox: %v", envtest.DescribeAll(out.Envelopes()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Quit Claude as a user would.
+	typeLine(t, ptmx, &scr, "/exit")
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		cancel()
+		code = <-done
+		t.Fatalf("claude did not exit on /exit; screen:\n%s", tail(scr.text(), 2000))
+	}
+	if code != 0 {
+		t.Fatalf("claude exit %d", code)
+	}
+	l.stop(t)
+	if err := pipe.Close(context.Background(), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sessions) == 0 {
+		t.Fatal("no SessionStart hook")
+	}
+	got := out.Envelopes()
+	envtest.CheckInvariants(t, got)
+	want := replayFiles(t, filepath.Join(e.ProjectDir(t), sessions[0]+".jsonl"))
+	gd := envtest.DescribeAll(got)
+	if len(gd) < len(want) {
+		t.Fatalf("live %v\nreplay %v", gd, envtest.DescribeAll(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID {
+			t.Fatalf("envelope %d differs: live %v\nreplay %v", i, gd, envtest.DescribeAll(want))
+		}
+	}
+	if !strings.HasPrefix(gd[0], "U(say hi)") || gd[len(gd)-1] != "TE(completed)" {
+		t.Fatalf("envelopes: %v", gd)
+	}
+	t.Logf("interactive: %v", gd)
+}
+
+// typeLine types text into the terminal, waits until the program echoed it
+// (typing again if the keys were lost while the input box was not ready),
+// then presses Enter.
+func typeLine(t *testing.T, ptmx io.Writer, scr *screen, text string) {
+	t.Helper()
+	squeezed := strings.ReplaceAll(text, " ", "")
+	mark := len(scr.text())
+	echoed := func() bool {
+		// The screen draws spaces as cursor moves; compare without them,
+		// in what was drawn since typing started.
+		return strings.Contains(strings.ReplaceAll(scr.text()[mark:], " ", ""), squeezed)
+	}
+	for attempt := 0; !echoed(); attempt++ {
+		if attempt == 20 {
+			t.Fatalf("%q never echoed; screen:\n%q", text, tail(scr.text(), 2000))
+		}
+		if attempt > 0 {
+			ptmx.Write(bytes.Repeat([]byte{0x7f}, len(text))) // erase a partial echo
+		}
+		ptmx.Write([]byte(text))
+		deadline := time.Now().Add(time.Second)
+		for !echoed() && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ptmx.Write([]byte("\r"))
+}
+
+func hasAgentText(envs []protocol.Envelope, s string) bool {
+	for _, e := range envs {
+		if e.Role == protocol.RoleAgent && e.Ev.T == protocol.KindText && strings.Contains(e.Ev.Text, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// buildHookForwarder returns the fake claude binary, which is also a hook
+// forwarder when run as `<bin> hook`.
+func buildHookForwarder(*testing.T) string { return fakeClaude }
