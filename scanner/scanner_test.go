@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -243,3 +244,106 @@ func TestScannerTruncatedFile(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Bad input: each case gets a clear log line, the scanner keeps running and
+// keeps delivering what it can.
+func TestScannerBadInput(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string) // dir is the project dir
+		log   string
+		want  []string // uuids delivered
+	}{
+		{"project folder missing", func(t *testing.T, dir string) {
+			os.RemoveAll(dir)
+		}, "", nil},
+		{"transcript is a folder", func(t *testing.T, dir string) {
+			os.MkdirAll(filepath.Join(dir, "s1.jsonl"), 0o755)
+		}, "cannot read transcript", nil},
+		{"binary file", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "s1.jsonl"), append([]byte("\x7fELF\x00\x01\x02\n\xff\xfe\n"), userLine("u1", "after junk")...), 0o644)
+		}, "skipped a line that is not a record", []string{"u1"}},
+		{"50 MB line", func(t *testing.T, dir string) {
+			huge := `{"type":"user","uuid":"big","message":{"content":"` + strings.Repeat("x", 50<<20) + `"}}` + "\n"
+			os.WriteFile(filepath.Join(dir, "s1.jsonl"), []byte(userLine("u1", "a")+huge+userLine("u2", "b")), 0o644)
+		}, "skipped a line longer than the limit", []string{"u1", "u2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "proj")
+			os.MkdirAll(dir, 0o755)
+			tt.setup(t, dir)
+			var logs logBuf
+			h := start(t, dir, Config{MaxLine: 16 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			h.sc.AddSession("s1")
+			for range 3 {
+				<-h.sc.Synced()
+			}
+			if tt.log != "" {
+				waitFor(t, "log line "+tt.log, func() bool { return strings.Contains(logs.String(), tt.log) })
+				if n := strings.Count(logs.String(), tt.log); tt.name == "transcript is a folder" && n != 1 {
+					t.Fatalf("logged %d times: %s", n, logs.String())
+				}
+			}
+			if tt.want != nil {
+				waitFor(t, "records", func() bool { return len(h.sink.uuids(false)) == len(tt.want) })
+			}
+			if got := strings.Join(h.sink.uuids(false), ","); got != strings.Join(tt.want, ",") {
+				t.Fatalf("delivered %q, want %q", got, tt.want)
+			}
+			// The session still works once the problem is gone.
+			if tt.name == "project folder missing" {
+				os.MkdirAll(dir, 0o755)
+				appendTo(t, filepath.Join(dir, "s1.jsonl"), userLine("u9", "late"))
+				waitFor(t, "record after the folder appeared", func() bool { return len(h.sink.uuids(false)) == 1 })
+			}
+		})
+	}
+}
+
+// No busy loop: while nothing changes the scanner makes one pass per poll
+// interval and uses next to no CPU.
+func TestScannerIdle(t *testing.T) {
+	dir := t.TempDir()
+	appendTo(t, filepath.Join(dir, "s1.jsonl"), userLine("u1", "a"))
+	h := start(t, dir, Config{PollInterval: 100 * time.Millisecond})
+	h.sc.AddSession("s1")
+	waitFor(t, "first record", func() bool { return len(h.sink.uuids(false)) == 1 })
+	var before, after syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	start := time.Now()
+	passes := 0
+	for time.Since(start) < time.Second {
+		select {
+		case <-h.sc.Synced():
+			passes++
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+	if passes > 15 {
+		t.Fatalf("%d passes in 1 s with a 100 ms interval", passes)
+	}
+	if cpu > 200*time.Millisecond {
+		t.Fatalf("used %v of CPU in 1 s of idling", cpu)
+	}
+	t.Logf("idle: %d passes, %v CPU in 1 s", passes, cpu)
+}
