@@ -36,8 +36,11 @@ type LocalOptions struct {
 }
 
 // RunLocal starts interactive Claude Code in the user's terminal with a
-// SessionStart hook installed, forwards SIGINT, SIGTERM and SIGHUP to it, and
-// returns its exit code when it exits. When ctx is cancelled Claude is
+// SessionStart hook installed, forwards SIGINT, SIGTERM, SIGHUP and SIGWINCH
+// sent to ccrelay to it, and
+// returns its exit code when it exits. SIGWINCH is forwarded too (a resize
+// from the terminal reaches Claude directly as well: it is in the
+// foreground process group). When ctx is cancelled Claude is
 // stopped (SIGTERM, then SIGKILL). Claude never outlives RunLocal; on Linux it
 // is also killed if this process dies.
 func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
@@ -81,7 +84,7 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	// Catch the signals before starting, so none is lost in between.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
