@@ -163,13 +163,10 @@ func TestRealClaudeLiveEqualsReplay(t *testing.T) {
 			if len(got) != len(want) {
 				t.Fatalf("live %d envelopes, replay %d\nlive:   %v\nreplay: %v", len(got), len(want), gd, wd)
 			}
-			// Same ids in the same order within the main thread and within
-			// each subagent. Between a subagent and the main thread, live
-			// mode follows the order Claude wrote the files in, replay the
-			// records' timestamps; the two can differ by a few ms when both
-			// run at once (see the closing note of the local-mode issue).
-			if a, b := streams(got), streams(want); !equalStreams(a, b) {
-				t.Fatalf("live and replay differ\nlive:   %v\nreplay: %v", gd, wd)
+			for i := range got {
+				if got[i].ID != want[i].ID || gd[i] != wd[i] {
+					t.Fatalf("envelope %d: live %s (%s), replay %s (%s)\nlive:   %v\nreplay: %v", i, gd[i], got[i].ID, wd[i], want[i].ID, gd, wd)
+				}
 			}
 			for i, p := range sc.want {
 				if i >= len(gd) || len(gd[i]) < len(p) || gd[i][:len(p)] != p {
@@ -179,34 +176,6 @@ func TestRealClaudeLiveEqualsReplay(t *testing.T) {
 			t.Logf("%s: %v", sc.name, gd)
 		})
 	}
-}
-
-// streams splits envelopes by subagent ("" for the main thread) into their
-// ids and descriptions, in order.
-func streams(envs []protocol.Envelope) map[string][]string {
-	out := map[string][]string{}
-	for _, e := range envs {
-		out[e.Subagent] = append(out[e.Subagent], e.ID+" "+envtest.Describe(e))
-	}
-	return out
-}
-
-func equalStreams(a, b map[string][]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, va := range a {
-		vb := b[k]
-		if len(va) != len(vb) {
-			return false
-		}
-		for i := range va {
-			if va[i] != vb[i] {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Subagent work done by the real Claude Code appears under its subagent id:

@@ -33,13 +33,11 @@ type Record struct {
 	Replayed bool
 }
 
-// Batch is what one read of one file produced: the new records (possibly
-// none) and the position to commit once their output is durable.
+// Batch is a run of new records of one session, merged across its files in
+// timestamp order like `ccrelay replay` merges them.
 type Batch struct {
 	Session string
-	File    string
 	Records []Record
-	Pos     Position
 }
 
 // Sink receives batches in order. When Deliver returns nil the output of the
@@ -60,9 +58,14 @@ type Config struct {
 	MissingTimeout time.Duration
 	// NoWatch disables fsnotify: polling only.
 	NoWatch bool
-	MaxLine int
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// OrderWindow is how long a record may wait for another file of its
+	// session that is behind in time (a subagent writing while the main
+	// thread does). Records are delivered in timestamp order across files;
+	// a file quiet for this long is not waited for. Default 100 ms.
+	OrderWindow time.Duration
+	MaxLine     int
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Scanner follows the transcript files of the sessions announced to it.
@@ -81,6 +84,7 @@ type Scanner struct {
 	dedupe   claude.Dedupe
 	watcher  *fsnotify.Watcher
 	watched  map[string]bool
+	final    bool // the last pass: nothing waits
 }
 
 type session struct {
@@ -96,6 +100,16 @@ type file struct {
 	committed Position
 	replayTo  int64 // records ending at or before this offset are Replayed
 	errLogged bool
+
+	pending []pendingRecord // read, not yet delivered, in file order
+	lastTS  int64           // latest record timestamp read
+	grew    time.Time       // when new lines last appeared
+}
+
+type pendingRecord struct {
+	rec   Record
+	ts    int64
+	start int64 // offset of the line
 }
 
 // New returns a scanner; it starts with the sessions and positions of the
@@ -115,6 +129,9 @@ func New(cfg Config, sink Sink) (*Scanner, error) {
 	}
 	if cfg.MaxLine <= 0 {
 		cfg.MaxLine = DefaultMaxLine
+	}
+	if cfg.OrderWindow <= 0 {
+		cfg.OrderWindow = 100 * time.Millisecond
 	}
 	s := &Scanner{cfg: cfg, sink: sink, log: cfg.Logger, add: make(chan string, 16),
 		synced: make(chan struct{}, 1), files: map[string]*file{}, watched: map[string]bool{}}
@@ -179,7 +196,12 @@ func (s *Scanner) Run(ctx context.Context) error {
 		case s.synced <- struct{}{}:
 		default:
 		}
+		var wait <-chan time.Time
+		if s.hasPending() {
+			wait = time.After(s.cfg.OrderWindow)
+		}
 		select {
+		case <-wait:
 		case <-ctx.Done():
 			// One last pass: what Claude wrote before it exited is read.
 			for drained := false; !drained; {
@@ -190,6 +212,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 					drained = true
 				}
 			}
+			s.final = true // deliver everything read, without waiting for order
 			return s.sync(context.WithoutCancel(ctx))
 		case id := <-s.add:
 			s.addSession(id)
@@ -240,13 +263,86 @@ func (s *Scanner) sync(ctx context.Context) error {
 		if subs, err := claude.SubagentFiles(main); err == nil {
 			paths = append(paths, subs...)
 		}
+		files := make([]*file, 0, len(paths))
 		for _, p := range paths {
-			if err := s.readFile(ctx, ss, p, p == main); err != nil {
-				return err
-			}
+			files = append(files, s.readFile(ss, p, p == main))
+		}
+		if err := s.release(ctx, ss, files); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+func (s *Scanner) hasPending() bool {
+	for _, f := range s.files {
+		if len(f.pending) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// release delivers the pending records of a session's files merged in
+// timestamp order (ties: the file listed first, the main transcript). A
+// recent record waits while another file that has nothing pending is behind
+// it in time and was active within OrderWindow: that file may still be
+// writing something older. Then the cursor moves to just before each file's first
+// undelivered record.
+func (s *Scanner) release(ctx context.Context, ss *session, files []*file) error {
+	now := s.cfg.Now()
+	var out []Record
+	for {
+		var head *file
+		for _, f := range files {
+			if len(f.pending) > 0 && (head == nil || f.pending[0].ts < head.pending[0].ts) {
+				head = f
+			}
+		}
+		if head == nil {
+			break
+		}
+		ts := head.pending[0].ts
+		// Only recent records wait: history (a resumed session, a restart)
+		// flows at once, and no record waits past OrderWindow after its own
+		// time.
+		ready := true
+		recent := now.Sub(time.UnixMilli(ts)) < s.cfg.OrderWindow
+		for _, f := range files {
+			if !recent {
+				break
+			}
+			if !s.final && f != head && len(f.pending) == 0 && f.lastTS < ts && now.Sub(f.grew) < s.cfg.OrderWindow {
+				ready = false
+				break
+			}
+		}
+		if !ready {
+			break
+		}
+		out = append(out, head.pending[0].rec)
+		head.pending = head.pending[1:]
+	}
+	if len(out) > 0 {
+		if err := s.sink.Deliver(ctx, Batch{Session: ss.id, Records: out}); err != nil {
+			return fmt.Errorf("deliver records of session %s: %w", ss.id, err)
+		}
+	}
+	changed := false
+	for _, f := range files {
+		pos := f.tail.Position()
+		if len(f.pending) > 0 {
+			first := f.pending[0]
+			pos = Position{Offset: first.start, Line: first.rec.Line - 1, ID: pos.ID}
+		}
+		if !pos.Equal(f.committed) {
+			f.committed, changed = pos, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return s.saveCursor()
 }
 
 func (s *Scanner) fileFor(ss *session, path string) *file {
@@ -268,10 +364,12 @@ func (s *Scanner) fileFor(ss *session, path string) *file {
 	return f
 }
 
-func (s *Scanner) readFile(ctx context.Context, ss *session, path string, isMain bool) error {
+// readFile reads what was appended to path into the file's pending records.
+func (s *Scanner) readFile(ss *session, path string, isMain bool) *file {
 	f := s.fileFor(ss, path)
-	var recs []Record
+	grew := false
 	reset, err := f.tail.ReadNew(func(l Line) error {
+		grew = true
 		replayed := l.Next <= f.replayTo
 		if l.TooLong {
 			s.log.Warn("skipped a line longer than the limit", "file", path, "line", l.Num, "bytes", l.Size, "limit", s.cfg.MaxLine)
@@ -293,24 +391,32 @@ func (s *Scanner) readFile(ctx context.Context, ss *session, path string, isMain
 			s.log.Warn("skipped a malformed record", "file", path, "line", l.Num, "err", err)
 			return nil
 		}
+		if r.Timestamp > f.lastTS {
+			f.lastTS = r.Timestamp
+		}
 		if s.dedupe.Seen(r) {
 			return nil
 		}
-		recs = append(recs, Record{Record: r, File: path, Line: l.Num, Replayed: replayed})
+		// A record without a timestamp sorts with the one before it.
+		f.pending = append(f.pending, pendingRecord{rec: Record{Record: r, File: path, Line: l.Num, Replayed: replayed},
+			ts: f.lastTS, start: l.Next - l.Size - 1})
 		return nil
 	})
+	if grew {
+		f.grew = s.cfg.Now()
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			if isMain {
 				s.missing(ss, path)
 			}
-			return nil
+			return f
 		}
 		if !f.errLogged {
 			s.log.Warn("cannot read transcript; will retry", "file", path, "err", err)
 			f.errLogged = true
 		}
-		return nil
+		return f
 	}
 	f.errLogged = false
 	if isMain {
@@ -320,17 +426,7 @@ func (s *Scanner) readFile(ctx context.Context, ss *session, path string, isMain
 		f.replayTo = 0
 		s.log.Info("transcript was truncated or replaced; reading it again", "file", path)
 	}
-	pos := f.tail.Position()
-	if len(recs) == 0 && pos.Equal(f.committed) {
-		return nil
-	}
-	if len(recs) > 0 {
-		if err := s.sink.Deliver(ctx, Batch{Session: ss.id, File: path, Records: recs, Pos: pos}); err != nil {
-			return fmt.Errorf("deliver records of %s: %w", path, err)
-		}
-	}
-	f.committed = pos
-	return s.saveCursor()
+	return f
 }
 
 func (s *Scanner) missing(ss *session, path string) {

@@ -347,3 +347,41 @@ func TestScannerIdle(t *testing.T) {
 	}
 	t.Logf("idle: %d passes, %v CPU in 1 s", passes, cpu)
 }
+
+func tsLine(uuid, ts string) string {
+	return fmt.Sprintf(`{"type":"assistant","uuid":%q,"timestamp":%q,"message":{"content":[{"type":"text","text":"x"}]}}`+"\n", uuid, ts)
+}
+
+// Records of a session's files are delivered in timestamp order, as replay
+// merges them, even when a subagent file is written a little after the main
+// transcript got a later record.
+func TestScannerOrdersAcrossFiles(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "s1.jsonl")
+	sub := filepath.Join(dir, "s1", "subagents", "agent-a1.jsonl")
+	os.MkdirAll(filepath.Dir(sub), 0o755)
+	// History (old timestamps) flows at once; only recent records wait.
+	appendTo(t, main, tsLine("m0", "2026-01-01T10:00:00.000Z"))
+	appendTo(t, sub, tsLine("s0", "2026-01-01T10:00:00.010Z"))
+	h := start(t, dir, Config{OrderWindow: time.Second})
+	h.sc.AddSession("s1")
+	waitFor(t, "first records", func() bool { return len(h.sink.uuids(false)) == 2 })
+	base := time.Now()
+	at := func(ms int) string {
+		return base.Add(time.Duration(ms) * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	}
+	select { // drop a token from before the append
+	case <-h.sc.Synced():
+	default:
+	}
+	appendTo(t, main, tsLine("m1", at(100)))
+	<-h.sc.Synced() // the pass that read m1 (woken by the file event)
+	if got := len(h.sink.uuids(false)); got != 2 {
+		t.Fatalf("m1 was delivered while the subagent file was behind and active (%d records)", got)
+	}
+	appendTo(t, sub, tsLine("s1", at(50)))
+	waitFor(t, "all records", func() bool { return len(h.sink.uuids(false)) == 4 })
+	if got := strings.Join(h.sink.uuids(false), ","); got != "m0,s0,s1,m1" {
+		t.Fatalf("order %s, want m0,s0,s1,m1", got)
+	}
+}
