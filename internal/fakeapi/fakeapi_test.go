@@ -1,0 +1,87 @@
+package fakeapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func post(t *testing.T, s *Server, body string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(s.URL+"/v1/messages?beta=true", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestStreamAndRules(t *testing.T) {
+	s, err := Start(
+		Rule{Agent: "subagent", Reply: []Block{Text("from the subagent")}},
+		Rule{AfterToolResult: Bool(true), Reply: []Block{Text("after the tool")}},
+		Rule{Times: 1, Reply: []Block{Thinking("hmm"), Text("hello"), ToolUse("Bash", map[string]any{"command": "ls"})}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") {
+		t.Fatalf("not on loopback: %s", s.URL)
+	}
+	tools := `"tools":[{"name":"Bash"}]`
+	resp := post(t, s, `{"model":"m","stream":true,`+tools+`,"system":[{"type":"text","text":"billing"}],"messages":[{"role":"user","content":"hi"}]}`)
+	var events []string
+	var deltas strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if ev, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, ev)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var d struct {
+				Delta map[string]any `json:"delta"`
+			}
+			json.Unmarshal([]byte(data), &d)
+			for _, k := range []string{"text", "thinking", "partial_json"} {
+				if v, ok := d.Delta[k].(string); ok {
+					deltas.WriteString(v)
+				}
+			}
+		}
+	}
+	got := strings.Join(events, ",")
+	want := "message_start,ping," +
+		"content_block_start,content_block_delta,content_block_delta,content_block_stop," +
+		"content_block_start,content_block_delta,content_block_delta,content_block_stop," +
+		"content_block_start,content_block_delta,content_block_delta,content_block_stop," +
+		"message_delta,message_stop"
+	if got != want {
+		t.Fatalf("events\n got %s\nwant %s", got, want)
+	}
+	if d := deltas.String(); d != `hmmhello{"command":"ls"}` {
+		t.Fatalf("deltas %q", d)
+	}
+	// The Times:1 rule is used up; a tool result and a subagent match
+	// their rules; a request without tools consumes nothing.
+	var m message
+	json.NewDecoder(post(t, s, `{"model":"m",`+tools+`,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}]}`).Body).Decode(&m)
+	if m.Content[0]["text"] != "after the tool" || m.ID != "msg_fake0002" {
+		t.Fatalf("tool result reply %+v", m)
+	}
+	json.NewDecoder(post(t, s, `{"model":"m",`+tools+`,"system":[{"type":"text","text":"x cc_is_subagent=true;"}],"messages":[{"role":"user","content":"go"}]}`).Body).Decode(&m)
+	if m.Content[0]["text"] != "from the subagent" {
+		t.Fatalf("subagent reply %+v", m)
+	}
+	json.NewDecoder(post(t, s, `{"model":"m","messages":[{"role":"user","content":"title?"}]}`).Body).Decode(&m)
+	if m.Content[0]["text"] != "ok" {
+		t.Fatalf("side request reply %+v", m)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 4 || reqs[0].Rule != 2 || reqs[1].Rule != 1 || !reqs[2].Subagent || reqs[3].Rule != -1 {
+		t.Fatalf("requests %+v", reqs)
+	}
+}
