@@ -61,7 +61,7 @@ type Config struct {
 	// OrderWindow is how long a record may wait for another file of its
 	// session that is behind in time (a subagent writing while the main
 	// thread does). Records are delivered in timestamp order across files;
-	// a file quiet for this long is not waited for. Default 100 ms.
+	// a file quiet for this long is not waited for. Default 500 ms.
 	OrderWindow time.Duration
 	MaxLine     int
 	Logger      *slog.Logger
@@ -92,6 +92,12 @@ type session struct {
 	missingSince time.Time
 	dead         bool
 	seen         bool // its main file was seen at least once
+
+	// A subagent launched in the main transcript writes a file of its own
+	// that may not exist yet: records after the launch wait for it a little.
+	nFiles      int       // files of the session at the last pass
+	expectTS    int64     // timestamp of the launch
+	expectSince time.Time // when the launch was read; zero: nothing expected
 }
 
 type file struct {
@@ -131,7 +137,7 @@ func New(cfg Config, sink Sink) (*Scanner, error) {
 		cfg.MaxLine = DefaultMaxLine
 	}
 	if cfg.OrderWindow <= 0 {
-		cfg.OrderWindow = 100 * time.Millisecond
+		cfg.OrderWindow = 500 * time.Millisecond
 	}
 	s := &Scanner{cfg: cfg, sink: sink, log: cfg.Logger, add: make(chan string, 16),
 		synced: make(chan struct{}, 1), files: map[string]*file{}, watched: map[string]bool{}}
@@ -263,6 +269,10 @@ func (s *Scanner) sync(ctx context.Context) error {
 		if subs, err := claude.SubagentFiles(main); err == nil {
 			paths = append(paths, subs...)
 		}
+		if len(paths) > ss.nFiles {
+			ss.expectSince = time.Time{} // the awaited file appeared
+		}
+		ss.nFiles = len(paths)
 		files := make([]*file, 0, len(paths))
 		for _, p := range paths {
 			files = append(files, s.readFile(ss, p, p == main))
@@ -308,6 +318,9 @@ func (s *Scanner) release(ctx context.Context, ss *session, files []*file) error
 		// time.
 		ready := true
 		recent := now.Sub(time.UnixMilli(ts)) < s.cfg.OrderWindow
+		if recent && !s.final && !ss.expectSince.IsZero() && now.Sub(ss.expectSince) < s.cfg.OrderWindow && ts > ss.expectTS {
+			ready = false
+		}
 		for _, f := range files {
 			if !recent {
 				break
@@ -397,6 +410,9 @@ func (s *Scanner) readFile(ss *session, path string, isMain bool) *file {
 		if s.dedupe.Seen(r) {
 			return nil
 		}
+		if isMain && launchesSubagent(r) {
+			ss.expectTS, ss.expectSince = f.lastTS, s.cfg.Now()
+		}
 		// A record without a timestamp sorts with the one before it.
 		f.pending = append(f.pending, pendingRecord{rec: Record{Record: r, File: path, Line: l.Num, Replayed: replayed},
 			ts: f.lastTS, start: l.Next - l.Size - 1})
@@ -463,4 +479,18 @@ func (s *Scanner) saveCursor() error {
 		return err
 	}
 	return nil
+}
+
+// launchesSubagent reports whether a main-transcript record starts a
+// subagent (a Task or Agent tool call), whose records go to a file of its own.
+func launchesSubagent(r *claude.Record) bool {
+	if r.Type != claude.TypeAssistant || r.IsSidechain || r.Message == nil {
+		return false
+	}
+	for _, b := range r.Message.Content.Blocks {
+		if b.Type == "tool_use" && (b.Name == "Agent" || b.Name == "Task") {
+			return true
+		}
+	}
+	return false
 }
