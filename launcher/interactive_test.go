@@ -16,28 +16,16 @@ import (
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // screen collects what a program printed to its terminal.
-type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *screen) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
+type screen struct{ testutil.SyncBuffer }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]`)
 
-func (s *screen) text() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ansi.ReplaceAllString(s.buf.String(), "")
-}
+func (s *screen) text() string { return ansi.ReplaceAllString(s.String(), "") }
 
 // The real Claude Code in interactive mode under a pseudo-terminal, started
 // by RunLocal: the SessionStart hook reports the session, the scanner follows

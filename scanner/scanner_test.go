@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ccrelay/ccrelay/internal/testutil"
 )
 
 type memSink struct {
@@ -192,13 +194,8 @@ func TestScannerGivesUpOnMissingSession(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	var logs strings.Builder
-	var logMu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return logs.Write(p)
-	}), nil))
+	var logs testutil.SyncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := start(t, dir, Config{Now: clock, MissingTimeout: time.Minute, Logger: logger})
 	h.sc.AddSession("phantom")
 	<-h.sc.Synced()
@@ -206,11 +203,7 @@ func TestScannerGivesUpOnMissingSession(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
-	logged := func() int {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return strings.Count(logs.String(), "giving up on the session")
-	}
+	logged := func() int { return strings.Count(logs.String(), "giving up on the session") }
 	waitFor(t, "give up", func() bool { return logged() == 1 })
 	h.sc.AddSession("real")
 	appendTo(t, filepath.Join(dir, "real.jsonl"), userLine("r1", "x"))
@@ -241,27 +234,6 @@ func TestScannerTruncatedFile(t *testing.T) {
 	}
 }
 
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Bad input: each case gets a clear log line, the scanner keeps running and
 // keeps delivering what it can.
 func TestScannerBadInput(t *testing.T) {
@@ -290,7 +262,7 @@ func TestScannerBadInput(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "proj")
 			os.MkdirAll(dir, 0o755)
 			tt.setup(t, dir)
-			var logs logBuf
+			var logs testutil.SyncBuffer
 			h := start(t, dir, Config{MaxLine: 16 << 20, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			h.sc.AddSession("s1")
 			for range 3 {
