@@ -28,19 +28,17 @@ func (c chanSink) Deliver(_ context.Context, b Batch) error {
 // with polling alone. The per-append cost must not grow with the file.
 func BenchmarkAppendLatency(b *testing.B) {
 	for _, size := range []int64{1 << 20, 100 << 20} {
-		for _, noWatch := range []bool{false, true} {
-			mode := "fsnotify"
-			if noWatch {
-				mode = "poll"
-			}
+		for _, mode := range []string{"fsnotify", "poll", "fsnotify+cursor"} {
 			b.Run(fmt.Sprintf("size=%dMB/%s", size>>20, mode), func(b *testing.B) {
-				benchAppend(b, size, noWatch)
+				benchAppend(b, size, mode == "poll", mode == "fsnotify+cursor")
 			})
 		}
 	}
 }
 
-func benchAppend(b *testing.B, size int64, noWatch bool) {
+// benchAppend: with durable, every delivery also saves the cursor (write,
+// fsync, rename), as local mode does.
+func benchAppend(b *testing.B, size int64, noWatch, durable bool) {
 	dir := b.TempDir()
 	main := filepath.Join(dir, "s.jsonl")
 	f, err := os.Create(main)
@@ -57,7 +55,11 @@ func benchAppend(b *testing.B, size int64, noWatch bool) {
 
 	sink := make(chanSink, 16)
 	poll := 100 * time.Millisecond
-	sc, _ := New(Config{ProjectDir: dir, NoWatch: noWatch, PollInterval: poll,
+	cursor := ""
+	if durable {
+		cursor = filepath.Join(b.TempDir(), "cursor.json")
+	}
+	sc, _ := New(Config{ProjectDir: dir, NoWatch: noWatch, PollInterval: poll, CursorFile: cursor,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
