@@ -1,0 +1,177 @@
+// Package relay is the relay server: it stores sessions and their envelopes
+// and streams them to apps. This file is its storage: SQLite (pure Go,
+// modernc.org/sqlite) in WAL mode.
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// Store keeps sessions and their envelopes. Each stored envelope gets the
+// next sequence number of its session; an envelope id is stored at most
+// once per session (a resent envelope gets its existing number back).
+type Store struct {
+	w *sql.DB // one connection: SQLite has one writer
+	r *sql.DB // readers (WAL lets them run beside the writer)
+}
+
+// Stored is an envelope as stored.
+type Stored struct {
+	Seq  int64
+	ID   string
+	Body json.RawMessage
+}
+
+// Item is an envelope to append: its id and its JSON.
+type Item struct {
+	ID   string
+	Body []byte
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sessions (
+	id         TEXT PRIMARY KEY,
+	info       TEXT NOT NULL DEFAULT '{}',
+	last_seq   INTEGER NOT NULL DEFAULT 0,
+	created_ms INTEGER NOT NULL,
+	updated_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS envelopes (
+	session TEXT NOT NULL,
+	seq     INTEGER NOT NULL,
+	id      TEXT NOT NULL,
+	body    BLOB NOT NULL,
+	PRIMARY KEY (session, seq),
+	UNIQUE (session, id)
+) WITHOUT ROWID;
+`
+
+// OpenStore opens (creating if needed) the database at path.
+func OpenStore(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	if _, err := w.Exec(schema); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("create schema in %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn+"&mode=ro")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(4)
+	return &Store{w: w, r: r}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Append stores items in order in session (created if new) and returns the
+// sequence number of each: a new one for a new id, the existing one for an
+// id stored before. It is one transaction: all or nothing.
+func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int64, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	defer tx.Rollback()
+	now := time.Now().UnixMilli()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, session).Scan(&last); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	find, err := tx.PrepareContext(ctx, `SELECT seq FROM envelopes WHERE session = ? AND id = ?`)
+	if err != nil {
+		return nil, err
+	}
+	defer find.Close()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO envelopes (session, seq, id, body) VALUES (?, ?, ?, ?)`)
+	if err != nil {
+		return nil, err
+	}
+	defer ins.Close()
+	seqs := make([]int64, len(items))
+	next := last
+	for i, it := range items {
+		if it.ID == "" {
+			return nil, fmt.Errorf("append to %s: envelope %d has no id", session, i)
+		}
+		var seq int64
+		switch err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq); {
+		case err == nil:
+			seqs[i] = seq
+			continue
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("append to %s: %w", session, err)
+		}
+		next++
+		if _, err := ins.ExecContext(ctx, session, next, it.ID, it.Body); err != nil {
+			return nil, fmt.Errorf("append to %s: %w", session, err)
+		}
+		seqs[i] = next
+	}
+	if next != last {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?`, next, now, session); err != nil {
+			return nil, fmt.Errorf("append to %s: %w", session, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	return seqs, nil
+}
+
+// Read returns up to limit envelopes of session with a sequence number
+// greater than after, in order.
+func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]Stored, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, id, body FROM envelopes WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?`, session, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", session, err)
+	}
+	defer rows.Close()
+	var out []Stored
+	for rows.Next() {
+		var st Stored
+		var body []byte
+		if err := rows.Scan(&st.Seq, &st.ID, &body); err != nil {
+			return nil, fmt.Errorf("read %s: %w", session, err)
+		}
+		st.Body = body
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// LastSeq is the highest sequence number of session (0 when none).
+func (s *Store) LastSeq(ctx context.Context, session string) (int64, error) {
+	var last int64
+	err := s.r.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, session).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last seq of %s: %w", session, err)
+	}
+	return last, nil
+}
