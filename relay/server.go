@@ -1,0 +1,372 @@
+package relay
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Limits of the wire protocol.
+const (
+	MaxFrameBytes   = 8 << 20 // a frame larger than this closes the connection (1009)
+	maxBatch        = 1000    // envelopes in one FrameEnvelopes
+	historyPage     = 500
+	subscriberSlack = 4096 // live envelopes buffered per app before it is dropped
+)
+
+// tokenProtocolPrefix: browsers cannot set headers on a websocket, so apps
+// send the token as a subprotocol "ccrelay-token.<token>" (never in the URL).
+const tokenProtocolPrefix = "ccrelay-token."
+
+// Server is the relay: CLIs send envelopes, apps subscribe to sessions.
+type Server struct {
+	store *Store
+	token string
+	log   *slog.Logger
+
+	appendMu sync.Mutex // appends and their publication happen in seq order
+	hub      hub
+}
+
+// NewServer returns a relay over store that accepts the given token.
+func NewServer(store *Store, token string, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{store: store, token: token, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}}}
+}
+
+// Handler serves the relay's endpoints. Every request needs the token.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"ok":true}`)
+	})
+	mux.HandleFunc("GET /ws/cli", s.serveCLI)
+	mux.HandleFunc("GET /ws/app", s.serveApp)
+	return s.auth(mux)
+}
+
+// auth refuses, before any handler runs, a request without the token in the
+// Authorization header or (websockets from a browser) the token subprotocol.
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ccrelay"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	candidates := []string{strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")}
+	for _, p := range websocketProtocols(r) {
+		if t, ok := strings.CutPrefix(p, tokenProtocolPrefix); ok {
+			candidates = append(candidates, t)
+		}
+	}
+	ok := false
+	for _, c := range candidates {
+		if c != "" && subtle.ConstantTimeCompare([]byte(c), []byte(s.token)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+func websocketProtocols(r *http.Request) []string {
+	var out []string
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+	}
+	return out
+}
+
+func (s *Server) accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
+	opts := &websocket.AcceptOptions{}
+	for _, p := range websocketProtocols(r) {
+		if strings.HasPrefix(p, tokenProtocolPrefix) {
+			opts.Subprotocols = []string{p} // echo it, or browsers close
+		}
+	}
+	c, err := websocket.Accept(w, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(MaxFrameBytes)
+	return c, nil
+}
+
+func writeFrame(ctx context.Context, c *websocket.Conn, f protocol.Frame) error {
+	f.V = protocol.FrameVersion
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Write(ctx, websocket.MessageText, b)
+}
+
+func errorFrame(code, format string, args ...any) protocol.Frame {
+	return protocol.Frame{Type: protocol.FrameError, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// readFrames calls handle for every frame read from c until the connection
+// ends. A malformed frame gets an error frame and reading goes on.
+func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(protocol.Frame) error) error {
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var f protocol.Frame
+		if err := json.Unmarshal(data, &f); err != nil {
+			if werr := writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err)); werr != nil {
+				return werr
+			}
+			continue
+		}
+		if f.V != protocol.FrameVersion {
+			if werr := writeFrame(ctx, c, errorFrame("bad-version", "frame version %d, this relay speaks %d", f.V, protocol.FrameVersion)); werr != nil {
+				return werr
+			}
+			continue
+		}
+		if err := handle(f); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
+	c, err := s.accept(w, r)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	ctx := r.Context()
+	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
+		switch f.Type {
+		case protocol.FrameEnvelopes:
+			ack, ferr := s.storeBatch(ctx, f)
+			if ferr != nil {
+				return writeFrame(ctx, c, *ferr)
+			}
+			return writeFrame(ctx, c, ack)
+		default:
+			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the CLI endpoint", f.Type))
+		}
+	})
+	s.closeStatus(c, err)
+}
+
+func (s *Server) closeStatus(c *websocket.Conn, err error) {
+	var ce websocket.CloseError
+	switch {
+	case errors.As(err, &ce):
+	case errors.Is(err, context.Canceled):
+		c.Close(websocket.StatusGoingAway, "relay shutting down")
+	default:
+		s.log.Debug("connection ended", "err", err)
+	}
+}
+
+// storeBatch stores a batch and publishes what is new to the apps.
+func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Frame, *protocol.Frame) {
+	if f.Session == "" || len(f.Envelopes) == 0 || len(f.Envelopes) > maxBatch {
+		e := errorFrame("bad-batch", "a batch needs a session and 1 to %d envelopes", maxBatch)
+		return protocol.Frame{}, &e
+	}
+	items := make([]Item, len(f.Envelopes))
+	for i, raw := range f.Envelopes {
+		var env protocol.Envelope
+		if err := json.Unmarshal(raw, &env); err != nil {
+			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
+			return protocol.Frame{}, &e
+		}
+		if err := env.Validate(); err != nil {
+			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
+			return protocol.Frame{}, &e
+		}
+		items[i] = Item{ID: env.ID, Body: raw}
+	}
+	s.appendMu.Lock()
+	defer s.appendMu.Unlock()
+	last, err := s.store.LastSeq(ctx, f.Session)
+	if err != nil {
+		e := errorFrame("store", "%v", err)
+		return protocol.Frame{}, &e
+	}
+	seqs, err := s.store.Append(ctx, f.Session, items)
+	if err != nil {
+		e := errorFrame("store", "%v", err)
+		return protocol.Frame{}, &e
+	}
+	ack := protocol.Frame{Type: protocol.FrameAck, Session: f.Session, Acks: make([]protocol.Ack, len(items))}
+	var fresh []Stored
+	for i, it := range items {
+		ack.Acks[i] = protocol.Ack{ID: it.ID, Seq: seqs[i]}
+		if seqs[i] > last {
+			fresh = append(fresh, Stored{Seq: seqs[i], ID: it.ID, Body: it.Body})
+			last = seqs[i]
+		}
+	}
+	s.hub.publish(f.Session, fresh)
+	return ack, nil
+}
+
+func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
+	c, err := s.accept(w, r)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
+		switch f.Type {
+		case protocol.FrameSubscribe:
+			if f.Session == "" {
+				return writeFrame(ctx, c, errorFrame("bad-subscribe", "subscribe needs a session"))
+			}
+			sub := s.hub.add(f.Session)
+			wg.Go(func() {
+				defer s.hub.remove(f.Session, sub)
+				if err := s.stream(ctx, c, f.Session, f.After, sub); err != nil && ctx.Err() == nil {
+					s.log.Debug("subscription ended", "session", f.Session, "err", err)
+					c.Close(websocket.StatusTryAgainLater, "subscription fell behind; subscribe again from the last seq")
+				}
+			})
+			return nil
+		default:
+			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the app endpoint", f.Type))
+		}
+	})
+	cancel()
+	s.closeStatus(c, err)
+}
+
+// stream sends the history of session after `after`, then live envelopes,
+// with no gap and no duplicate between the two. The subscriber is
+// registered before the history is read, so nothing stored meanwhile is
+// missed; what both deliver is sent once.
+func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, after int64, sub *subscriber) error {
+	last := after
+	sendFrom := func() error {
+		for {
+			page, err := s.store.Read(ctx, session, last, historyPage)
+			if err != nil {
+				return err
+			}
+			for _, st := range page {
+				if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameEnvelope, Session: session, Seq: st.Seq, Envelope: st.Body}); err != nil {
+					return err
+				}
+				last = st.Seq
+			}
+			if len(page) < historyPage {
+				return nil
+			}
+		}
+	}
+	if err := sendFrom(); err != nil {
+		return err
+	}
+	if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameCaughtUp, Session: session, Seq: last}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sub.dropped:
+			return errors.New("subscriber fell behind")
+		case batch := <-sub.ch:
+			for _, st := range batch {
+				switch {
+				case st.Seq <= last:
+					continue // already sent with the history
+				case st.Seq > last+1:
+					// Should not happen (publication is in order); heal
+					// from the store rather than leave a gap.
+					if err := sendFrom(); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameEnvelope, Session: session, Seq: st.Seq, Envelope: st.Body}); err != nil {
+					return err
+				}
+				last = st.Seq
+			}
+		}
+	}
+}
+
+// hub fans stored envelopes out to the apps subscribed to their session.
+type hub struct {
+	mu   sync.Mutex
+	subs map[string]map[*subscriber]struct{}
+}
+
+type subscriber struct {
+	ch      chan []Stored
+	dropped chan struct{}
+	once    sync.Once
+}
+
+func (h *hub) add(session string) *subscriber {
+	sub := &subscriber{ch: make(chan []Stored, subscriberSlack), dropped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs[session] == nil {
+		h.subs[session] = map[*subscriber]struct{}{}
+	}
+	h.subs[session][sub] = struct{}{}
+	return sub
+}
+
+func (h *hub) remove(session string, sub *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs[session], sub)
+	if len(h.subs[session]) == 0 {
+		delete(h.subs, session)
+	}
+}
+
+// publish never blocks: a subscriber whose buffer is full is dropped (its
+// app reconnects and catches up from its last sequence number).
+func (h *hub) publish(session string, batch []Stored) {
+	if len(batch) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs[session] {
+		select {
+		case sub.ch <- batch:
+		default:
+			sub.once.Do(func() { close(sub.dropped) })
+		}
+	}
+}

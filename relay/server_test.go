@@ -1,0 +1,227 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+const testToken = "t0ken-for-tests"
+
+func startRelay(t *testing.T) *httptest.Server {
+	t.Helper()
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	srv := httptest.NewServer(NewServer(st, testToken, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func wsURL(srv *httptest.Server, path string) string {
+	return "ws" + strings.TrimPrefix(srv.URL, "http") + path
+}
+
+func dial(t *testing.T, srv *httptest.Server, path string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, wsURL(srv, path), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(MaxFrameBytes)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func send(t *testing.T, c *websocket.Conn, f protocol.Frame) {
+	t.Helper()
+	f.V = protocol.FrameVersion
+	b, _ := json.Marshal(f)
+	if err := c.Write(context.Background(), websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func recv(t *testing.T, c *websocket.Conn) protocol.Frame {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f protocol.Frame
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func envelopes(session string, from, to int) []json.RawMessage {
+	var out []json.RawMessage
+	for i := from; i < to; i++ {
+		e := protocol.Envelope{ID: protocol.DeriveID(session, fmt.Sprint(i)), Time: int64(1000 + i), Role: protocol.RoleUser,
+			Ev: protocol.Event{T: protocol.KindText, Text: fmt.Sprint("message ", i)}}
+		b, _ := e.AppendJSON(nil)
+		out = append(out, b)
+	}
+	return out
+}
+
+func TestAuthRefusedBeforeHandlers(t *testing.T) {
+	srv := startRelay(t)
+	for _, tc := range []struct {
+		name string
+		mod  func(*http.Request)
+	}{
+		{"no token", func(*http.Request) {}},
+		{"wrong token", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }},
+		{"token in the query", func(r *http.Request) { r.URL.RawQuery = "token=" + testToken }},
+		{"token in the wrong header", func(r *http.Request) { r.Header.Set("X-Token", testToken) }},
+	} {
+		for _, path := range []string{"/health", "/ws/cli", "/ws/app"} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+			tc.mod(req)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("%s %s: %d", tc.name, path, resp.StatusCode)
+			}
+		}
+	}
+	// A browser sends the token as a subprotocol and gets it echoed.
+	ctx := context.Background()
+	c, resp, err := websocket.Dial(ctx, wsURL(srv, "/ws/app"), &websocket.DialOptions{Subprotocols: []string{tokenProtocolPrefix + testToken}})
+	if err != nil {
+		t.Fatalf("subprotocol token refused: %v", err)
+	}
+	defer c.CloseNow()
+	if resp.Header.Get("Sec-WebSocket-Protocol") != tokenProtocolPrefix+testToken {
+		t.Fatalf("subprotocol not echoed: %q", resp.Header.Get("Sec-WebSocket-Protocol"))
+	}
+	if _, _, err := websocket.Dial(ctx, wsURL(srv, "/ws/app"), &websocket.DialOptions{Subprotocols: []string{tokenProtocolPrefix + "wrong"}}); err == nil {
+		t.Fatal("wrong subprotocol token accepted")
+	}
+}
+
+func TestCLIBatchesAcksAndErrors(t *testing.T) {
+	srv := startRelay(t)
+	c := dial(t, srv, "/ws/cli")
+	batch := envelopes("s1", 0, 3)
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: batch})
+	ack := recv(t, c)
+	if ack.Type != protocol.FrameAck || len(ack.Acks) != 3 || ack.Acks[2].Seq != 3 {
+		t.Fatalf("ack %+v", ack)
+	}
+	// Resent: the same numbers.
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: append(batch[1:2], envelopes("s1", 3, 4)...)})
+	if ack := recv(t, c); fmt.Sprint(ack.Acks) != fmt.Sprintf("[{%s 2} {%s 4}]", ack.Acks[0].ID, ack.Acks[1].ID) {
+		t.Fatalf("resend ack %+v", ack.Acks)
+	}
+	// Malformed frames get an error frame; the connection stays usable.
+	for _, bad := range []string{`not json`, `{"v":99,"type":"envelopes"}`, `{"v":1,"type":"nope"}`,
+		`{"v":1,"type":"envelopes","session":"s1","envelopes":[{"id":"x","time":1,"role":"session","ev":{"t":"text","text":""}}]}`} {
+		c.Write(context.Background(), websocket.MessageText, []byte(bad))
+		if f := recv(t, c); f.Type != protocol.FrameError || f.Code == "" {
+			t.Fatalf("%s → %+v", bad, f)
+		}
+	}
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 4, 5)})
+	if ack := recv(t, c); ack.Type != protocol.FrameAck || ack.Acks[0].Seq != 5 {
+		t.Fatalf("after errors %+v", ack)
+	}
+	// A frame over the limit closes the connection with 1009, not a crash.
+	huge := make([]byte, MaxFrameBytes+10)
+	c.Write(context.Background(), websocket.MessageText, huge)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _, err := c.Read(ctx)
+	if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("oversized frame: %v", err)
+	}
+	// The relay is fine afterwards.
+	c2 := dial(t, srv, "/ws/cli")
+	send(t, c2, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 5, 6)})
+	if ack := recv(t, c2); ack.Acks[0].Seq != 6 {
+		t.Fatalf("after oversize %+v", ack)
+	}
+}
+
+// An app subscribed from 0 while the session is written gets every envelope
+// exactly once, in order: history first, then live, no gap, no duplicate.
+func TestSubscribeWhileWriting(t *testing.T) {
+	srv := startRelay(t)
+	cli := dial(t, srv, "/ws/cli")
+	const total = 3000
+	all := envelopes("s1", 0, total)
+	// Some history first.
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: all[:700]})
+	recv(t, cli)
+	app := dial(t, srv, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1"})
+	done := make(chan error, 1)
+	go func() {
+		for i := 700; i < total; i += 50 {
+			f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: all[i:min(i+50, total)]}
+			b, _ := json.Marshal(f)
+			if err := cli.Write(context.Background(), websocket.MessageText, b); err != nil {
+				done <- err
+				return
+			}
+			if _, _, err := cli.Read(context.Background()); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var got []int64
+	caughtUp := false
+	for len(got) < total {
+		f := recv(t, app)
+		switch f.Type {
+		case protocol.FrameEnvelope:
+			got = append(got, f.Seq)
+			var e protocol.Envelope
+			if err := json.Unmarshal(f.Envelope, &e); err != nil || e.ID != protocol.DeriveID("s1", fmt.Sprint(f.Seq-1)) {
+				t.Fatalf("seq %d carries %s (%v)", f.Seq, e.ID, err)
+			}
+		case protocol.FrameCaughtUp:
+			caughtUp = true
+		default:
+			t.Fatalf("frame %+v", f)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range got {
+		if s != int64(i+1) {
+			t.Fatalf("position %d has seq %d", i, s)
+		}
+	}
+	if !caughtUp {
+		t.Fatal("no caught-up frame")
+	}
+	// Subscribing again from a later point sends only what follows.
+	app2 := dial(t, srv, "/ws/app")
+	send(t, app2, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1", After: total - 2})
+	if f := recv(t, app2); f.Seq != total-1 {
+		t.Fatalf("resume from %d: %+v", total-2, f)
+	}
+}
