@@ -37,7 +37,12 @@ type Server struct {
 
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
+	conns    sync.WaitGroup // open websocket connections
 }
+
+// Wait blocks until every websocket connection has ended. Cancel the
+// requests' base context first (http.Server.BaseContext) to end them.
+func (s *Server) Wait() { s.conns.Wait() }
 
 // NewServer returns a relay over store that accepts the given token.
 func NewServer(store *Store, token string, log *slog.Logger) *Server {
@@ -156,6 +161,8 @@ func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(
 }
 
 func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
+	s.conns.Add(1)
+	defer s.conns.Done()
 	c, err := s.accept(w, r)
 	if err != nil {
 		return
@@ -233,6 +240,8 @@ func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Fra
 }
 
 func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
+	s.conns.Add(1)
+	defer s.conns.Done()
 	c, err := s.accept(w, r)
 	if err != nil {
 		return
