@@ -19,23 +19,24 @@ import (
 // Outbox stores envelopes durably before they are sent. Append returns only
 // once the envelopes are durable.
 type Outbox interface {
-	Append(ctx context.Context, envs []protocol.Envelope) error
+	Append(ctx context.Context, session string, envs []protocol.Envelope) error
 }
 
 // Pipeline maps the records the scanner delivers into envelopes and puts
 // them in the outbox. It is the scanner's Sink: the scanner's cursor moves
 // only after Append succeeded (ARCHITECTURE principle 2).
 type Pipeline struct {
-	mu     sync.Mutex
-	mapper *mapper.Mapper
-	outbox Outbox
+	mu      sync.Mutex
+	mapper  *mapper.Mapper
+	outbox  Outbox
+	session string // the relay session the envelopes belong to
 }
 
 // NewPipeline returns a pipeline for one ccrelay session. sessionID seeds the
 // derived ids (DECISIONS D1); "" takes the session of the first batch, so
 // live ids equal those of `ccrelay replay` of that session's transcript.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
-	p := &Pipeline{outbox: out}
+	p := &Pipeline{outbox: out, session: sessionID}
 	if sessionID != "" {
 		p.mapper = mapper.New(sessionID)
 	}
@@ -49,6 +50,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mapper == nil {
+		p.session = b.Session
 		p.mapper = mapper.New(b.Session)
 	}
 	var envs []protocol.Envelope
@@ -61,7 +63,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	if len(envs) == 0 {
 		return nil
 	}
-	return p.outbox.Append(ctx, envs)
+	return p.outbox.Append(ctx, p.session, envs)
 }
 
 // Close ends the open turn with status and appends what that produced.
@@ -76,7 +78,7 @@ func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS 
 	if len(envs) == 0 {
 		return nil
 	}
-	return p.outbox.Append(ctx, envs)
+	return p.outbox.Append(ctx, p.session, envs)
 }
 
 // FileOutbox appends envelopes as JSON lines to a file and fsyncs it: the
@@ -114,7 +116,7 @@ func OpenFileOutbox(path string) (*FileOutbox, error) {
 }
 
 // Append implements Outbox.
-func (o *FileOutbox) Append(_ context.Context, envs []protocol.Envelope) error {
+func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelope) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var buf []byte
@@ -151,7 +153,7 @@ type MemOutbox struct {
 }
 
 // Append implements Outbox.
-func (o *MemOutbox) Append(_ context.Context, envs []protocol.Envelope) error {
+func (o *MemOutbox) Append(_ context.Context, _ string, envs []protocol.Envelope) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.envs = append(o.envs, envs...)

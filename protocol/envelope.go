@@ -281,11 +281,10 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 		if len(ev.Args) == 0 {
 			b = append(b, "{}"...)
 		} else {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, ev.Args); err != nil {
+			var err error
+			if b, err = appendRaw(b, ev.Args); err != nil {
 				return nil, fmt.Errorf("tool-call-start args: %w", err)
 			}
-			b = append(b, buf.Bytes()...)
 		}
 	case KindToolCallEnd:
 		b = append(b, `,"call":`...)
@@ -369,10 +368,8 @@ func (u *Usage) appendJSON(b []byte) []byte {
 			b = append(b, ',')
 			b = appendString(b, k)
 			b = append(b, ':')
-			var buf bytes.Buffer
-			if json.Compact(&buf, u.Extra[k]) == nil {
-				b = append(b, buf.Bytes()...)
-			} else {
+			var err error
+			if b, err = appendRaw(b, u.Extra[k]); err != nil {
 				b = append(b, "null"...)
 			}
 		}
@@ -576,6 +573,19 @@ func getBool(m map[string]json.RawMessage, key string, dst *bool) error {
 		return invalid("%s is not a boolean", key)
 	}
 	return nil
+}
+
+// appendRaw appends raw JSON compacted and escaped exactly as encoding/json
+// writes a json.RawMessage (<, >, &, U+2028 and U+2029 escaped), so an
+// envelope re-encoded by any encoding/json user keeps the same bytes.
+func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return b, err
+	}
+	var esc bytes.Buffer
+	json.HTMLEscape(&esc, compact.Bytes())
+	return append(b, esc.Bytes()...), nil
 }
 
 // appendString appends s as a JSON string, escaping like encoding/json

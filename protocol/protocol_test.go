@@ -235,3 +235,25 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// The encoding is a fixed point of encoding/json: an envelope carried inside
+// another JSON document (outbox entries, relay frames) keeps its bytes.
+func TestEncodingStableUnderEncodingJSON(t *testing.T) {
+	e := Envelope{ID: "ca", Time: 1, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallStart, Call: "c", Name: "Bash",
+		Title: "a -> b & <c>", Description: "d", Args: json.RawMessage(`{"command": "x -> y && z < w \u2028"}`)},
+		Usage: &Usage{Extra: map[string]json.RawMessage{"k": json.RawMessage(`"<&>"`)}}}
+	b, err := e.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, _ := json.Marshal(struct {
+		E json.RawMessage `json:"e"`
+	}{b})
+	var back struct {
+		E json.RawMessage `json:"e"`
+	}
+	json.Unmarshal(wrapped, &back)
+	if string(back.E) != string(b) {
+		t.Fatalf("re-encoded:\n%s\n%s", back.E, b)
+	}
+}

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +24,10 @@ func newReplayCmd() *cobra.Command {
 		verbose bool
 		quiet   bool
 		maxLine int
+		to      string
+		token   string
+		state   string
+		speed   float64
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE [SUBAGENT_FILE...]",
@@ -74,6 +82,35 @@ and chat (a readable transcript; default on a terminal).`,
 				return fmt.Errorf("unknown --format %q (use jsonl or chat)", format)
 			}
 
+			var sender *relaySender
+			if to != "" {
+				tok, err := relayToken(token, "")
+				if err != nil {
+					return err
+				}
+				st, err := stateDir(state)
+				if err != nil {
+					return err
+				}
+				log := slog.New(slog.NewTextHandler(io.Discard, nil))
+				if verbose {
+					log = slog.New(slog.NewTextHandler(stderr, nil))
+				}
+				sender, err = startRelaySender(to, tok, filepath.Join(st, "replay", s.ID), s.ID, log)
+				if err != nil {
+					return err
+				}
+				inner := emit
+				emit = func(e *protocol.Envelope) error {
+					if err := inner(e); err != nil {
+						return err
+					}
+					return sender.emit(e)
+				}
+			}
+			if speed > 0 {
+				emit = paced(cmd.Context(), speed, emit, func() { sender.syncIfAny() })
+			}
 			opts := replay.Options{MaxLine: maxLine}
 			var bar *replay.ProgressBar
 			if f, ok := stderr.(*os.File); ok && replay.IsTerminal(f) && !quiet {
@@ -97,6 +134,14 @@ and chat (a readable transcript; default on a terminal).`,
 				}
 				replay.WriteSummary(stderr, st, max)
 			}
+			if sender != nil && runErr == nil {
+				if err := sender.finish(cmd.Context(), 5*time.Minute); err != nil {
+					return fmt.Errorf("send to %s: %w", to, err)
+				}
+				if !quiet {
+					fmt.Fprintf(stderr, "sent %d envelopes of session %s to %s\n", st.EnvelopeCount(), s.ID, to)
+				}
+			}
 			if errors.Is(runErr, replay.ErrNothingRead) {
 				return &exitError{code: 1, err: fmt.Errorf("%s: %w", s.Main, runErr)}
 			}
@@ -108,5 +153,32 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every skipped line")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
 	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
+	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707)")
+	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&state, "state", "", "state folder for the durable outbox (default $XDG_STATE_HOME/ccrelay)")
+	cmd.Flags().Float64Var(&speed, "speed", 0, "pace the replay by the records' timestamps: 1 = real time, 10 = ten times faster, 0 = as fast as possible")
 	return cmd
+}
+
+// paced delays each envelope so that envelopes leave at speed times the pace
+// of their timestamps. before is called before a wait (to push out what is
+// batched, so the relay sees it on time).
+func paced(ctx context.Context, speed float64, emit func(*protocol.Envelope) error, before func()) func(*protocol.Envelope) error {
+	var first int64
+	var start time.Time
+	return func(e *protocol.Envelope) error {
+		if first == 0 {
+			first, start = e.Time, time.Now()
+		}
+		due := start.Add(time.Duration(float64(time.Duration(e.Time-first)*time.Millisecond) / speed))
+		if d := time.Until(due); d > 0 {
+			before()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		return emit(e)
+	}
 }

@@ -18,30 +18,7 @@ import (
 // the token in the fragment, health needs the token, SIGTERM stops it.
 func TestServe(t *testing.T) {
 	data := t.TempDir()
-	start := func() (*exec.Cmd, string, string) {
-		cmd := exec.Command(binary, "serve", "--data", data, "--listen", "127.0.0.1:0")
-		out, _ := cmd.StdoutPipe()
-		cmd.Stderr = io.Discard
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		var base, token string
-		re := regexp.MustCompile(`app:\s+(http://[0-9.:]+)/#token=([0-9a-f]+)`)
-		deadline := time.Now().Add(20 * time.Second)
-		for sc.Scan() && time.Now().Before(deadline) {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				base, token = m[1], m[2]
-				break
-			}
-		}
-		go io.Copy(io.Discard, out)
-		if base == "" {
-			cmd.Process.Kill()
-			t.Fatal("serve printed no app URL")
-		}
-		return cmd, base, token
-	}
+	start := func() (*exec.Cmd, string, string) { return startServe(t, data) }
 	cmd, base, token := start()
 	fi, err := os.Stat(filepath.Join(data, "token"))
 	if err != nil || fi.Mode().Perm() != 0o600 {
@@ -72,4 +49,31 @@ func TestServe(t *testing.T) {
 	if token2 != token {
 		t.Fatal("token changed across restarts")
 	}
+}
+
+// startServe runs `ccrelay serve` on a free port and returns its URL and token.
+func startServe(t *testing.T, data string) (*exec.Cmd, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var base, token string
+	re := regexp.MustCompile(`app:\s+(http://[0-9.:]+)/#token=([0-9a-f]+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for sc.Scan() && time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			base, token = m[1], m[2]
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if base == "" {
+		cmd.Process.Kill()
+		t.Fatal("serve printed no app URL")
+	}
+	return cmd, base, token
 }

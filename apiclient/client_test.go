@@ -1,0 +1,224 @@
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
+)
+
+const token = "test-token"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func envs(session string, from, to int) []protocol.Envelope {
+	var out []protocol.Envelope
+	for i := from; i < to; i++ {
+		out = append(out, protocol.Envelope{ID: protocol.DeriveID(session, fmt.Sprint(i)), Time: int64(i + 1), Role: protocol.RoleUser,
+			Ev: protocol.Event{T: protocol.KindText, Text: fmt.Sprint(i)}})
+	}
+	return out
+}
+
+// relayProc is a relay that can be stopped and started again on the same
+// address and database.
+type relayProc struct {
+	t    *testing.T
+	addr string
+	db   string
+	srv  *http.Server
+	rs   *relay.Server
+	st   *relay.Store
+	stop func()
+}
+
+func newRelay(t *testing.T) *relayProc {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relayProc{t: t, addr: ln.Addr().String(), db: filepath.Join(t.TempDir(), "relay.db")}
+	r.serve(ln)
+	t.Cleanup(r.halt)
+	return r
+}
+
+func (r *relayProc) serve(ln net.Listener) {
+	st, err := relay.OpenStore(r.db)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.st = st
+	r.rs = relay.NewServer(st, token, quiet)
+	base, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	r.srv = &http.Server{Handler: r.rs.Handler(), BaseContext: func(net.Listener) context.Context { return base }}
+	go r.srv.Serve(ln)
+}
+
+// halt stops the relay abruptly: every connection cut, like a crash.
+func (r *relayProc) halt() {
+	if r.srv == nil {
+		return
+	}
+	r.srv.Close()
+	r.stop()
+	r.rs.Wait()
+	r.st.Close()
+	r.srv = nil
+}
+
+func (r *relayProc) start() {
+	var ln net.Listener
+	var err error
+	for range 100 { // the port may linger a moment
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.serve(ln)
+}
+
+func (r *relayProc) ids(session string) []string {
+	st, err := relay.OpenStore(r.db)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.Read(context.Background(), session, 0, 1<<20)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var out []string
+	for i, row := range rows {
+		if row.Seq != int64(i+1) {
+			r.t.Fatalf("gap at %d: seq %d", i, row.Seq)
+		}
+		out = append(out, row.ID)
+	}
+	return out
+}
+
+func TestClientDeliversThroughRelayRestarts(t *testing.T) {
+	r := newRelay(t)
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	cl := NewClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quiet}, box)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cl.Run(ctx) }()
+	const n = 1500
+	a, b := envs("A", 0, n), envs("B", 0, n)
+	for i := 0; i < n; i += 100 {
+		if err := box.Append(ctx, "A", a[i:i+100]); err != nil {
+			t.Fatal(err)
+		}
+		if err := box.Append(ctx, "B", b[i:i+100]); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 0 { // the relay dies and comes back mid-stream
+			r.halt()
+			r.start()
+		}
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer fcancel()
+	if err := cl.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	r.halt()
+	for _, s := range []struct {
+		name string
+		want []protocol.Envelope
+	}{{"A", a}, {"B", b}} {
+		got := r.ids(s.name)
+		if len(got) != len(s.want) {
+			t.Fatalf("session %s: %d stored, want %d", s.name, len(got), len(s.want))
+		}
+		for i := range got {
+			if got[i] != s.want[i].ID {
+				t.Fatalf("session %s position %d: %s, want %s", s.name, i, got[i], s.want[i].ID)
+			}
+		}
+	}
+}
+
+func TestClientUnauthorized(t *testing.T) {
+	r := newRelay(t)
+	box, _ := OpenOutbox(t.TempDir())
+	defer box.Close()
+	cl := NewClient(Config{URL: "http://" + r.addr, Token: "wrong", Logger: quiet}, box)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Run(ctx); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// The outbox survives a restart, resumes after the acknowledged offset, cuts
+// a torn last line, and compacts once everything is acknowledged.
+func TestOutboxDurable(t *testing.T) {
+	dir := t.TempDir()
+	box, err := OpenOutbox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	box.Append(ctx, "A", envs("A", 0, 3))
+	box.Append(ctx, "B", envs("B", 0, 2))
+	b, _ := box.next(10)
+	if b.session != "A" || len(b.ids) != 3 {
+		t.Fatalf("first batch %+v", b)
+	}
+	box.ack(b.end)
+	box.Close()
+	// A crash mid-append leaves a torn line.
+	f, _ := os.OpenFile(filepath.Join(dir, logName), os.O_WRONLY|os.O_APPEND, 0)
+	f.WriteString(`{"s":"B","i":"torn","e":{"id":`)
+	f.Close()
+	box, err = OpenOutbox(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	b, _ = box.next(10)
+	if b.session != "B" || len(b.ids) != 2 || b.ids[1] != envs("B", 0, 2)[1].ID {
+		t.Fatalf("after reopen %+v", b)
+	}
+	box.ack(b.end)
+	if b, _ := box.next(10); b != nil || box.Pending() != 0 {
+		t.Fatalf("left %+v, pending %d", b, box.Pending())
+	}
+	// Compaction: a large, fully acknowledged log is truncated.
+	big := envs("C", 0, 10000)
+	box.Append(ctx, "C", big)
+	for {
+		b, _ := box.next(1000)
+		if b == nil {
+			break
+		}
+		box.ack(b.end)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, logName)); fi.Size() != 0 {
+		t.Fatalf("log not compacted: %d bytes", fi.Size())
+	}
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/internal/synth"
+	"github.com/ccrelay/ccrelay/relay"
+)
+
+// bigSession writes a session of well over 1,000 envelopes built from
+// corpus records.
+func bigSession(t *testing.T) string {
+	t.Helper()
+	src, err := synth.Load(corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "0f0f0f0f-1111-4222-8333-444444444444.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(f, 8<<20, src); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+func storedLines(t *testing.T, data, session string) []string {
+	t.Helper()
+	st, err := relay.OpenStore(filepath.Join(data, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rows, err := st.Read(context.Background(), session, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		if r.Seq != int64(i+1) {
+			t.Fatalf("gap: row %d has seq %d", i, r.Seq)
+		}
+		out[i] = string(r.Body)
+	}
+	return out
+}
+
+// ccrelay replay --to sends a session to a running relay; what the relay
+// stores equals `ccrelay replay --format jsonl` of the same file, and
+// replaying the same session again stores nothing twice.
+func TestReplayToRelay(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	session := bigSession(t)
+	id := strings.TrimSuffix(filepath.Base(session), ".jsonl")
+	want := run(t, "replay", "--format", "jsonl", "-q", session)
+	wantLines := strings.Split(strings.TrimSuffix(want.stdout, "\n"), "\n")
+	if len(wantLines) < 1000 {
+		t.Fatalf("only %d envelopes in the test session", len(wantLines))
+	}
+	state := t.TempDir()
+	for range 2 { // (d) the same session replayed twice
+		res := run(t, "replay", "--format", "jsonl", "--to", base, "--relay-token", token, "--state", state, session)
+		if res.code != 0 || !strings.Contains(res.stderr, "sent ") {
+			t.Fatalf("replay --to: exit %d\n%s", res.code, res.stderr)
+		}
+		got := storedLines(t, data, id)
+		if len(got) != len(wantLines) {
+			t.Fatalf("relay stored %d envelopes, replay has %d", len(got), len(wantLines))
+		}
+		for i := range got {
+			if got[i] != wantLines[i] {
+				k := 0
+				for k < len(got[i]) && k < len(wantLines[i]) && got[i][k] == wantLines[i][k] {
+					k++
+				}
+				lo := max(0, k-60)
+				t.Fatalf("envelope %d differs at byte %d:\n relay  …%.160s\n replay …%.160s", i+1, k, got[i][lo:], wantLines[i][lo:])
+			}
+		}
+	}
+	// A wrong token is refused with a clear message.
+	res := run(t, "replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", "wrong", "--state", t.TempDir(), session)
+	if res.code == 0 || !strings.Contains(res.stderr, "refused the token") {
+		t.Fatalf("wrong token: exit %d\n%s", res.code, res.stderr)
+	}
+}

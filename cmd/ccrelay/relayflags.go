@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ccrelay/ccrelay/apiclient"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
+)
+
+// relayToken finds the token for a relay: the flag, $CCRELAY_TOKEN, or the
+// token file of a relay running on this machine (its data folder).
+func relayToken(flag, data string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if t := os.Getenv("CCRELAY_TOKEN"); t != "" {
+		return t, nil
+	}
+	dir, err := dataDir(data)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, relay.TokenFile))
+	if err != nil {
+		return "", fmt.Errorf("no relay token: give --relay-token, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// relaySender sends envelopes of one session to a relay through a durable
+// outbox in stateDir, batching appends.
+type relaySender struct {
+	box     *apiclient.Outbox
+	client  *apiclient.Client
+	session string
+	pending []protocol.Envelope
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func startRelaySender(url, token, stateDir, session string, log *slog.Logger) (*relaySender, error) {
+	box, err := apiclient.OpenOutbox(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	rs := &relaySender{box: box, session: session, done: make(chan error, 1),
+		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log}, box)}
+	ctx, cancel := context.WithCancel(context.Background())
+	rs.cancel = cancel
+	go func() { rs.done <- rs.client.Run(ctx) }()
+	return rs, nil
+}
+
+func (rs *relaySender) emit(e *protocol.Envelope) error {
+	rs.pending = append(rs.pending, *e)
+	if len(rs.pending) >= 200 {
+		return rs.sync()
+	}
+	return nil
+}
+
+func (rs *relaySender) sync() error {
+	if len(rs.pending) == 0 {
+		return nil
+	}
+	if err := rs.box.Append(context.Background(), rs.session, rs.pending); err != nil {
+		return err // kept: the next sync tries again
+	}
+	rs.pending = rs.pending[:0]
+	return nil
+}
+
+// finish appends what is left and waits until the relay acknowledged all.
+func (rs *relaySender) finish(ctx context.Context, timeout time.Duration) error {
+	defer rs.box.Close()
+	if err := rs.sync(); err != nil {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	flushErr := make(chan error, 1)
+	go func() { flushErr <- rs.client.Flush(fctx) }()
+	var err error
+	select {
+	case err = <-flushErr:
+	case err = <-rs.done: // the client gave up (token refused)
+		if err == nil {
+			err = <-flushErr
+		}
+	}
+	rs.cancel()
+	return err
+}
+
+// syncIfAny appends what is batched; a nil sender does nothing.
+func (rs *relaySender) syncIfAny() {
+	if rs != nil {
+		_ = rs.sync()
+	}
+}
