@@ -15,7 +15,7 @@ const (
 	// app → relay.
 	FrameSubscribe = "subscribe" // a session, from a sequence number
 	// relay → app.
-	FrameEnvelope = "envelope"  // one stored envelope with its sequence number
+	FrameBatch    = "batch"     // stored envelopes with their sequence numbers, in order
 	FrameCaughtUp = "caught-up" // history sent; live envelopes follow
 	FrameError    = "error"     // a frame could not be handled; the connection stays usable
 )
@@ -33,9 +33,10 @@ type Frame struct {
 	Acks []Ack `json:"acks,omitempty"`
 	// After (FrameSubscribe): send envelopes with a greater sequence number.
 	After int64 `json:"after,omitempty"`
-	// Seq and Envelope (FrameEnvelope, FrameCaughtUp: Seq only).
-	Seq      int64           `json:"seq,omitempty"`
-	Envelope json.RawMessage `json:"envelope,omitempty"`
+	// Items (FrameBatch): consecutive stored envelopes.
+	Items []Item `json:"items,omitempty"`
+	// Seq (FrameCaughtUp).
+	Seq int64 `json:"seq,omitempty"`
 	// Error (FrameError).
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -45,4 +46,10 @@ type Frame struct {
 type Ack struct {
 	ID  string `json:"id"`
 	Seq int64  `json:"seq"`
+}
+
+// Item is a stored envelope with its sequence number.
+type Item struct {
+	Seq      int64           `json:"seq"`
+	Envelope json.RawMessage `json:"envelope"`
 }

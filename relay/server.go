@@ -22,7 +22,7 @@ const (
 	MaxFrameBytes   = 8 << 20 // a frame larger than this closes the connection (1009)
 	maxBatch        = 1000    // envelopes in one FrameEnvelopes
 	historyPage     = 500
-	subscriberSlack = 4096 // live envelopes buffered per app before it is dropped
+	subscriberSlack = 1024 // live batches buffered per app before it is dropped
 )
 
 // tokenProtocolPrefix: browsers cannot set headers on a websocket, so apps
@@ -124,9 +124,7 @@ func writeFrame(ctx context.Context, c *websocket.Conn, f protocol.Frame) error 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	return c.Write(ctx, websocket.MessageText, b)
+	return writeRaw(ctx, c, b)
 }
 
 func errorFrame(code, format string, args ...any) protocol.Frame {
@@ -235,7 +233,9 @@ func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Fra
 			last = seqs[i]
 		}
 	}
-	s.hub.publish(f.Session, fresh)
+	if len(fresh) > 0 {
+		s.hub.publish(f.Session, newPublished(f.Session, fresh))
+	}
 	return ack, nil
 }
 
@@ -286,11 +286,11 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 			if err != nil {
 				return err
 			}
-			for _, st := range page {
-				if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameEnvelope, Session: session, Seq: st.Seq, Envelope: st.Body}); err != nil {
+			if len(page) > 0 {
+				if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
 					return err
 				}
-				last = st.Seq
+				last = page[len(page)-1].Seq
 			}
 			if len(page) < historyPage {
 				return nil
@@ -309,26 +309,51 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 			return ctx.Err()
 		case <-sub.dropped:
 			return errors.New("subscriber fell behind")
-		case batch := <-sub.ch:
-			for _, st := range batch {
-				switch {
-				case st.Seq <= last:
-					continue // already sent with the history
-				case st.Seq > last+1:
-					// Should not happen (publication is in order); heal
-					// from the store rather than leave a gap.
-					if err := sendFrom(); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameEnvelope, Session: session, Seq: st.Seq, Envelope: st.Body}); err != nil {
+		case pub := <-sub.ch:
+			if pub.rows[0].Seq == last+1 {
+				// The common case: encoded once for every app.
+				if err := writeRaw(ctx, c, pub.frame); err != nil {
 					return err
 				}
-				last = st.Seq
+				last = pub.rows[len(pub.rows)-1].Seq
+				continue
+			}
+			if pub.rows[len(pub.rows)-1].Seq <= last {
+				continue // already sent with the history
+			}
+			// Overlaps the history, or (should not happen) leaves a gap:
+			// send what follows last from the store.
+			if err := sendFrom(); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// published is one stored batch on its way to the apps, with its frame
+// encoded once.
+type published struct {
+	rows  []Stored
+	frame []byte
+}
+
+func newPublished(session string, rows []Stored) published {
+	return published{rows: rows, frame: batchFrame(session, rows)}
+}
+
+func batchFrame(session string, rows []Stored) []byte {
+	f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameBatch, Session: session, Items: make([]protocol.Item, len(rows))}
+	for i, r := range rows {
+		f.Items[i] = protocol.Item{Seq: r.Seq, Envelope: r.Body}
+	}
+	b, _ := json.Marshal(f)
+	return b
+}
+
+func writeRaw(ctx context.Context, c *websocket.Conn, frame []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Write(ctx, websocket.MessageText, frame)
 }
 
 // hub fans stored envelopes out to the apps subscribed to their session.
@@ -338,13 +363,13 @@ type hub struct {
 }
 
 type subscriber struct {
-	ch      chan []Stored
+	ch      chan published
 	dropped chan struct{}
 	once    sync.Once
 }
 
 func (h *hub) add(session string) *subscriber {
-	sub := &subscriber{ch: make(chan []Stored, subscriberSlack), dropped: make(chan struct{})}
+	sub := &subscriber{ch: make(chan published, subscriberSlack), dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[session] == nil {
@@ -365,10 +390,7 @@ func (h *hub) remove(session string, sub *subscriber) {
 
 // publish never blocks: a subscriber whose buffer is full is dropped (its
 // app reconnects and catches up from its last sequence number).
-func (h *hub) publish(session string, batch []Stored) {
-	if len(batch) == 0 {
-		return
-	}
+func (h *hub) publish(session string, batch published) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs[session] {

@@ -195,11 +195,13 @@ func TestSubscribeWhileWriting(t *testing.T) {
 	for len(got) < total {
 		f := recv(t, app)
 		switch f.Type {
-		case protocol.FrameEnvelope:
-			got = append(got, f.Seq)
-			var e protocol.Envelope
-			if err := json.Unmarshal(f.Envelope, &e); err != nil || e.ID != protocol.DeriveID("s1", fmt.Sprint(f.Seq-1)) {
-				t.Fatalf("seq %d carries %s (%v)", f.Seq, e.ID, err)
+		case protocol.FrameBatch:
+			for _, it := range f.Items {
+				got = append(got, it.Seq)
+				var e protocol.Envelope
+				if err := json.Unmarshal(it.Envelope, &e); err != nil || e.ID != protocol.DeriveID("s1", fmt.Sprint(it.Seq-1)) {
+					t.Fatalf("seq %d carries %s (%v)", it.Seq, e.ID, err)
+				}
 			}
 		case protocol.FrameCaughtUp:
 			caughtUp = true
@@ -221,7 +223,7 @@ func TestSubscribeWhileWriting(t *testing.T) {
 	// Subscribing again from a later point sends only what follows.
 	app2 := dial(t, srv, "/ws/app")
 	send(t, app2, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1", After: total - 2})
-	if f := recv(t, app2); f.Seq != total-1 {
+	if f := recv(t, app2); f.Type != protocol.FrameBatch || len(f.Items) != 2 || f.Items[0].Seq != total-1 {
 		t.Fatalf("resume from %d: %+v", total-2, f)
 	}
 }

@@ -1,0 +1,140 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// BenchmarkRelay: one CLI sends to one relay with 1, 10 and 100 subscribed
+// apps on loopback. "flood" sends as fast as acks allow (envelopes/s
+// stored); "paced" sends 1,000 envelopes/s. Latency is from the CLI's send
+// to an app's receive, over every app.
+func BenchmarkRelay(b *testing.B) {
+	for _, mode := range []string{"flood", "paced"} {
+		for _, apps := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/apps=%d", mode, apps), func(b *testing.B) { benchRelay(b, apps, mode == "paced") })
+		}
+	}
+}
+
+func benchRelay(b *testing.B, apps int, paced bool) {
+	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	srv := httptestServer(b, NewServer(st, testToken, nil).Handler())
+	ctx := context.Background()
+	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
+	url := "ws" + srv[len("http"):]
+	session := "bench"
+	total := b.N
+	if total < 100 {
+		total = 100
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	ready := make(chan struct{}, apps)
+	for range apps {
+		c, _, err := websocket.Dial(ctx, url+"/ws/app", hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.SetReadLimit(MaxFrameBytes)
+		defer c.CloseNow()
+		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameSubscribe, Session: session})
+		c.Write(ctx, websocket.MessageText, f)
+		wg.Go(func() {
+			var mine []time.Duration
+			got := 0
+			for got < total {
+				_, data, err := c.Read(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var fr protocol.Frame
+				json.Unmarshal(data, &fr)
+				switch fr.Type {
+				case protocol.FrameCaughtUp:
+					ready <- struct{}{}
+				case protocol.FrameBatch:
+					for _, it := range fr.Items {
+						var e protocol.Envelope
+						json.Unmarshal(it.Envelope, &e)
+						sent, _ := strconv.ParseInt(e.Ev.Text, 10, 64)
+						mine = append(mine, time.Since(time.Unix(0, sent)))
+						got++
+					}
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	for range apps {
+		<-ready
+	}
+	cli, _, err := websocket.Dial(ctx, url+"/ws/cli", hdr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.CloseNow()
+	batch := 100
+	tick := time.NewTicker(10 * time.Millisecond) // paced: 10 per 10 ms
+	if paced {
+		batch = 10
+	}
+	defer tick.Stop()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < total; i += batch {
+		if paced {
+			<-tick.C
+		}
+		n := min(batch, total-i)
+		envs := make([]json.RawMessage, n)
+		now := strconv.FormatInt(time.Now().UnixNano(), 10)
+		for k := range n {
+			e := protocol.Envelope{ID: protocol.DeriveID(session, strconv.Itoa(i+k)), Time: 1, Role: protocol.RoleUser, Ev: protocol.Event{T: protocol.KindText, Text: now}}
+			envs[k], _ = e.AppendJSON(nil)
+		}
+		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameEnvelopes, Session: session, Envelopes: envs})
+		if err := cli.Write(ctx, websocket.MessageText, f); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := cli.Read(ctx); err != nil { // the ack
+			b.Fatal(err)
+		}
+	}
+	stored := time.Since(start)
+	wg.Wait()
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(total)/stored.Seconds(), "envelopes/s")
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+func httptestServer(b *testing.B, h http.Handler) string {
+	srv := httptest.NewServer(h)
+	b.Cleanup(srv.Close)
+	return srv.URL
+}
