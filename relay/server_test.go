@@ -227,3 +227,23 @@ func TestSubscribeWhileWriting(t *testing.T) {
 		t.Fatalf("resume from %d: %+v", total-2, f)
 	}
 }
+
+// App websockets from another origin are refused (a page elsewhere cannot
+// use a token it stole into a browser's storage for this relay's origin).
+func TestAppOriginChecked(t *testing.T) {
+	srv := startRelay(t)
+	ctx := context.Background()
+	hdr := http.Header{"Authorization": {"Bearer " + testToken}, "Origin": {"http://evil.example"}}
+	if c, resp, err := websocket.Dial(ctx, wsURL(srv, "/ws/app"), &websocket.DialOptions{HTTPHeader: hdr}); err == nil {
+		c.CloseNow()
+		t.Fatal("cross-origin app websocket accepted")
+	} else if resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin: %v %v", resp, err)
+	}
+	hdr.Set("Origin", srv.URL) // same origin
+	c, _, err := websocket.Dial(ctx, wsURL(srv, "/ws/app"), &websocket.DialOptions{HTTPHeader: hdr})
+	if err != nil {
+		t.Fatalf("same-origin app websocket refused: %v", err)
+	}
+	c.CloseNow()
+}
