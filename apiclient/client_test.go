@@ -120,10 +120,8 @@ func TestClientDeliversThroughRelayRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	cl := NewClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quiet}, box)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cl.Run(ctx) }()
+	rc := runClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
+	ctx := context.Background()
 	const n = 1500
 	a, b := envs("A", 0, n), envs("B", 0, n)
 	for i := 0; i < n; i += 100 {
@@ -138,28 +136,10 @@ func TestClientDeliversThroughRelayRestarts(t *testing.T) {
 			r.start()
 		}
 	}
-	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer fcancel()
-	if err := cl.Flush(fctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	<-done
+	rc.finish(t)
 	r.halt()
-	for _, s := range []struct {
-		name string
-		want []protocol.Envelope
-	}{{"A", a}, {"B", b}} {
-		got := r.ids(s.name)
-		if len(got) != len(s.want) {
-			t.Fatalf("session %s: %d stored, want %d", s.name, len(got), len(s.want))
-		}
-		for i := range got {
-			if got[i] != s.want[i].ID {
-				t.Fatalf("session %s position %d: %s, want %s", s.name, i, got[i], s.want[i].ID)
-			}
-		}
-	}
+	checkStored(t, "A", r.ids("A"), a)
+	checkStored(t, "B", r.ids("B"), b)
 }
 
 func TestClientUnauthorized(t *testing.T) {
@@ -220,5 +200,45 @@ func TestOutboxDurable(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(dir, logName)); fi.Size() != 0 {
 		t.Fatalf("log not compacted: %d bytes", fi.Size())
+	}
+}
+
+// running is a Client running in the background.
+type running struct {
+	cl     *Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func runClient(cfg Config, box *Outbox) *running {
+	cfg.Logger = quiet
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cl: NewClient(cfg, box), cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- r.cl.Run(ctx) }()
+	return r
+}
+
+// finish waits until everything is acknowledged, then stops the client.
+func (r *running) finish(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := r.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.cancel()
+	<-r.done
+}
+
+// checkStored fails unless got are exactly the ids of want, in order.
+func checkStored(t *testing.T, session string, got []string, want []protocol.Envelope) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("session %s: %d stored, want %d", session, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i].ID {
+			t.Fatalf("session %s position %d: %s, want %s", session, i, got[i], want[i].ID)
+		}
 	}
 }

@@ -85,10 +85,8 @@ func TestRelayKilledMidStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	cl := NewClient(Config{URL: "http://" + addr, Token: s.token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: quiet}, box)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cl.Run(ctx) }()
+	rc := runClient(Config{URL: "http://" + addr, Token: s.token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
+	ctx := context.Background()
 	const n = 3000
 	all := envs("K", 0, n)
 	kills := 0
@@ -103,22 +101,9 @@ func TestRelayKilledMidStream(t *testing.T) {
 			s.start()
 		}
 	}
-	fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer fcancel()
-	if err := cl.Flush(fctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	<-done
+	rc.finish(t)
 	s.kill()
 	r := &relayProc{t: t, db: filepath.Join(s.data, "relay.db")}
-	got := r.ids("K")
-	if len(got) != n {
-		t.Fatalf("stored %d, want %d after %d kills", len(got), n, kills)
-	}
-	for i := range got {
-		if got[i] != all[i].ID {
-			t.Fatalf("position %d: %s, want %s", i, got[i], all[i].ID)
-		}
-	}
+	checkStored(t, "K", r.ids("K"), all)
+	t.Logf("%d envelopes through %d relay kills", n, kills)
 }

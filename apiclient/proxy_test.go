@@ -76,11 +76,9 @@ func TestClientThroughCuttingProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	cl := NewClient(Config{URL: "http://" + proxy.ln.Addr().String(), Token: token, BatchSize: 40,
-		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Logger: quiet}, box)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cl.Run(ctx) }()
+	rc := runClient(Config{URL: "http://" + proxy.ln.Addr().String(), Token: token, BatchSize: 40,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, box)
+	ctx := context.Background()
 	const n = 3000
 	all := envs("S", 0, n)
 	for i := 0; i < n; i += 250 {
@@ -88,13 +86,7 @@ func TestClientThroughCuttingProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
-	defer fcancel()
-	if err := cl.Flush(fctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	<-done
+	rc.finish(t)
 	proxy.mu.Lock()
 	cuts := proxy.cuts
 	proxy.mu.Unlock()
@@ -102,14 +94,6 @@ func TestClientThroughCuttingProxy(t *testing.T) {
 		t.Fatalf("only %d cuts: the test did not cut anything worth testing", cuts)
 	}
 	r.halt()
-	got := r.ids("S")
-	if len(got) != n {
-		t.Fatalf("stored %d, want %d (after %d cuts)", len(got), n, cuts)
-	}
-	for i := range got {
-		if got[i] != all[i].ID {
-			t.Fatalf("position %d: %s, want %s", i, got[i], all[i].ID)
-		}
-	}
+	checkStored(t, "S", r.ids("S"), all)
 	t.Logf("%d envelopes through %d cut connections", n, cuts)
 }

@@ -103,6 +103,17 @@ func websocketProtocols(r *http.Request) []string {
 	return out
 }
 
+// upgrade accepts a websocket and counts it as open until done is called.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (*websocket.Conn, func(), error) {
+	s.conns.Add(1)
+	c, err := s.accept(w, r)
+	if err != nil {
+		s.conns.Done()
+		return nil, nil, err
+	}
+	return c, func() { c.CloseNow(); s.conns.Done() }, nil
+}
+
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
 	opts := &websocket.AcceptOptions{}
 	for _, p := range websocketProtocols(r) {
@@ -159,13 +170,11 @@ func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(
 }
 
 func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
-	s.conns.Add(1)
-	defer s.conns.Done()
-	c, err := s.accept(w, r)
+	c, done, err := s.upgrade(w, r)
 	if err != nil {
 		return
 	}
-	defer c.CloseNow()
+	defer done()
 	ctx := r.Context()
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
@@ -240,13 +249,11 @@ func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Fra
 }
 
 func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
-	s.conns.Add(1)
-	defer s.conns.Done()
-	c, err := s.accept(w, r)
+	c, done, err := s.upgrade(w, r)
 	if err != nil {
 		return
 	}
-	defer c.CloseNow()
+	defer done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var wg sync.WaitGroup
