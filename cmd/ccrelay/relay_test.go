@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/internal/synth"
 	"github.com/ccrelay/ccrelay/relay"
@@ -92,5 +95,70 @@ func TestReplayToRelay(t *testing.T) {
 	res := run(t, "replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", "wrong", "--state", t.TempDir(), session)
 	if res.code == 0 || !strings.Contains(res.stderr, "refused the token") {
 		t.Fatalf("wrong token: exit %d\n%s", res.code, res.stderr)
+	}
+}
+
+// pacedSession writes a session of pairs of prompt and answer, 4 ms apart,
+// so a replay at --speed 1 takes a few seconds.
+func pacedSession(t *testing.T, pairs int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "1e1e1e1e-2222-4333-8444-555555555555.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	for i := range pairs {
+		ts := func(k int) string {
+			return base.Add(time.Duration(2*i+k) * 4 * time.Millisecond).Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(f, `{"type":"user","uuid":"u%d","timestamp":%q,"message":{"role":"user","content":"question %d"}}`+"\n", i, ts(0), i)
+		fmt.Fprintf(f, `{"type":"assistant","uuid":"a%d","timestamp":%q,"message":{"id":"m%d","content":[{"type":"text","text":"answer %d"}]}}`+"\n", i, ts(1), i, i)
+	}
+	f.Close()
+	return p
+}
+
+// (b) The CLI is killed mid-stream and started again on the same state
+// folder: the relay ends up with exactly the sequence replay prints.
+func TestReplayToRelayCLIKilled(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	session := pacedSession(t, 300)
+	id := strings.TrimSuffix(filepath.Base(session), ".jsonl")
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", session).stdout, "\n"), "\n")
+	if len(want) < 1000 {
+		t.Fatalf("only %d envelopes", len(want))
+	}
+	state := t.TempDir()
+	args := []string{"replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", token, "--state", state, "--speed", "1", session}
+	for kill := range 3 {
+		cmd := exec.Command(binary, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill it once the relay has part of the session, more each time.
+		deadline := time.Now().Add(30 * time.Second)
+		for len(storedLines(t, data, id)) < 200*(kill+1) {
+			if time.Now().After(deadline) {
+				t.Fatal("no progress")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	if res := run(t, args...); res.code != 0 {
+		t.Fatalf("final run: exit %d %s", res.code, res.stderr)
+	}
+	got := storedLines(t, data, id)
+	if len(got) != len(want) {
+		t.Fatalf("relay stored %d, replay has %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("envelope %d differs", i+1)
+		}
 	}
 }
