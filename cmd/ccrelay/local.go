@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -17,15 +18,19 @@ import (
 )
 
 type localFlags struct {
-	claude string
-	state  string
-	out    string
+	claude     string
+	state      string
+	out        string
+	relay      string
+	relayToken string
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.claude, "claude", "claude", "the claude binary to run")
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder: cursors, outbox and log (default $XDG_STATE_HOME/ccrelay)")
-	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl)")
+	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
+	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (e.g. http://127.0.0.1:8707)")
+	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 }
 
 func stateDir(flag string) (string, error) {
@@ -74,15 +79,48 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
 
-	outPath := f.out
-	if outPath == "" {
-		outPath = filepath.Join(state, "outbox.jsonl")
+	var out launcher.Outbox
+	var sender *apiclient.Client
+	if f.relay != "" {
+		token, err := relayToken(f.relayToken, "")
+		if err != nil {
+			return err
+		}
+		box, err := apiclient.OpenOutbox(filepath.Join(runDir, "outbox"))
+		if err != nil {
+			return err
+		}
+		defer box.Close()
+		sender = apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log}, box)
+		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+		sendDone := make(chan error, 1)
+		go func() { sendDone <- sender.Run(sendCtx) }()
+		defer func() {
+			// Give the relay a moment to take what is left; the outbox
+			// keeps the rest for the next run.
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := sender.Flush(fctx); err != nil {
+				fmt.Fprintln(os.Stderr, "ccrelay: not everything reached the relay; it is kept and sent next time:", err)
+			}
+			cancel()
+			stopSend()
+			if err := <-sendDone; err != nil {
+				fmt.Fprintln(os.Stderr, "ccrelay:", err)
+			}
+		}()
+		out = box
+	} else {
+		outPath := f.out
+		if outPath == "" {
+			outPath = filepath.Join(state, "outbox.jsonl")
+		}
+		fo, err := launcher.OpenFileOutbox(outPath)
+		if err != nil {
+			return err
+		}
+		defer fo.Close()
+		out = fo
 	}
-	out, err := launcher.OpenFileOutbox(outPath)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
 	pipe := launcher.NewPipeline("", out)
 	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, CursorFile: filepath.Join(runDir, "cursor.json"), Logger: log}, pipe)
 	if err != nil {

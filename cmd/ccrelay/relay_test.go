@@ -162,3 +162,21 @@ func TestReplayToRelayCLIKilled(t *testing.T) {
 		}
 	}
 }
+
+// Local mode with --relay: what Claude writes reaches the relay.
+func TestLocalModeToRelay(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	const session = "11111111-2222-4333-8444-555555555555"
+	lines := append([]string{`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"hi"}}`}, recLines(1, 3)...)
+	r := newLocalRun(t, lines, nil)
+	cmd := r.command("--relay", base, "--relay-token", token, "--", "--session-id", session)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ccrelay: %v\n%s", err, out)
+	}
+	got := storedLines(t, data, session)
+	if len(got) != 5 || !strings.Contains(got[0], `"text":"hi"`) || !strings.Contains(got[4], `"turn-end"`) {
+		t.Fatalf("relay stored %d: %v", len(got), got)
+	}
+}
