@@ -10,11 +10,15 @@ const FrameVersion = 1
 const (
 	// CLI → relay.
 	FrameEnvelopes = "envelopes" // a batch of envelopes of one session
+	FrameAnnounce  = "announce"  // what a session is: cwd, title, mode, status, …
 	// relay → CLI.
 	FrameAck = "ack" // what was stored, with sequence numbers
 	// app → relay.
 	FrameSubscribe = "subscribe" // a session, from a sequence number
+	FrameList      = "list"      // the sessions, then their changes as they happen
 	// relay → app.
+	FrameSessions = "sessions"  // the list of sessions (answer to list)
+	FrameSession  = "session"   // one session changed (after list)
 	FrameBatch    = "batch"     // stored envelopes with their sequence numbers, in order
 	FrameCaughtUp = "caught-up" // history sent; live envelopes follow
 	FrameError    = "error"     // a frame could not be handled; the connection stays usable
@@ -33,6 +37,12 @@ type Frame struct {
 	Acks []Ack `json:"acks,omitempty"`
 	// After (FrameSubscribe): send envelopes with a greater sequence number.
 	After int64 `json:"after,omitempty"`
+	// Info (FrameAnnounce): the session's description, a JSON object with
+	// cwd, title, machine, mode (local|remote), status
+	// (idle|busy|waiting-for-permission), model, permissionMode.
+	Info json.RawMessage `json:"info,omitempty"`
+	// Sessions (FrameSessions, FrameSession: one).
+	Sessions []SessionSummary `json:"sessions,omitempty"`
 	// Items (FrameBatch): consecutive stored envelopes.
 	Items []Item `json:"items,omitempty"`
 	// Seq (FrameCaughtUp).
@@ -52,4 +62,12 @@ type Ack struct {
 type Item struct {
 	Seq      int64           `json:"seq"`
 	Envelope json.RawMessage `json:"envelope"`
+}
+
+// SessionSummary is a session as the relay lists it.
+type SessionSummary struct {
+	ID      string          `json:"id"`
+	Info    json.RawMessage `json:"info"`
+	LastSeq int64           `json:"lastSeq"`
+	Updated int64           `json:"updated"` // Unix ms of the last activity
 }

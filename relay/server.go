@@ -184,6 +184,16 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, *ferr)
 			}
 			return writeFrame(ctx, c, ack)
+		case protocol.FrameAnnounce:
+			if f.Session == "" {
+				return writeFrame(ctx, c, errorFrame("bad-announce", "announce needs a session"))
+			}
+			si, err := s.store.Announce(ctx, f.Session, f.Info)
+			if err != nil {
+				return writeFrame(ctx, c, errorFrame("bad-announce", "%v", err))
+			}
+			s.hub.sessionChanged(si)
+			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Session: f.Session})
 		default:
 			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the CLI endpoint", f.Type))
 		}
@@ -244,6 +254,9 @@ func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Fra
 	}
 	if len(fresh) > 0 {
 		s.hub.publish(f.Session, newPublished(f.Session, fresh))
+		if si, err := s.store.session(ctx, f.Session); err == nil {
+			s.hub.sessionChanged(si)
+		}
 	}
 	return ack, nil
 }
@@ -260,6 +273,40 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
+		case protocol.FrameList:
+			// Register first, then list: no change is missed in between
+			// (a change may arrive twice; it carries the whole state).
+			l := s.hub.addLister()
+			all, err := s.store.Sessions(ctx)
+			if err != nil {
+				s.hub.removeLister(l)
+				return writeFrame(ctx, c, errorFrame("store", "%v", err))
+			}
+			sums := make([]protocol.SessionSummary, len(all))
+			for i, si := range all {
+				sums[i] = summary(si)
+			}
+			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameSessions, Sessions: sums}); err != nil {
+				s.hub.removeLister(l)
+				return err
+			}
+			wg.Go(func() {
+				defer s.hub.removeLister(l)
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-l.dropped:
+						c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
+						return
+					case frame := <-l.ch:
+						if writeRaw(ctx, c, frame) != nil {
+							return
+						}
+					}
+				}
+			})
+			return nil
 		case protocol.FrameSubscribe:
 			if f.Session == "" {
 				return writeFrame(ctx, c, errorFrame("bad-subscribe", "subscribe needs a session"))
@@ -363,10 +410,54 @@ func writeRaw(ctx context.Context, c *websocket.Conn, frame []byte) error {
 	return c.Write(ctx, websocket.MessageText, frame)
 }
 
-// hub fans stored envelopes out to the apps subscribed to their session.
+// hub fans stored envelopes out to the apps subscribed to their session,
+// and session changes to the apps that listed the sessions.
 type hub struct {
-	mu   sync.Mutex
-	subs map[string]map[*subscriber]struct{}
+	mu      sync.Mutex
+	subs    map[string]map[*subscriber]struct{}
+	listers map[*lister]struct{}
+}
+
+type lister struct {
+	ch      chan []byte
+	dropped chan struct{}
+	once    sync.Once
+}
+
+func summary(si SessionInfo) protocol.SessionSummary {
+	return protocol.SessionSummary{ID: si.ID, Info: si.Info, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
+}
+
+func (h *hub) addLister() *lister {
+	l := &lister{ch: make(chan []byte, subscriberSlack), dropped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.listers == nil {
+		h.listers = map[*lister]struct{}{}
+	}
+	h.listers[l] = struct{}{}
+	return l
+}
+
+func (h *hub) removeLister(l *lister) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.listers, l)
+}
+
+// sessionChanged sends a session's new state to every lister; a lister
+// that cannot keep up is dropped.
+func (h *hub) sessionChanged(si SessionInfo) {
+	frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSession, Sessions: []protocol.SessionSummary{summary(si)}})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listers {
+		select {
+		case l.ch <- frame:
+		default:
+			l.once.Do(func() { close(l.dropped) })
+		}
+	}
 }
 
 type subscriber struct {

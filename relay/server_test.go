@@ -247,3 +247,35 @@ func TestAppOriginChecked(t *testing.T) {
 	}
 	c.CloseNow()
 }
+
+// A CLI announces its session; an app lists the sessions and then sees
+// changes (a new announcement, envelopes stored) as they happen.
+func TestAnnounceAndList(t *testing.T) {
+	srv := startRelay(t)
+	cli := dial(t, srv, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"local","status":"idle"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Session != "s1" {
+		t.Fatalf("announce reply %+v", f)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`[1]`)})
+	if f := recv(t, cli); f.Type != protocol.FrameError {
+		t.Fatalf("bad info accepted: %+v", f)
+	}
+	app := dial(t, srv, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameList})
+	f := recv(t, app)
+	if f.Type != protocol.FrameSessions || len(f.Sessions) != 1 || f.Sessions[0].ID != "s1" || !strings.Contains(string(f.Sessions[0].Info), "Fix the tests") {
+		t.Fatalf("list %+v", f)
+	}
+	// Status changes and new envelopes reach the listing app.
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"remote","status":"busy"}`)})
+	recv(t, cli)
+	if f := recv(t, app); f.Type != protocol.FrameSession || !strings.Contains(string(f.Sessions[0].Info), `"busy"`) {
+		t.Fatalf("change %+v", f)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 0, 2)})
+	recv(t, cli)
+	if f := recv(t, app); f.Type != protocol.FrameSession || f.Sessions[0].LastSeq != 2 {
+		t.Fatalf("after envelopes %+v", f)
+	}
+}

@@ -175,3 +175,56 @@ func (s *Store) LastSeq(ctx context.Context, session string) (int64, error) {
 	}
 	return last, nil
 }
+
+// SessionInfo is what the relay knows of a session.
+type SessionInfo struct {
+	ID        string          `json:"id"`
+	Info      json.RawMessage `json:"info"` // as announced by the CLI
+	LastSeq   int64           `json:"lastSeq"`
+	UpdatedMS int64           `json:"updated"`
+}
+
+// Announce records what the CLI says of a session (created if new).
+func (s *Store) Announce(ctx context.Context, session string, info json.RawMessage) (SessionInfo, error) {
+	if !json.Valid(info) || len(info) == 0 || info[0] != '{' {
+		return SessionInfo{}, fmt.Errorf("announce %s: info must be a JSON object", session)
+	}
+	now := time.Now().UnixMilli()
+	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) VALUES (?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now)
+	if err != nil {
+		return SessionInfo{}, fmt.Errorf("announce %s: %w", session, err)
+	}
+	return s.session(ctx, session)
+}
+
+func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
+	var si SessionInfo
+	var info string
+	err := s.r.QueryRowContext(ctx, `SELECT id, info, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.LastSeq, &si.UpdatedMS)
+	if err != nil {
+		return si, fmt.Errorf("session %s: %w", id, err)
+	}
+	si.Info = json.RawMessage(info)
+	return si, nil
+}
+
+// Sessions lists every session, most recently active first.
+func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, info, last_seq, updated_ms FROM sessions ORDER BY updated_ms DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []SessionInfo
+	for rows.Next() {
+		var si SessionInfo
+		var info string
+		if err := rows.Scan(&si.ID, &info, &si.LastSeq, &si.UpdatedMS); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		si.Info = json.RawMessage(info)
+		out = append(out, si)
+	}
+	return out, rows.Err()
+}
