@@ -61,6 +61,6 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	addLocalFlags(root, &lf)
-	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd())
+	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd(), newDemoCmd())
 	return root
 }

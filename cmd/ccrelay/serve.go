@@ -49,50 +49,79 @@ its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
-			token, err := relay.LoadOrCreateToken(dir)
-			if err != nil {
-				return err
-			}
-			store, err := relay.OpenStore(filepath.Join(dir, "relay.db"))
-			if err != nil {
-				return err
-			}
-			defer store.Close()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			ln, err := net.Listen("tcp", listen)
+			rl, err := startRelay(listen, dir, log)
 			if err != nil {
-				return fmt.Errorf("listen on %s: %w", listen, err)
-			}
-			rs := relay.NewServer(store, token, log)
-			base, stopConns := context.WithCancel(context.Background())
-			defer stopConns()
-			srv := &http.Server{Handler: rs.Handler(), ReadHeaderTimeout: 10 * time.Second,
-				BaseContext: func(net.Listener) context.Context { return base }}
-			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on http://%s\n  data:  %s\n  app:   http://%s/#token=%s\n",
-				ln.Addr(), dir, ln.Addr(), token)
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			select {
-			case err := <-errc:
-				return err
-			case <-cmd.Context().Done():
-			}
-			// Drain: stop accepting, end the websocket connections (a batch
-			// being stored commits or rolls back; unacked ones are resent by
-			// their CLI), then close the store.
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = srv.Shutdown(ctx)
-			stopConns()
-			rs.Wait()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return err
 			}
-			log.Info("relay stopped")
-			return nil
+			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.base, dir, rl.appURL())
+			return rl.wait(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
 	return cmd
+}
+
+// runningRelay is a relay served by this process.
+type runningRelay struct {
+	base, token string
+	srv         *http.Server
+	rs          *relay.Server
+	store       *relay.Store
+	stopConns   context.CancelFunc
+	errc        chan error
+	log         *slog.Logger
+}
+
+func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
+
+// startRelay opens the store and token in dir and serves on listen.
+func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
+	token, err := relay.LoadOrCreateToken(dir)
+	if err != nil {
+		return nil, err
+	}
+	store, err := relay.OpenStore(filepath.Join(dir, "relay.db"))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	rs := relay.NewServer(store, token, log)
+	base, stopConns := context.WithCancel(context.Background())
+	r := &runningRelay{base: "http://" + ln.Addr().String(), token: token, rs: rs, store: store, stopConns: stopConns,
+		errc: make(chan error, 1), log: log,
+		srv: &http.Server{Handler: rs.Handler(), ReadHeaderTimeout: 10 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return base }}}
+	go func() { r.errc <- r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// wait serves until ctx is done, then drains: no new connections, the
+// websocket connections ended (a batch being stored commits or rolls back;
+// unacked ones are resent by their CLI), the store closed.
+func (r *runningRelay) wait(ctx context.Context) error {
+	var serveErr error
+	select {
+	case serveErr = <-r.errc:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := r.srv.Shutdown(sctx)
+	r.stopConns()
+	r.rs.Wait()
+	r.store.Close()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	r.log.Info("relay stopped")
+	return nil
 }
