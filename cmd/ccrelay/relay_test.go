@@ -76,20 +76,7 @@ func TestReplayToRelay(t *testing.T) {
 		if res.code != 0 || !strings.Contains(res.stderr, "sent ") {
 			t.Fatalf("replay --to: exit %d\n%s", res.code, res.stderr)
 		}
-		got := storedLines(t, data, id)
-		if len(got) != len(wantLines) {
-			t.Fatalf("relay stored %d envelopes, replay has %d", len(got), len(wantLines))
-		}
-		for i := range got {
-			if got[i] != wantLines[i] {
-				k := 0
-				for k < len(got[i]) && k < len(wantLines[i]) && got[i][k] == wantLines[i][k] {
-					k++
-				}
-				lo := max(0, k-60)
-				t.Fatalf("envelope %d differs at byte %d:\n relay  …%.160s\n replay …%.160s", i+1, k, got[i][lo:], wantLines[i][lo:])
-			}
-		}
+		sameLines(t, storedLines(t, data, id), wantLines)
 	}
 	// A wrong token is refused with a clear message.
 	res := run(t, "replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", "wrong", "--state", t.TempDir(), session)
@@ -152,13 +139,23 @@ func TestReplayToRelayCLIKilled(t *testing.T) {
 	if res := run(t, args...); res.code != 0 {
 		t.Fatalf("final run: exit %d %s", res.code, res.stderr)
 	}
-	got := storedLines(t, data, id)
+	sameLines(t, storedLines(t, data, id), want)
+}
+
+// sameLines fails unless the relay stored exactly the lines replay printed.
+func sameLines(t *testing.T, got, want []string) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("relay stored %d, replay has %d", len(got), len(want))
+		t.Fatalf("relay stored %d envelopes, replay has %d", len(got), len(want))
 	}
 	for i := range got {
 		if got[i] != want[i] {
-			t.Fatalf("envelope %d differs", i+1)
+			k := 0
+			for k < len(got[i]) && k < len(want[i]) && got[i][k] == want[i][k] {
+				k++
+			}
+			lo := max(0, k-60)
+			t.Fatalf("envelope %d differs at byte %d:\n relay  …%.160s\n replay …%.160s", i+1, k, got[i][lo:], want[i][lo:])
 		}
 	}
 }
