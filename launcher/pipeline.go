@@ -24,23 +24,36 @@ type Outbox interface {
 
 // Pipeline maps the records the scanner delivers into envelopes and puts
 // them in the outbox. It is the scanner's Sink: the scanner's cursor moves
-// only after Append succeeded (ARCHITECTURE principle 2).
+// only after Append succeeded (ARCHITECTURE principle 2). Each Claude
+// session (a /clear starts a new one) has its own mapper and is its own
+// relay session, so live ids equal those of `ccrelay replay` of each
+// session's transcript.
 type Pipeline struct {
 	mu      sync.Mutex
-	mapper  *mapper.Mapper
+	fixed   string // if set, every record is mapped in this session
+	mappers map[string]*mapper.Mapper
+	order   []string
 	outbox  Outbox
-	session string // the relay session the envelopes belong to
 }
 
-// NewPipeline returns a pipeline for one ccrelay session. sessionID seeds the
-// derived ids (DECISIONS D1); "" takes the session of the first batch, so
-// live ids equal those of `ccrelay replay` of that session's transcript.
+// NewPipeline returns a pipeline writing to out. A non-empty sessionID maps
+// every record as part of that session (DECISIONS D1 ids are derived from
+// it); "" follows the session of each batch.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
-	p := &Pipeline{outbox: out, session: sessionID}
-	if sessionID != "" {
-		p.mapper = mapper.New(sessionID)
+	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out}
+}
+
+func (p *Pipeline) mapperFor(session string) (string, *mapper.Mapper) {
+	if p.fixed != "" {
+		session = p.fixed
 	}
-	return p
+	m := p.mappers[session]
+	if m == nil {
+		m = mapper.New(session)
+		p.mappers[session] = m
+		p.order = append(p.order, session)
+	}
+	return session, m
 }
 
 // Deliver implements scanner.Sink. Records marked Replayed (before the
@@ -49,13 +62,10 @@ func NewPipeline(sessionID string, out Outbox) *Pipeline {
 func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mapper == nil {
-		p.session = b.Session
-		p.mapper = mapper.New(b.Session)
-	}
+	session, m := p.mapperFor(b.Session)
 	var envs []protocol.Envelope
 	for _, r := range b.Records {
-		out := p.mapper.Map(r.Record)
+		out := m.Map(r.Record)
 		if !r.Replayed {
 			envs = append(envs, out...)
 		}
@@ -63,22 +73,24 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	if len(envs) == 0 {
 		return nil
 	}
-	return p.outbox.Append(ctx, p.session, envs)
+	return p.outbox.Append(ctx, session, envs)
 }
 
-// Close ends the open turn with status and appends what that produced.
+// Close ends the open turn of every session with status and appends what
+// that produced.
 func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mapper == nil {
-		return nil // nothing was ever mapped: no turn is open
+	for _, session := range p.order {
+		m := p.mappers[session]
+		m.SetTime(nowMS)
+		if envs := m.Close(status); len(envs) > 0 {
+			if err := p.outbox.Append(ctx, session, envs); err != nil {
+				return err
+			}
+		}
 	}
-	p.mapper.SetTime(nowMS)
-	envs := p.mapper.Close(status)
-	if len(envs) == 0 {
-		return nil
-	}
-	return p.outbox.Append(ctx, p.session, envs)
+	return nil
 }
 
 // FileOutbox appends envelopes as JSON lines to a file and fsyncs it: the

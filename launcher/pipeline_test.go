@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
@@ -65,4 +66,53 @@ func TestPipelineReplayAndOutboxDedupe(t *testing.T) {
 	if len(lines) != 5 || strings.Count(string(data), `"turn-start"`) != 1 || !strings.Contains(lines[4], `"turn-end"`) {
 		t.Fatalf("outbox:\n%s", data)
 	}
+}
+
+type sessionOutbox struct {
+	got map[string][]protocol.Envelope
+}
+
+func (o *sessionOutbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
+	o.got[session] = append(o.got[session], envs...)
+	return nil
+}
+
+// A /clear starts a new Claude session: its records are mapped in a session
+// of their own (ids as replay of its file gives), and Close ends the open
+// turns of both.
+func TestPipelineFollowsSessions(t *testing.T) {
+	out := &sessionOutbox{got: map[string][]protocol.Envelope{}}
+	p := NewPipeline("", out)
+	a1 := `{"type":"assistant","uuid":"a1","message":{"content":[{"type":"text","text":"x"}]}}`
+	b1 := `{"type":"assistant","uuid":"b1","message":{"content":[{"type":"text","text":"y"}]}}`
+	one := batch(t, false, a1)
+	two := batch(t, false, b1)
+	two.Session = "s2"
+	if err := p.Deliver(context.Background(), one); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Deliver(context.Background(), two); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background(), protocol.StatusCompleted, 5); err != nil {
+		t.Fatal(err)
+	}
+	for session, uuid := range map[string]string{"s1": "a1", "s2": "b1"} {
+		envs := out.got[session]
+		if len(envs) != 3 || envs[1].ClaudeUUID != uuid || envs[2].Ev.T != protocol.KindTurnEnd {
+			t.Fatalf("%s: %d envelopes %+v", session, len(envs), envs)
+		}
+		want := mapper.New(session).Map(mustParse(t, map[string]string{"s1": a1, "s2": b1}[session]))
+		if envs[1].ID != want[1].ID {
+			t.Fatalf("%s: id %s, a fresh mapper of the session gives %s", session, envs[1].ID, want[1].ID)
+		}
+	}
+}
+
+func mustParse(t *testing.T, line string) *claude.Record {
+	r, err := claude.Parse([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
