@@ -77,6 +77,7 @@ type Scanner struct {
 
 	add    chan string
 	synced chan struct{} // a token after each sync, for tests (buffered 1)
+	done   chan struct{} // closed when Run returns
 
 	cursor   Cursor
 	sessions []*session
@@ -139,7 +140,7 @@ func New(cfg Config, sink Sink) (*Scanner, error) {
 	if cfg.OrderWindow <= 0 {
 		cfg.OrderWindow = 500 * time.Millisecond
 	}
-	s := &Scanner{cfg: cfg, sink: sink, log: cfg.Logger, add: make(chan string, 16),
+	s := &Scanner{cfg: cfg, sink: sink, log: cfg.Logger, add: make(chan string, 16), done: make(chan struct{}),
 		synced: make(chan struct{}, 1), files: map[string]*file{}, watched: map[string]bool{}}
 	c, err := LoadCursor(cfg.CursorFile)
 	if err != nil {
@@ -158,7 +159,10 @@ func (s *Scanner) AddSession(id string) {
 	if id == "" || strings.ContainsAny(id, `/\`) {
 		return
 	}
-	s.add <- id
+	select {
+	case s.add <- id:
+	case <-s.done: // the scanner has stopped: nothing to announce to
+	}
 }
 
 // Synced returns a channel that receives a token after each sync pass.
@@ -180,6 +184,7 @@ func (s *Scanner) addSession(id string) {
 // Run scans until ctx is done or the sink fails. When ctx is done it makes one
 // last pass before returning.
 func (s *Scanner) Run(ctx context.Context) error {
+	defer close(s.done)
 	var events <-chan fsnotify.Event
 	var werrs <-chan error
 	if !s.cfg.NoWatch {

@@ -357,3 +357,13 @@ func TestScannerOrdersAcrossFiles(t *testing.T) {
 		t.Fatalf("order %s, want m0,s0,s1,m1", got)
 	}
 }
+
+// AddSession does not block once the scanner has stopped (a hook arriving
+// after a failure must not hang).
+func TestAddSessionAfterStop(t *testing.T) {
+	h := start(t, t.TempDir(), Config{})
+	h.stop()
+	for i := range 100 {
+		h.sc.AddSession(fmt.Sprint("s", i))
+	}
+}
