@@ -9,19 +9,22 @@ const FrameVersion = 1
 // Frame types of the relay wire protocol (JSON text frames over websocket).
 const (
 	// CLI → relay.
-	FrameEnvelopes = "envelopes" // a batch of envelopes of one session
-	FrameAnnounce  = "announce"  // what a session is: cwd, title, mode, status, …
+	FrameEnvelopes = "envelopes"      // a batch of envelopes of one session
+	FrameAnnounce  = "announce"       // what a session is: cwd, title, mode, status, …
+	FrameResult    = "command-result" // what became of a command the CLI received
 	// relay → CLI.
 	FrameAck = "ack" // what was stored, with sequence numbers
 	// app → relay.
 	FrameSubscribe = "subscribe" // a session, from a sequence number
 	FrameList      = "list"      // the sessions, then their changes as they happen
+	FrameCommand   = "command"   // app → relay → CLI: a prompt, a permission answer, …
 	// relay → app.
-	FrameSessions = "sessions"  // the list of sessions (answer to list)
-	FrameSession  = "session"   // one session changed (after list)
-	FrameBatch    = "batch"     // stored envelopes with their sequence numbers, in order
-	FrameCaughtUp = "caught-up" // history sent; live envelopes follow
-	FrameError    = "error"     // a frame could not be handled; the connection stays usable
+	FrameSessions = "sessions"       // the list of sessions (answer to list)
+	FrameSession  = "session"        // one session changed (after list)
+	FrameStatus   = "command-status" // where a command stands: queued, delivered, done, rejected
+	FrameBatch    = "batch"          // stored envelopes with their sequence numbers, in order
+	FrameCaughtUp = "caught-up"      // history sent; live envelopes follow
+	FrameError    = "error"          // a frame could not be handled; the connection stays usable
 )
 
 // Frame is one message between a CLI or an app and the relay. Only the
@@ -29,6 +32,9 @@ const (
 type Frame struct {
 	V    int    `json:"v"`
 	Type string `json:"type"`
+	// Ref is chosen by a CLI for a frame it sends; the relay's reply (ack
+	// or error) carries it back.
+	Ref string `json:"ref,omitempty"`
 	// Session the frame is about.
 	Session string `json:"session,omitempty"`
 	// Envelopes (FrameEnvelopes): raw envelope JSON, in order.
@@ -41,6 +47,10 @@ type Frame struct {
 	// cwd, title, machine, mode (local|remote), status
 	// (idle|busy|waiting-for-permission), model, permissionMode.
 	Info json.RawMessage `json:"info,omitempty"`
+	// Command (FrameCommand; FrameResult and FrameStatus carry its id).
+	Command *Command `json:"command,omitempty"`
+	// Status (FrameStatus, FrameResult): queued, delivered, done, rejected.
+	Status string `json:"status,omitempty"`
 	// Sessions (FrameSessions, FrameSession: one).
 	Sessions []SessionSummary `json:"sessions,omitempty"`
 	// Items (FrameBatch): consecutive stored envelopes.
@@ -70,4 +80,49 @@ type SessionSummary struct {
 	Info    json.RawMessage `json:"info"`
 	LastSeq int64           `json:"lastSeq"`
 	Updated int64           `json:"updated"` // Unix ms of the last activity
+}
+
+// Command kinds an app can send.
+const (
+	CommandPrompt         = "prompt"
+	CommandPermission     = "permission"
+	CommandAbort          = "abort"
+	CommandSwitch         = "switch"
+	CommandModel          = "model"
+	CommandPermissionMode = "permission-mode"
+)
+
+// Command statuses.
+const (
+	StatusQueued    = "queued"    // stored; the session's CLI is not connected
+	StatusDelivered = "delivered" // handed to the CLI
+	StatusDone      = "done"      // the CLI carried it out
+	StatusRejected  = "rejected"  // refused; Message says why
+)
+
+// Command is something an app asks of a session's CLI.
+type Command struct {
+	ID   string `json:"id"` // chosen by the app (a fresh cuid2); resending is safe
+	Kind string `json:"kind"`
+	// prompt
+	Text string `json:"text,omitempty"`
+	// permission: the request answered, allow or deny, a reason, edited
+	// input, and whether to allow the tool for the rest of the session.
+	RequestID  string          `json:"requestId,omitempty"`
+	Allow      bool            `json:"allow,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	ForSession bool            `json:"forSession,omitempty"`
+	// switch (local|remote), permission-mode, model
+	Mode  string `json:"mode,omitempty"`
+	Model string `json:"model,omitempty"`
+}
+
+// ValidCommandKind reports whether k is a known kind.
+func ValidCommandKind(k string) bool {
+	switch k {
+	case CommandPrompt, CommandPermission, CommandAbort, CommandSwitch, CommandModel, CommandPermissionMode:
+		return true
+	}
+	return false
 }

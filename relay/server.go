@@ -38,7 +38,16 @@ type Server struct {
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
 	conns    sync.WaitGroup // open websocket connections
+
+	peersMu  sync.Mutex
+	owners   map[string]*peer // session -> the CLI connection that owns it
+	watchers map[string]*peer // command id -> the app connection that sent it
 }
+
+// peer is one websocket connection, for writes from other goroutines.
+type peer struct{ c *websocket.Conn }
+
+func (p *peer) send(ctx context.Context, f protocol.Frame) error { return writeFrame(ctx, p.c, f) }
 
 // Wait blocks until every websocket connection has ended. Cancel the
 // requests' base context first (http.Server.BaseContext) to end them.
@@ -49,7 +58,8 @@ func NewServer(store *Store, token string, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{store: store, token: token, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}}}
+	return &Server{store: store, token: token, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
+		owners: map[string]*peer{}, watchers: map[string]*peer{}}
 }
 
 // Handler serves the relay's endpoints. Every request needs the token.
@@ -176,24 +186,44 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	}
 	defer done()
 	ctx := r.Context()
+	me := &peer{c: c}
+	defer s.disown(me)
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameEnvelopes:
 			ack, ferr := s.storeBatch(ctx, f)
 			if ferr != nil {
+				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}
-			return writeFrame(ctx, c, ack)
+			ack.Ref = f.Ref
+			if err := writeFrame(ctx, c, ack); err != nil {
+				return err
+			}
+			s.own(ctx, f.Session, me)
+			return nil
+		case protocol.FrameResult:
+			if f.Command == nil || f.Command.ID == "" || (f.Status != protocol.StatusDone && f.Status != protocol.StatusRejected) {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-result", Message: "a result needs a command id and status done or rejected"})
+			}
+			s.commandStatus(ctx, f.Session, f.Command.ID, f.Status, f.Message)
+			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
 		case protocol.FrameAnnounce:
 			if f.Session == "" {
 				return writeFrame(ctx, c, errorFrame("bad-announce", "announce needs a session"))
 			}
 			si, err := s.store.Announce(ctx, f.Session, f.Info)
 			if err != nil {
-				return writeFrame(ctx, c, errorFrame("bad-announce", "%v", err))
+				e := errorFrame("bad-announce", "%v", err)
+				e.Ref = f.Ref
+				return writeFrame(ctx, c, e)
 			}
 			s.hub.sessionChanged(si)
-			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Session: f.Session})
+			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
+				return err
+			}
+			s.own(ctx, f.Session, me)
+			return nil
 		default:
 			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the CLI endpoint", f.Type))
 		}
@@ -273,6 +303,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
+		case protocol.FrameCommand:
+			return s.command(ctx, &peer{c: c}, f)
 		case protocol.FrameList:
 			// Register first, then list: no change is missed in between
 			// (a change may arrive twice; it carries the whole state).
@@ -497,5 +529,95 @@ func (h *hub) publish(session string, batch published) {
 		default:
 			sub.once.Do(func() { close(sub.dropped) })
 		}
+	}
+}
+
+// own makes cli the owner of session; a CLI that newly owns it gets the
+// commands queued for it.
+func (s *Server) own(ctx context.Context, session string, cli *peer) {
+	s.peersMu.Lock()
+	prev := s.owners[session]
+	s.owners[session] = cli
+	s.peersMu.Unlock()
+	if prev == cli {
+		return
+	}
+	queued, err := s.store.QueuedCommands(ctx, session)
+	if err != nil {
+		s.log.Warn("queued commands", "session", session, "err", err)
+		return
+	}
+	for _, q := range queued {
+		var cmd protocol.Command
+		if json.Unmarshal(q.Body, &cmd) != nil {
+			continue
+		}
+		if cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &cmd}) != nil {
+			return
+		}
+		s.commandStatus(ctx, session, cmd.ID, protocol.StatusDelivered, "")
+	}
+}
+
+// disown forgets cli as the owner of its sessions.
+func (s *Server) disown(cli *peer) {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	for session, p := range s.owners {
+		if p == cli {
+			delete(s.owners, session)
+		}
+	}
+	for id, p := range s.watchers {
+		if p == cli {
+			delete(s.watchers, id)
+		}
+	}
+}
+
+// command takes a command from an app: stored once per id, handed to the
+// CLI that owns the session, or queued (prompts) or rejected (everything
+// else) while no CLI is connected for it.
+func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error {
+	cmd := f.Command
+	if f.Session == "" || cmd == nil || cmd.ID == "" || !protocol.ValidCommandKind(cmd.Kind) {
+		return app.send(ctx, errorFrame("bad-command", "a command needs a session, an id and a known kind"))
+	}
+	body, _ := json.Marshal(cmd)
+	stored, isNew, err := s.store.AddCommand(ctx, f.Session, cmd.ID, body, protocol.StatusQueued)
+	if err != nil {
+		return app.send(ctx, errorFrame("store", "%v", err))
+	}
+	if !isNew { // a resend: say where it stands
+		return app.send(ctx, protocol.Frame{Type: protocol.FrameStatus, Session: stored.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message})
+	}
+	s.peersMu.Lock()
+	s.watchers[cmd.ID] = app
+	owner := s.owners[f.Session]
+	s.peersMu.Unlock()
+	switch {
+	case owner != nil && owner.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: f.Session, Command: cmd}) == nil:
+		s.commandStatus(ctx, f.Session, cmd.ID, protocol.StatusDelivered, "")
+	case cmd.Kind == protocol.CommandPrompt:
+		s.commandStatus(ctx, f.Session, cmd.ID, protocol.StatusQueued, "")
+	default:
+		s.commandStatus(ctx, f.Session, cmd.ID, protocol.StatusRejected, "no CLI is connected for this session")
+	}
+	return nil
+}
+
+// commandStatus records a command's status and tells the app that sent it.
+func (s *Server) commandStatus(ctx context.Context, session, id, status, message string) {
+	if err := s.store.SetCommandStatus(ctx, id, status, message); err != nil {
+		s.log.Warn("command status", "id", id, "err", err)
+	}
+	s.peersMu.Lock()
+	app := s.watchers[id]
+	if status == protocol.StatusDone || status == protocol.StatusRejected {
+		delete(s.watchers, id)
+	}
+	s.peersMu.Unlock()
+	if app != nil {
+		_ = app.send(ctx, protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
 	}
 }

@@ -279,3 +279,63 @@ func TestAnnounceAndList(t *testing.T) {
 		t.Fatalf("after envelopes %+v", f)
 	}
 }
+
+// Commands: kept for an offline CLI (prompts) or refused with a reason
+// (everything else); delivered when the CLI connects; acknowledged end to
+// end; a resent command id is answered with where it stands.
+func TestCommands(t *testing.T) {
+	srv := startRelay(t)
+	app := dial(t, srv, "/ws/app")
+	cmd := func(id, kind string) protocol.Frame {
+		return protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: id, Kind: kind, Text: "hello"}}
+	}
+	expectStatus := func(c *websocket.Conn, id, status string) protocol.Frame {
+		t.Helper()
+		f := recv(t, c)
+		if f.Type != protocol.FrameStatus || f.Command == nil || f.Command.ID != id || f.Status != status {
+			t.Fatalf("want %s %s, got %+v", id, status, f)
+		}
+		return f
+	}
+	send(t, app, cmd("p1", protocol.CommandPrompt))
+	expectStatus(app, "p1", protocol.StatusQueued)
+	send(t, app, cmd("x1", protocol.CommandPermission))
+	if f := expectStatus(app, "x1", protocol.StatusRejected); !strings.Contains(f.Message, "no CLI") {
+		t.Fatalf("no reason: %+v", f)
+	}
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: "b1", Kind: "fly"}})
+	if f := recv(t, app); f.Type != protocol.FrameError {
+		t.Fatalf("unknown kind accepted: %+v", f)
+	}
+
+	// The CLI connects and claims the session: the queued prompt arrives.
+	cli := dial(t, srv, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Ref: "r1", Session: "s1", Info: json.RawMessage(`{"status":"idle"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Ref != "r1" {
+		t.Fatalf("announce reply %+v", f)
+	}
+	if f := recv(t, cli); f.Type != protocol.FrameCommand || f.Command.ID != "p1" || f.Command.Text != "hello" {
+		t.Fatalf("queued prompt not delivered: %+v", f)
+	}
+	expectStatus(app, "p1", protocol.StatusDelivered)
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r2", Session: "s1", Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
+	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Ref != "r2" {
+		t.Fatalf("result reply %+v", f)
+	}
+	expectStatus(app, "p1", protocol.StatusDone)
+
+	// With the CLI online, a command goes straight through.
+	send(t, app, cmd("a1", protocol.CommandAbort))
+	if f := recv(t, cli); f.Type != protocol.FrameCommand || f.Command.ID != "a1" {
+		t.Fatalf("live command %+v", f)
+	}
+	expectStatus(app, "a1", protocol.StatusDelivered)
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Session: "s1", Command: &protocol.Command{ID: "a1"}, Status: protocol.StatusRejected, Message: "nothing to abort"})
+	recv(t, cli)
+	if f := expectStatus(app, "a1", protocol.StatusRejected); f.Message != "nothing to abort" {
+		t.Fatalf("reason lost: %+v", f)
+	}
+	// A resent id: where it stands, not a second delivery.
+	send(t, app, cmd("p1", protocol.CommandPrompt))
+	expectStatus(app, "p1", protocol.StatusDone)
+}

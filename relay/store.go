@@ -45,6 +45,15 @@ CREATE TABLE IF NOT EXISTS sessions (
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS commands (
+	id         TEXT PRIMARY KEY,
+	session    TEXT NOT NULL,
+	body       BLOB NOT NULL,
+	status     TEXT NOT NULL,
+	message    TEXT NOT NULL DEFAULT '',
+	created_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS commands_by_session ON commands (session, status, created_ms);
 CREATE TABLE IF NOT EXISTS envelopes (
 	session TEXT NOT NULL,
 	seq     INTEGER NOT NULL,
@@ -225,6 +234,60 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 		}
 		si.Info = json.RawMessage(info)
 		out = append(out, si)
+	}
+	return out, rows.Err()
+}
+
+// StoredCommand is a command as the relay keeps it.
+type StoredCommand struct {
+	Session string
+	Body    json.RawMessage
+	Status  string
+	Message string
+}
+
+// AddCommand stores a command with status, unless its id is known: then it
+// returns the stored one and false.
+func (s *Store) AddCommand(ctx context.Context, session, id string, body []byte, status string) (StoredCommand, bool, error) {
+	res, err := s.w.ExecContext(ctx, `INSERT INTO commands (id, session, body, status, created_ms) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		id, session, body, status, time.Now().UnixMilli())
+	if err != nil {
+		return StoredCommand{}, false, fmt.Errorf("add command %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return StoredCommand{Session: session, Body: body, Status: status}, true, nil
+	}
+	var c StoredCommand
+	var b []byte
+	err = s.w.QueryRowContext(ctx, `SELECT session, body, status, message FROM commands WHERE id = ?`, id).Scan(&c.Session, &b, &c.Status, &c.Message)
+	c.Body = b
+	return c, false, err
+}
+
+// SetCommandStatus records where a command stands.
+func (s *Store) SetCommandStatus(ctx context.Context, id, status, message string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ? WHERE id = ?`, status, message, id)
+	if err != nil {
+		return fmt.Errorf("command %s: %w", id, err)
+	}
+	return nil
+}
+
+// QueuedCommands returns the queued commands of session, oldest first, as
+// (id, body) pairs.
+func (s *Store) QueuedCommands(ctx context.Context, session string) ([]Item, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE session = ? AND status = 'queued' ORDER BY created_ms, rowid`, session)
+	if err != nil {
+		return nil, fmt.Errorf("queued commands of %s: %w", session, err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		var it Item
+		if err := rows.Scan(&it.ID, &it.Body); err != nil {
+			return nil, err
+		}
+		out = append(out, it)
 	}
 	return out, rows.Err()
 }
