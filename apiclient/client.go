@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -35,6 +37,29 @@ type Client struct {
 	cfg Config
 	box *Outbox
 	log *slog.Logger
+
+	inbound chan Inbound
+
+	mu       sync.Mutex
+	conn     *conn             // the current connection, nil while offline
+	announce map[string][]byte // session -> latest announced info
+	changed  chan struct{}     // an announcement to send
+}
+
+// Inbound is a command from an app for one of this CLI's sessions. Answer
+// it with Client.Reply.
+type Inbound struct {
+	Session string
+	Command protocol.Command
+}
+
+// conn is one live connection: the reader routes replies by ref.
+type conn struct {
+	ws      *websocket.Conn
+	mu      sync.Mutex
+	nextRef int
+	pending map[string]chan protocol.Frame
+	dead    chan struct{}
 }
 
 // NewClient returns a client for box.
@@ -51,7 +76,104 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, box: box, log: cfg.Logger}
+	return &Client{cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64),
+		announce: map[string][]byte{}, changed: make(chan struct{}, 1)}
+}
+
+// Commands delivers the commands apps send to this CLI's sessions.
+func (c *Client) Commands() <-chan Inbound { return c.inbound }
+
+// Announce describes a session to the relay (cwd, title, mode, status, …, a
+// JSON object); sent now if connected, and again after every reconnect. The
+// session's queued commands arrive once it is announced.
+func (c *Client) Announce(session string, info json.RawMessage) {
+	c.mu.Lock()
+	c.announce[session] = append([]byte(nil), info...)
+	c.mu.Unlock()
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Reply tells the relay (and the app) what became of a command: done, or
+// rejected with a reason. It fails while the relay is not connected.
+func (c *Client) Reply(ctx context.Context, session, id string, ok bool, message string) error {
+	c.mu.Lock()
+	cn := c.conn
+	c.mu.Unlock()
+	if cn == nil {
+		return errors.New("not connected to the relay")
+	}
+	status := protocol.StatusDone
+	if !ok {
+		status = protocol.StatusRejected
+	}
+	_, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
+	return err
+}
+
+// request sends f with a fresh ref and waits for the relay's reply.
+func (cn *conn) request(ctx context.Context, f protocol.Frame) (protocol.Frame, error) {
+	cn.mu.Lock()
+	cn.nextRef++
+	f.Ref = "r" + strconv.Itoa(cn.nextRef)
+	reply := make(chan protocol.Frame, 1)
+	cn.pending[f.Ref] = reply
+	cn.mu.Unlock()
+	defer func() {
+		cn.mu.Lock()
+		delete(cn.pending, f.Ref)
+		cn.mu.Unlock()
+	}()
+	f.V = protocol.FrameVersion
+	data, err := json.Marshal(f)
+	if err != nil {
+		return protocol.Frame{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cn.ws.Write(wctx, websocket.MessageText, data); err != nil {
+		return protocol.Frame{}, fmt.Errorf("send %s: %w", f.Type, err)
+	}
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-cn.dead:
+		return protocol.Frame{}, errors.New("connection lost while waiting for the relay's reply")
+	case <-wctx.Done():
+		return protocol.Frame{}, fmt.Errorf("no reply to %s: %w", f.Type, wctx.Err())
+	}
+}
+
+// read routes every frame from the relay: replies to their request,
+// commands to Commands.
+func (c *Client) read(ctx context.Context, cn *conn) {
+	defer close(cn.dead)
+	for {
+		_, data, err := cn.ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		var f protocol.Frame
+		if json.Unmarshal(data, &f) != nil {
+			continue
+		}
+		if f.Type == protocol.FrameCommand && f.Command != nil {
+			select {
+			case c.inbound <- Inbound{Session: f.Session, Command: *f.Command}:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		cn.mu.Lock()
+		ch := cn.pending[f.Ref]
+		cn.mu.Unlock()
+		if ch != nil {
+			ch <- f
+		}
+	}
 }
 
 // ErrUnauthorized means the relay refused the token: retrying will not help.
@@ -103,7 +225,7 @@ var errProgress = errors.New("connection ended after progress")
 
 func (c *Client) session(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
+	ws, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.cfg.Token}}})
 	cancel()
 	if err != nil {
@@ -112,10 +234,26 @@ func (c *Client) session(ctx context.Context) error {
 		}
 		return fmt.Errorf("connect to %s: %w", c.cfg.URL, err)
 	}
-	defer conn.CloseNow()
-	conn.SetReadLimit(16 << 20)
+	defer ws.CloseNow()
+	ws.SetReadLimit(16 << 20)
+	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{})}
+	rctx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	go c.read(rctx, cn)
+	c.mu.Lock()
+	c.conn = cn
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.conn = nil
+		c.mu.Unlock()
+	}()
+	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
+		if err := c.sendAnnouncements(ctx, cn, sent); err != nil {
+			return err
+		}
 		b, err := c.box.next(c.cfg.BatchSize)
 		if err != nil {
 			return err
@@ -123,8 +261,12 @@ func (c *Client) session(ctx context.Context) error {
 		if b == nil {
 			select {
 			case <-ctx.Done():
-				conn.Close(websocket.StatusNormalClosure, "")
+				ws.Close(websocket.StatusNormalClosure, "")
 				return nil
+			case <-cn.dead:
+				return errors.New("connection lost")
+			case <-c.changed:
+				continue
 			case <-c.box.notify:
 				continue
 			}
@@ -135,7 +277,7 @@ func (c *Client) session(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := c.sendBatch(ctx, conn, b); err != nil {
+		if err := c.sendBatch(ctx, cn, b); err != nil {
 			if progressed {
 				return fmt.Errorf("%w: %v", errProgress, err)
 			}
@@ -145,24 +287,10 @@ func (c *Client) session(ctx context.Context) error {
 	}
 }
 
-func (c *Client) sendBatch(ctx context.Context, conn *websocket.Conn, b *batch) error {
-	f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Session: b.session, Envelopes: b.envelopes}
-	data, err := json.Marshal(f)
+func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
+	ack, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameEnvelopes, Session: b.session, Envelopes: b.envelopes})
 	if err != nil {
 		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := conn.Write(wctx, websocket.MessageText, data); err != nil {
-		return fmt.Errorf("send batch: %w", err)
-	}
-	_, reply, err := conn.Read(wctx)
-	if err != nil {
-		return fmt.Errorf("wait for ack: %w", err)
-	}
-	var ack protocol.Frame
-	if err := json.Unmarshal(reply, &ack); err != nil {
-		return fmt.Errorf("ack: %w", err)
 	}
 	switch {
 	case ack.Type == protocol.FrameError && (ack.Code == "bad-envelope" || ack.Code == "bad-batch"):
@@ -192,4 +320,30 @@ func wsURL(u string) string {
 		return "wss://" + u[8:]
 	}
 	return u
+}
+
+// sendAnnouncements sends the announcements not yet sent on this connection.
+func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[string]string) error {
+	c.mu.Lock()
+	var todo []string
+	for session, info := range c.announce {
+		if sent[session] != string(info) {
+			todo = append(todo, session)
+		}
+	}
+	c.mu.Unlock()
+	for _, session := range todo {
+		c.mu.Lock()
+		info := c.announce[session]
+		c.mu.Unlock()
+		reply, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: info})
+		if err != nil {
+			return err
+		}
+		if reply.Type == protocol.FrameError {
+			c.log.Error("relay refused an announcement", "session", session, "code", reply.Code, "message", reply.Message)
+		}
+		sent[session] = string(info)
+	}
+	return nil
 }

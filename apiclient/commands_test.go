@@ -1,0 +1,79 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// A prompt sent by an app before the CLI is online reaches the client's
+// Commands once it announces the session; the client's Reply reaches the
+// app as the command's status.
+func TestClientReceivesCommands(t *testing.T) {
+	r := newRelay(t)
+	ctx := context.Background()
+	app, _, err := websocket.Dial(ctx, "ws://"+r.addr+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.CloseNow()
+	sendApp := func(f protocol.Frame) {
+		f.V = protocol.FrameVersion
+		b, _ := json.Marshal(f)
+		if err := app.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func() protocol.Frame {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, b, err := app.Read(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f protocol.Frame
+		json.Unmarshal(b, &f)
+		return f
+	}
+	sendApp(protocol.Frame{Type: protocol.FrameCommand, Session: "S", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "run the tests"}})
+	if f := status(); f.Status != protocol.StatusQueued {
+		t.Fatalf("%+v", f)
+	}
+
+	box, _ := OpenOutbox(t.TempDir())
+	defer box.Close()
+	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, box)
+	defer rc.cancel()
+	rc.cl.Announce("S", json.RawMessage(`{"mode":"local","status":"idle"}`))
+	var in Inbound
+	select {
+	case in = <-rc.cl.Commands():
+	case <-time.After(10 * time.Second):
+		t.Fatal("queued prompt not delivered to the client")
+	}
+	if in.Session != "S" || in.Command.ID != "p1" || in.Command.Text != "run the tests" {
+		t.Fatalf("inbound %+v", in)
+	}
+	if f := status(); f.Status != protocol.StatusDelivered {
+		t.Fatalf("%+v", f)
+	}
+	if err := rc.cl.Reply(ctx, "S", "p1", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if f := status(); f.Status != protocol.StatusDone {
+		t.Fatalf("%+v", f)
+	}
+	// Envelopes still flow on the same connection.
+	if err := box.Append(ctx, "S", envs("S", 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	rc.finish(t)
+	r.halt()
+	checkStored(t, "S", r.ids("S"), envs("S", 0, 10))
+}
