@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -95,6 +96,19 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone := make(chan error, 1)
 		go func() { sendDone <- sender.Run(sendCtx) }()
+		// Steering from the app needs remote mode, which this build does not
+		// have yet: say so rather than leave commands unanswered.
+		go func() {
+			for {
+				select {
+				case <-sendCtx.Done():
+					return
+				case in := <-sender.Commands():
+					_ = sender.Reply(sendCtx, in.Session, in.Command.ID, false,
+						"this session runs in local mode in the terminal; steering it from the app is not available yet")
+				}
+			}
+		}()
 		defer func() {
 			// Give the relay a moment to take what is left; the outbox
 			// keeps the rest for the next run.
@@ -142,6 +156,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		OnSession: func(s launcher.SessionStart) {
 			log.Info("session", "id", s.SessionID, "source", s.Source, "transcript", s.TranscriptPath)
 			sc.AddSession(s.SessionID)
+			if sender != nil {
+				sender.Announce(s.SessionID, sessionInfo(cwd, "local", "idle"))
+			}
 		},
 		Logger: log,
 	})
@@ -181,4 +198,11 @@ func newHookCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// sessionInfo is the description of a session announced to the relay.
+func sessionInfo(cwd, mode, status string) json.RawMessage {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(map[string]string{"cwd": cwd, "title": filepath.Base(cwd), "machine": host, "mode": mode, "status": status})
+	return b
 }

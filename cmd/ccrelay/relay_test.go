@@ -176,4 +176,15 @@ func TestLocalModeToRelay(t *testing.T) {
 	if len(got) != 5 || !strings.Contains(got[0], `"text":"hi"`) || !strings.Contains(got[4], `"turn-end"`) {
 		t.Fatalf("relay stored %d: %v", len(got), got)
 	}
+	// The session was announced: local mode, its project folder.
+	st, err := relay.OpenStore(filepath.Join(data, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sessions, err := st.Sessions(context.Background())
+	if err != nil || len(sessions) != 1 || !strings.Contains(string(sessions[0].Info), `"mode":"local"`) ||
+		!strings.Contains(string(sessions[0].Info), filepath.Base(r.project)) {
+		t.Fatalf("sessions %+v, %v", sessions, err)
+	}
 }
