@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/internal/synth"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/relay"
 )
 
@@ -186,5 +189,89 @@ func TestLocalModeToRelay(t *testing.T) {
 	if err != nil || len(sessions) != 1 || !strings.Contains(string(sessions[0].Info), `"mode":"local"`) ||
 		!strings.Contains(string(sessions[0].Info), filepath.Base(r.project)) {
 		t.Fatalf("sessions %+v, %v", sessions, err)
+	}
+}
+
+// (c) ccrelay replay --to through a loopback proxy that cuts the
+// connection at random points: the relay stores exactly what replay prints.
+func TestReplayToRelayThroughCuttingProxy(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	proxy := testutil.StartCutProxy(t, strings.TrimPrefix(base, "http://"), 7, 100000, 300000)
+	session := bigSession(t)
+	id := strings.TrimSuffix(filepath.Base(session), ".jsonl")
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", session).stdout, "\n"), "\n")
+	res := run(t, "replay", "-q", "--format", "jsonl", "--to", "http://"+proxy.Addr, "--relay-token", token, "--state", t.TempDir(), session)
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	if proxy.Cuts() < 3 {
+		t.Fatalf("only %d cuts", proxy.Cuts())
+	}
+	sameLines(t, storedLines(t, data, id), want)
+	t.Logf("%d envelopes through %d cuts", len(want), proxy.Cuts())
+}
+
+// (a) The relay is killed with SIGKILL mid-stream and restarted, several
+// times, while ccrelay replay --to runs: the relay stores exactly what
+// replay prints.
+func TestReplayToRelayKilled(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	addr := strings.TrimPrefix(base, "http://")
+	session := pacedSession(t, 300)
+	id := strings.TrimSuffix(filepath.Base(session), ".jsonl")
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", session).stdout, "\n"), "\n")
+	cli := exec.Command(binary, "replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", token, "--state", t.TempDir(), "--speed", "1", session)
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for kill := range 3 {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(storedLines(t, data, id)) < 250*(kill+1) {
+			if time.Now().After(deadline) {
+				t.Fatal("no progress")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		srv.Process.Signal(syscall.SIGKILL)
+		srv.Wait()
+		srv = restartServe(t, data, addr)
+	}
+	if err := cli.Wait(); err != nil {
+		t.Fatalf("replay --to: %v", err)
+	}
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	sameLines(t, storedLines(t, data, id), want)
+}
+
+// restartServe starts `ccrelay serve` again on the same address and data.
+func restartServe(t *testing.T, data, addr string) *exec.Cmd {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmd := exec.Command(binary, "serve", "--data", data, "--listen", addr)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		up := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "#token=") {
+				up = true
+				break
+			}
+		}
+		go io.Copy(io.Discard, out)
+		if up {
+			return cmd
+		}
+		cmd.Wait() // the address was not free yet
+		if time.Now().After(deadline) {
+			t.Fatal("relay did not restart")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
