@@ -12,6 +12,7 @@ const (
 	FrameEnvelopes = "envelopes"      // a batch of envelopes of one session
 	FrameAnnounce  = "announce"       // what a session is: cwd, title, mode, status, …
 	FrameResult    = "command-result" // what became of a command the CLI received
+	FrameLive      = "live"           // CLI → relay → apps: not stored (token deltas); also relay → app
 	// relay → CLI.
 	FrameAck = "ack" // what was stored, with sequence numbers
 	// app → relay.
@@ -43,6 +44,8 @@ type Frame struct {
 	Acks []Ack `json:"acks,omitempty"`
 	// After (FrameSubscribe): send envelopes with a greater sequence number.
 	After int64 `json:"after,omitempty"`
+	// Payload (FrameLive): any JSON object, passed to the apps as is.
+	Payload json.RawMessage `json:"payload,omitempty"`
 	// Info (FrameAnnounce): the session's description, a JSON object with
 	// cwd, title, machine, mode (local|remote), status
 	// (idle|busy|waiting-for-permission), model, permissionMode.

@@ -202,6 +202,13 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			s.own(ctx, f.Session, me)
 			return nil
+		case protocol.FrameLive:
+			if f.Session == "" || len(f.Payload) == 0 || f.Payload[0] != '{' {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: "a live frame needs a session and an object payload"})
+			}
+			frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameLive, Session: f.Session, Payload: f.Payload})
+			s.hub.publish(f.Session, published{frame: frame, live: true})
+			return nil
 		case protocol.FrameResult:
 			if f.Command == nil || f.Command.ID == "" || (f.Status != protocol.StatusDone && f.Status != protocol.StatusRejected) {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-result", Message: "a result needs a command id and status done or rejected"})
@@ -396,6 +403,12 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 		case <-sub.dropped:
 			return errors.New("subscriber fell behind")
 		case pub := <-sub.ch:
+			if pub.live {
+				if err := writeRaw(ctx, c, pub.frame); err != nil {
+					return err
+				}
+				continue
+			}
 			if pub.rows[0].Seq == last+1 {
 				// The common case: encoded once for every app.
 				if err := writeRaw(ctx, c, pub.frame); err != nil {
@@ -421,6 +434,7 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 type published struct {
 	rows  []Stored
 	frame []byte
+	live  bool // not stored: sent as is, outside the sequence
 }
 
 func newPublished(session string, rows []Stored) published {

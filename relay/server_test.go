@@ -339,3 +339,35 @@ func TestCommands(t *testing.T) {
 	send(t, app, cmd("p1", protocol.CommandPrompt))
 	expectStatus(app, "p1", protocol.StatusDone)
 }
+
+// Live frames (token deltas) reach the subscribed apps and are not stored.
+func TestLiveFramesNotStored(t *testing.T) {
+	srv := startRelay(t)
+	cli := dial(t, srv, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 0, 1)})
+	recv(t, cli)
+	app := dial(t, srv, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1"})
+	if f := recv(t, app); f.Type != protocol.FrameBatch {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, app); f.Type != protocol.FrameCaughtUp {
+		t.Fatalf("%+v", f)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: "s1", Payload: json.RawMessage(`{"delta":"Hel"}`)})
+	if f := recv(t, app); f.Type != protocol.FrameLive || string(f.Payload) != `{"delta":"Hel"}` {
+		t.Fatalf("%+v", f)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: "s1", Payload: json.RawMessage(`"not an object"`)})
+	if f := recv(t, cli); f.Type != protocol.FrameError {
+		t.Fatalf("%+v", f)
+	}
+	// The next stored envelope follows seq 1: the live frame took no number.
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 1, 2)})
+	if f := recv(t, cli); f.Acks[0].Seq != 2 {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, app); f.Type != protocol.FrameBatch || f.Items[0].Seq != 2 {
+		t.Fatalf("%+v", f)
+	}
+}
