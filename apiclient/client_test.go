@@ -59,7 +59,7 @@ func (r *relayProc) serve(ln net.Listener) {
 		r.t.Fatal(err)
 	}
 	r.st = st
-	r.rs = relay.NewServer(st, token, quiet)
+	r.rs = relay.NewServer(st, quiet, token)
 	base, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	r.srv = &http.Server{Handler: r.rs.Handler(), BaseContext: func(net.Listener) context.Context { return base }}

@@ -41,10 +41,31 @@ func TestClientReceivesCommands(t *testing.T) {
 		json.Unmarshal(b, &f)
 		return f
 	}
-	sendApp(protocol.Frame{Type: protocol.FrameCommand, Session: "S", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "run the tests"}})
-	if f := status(); f.Status != protocol.StatusQueued {
-		t.Fatalf("%+v", f)
+	// The session exists: its CLI announced it once and went away.
+	first, _ := OpenOutbox(t.TempDir())
+	defer first.Close()
+	once := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, first)
+	once.cl.Announce("S", json.RawMessage(`{"mode":"local","status":"idle"}`))
+	first.Append(ctx, "S", envs("S", 0, 1))
+	once.finish(t)
+
+	// waitStatus reads statuses until want: if the first CLI's connection
+	// was still closing, the prompt goes to it, comes back to the queue
+	// when it is gone, and is delivered again.
+	waitStatus := func(want string) {
+		t.Helper()
+		for {
+			f := status()
+			if f.Type != protocol.FrameStatus {
+				t.Fatalf("%+v", f)
+			}
+			if f.Status == want {
+				return
+			}
+		}
 	}
+	sendApp(protocol.Frame{Type: protocol.FrameCommand, Session: "S", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "run the tests"}})
+	waitStatus(protocol.StatusQueued)
 
 	box, _ := OpenOutbox(t.TempDir())
 	defer box.Close()
@@ -60,17 +81,13 @@ func TestClientReceivesCommands(t *testing.T) {
 	if in.Session != "S" || in.Command.ID != "p1" || in.Command.Text != "run the tests" {
 		t.Fatalf("inbound %+v", in)
 	}
-	if f := status(); f.Status != protocol.StatusDelivered {
-		t.Fatalf("%+v", f)
-	}
+	waitStatus(protocol.StatusDelivered)
 	if err := rc.cl.Reply(ctx, "S", "p1", true, ""); err != nil {
 		t.Fatal(err)
 	}
-	if f := status(); f.Status != protocol.StatusDone {
-		t.Fatalf("%+v", f)
-	}
+	waitStatus(protocol.StatusDone)
 	// Envelopes still flow on the same connection.
-	if err := box.Append(ctx, "S", envs("S", 0, 10)); err != nil {
+	if err := box.Append(ctx, "S", envs("S", 1, 10)); err != nil {
 		t.Fatal(err)
 	}
 	rc.finish(t)

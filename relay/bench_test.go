@@ -36,7 +36,7 @@ func benchRelay(b *testing.B, apps int, paced bool) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	srv := httptestServer(b, NewServer(st, testToken, nil).Handler())
+	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
 	ctx := context.Background()
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
 	url := "ws" + srv[len("http"):]

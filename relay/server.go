@@ -2,7 +2,9 @@ package relay
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,21 +33,29 @@ const tokenProtocolPrefix = "ccrelay-token."
 
 // Server is the relay: CLIs send envelopes, apps subscribe to sessions.
 type Server struct {
-	store *Store
-	token string
-	log   *slog.Logger
+	store  *Store
+	tokens map[string]string // token -> owner id
+	log    *slog.Logger
 
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
 	conns    sync.WaitGroup // open websocket connections
 
-	peersMu  sync.Mutex
-	owners   map[string]*peer // session -> the CLI connection that owns it
-	watchers map[string]*peer // command id -> the app connection that sent it
+	cmdMu     sync.Mutex // command routing is one at a time: no double delivery
+	peersMu   sync.Mutex
+	owners    map[string]*peer    // session -> the CLI connection that owns it
+	watchers  map[string]*peer    // command id -> the app connection that sent it
+	delivered map[string]delivery // command id -> where it was delivered
 }
 
 // peer is one websocket connection, for writes from other goroutines.
 type peer struct{ c *websocket.Conn }
+
+// delivery is a command handed to a CLI and not answered yet.
+type delivery struct {
+	cli     *peer
+	session string
+}
 
 func (p *peer) send(ctx context.Context, f protocol.Frame) error { return writeFrame(ctx, p.c, f) }
 
@@ -53,13 +63,34 @@ func (p *peer) send(ctx context.Context, f protocol.Frame) error { return writeF
 // requests' base context first (http.Server.BaseContext) to end them.
 func (s *Server) Wait() { s.conns.Wait() }
 
-// NewServer returns a relay over store that accepts the given token.
-func NewServer(store *Store, token string, log *slog.Logger) *Server {
+// NewServer returns a relay over store that accepts the given tokens. Each
+// token sees and steers only the sessions its CLIs created.
+func NewServer(store *Store, log *slog.Logger, tokens ...string) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{store: store, token: token, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
-		owners: map[string]*peer{}, watchers: map[string]*peer{}}
+	ts := map[string]string{}
+	for _, t := range tokens {
+		if t != "" {
+			ts[t] = OwnerID(t)
+		}
+	}
+	return &Server{store: store, tokens: ts, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
+		owners: map[string]*peer{}, watchers: map[string]*peer{}, delivered: map[string]delivery{}}
+}
+
+// OwnerID is the id under which a token's sessions are stored (a hash, so
+// the database does not hold the token).
+func OwnerID(token string) string {
+	sum := sha256.Sum256([]byte("ccrelay-owner:" + token))
+	return hex.EncodeToString(sum[:8])
+}
+
+type ownerKey struct{}
+
+func ownerFrom(ctx context.Context) string {
+	o, _ := ctx.Value(ownerKey{}).(string)
+	return o
 }
 
 // Handler serves the relay's endpoints. Every request needs the token.
@@ -78,29 +109,37 @@ func (s *Server) Handler() http.Handler {
 // Authorization header or (websockets from a browser) the token subprotocol.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(r) {
+		owner, ok := s.authorized(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ccrelay"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
 	})
 }
 
-func (s *Server) authorized(r *http.Request) bool {
+// authorized finds the token of the request (header or subprotocol) among
+// the relay's tokens, comparing in constant time, and returns its owner id.
+func (s *Server) authorized(r *http.Request) (string, bool) {
 	candidates := []string{strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")}
 	for _, p := range websocketProtocols(r) {
 		if t, ok := strings.CutPrefix(p, tokenProtocolPrefix); ok {
 			candidates = append(candidates, t)
 		}
 	}
-	ok := false
+	owner, found := "", false
 	for _, c := range candidates {
-		if c != "" && subtle.ConstantTimeCompare([]byte(c), []byte(s.token)) == 1 {
-			ok = true
+		if c == "" {
+			continue
+		}
+		for t, o := range s.tokens {
+			if subtle.ConstantTimeCompare([]byte(c), []byte(t)) == 1 {
+				owner, found = o, true
+			}
 		}
 	}
-	return ok
+	return owner, found
 }
 
 func websocketProtocols(r *http.Request) []string {
@@ -191,18 +230,27 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameEnvelopes:
+			if err := s.claim(ctx, f.Session); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+			}
 			ack, ferr := s.storeBatch(ctx, f)
 			if ferr != nil {
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}
 			ack.Ref = f.Ref
+			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, ack); err != nil {
 				return err
 			}
-			s.own(ctx, f.Session, me)
+			if fresh {
+				s.deliverQueued(ctx, f.Session, me)
+			}
 			return nil
 		case protocol.FrameLive:
+			if s.mine(ctx, f.Session) != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
+			}
 			if f.Session == "" || len(f.Payload) == 0 || f.Payload[0] != '{' {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: "a live frame needs a session and an object payload"})
 			}
@@ -210,6 +258,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			s.hub.publish(f.Session, published{frame: frame, live: true})
 			return nil
 		case protocol.FrameResult:
+			if s.mine(ctx, f.Session) != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
+			}
 			if f.Command == nil || f.Command.ID == "" || (f.Status != protocol.StatusDone && f.Status != protocol.StatusRejected) {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-result", Message: "a result needs a command id and status done or rejected"})
 			}
@@ -219,6 +270,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if f.Session == "" {
 				return writeFrame(ctx, c, errorFrame("bad-announce", "announce needs a session"))
 			}
+			if err := s.claim(ctx, f.Session); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+			}
 			si, err := s.store.Announce(ctx, f.Session, f.Info)
 			if err != nil {
 				e := errorFrame("bad-announce", "%v", err)
@@ -226,10 +280,13 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, e)
 			}
 			s.hub.sessionChanged(si)
+			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
 				return err
 			}
-			s.own(ctx, f.Session, me)
+			if fresh {
+				s.deliverQueued(ctx, f.Session, me)
+			}
 			return nil
 		default:
 			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the CLI endpoint", f.Type))
@@ -315,8 +372,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 		case protocol.FrameList:
 			// Register first, then list: no change is missed in between
 			// (a change may arrive twice; it carries the whole state).
-			l := s.hub.addLister()
-			all, err := s.store.Sessions(ctx)
+			l := s.hub.addLister(ownerFrom(ctx))
+			all, err := s.store.SessionsOf(ctx, ownerFrom(ctx))
 			if err != nil {
 				s.hub.removeLister(l)
 				return writeFrame(ctx, c, errorFrame("store", "%v", err))
@@ -349,6 +406,9 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 		case protocol.FrameSubscribe:
 			if f.Session == "" {
 				return writeFrame(ctx, c, errorFrame("bad-subscribe", "subscribe needs a session"))
+			}
+			if err := s.mine(ctx, f.Session); err != nil {
+				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
 			}
 			sub := s.hub.add(f.Session)
 			wg.Go(func() {
@@ -465,6 +525,7 @@ type hub struct {
 }
 
 type lister struct {
+	owner   string
 	ch      chan []byte
 	dropped chan struct{}
 	once    sync.Once
@@ -474,8 +535,8 @@ func summary(si SessionInfo) protocol.SessionSummary {
 	return protocol.SessionSummary{ID: si.ID, Info: si.Info, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
-func (h *hub) addLister() *lister {
-	l := &lister{ch: make(chan []byte, subscriberSlack), dropped: make(chan struct{})}
+func (h *hub) addLister(owner string) *lister {
+	l := &lister{owner: owner, ch: make(chan []byte, subscriberSlack), dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.listers == nil {
@@ -498,6 +559,9 @@ func (h *hub) sessionChanged(si SessionInfo) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.listers {
+		if l.owner != si.Owner {
+			continue
+		}
 		select {
 		case l.ch <- frame:
 		default:
@@ -546,16 +610,20 @@ func (h *hub) publish(session string, batch published) {
 	}
 }
 
-// own makes cli the owner of session; a CLI that newly owns it gets the
-// commands queued for it.
-func (s *Server) own(ctx context.Context, session string, cli *peer) {
+// setOwner makes cli the owner of session (commands go to it from now on)
+// and reports whether it is new in that role.
+func (s *Server) setOwner(session string, cli *peer) bool {
 	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
 	prev := s.owners[session]
 	s.owners[session] = cli
-	s.peersMu.Unlock()
-	if prev == cli {
-		return
-	}
+	return prev != cli
+}
+
+// deliverQueued hands a session's queued commands to its new owner.
+func (s *Server) deliverQueued(ctx context.Context, session string, cli *peer) {
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
 	queued, err := s.store.QueuedCommands(ctx, session)
 	if err != nil {
 		s.log.Warn("queued commands", "session", session, "err", err)
@@ -569,22 +637,56 @@ func (s *Server) own(ctx context.Context, session string, cli *peer) {
 		if cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &cmd}) != nil {
 			return
 		}
+		s.markDelivered(cli, session, cmd.ID)
 		s.commandStatus(ctx, session, cmd.ID, protocol.StatusDelivered, "")
 	}
 }
 
-// disown forgets cli as the owner of its sessions.
-func (s *Server) disown(cli *peer) {
+func (s *Server) markDelivered(cli *peer, session, id string) {
 	s.peersMu.Lock()
 	defer s.peersMu.Unlock()
+	s.delivered[id] = delivery{cli: cli, session: session}
+}
+
+// disown forgets cli as the owner of its sessions. Commands it received
+// and never answered go back to the queue (prompts, delivered again to the
+// next CLI: at least once, the id lets a CLI drop a repeat) or are rejected.
+func (s *Server) disown(cli *peer) {
+	s.peersMu.Lock()
 	for session, p := range s.owners {
 		if p == cli {
 			delete(s.owners, session)
 		}
 	}
-	for id, p := range s.watchers {
-		if p == cli {
-			delete(s.watchers, id)
+	pending := map[string]string{}
+	for id, d := range s.delivered {
+		if d.cli == cli {
+			pending[id] = d.session
+			delete(s.delivered, id)
+		}
+	}
+	s.peersMu.Unlock()
+	ctx := context.Background()
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
+	for id, session := range pending {
+		c, err := s.store.Command(ctx, id)
+		if err != nil {
+			continue
+		}
+		var cmd protocol.Command
+		if json.Unmarshal(c.Body, &cmd) == nil && cmd.Kind == protocol.CommandPrompt {
+			s.commandStatus(ctx, session, id, protocol.StatusQueued, "")
+			// Another CLI may own the session by now: hand it over.
+			s.peersMu.Lock()
+			owner := s.owners[session]
+			s.peersMu.Unlock()
+			if owner != nil && owner.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &cmd}) == nil {
+				s.markDelivered(owner, session, id)
+				s.commandStatus(ctx, session, id, protocol.StatusDelivered, "")
+			}
+		} else {
+			s.commandStatus(ctx, session, id, protocol.StatusRejected, "the CLI disconnected before answering")
 		}
 	}
 }
@@ -597,7 +699,12 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	if f.Session == "" || cmd == nil || cmd.ID == "" || !protocol.ValidCommandKind(cmd.Kind) {
 		return app.send(ctx, errorFrame("bad-command", "a command needs a session, an id and a known kind"))
 	}
+	if err := s.mine(ctx, f.Session); err != nil {
+		return app.send(ctx, errorFrame("not-found", "no session %s for this token", f.Session))
+	}
 	body, _ := json.Marshal(cmd)
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
 	stored, isNew, err := s.store.AddCommand(ctx, f.Session, cmd.ID, body, protocol.StatusQueued)
 	if err != nil {
 		return app.send(ctx, errorFrame("store", "%v", err))
@@ -611,6 +718,7 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	s.peersMu.Unlock()
 	switch {
 	case owner != nil && owner.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: f.Session, Command: cmd}) == nil:
+		s.markDelivered(owner, f.Session, cmd.ID)
 		s.commandStatus(ctx, f.Session, cmd.ID, protocol.StatusDelivered, "")
 	case cmd.Kind == protocol.CommandPrompt:
 		s.commandStatus(ctx, f.Session, cmd.ID, protocol.StatusQueued, "")
@@ -621,7 +729,13 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 }
 
 // commandStatus records a command's status and tells the app that sent it.
+// An answered command is no longer pending on the CLI it was delivered to.
 func (s *Server) commandStatus(ctx context.Context, session, id, status, message string) {
+	if status == protocol.StatusDone || status == protocol.StatusRejected {
+		s.peersMu.Lock()
+		delete(s.delivered, id)
+		s.peersMu.Unlock()
+	}
 	if err := s.store.SetCommandStatus(ctx, id, status, message); err != nil {
 		s.log.Warn("command status", "id", id, "err", err)
 	}
@@ -634,4 +748,25 @@ func (s *Server) commandStatus(ctx context.Context, session, id, status, message
 	if app != nil {
 		_ = app.send(ctx, protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
 	}
+}
+
+// claim makes the request's token the owner of session, or fails if the
+// session belongs to another token.
+func (s *Server) claim(ctx context.Context, session string) error {
+	if session == "" {
+		return nil // the batch is refused as malformed later
+	}
+	return s.store.Claim(ctx, session, ownerFrom(ctx))
+}
+
+// mine fails unless session exists and belongs to the request's token.
+func (s *Server) mine(ctx context.Context, session string) error {
+	owner, err := s.store.OwnerOf(ctx, session)
+	if err != nil {
+		return err
+	}
+	if owner != ownerFrom(ctx) {
+		return ErrForbidden
+	}
+	return nil
 }

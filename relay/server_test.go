@@ -23,7 +23,7 @@ const testToken = "t0ken-for-tests"
 func startRelay(t *testing.T) *httptest.Server {
 	t.Helper()
 	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
-	srv := httptest.NewServer(NewServer(st, testToken, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler())
+	srv := httptest.NewServer(NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken).Handler())
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -285,6 +285,11 @@ func TestAnnounceAndList(t *testing.T) {
 // end; a resent command id is answered with where it stands.
 func TestCommands(t *testing.T) {
 	srv := startRelay(t)
+	// The session exists (its CLI announced it once) but its CLI is offline.
+	first := dial(t, srv, "/ws/cli")
+	send(t, first, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	recv(t, first)
+	first.Close(websocket.StatusNormalClosure, "")
 	app := dial(t, srv, "/ws/app")
 	cmd := func(id, kind string) protocol.Frame {
 		return protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: id, Kind: kind, Text: "hello"}}
@@ -306,6 +311,10 @@ func TestCommands(t *testing.T) {
 	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: "b1", Kind: "fly"}})
 	if f := recv(t, app); f.Type != protocol.FrameError {
 		t.Fatalf("unknown kind accepted: %+v", f)
+	}
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "nope", Command: &protocol.Command{ID: "n1", Kind: protocol.CommandPrompt}})
+	if f := recv(t, app); f.Type != protocol.FrameError || f.Code != "not-found" {
+		t.Fatalf("command for an unknown session: %+v", f)
 	}
 
 	// The CLI connects and claims the session: the queued prompt arrives.
@@ -369,5 +378,78 @@ func TestLiveFramesNotStored(t *testing.T) {
 	}
 	if f := recv(t, app); f.Type != protocol.FrameBatch || f.Items[0].Seq != 2 {
 		t.Fatalf("%+v", f)
+	}
+}
+
+// Several tokens: each sees and steers only its own sessions.
+func TestTokensIsolateSessions(t *testing.T) {
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	srv := httptest.NewServer(NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), "alice-token", "bob-token").Handler())
+	defer srv.Close()
+	as := func(tok, path string) *websocket.Conn {
+		c, _, err := websocket.Dial(context.Background(), wsURL(srv, path), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tok}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.CloseNow() })
+		return c
+	}
+	alice := as("alice-token", "/ws/cli")
+	send(t, alice, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "a1", Envelopes: envelopes("a1", 0, 2)})
+	if f := recv(t, alice); f.Type != protocol.FrameAck {
+		t.Fatalf("%+v", f)
+	}
+	// Bob's CLI cannot write into Alice's session.
+	bobCLI := as("bob-token", "/ws/cli")
+	send(t, bobCLI, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "a1", Envelopes: envelopes("a1", 5, 6)})
+	if f := recv(t, bobCLI); f.Type != protocol.FrameError || f.Code != "forbidden" {
+		t.Fatalf("%+v", f)
+	}
+	// Bob's app does not see it, cannot follow it, cannot command it.
+	bob := as("bob-token", "/ws/app")
+	send(t, bob, protocol.Frame{Type: protocol.FrameList})
+	if f := recv(t, bob); f.Type != protocol.FrameSessions || len(f.Sessions) != 0 {
+		t.Fatalf("bob lists %+v", f)
+	}
+	send(t, bob, protocol.Frame{Type: protocol.FrameSubscribe, Session: "a1"})
+	if f := recv(t, bob); f.Type != protocol.FrameError || f.Code != "not-found" {
+		t.Fatalf("bob subscribes %+v", f)
+	}
+	send(t, bob, protocol.Frame{Type: protocol.FrameCommand, Session: "a1", Command: &protocol.Command{ID: "x", Kind: protocol.CommandAbort}})
+	if f := recv(t, bob); f.Type != protocol.FrameError || f.Code != "not-found" {
+		t.Fatalf("bob commands %+v", f)
+	}
+	// Alice's app does.
+	aliceApp := as("alice-token", "/ws/app")
+	send(t, aliceApp, protocol.Frame{Type: protocol.FrameList})
+	if f := recv(t, aliceApp); len(f.Sessions) != 1 || f.Sessions[0].ID != "a1" || f.Sessions[0].LastSeq != 2 {
+		t.Fatalf("alice lists %+v", f)
+	}
+}
+
+// A prompt delivered to a CLI that goes away unanswered returns to the
+// queue and reaches the next CLI of the session.
+func TestUnansweredPromptRequeued(t *testing.T) {
+	srv := startRelay(t)
+	cli1 := dial(t, srv, "/ws/cli")
+	send(t, cli1, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	recv(t, cli1)
+	app := dial(t, srv, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "go"}})
+	if f := recv(t, cli1); f.Type != protocol.FrameCommand {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, app); f.Status != protocol.StatusDelivered {
+		t.Fatalf("%+v", f)
+	}
+	cli1.Close(websocket.StatusNormalClosure, "") // gone without answering
+	if f := recv(t, app); f.Status != protocol.StatusQueued {
+		t.Fatalf("not re-queued: %+v", f)
+	}
+	cli2 := dial(t, srv, "/ws/cli")
+	send(t, cli2, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	recv(t, cli2)
+	if f := recv(t, cli2); f.Type != protocol.FrameCommand || f.Command.ID != "p1" {
+		t.Fatalf("not delivered again: %+v", f)
 	}
 }

@@ -41,6 +41,7 @@ const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
 	info       TEXT NOT NULL DEFAULT '{}',
+	owner      TEXT NOT NULL DEFAULT '',
 	last_seq   INTEGER NOT NULL DEFAULT 0,
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
@@ -78,6 +79,15 @@ func OpenStore(path string) (*Store, error) {
 	if _, err := w.Exec(schema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("create schema in %s: %w", path, err)
+	}
+	// Databases made before sessions had owners get the column.
+	var hasOwner int
+	w.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = 'owner'`).Scan(&hasOwner)
+	if hasOwner == 0 {
+		if _, err := w.Exec(`ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("migrate %s: %w", path, err)
+		}
 	}
 	r, err := sql.Open("sqlite", dsn+"&mode=ro")
 	if err != nil {
@@ -191,6 +201,7 @@ type SessionInfo struct {
 	Info      json.RawMessage `json:"info"` // as announced by the CLI
 	LastSeq   int64           `json:"lastSeq"`
 	UpdatedMS int64           `json:"updated"`
+	Owner     string          `json:"-"` // the token the session belongs to (its id)
 }
 
 // Announce records what the CLI says of a session (created if new).
@@ -210,7 +221,7 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
 	var si SessionInfo
 	var info string
-	err := s.r.QueryRowContext(ctx, `SELECT id, info, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.LastSeq, &si.UpdatedMS)
+	err := s.r.QueryRowContext(ctx, `SELECT id, info, owner, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.Owner, &si.LastSeq, &si.UpdatedMS)
 	if err != nil {
 		return si, fmt.Errorf("session %s: %w", id, err)
 	}
@@ -219,8 +230,12 @@ func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
 }
 
 // Sessions lists every session, most recently active first.
-func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, info, last_seq, updated_ms FROM sessions ORDER BY updated_ms DESC, id`)
+func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) { return s.SessionsOf(ctx, "*") }
+
+// SessionsOf lists the sessions of owner ("*": all), most recently active
+// first.
+func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, last_seq, updated_ms FROM sessions WHERE ? = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -229,7 +244,7 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) {
 	for rows.Next() {
 		var si SessionInfo
 		var info string
-		if err := rows.Scan(&si.ID, &info, &si.LastSeq, &si.UpdatedMS); err != nil {
+		if err := rows.Scan(&si.ID, &info, &si.Owner, &si.LastSeq, &si.UpdatedMS); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		si.Info = json.RawMessage(info)
@@ -257,10 +272,7 @@ func (s *Store) AddCommand(ctx context.Context, session, id string, body []byte,
 	if n, _ := res.RowsAffected(); n == 1 {
 		return StoredCommand{Session: session, Body: body, Status: status}, true, nil
 	}
-	var c StoredCommand
-	var b []byte
-	err = s.w.QueryRowContext(ctx, `SELECT session, body, status, message FROM commands WHERE id = ?`, id).Scan(&c.Session, &b, &c.Status, &c.Message)
-	c.Body = b
+	c, err := s.Command(ctx, id)
 	return c, false, err
 }
 
@@ -290,4 +302,47 @@ func (s *Store) QueuedCommands(ctx context.Context, session string) ([]Item, err
 		out = append(out, it)
 	}
 	return out, rows.Err()
+}
+
+// ErrForbidden is returned when a session belongs to another token.
+var ErrForbidden = errors.New("the session belongs to another token")
+
+// Claim makes owner the owner of session (creating it) or checks that it
+// already is.
+func (s *Store) Claim(ctx context.Context, session, owner string) error {
+	now := time.Now().UnixMilli()
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		session, owner, now, now); err != nil {
+		return fmt.Errorf("claim %s: %w", session, err)
+	}
+	got, err := s.OwnerOf(ctx, session)
+	if err != nil {
+		return err
+	}
+	if got != owner {
+		return ErrForbidden
+	}
+	return nil
+}
+
+// OwnerOf returns the owner of session, or "" and sql.ErrNoRows wrapped when
+// there is no such session.
+func (s *Store) OwnerOf(ctx context.Context, session string) (string, error) {
+	var owner string
+	if err := s.w.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, session).Scan(&owner); err != nil {
+		return "", fmt.Errorf("owner of %s: %w", session, err)
+	}
+	return owner, nil
+}
+
+// Command returns a stored command.
+func (s *Store) Command(ctx context.Context, id string) (StoredCommand, error) {
+	var c StoredCommand
+	var b []byte
+	err := s.w.QueryRowContext(ctx, `SELECT session, body, status, message FROM commands WHERE id = ?`, id).Scan(&c.Session, &b, &c.Status, &c.Message)
+	if err != nil {
+		return c, fmt.Errorf("command %s: %w", id, err)
+	}
+	c.Body = b
+	return c, nil
 }

@@ -19,7 +19,8 @@ func LoadOrCreateToken(dir string) (string, error) {
 	path := filepath.Join(dir, TokenFile)
 	b, err := os.ReadFile(path)
 	if err == nil {
-		tok := strings.TrimSpace(string(b))
+		tok, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		tok = strings.TrimSpace(tok)
 		if tok == "" {
 			return "", fmt.Errorf("token file %s is empty; delete it to make a new token", path)
 		}
@@ -45,4 +46,22 @@ func LoadOrCreateToken(dir string) (string, error) {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	return tok, f.Close()
+}
+
+// LoadTokens returns every token in dir's token file, one per line (the
+// first is the one LoadOrCreateToken returns). Each token sees only the
+// sessions its CLIs created; add a line to give someone a relay of their own
+// on the same server.
+func LoadTokens(dir string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if t := strings.TrimSpace(l); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }

@@ -82,6 +82,10 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 	if err != nil {
 		return nil, err
 	}
+	tokens, err := relay.LoadTokens(dir)
+	if err != nil {
+		return nil, err
+	}
 	store, err := relay.OpenStore(filepath.Join(dir, "relay.db"))
 	if err != nil {
 		return nil, err
@@ -91,7 +95,7 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 		store.Close()
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	rs := relay.NewServer(store, token, log)
+	rs := relay.NewServer(store, log, tokens...)
 	base, stopConns := context.WithCancel(context.Background())
 	r := &runningRelay{base: "http://" + ln.Addr().String(), token: token, rs: rs, store: store, stopConns: stopConns,
 		errc: make(chan error, 1), log: log,
