@@ -45,6 +45,20 @@ func benchRelay(b *testing.B, apps int, paced bool) {
 	if total < 100 {
 		total = 100
 	}
+	// The session exists before the apps subscribe (it belongs to the token
+	// of the CLI that announced it).
+	{
+		c, _, err := websocket.Dial(ctx, url+"/ws/cli", hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameAnnounce, Session: session, Info: json.RawMessage(`{}`)})
+		c.Write(ctx, websocket.MessageText, f)
+		if _, _, err := c.Read(ctx); err != nil {
+			b.Fatal(err)
+		}
+		c.Close(websocket.StatusNormalClosure, "")
+	}
 	var mu sync.Mutex
 	var lat []time.Duration
 	var wg sync.WaitGroup
