@@ -129,13 +129,7 @@ func TestReplayToRelayCLIKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Kill it once the relay has part of the session, more each time.
-		deadline := time.Now().Add(30 * time.Second)
-		for len(storedLines(t, data, id)) < 200*(kill+1) {
-			if time.Now().After(deadline) {
-				t.Fatal("no progress")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitStored(t, data, id, 200*(kill+1))
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 	}
@@ -228,13 +222,7 @@ func TestReplayToRelayKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for kill := range 3 {
-		deadline := time.Now().Add(30 * time.Second)
-		for len(storedLines(t, data, id)) < 250*(kill+1) {
-			if time.Now().After(deadline) {
-				t.Fatal("no progress")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitStored(t, data, id, 250*(kill+1))
 		srv.Process.Signal(syscall.SIGKILL)
 		srv.Wait()
 		srv = restartServe(t, data, addr)
@@ -271,6 +259,18 @@ func restartServe(t *testing.T, data, addr string) *exec.Cmd {
 		cmd.Wait() // the address was not free yet
 		if time.Now().After(deadline) {
 			t.Fatal("relay did not restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStored polls the relay's store until session has at least n envelopes.
+func waitStored(t *testing.T, data, session string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(storedLines(t, data, session)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress: fewer than %d envelopes stored", n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
