@@ -34,6 +34,8 @@ type StreamMessage struct {
 	Control *ControlRequest // control_request
 	// Response is the decoded control_response.
 	Response *ControlResponse
+	// System is the decoded system message.
+	System *System
 	// Event is the raw API stream event of a stream_event line.
 	Event json.RawMessage
 	// ParentToolUseID of a stream_event line.
@@ -117,6 +119,12 @@ func ParseStream(line []byte) (*StreamMessage, error) {
 		if err := json.Unmarshal(line, m.Result); err != nil {
 			return nil, fmt.Errorf("decode result: %w", err)
 		}
+	case StreamSystem:
+		sys, err := parseSystem(line)
+		if err != nil {
+			return nil, err
+		}
+		m.System = sys
 	case StreamControlRequest:
 		m.Control = new(ControlRequest)
 		if err := json.Unmarshal(line, m.Control); err != nil {

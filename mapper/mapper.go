@@ -85,6 +85,7 @@ type subagent struct {
 	// background: launched asynchronously (D13); it outlives its turn.
 	background bool
 	active     bool // start emitted, stop not yet
+	rooted     bool // its prompt (sidechain root) was mapped
 	done       bool
 }
 
@@ -596,8 +597,21 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 		m.taskNotification(r, src)
 		return
 	}
+	if isCommandRecord(r) {
+		return // D17: slash-command output, not words to the model
+	}
 	if c.IsString {
 		if sidechain {
+			if sub != nil && !sub.rooted && !sub.active {
+				// The subagent's prompt (D4): its ids come from the
+				// subagent, so the prompt read from the subagent's
+				// transcript and the one remote mode synthesises from the
+				// Agent call agree (D17).
+				src = "root:" + sub.provider
+			}
+			if sub != nil {
+				sub.rooted = true
+			}
 			m.ensureTurn(r)
 			m.ensureStarted(sub, src)
 			m.emitOwn(protocol.RoleAgent, blockID(m.session, src, -1, "text"), sub, r.UUID,

@@ -185,6 +185,11 @@ func (m *Mapper) taskNotification(r *claude.Record, src string) {
 	}
 	status := tag(text, "status")
 	summary := tag(text, "summary")
+	if taskID != "" {
+		// Ids come from the task, not the record (D17): remote mode builds
+		// this record from Claude's task_notification message.
+		src = "notification:" + taskID
+	}
 
 	m.ensureTurn(r)
 	var s *subagent
@@ -228,4 +233,20 @@ func statusWord(status string) string {
 		return "stopped"
 	}
 	return status
+}
+
+// The output of slash commands Claude Code runs itself (/model, /mcp, …) is
+// written as user records wrapped in these tags: not words to the model,
+// and remote mode sees only some of them (D17). The command itself
+// (<command-name>) is kept: it is what the user typed.
+var commandTags = []string{"<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>"}
+
+func isCommandRecord(r *claude.Record) bool {
+	t := strings.TrimSpace(userText(r))
+	for _, tag := range commandTags {
+		if strings.HasPrefix(t, tag) {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@
 package fakeapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,6 +51,9 @@ type Rule struct {
 	Status int
 	// Delay holds the reply back, e.g. to interrupt it.
 	Delay time.Duration
+	// ChunkDelay streams text word by word with this pause between
+	// words: a slow reply that can be interrupted while it streams.
+	ChunkDelay time.Duration
 
 	used int
 }
@@ -166,7 +170,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, msg)
 		return
 	}
-	s.stream(w, msg)
+	chunk := time.Duration(0)
+	if rule != nil {
+		chunk = rule.ChunkDelay
+	}
+	s.stream(r.Context(), w, msg, chunk)
 }
 
 // match picks the first rule that matches and has uses left. Requests
@@ -266,7 +274,7 @@ func (s *Server) build(model string, blocks []Block) message {
 	return m
 }
 
-func (s *Server) stream(w http.ResponseWriter, m message) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, chunk time.Duration) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl, _ := w.(http.Flusher)
@@ -289,7 +297,18 @@ func (s *Server) stream(w http.ResponseWriter, m message) {
 		switch b["type"] {
 		case "text":
 			send("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": map[string]any{"type": "text", "text": ""}})
-			for _, piece := range halves(b["text"].(string)) {
+			pieces := halves(b["text"].(string))
+			if chunk > 0 {
+				pieces = words(b["text"].(string))
+			}
+			for j, piece := range pieces {
+				if chunk > 0 && j > 0 {
+					select {
+					case <-time.After(chunk):
+					case <-ctx.Done():
+						return
+					}
+				}
 				send("content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]any{"type": "text_delta", "text": piece}})
 			}
 		case "thinking":
@@ -308,6 +327,20 @@ func (s *Server) stream(w http.ResponseWriter, m message) {
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": nil},
 		"usage": map[string]any{"output_tokens": 7}})
 	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// words splits s after each space, keeping the spaces.
+func words(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.IndexByte(s, ' ')
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
 }
 
 // halves splits s in two pieces on a rune boundary (one piece if short).
