@@ -113,12 +113,16 @@ func AllowLine(requestID string, input json.RawMessage, sessionRules []Permissio
 }
 
 // DenyLine answers a can_use_tool request with deny and a message the
-// model sees.
-func DenyLine(requestID, message string) []byte {
+// model sees. With interrupt, Claude also stops the turn.
+func DenyLine(requestID, message string, interrupt bool) []byte {
 	if message == "" {
 		message = "The user denied this tool use."
 	}
-	return controlResponse(requestID, map[string]any{"behavior": "deny", "message": message})
+	resp := map[string]any{"behavior": "deny", "message": message}
+	if interrupt {
+		resp["interrupt"] = true
+	}
+	return controlResponse(requestID, resp)
 }
 
 func controlResponse(requestID string, resp any) []byte {

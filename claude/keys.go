@@ -79,6 +79,19 @@ func (d *Dedupe) Seen(r *Record) bool {
 	return false
 }
 
+// Has reports whether r was delivered before, without remembering it.
+func (d *Dedupe) Has(r *Record) bool {
+	for _, k := range [2]string{Key(r), MessageKey(r)} {
+		if k == "" || d.seen == nil {
+			continue
+		}
+		if _, ok := d.seen[hashKey(k)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // Len is the number of keys remembered.
 func (d *Dedupe) Len() int { return len(d.seen) }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
@@ -34,13 +35,20 @@ type Pipeline struct {
 	mappers map[string]*mapper.Mapper
 	order   []string
 	outbox  Outbox
+	// remote marks the sessions remote mode drives: their records come
+	// from stream-json, and what the scanner reads of them is dropped.
+	remote map[string]bool
+	// streamed remembers what remote mode mapped, so that the scanner does
+	// not map it again after a switch back to local mode.
+	streamed map[string]*claude.Dedupe
 }
 
 // NewPipeline returns a pipeline writing to out. A non-empty sessionID maps
 // every record as part of that session (DECISIONS D1 ids are derived from
 // it); "" follows the session of each batch.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
-	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out}
+	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
+		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}}
 }
 
 func (p *Pipeline) mapperFor(session string) (string, *mapper.Mapper) {
@@ -63,8 +71,17 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(b.Session)
+	if p.remote[session] {
+		// Remote mode reads this session from stream-json; the scanner's
+		// copy is dropped, and the cursor moves past it.
+		return nil
+	}
+	seen := p.streamed[session]
 	var envs []protocol.Envelope
 	for _, r := range b.Records {
+		if seen != nil && seen.Has(r.Record) {
+			continue // mapped from stream-json in remote mode
+		}
 		out := m.Map(r.Record)
 		if !r.Replayed {
 			envs = append(envs, out...)
@@ -74,6 +91,63 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 		return nil
 	}
 	return p.outbox.Append(ctx, session, envs)
+}
+
+// SetRemote hands session to remote mode (true) or back to the scanner.
+func (p *Pipeline) SetRemote(session string, remote bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if remote {
+		p.remote[session] = true
+		return
+	}
+	delete(p.remote, session)
+}
+
+// MapRecords maps records remote mode read from stream-json and appends
+// the envelopes to the outbox.
+func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claude.Record) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	session, m := p.mapperFor(session)
+	seen := p.streamed[session]
+	if seen == nil {
+		seen = &claude.Dedupe{}
+		p.streamed[session] = seen
+	}
+	var envs []protocol.Envelope
+	for _, r := range recs {
+		if seen.Seen(r) {
+			continue
+		}
+		envs = append(envs, m.Map(r)...)
+	}
+	if len(envs) == 0 {
+		return nil
+	}
+	return p.outbox.Append(ctx, session, envs)
+}
+
+// CloseTurn ends the open turn of one session with status.
+func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protocol.TurnStatus, nowMS int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	session, m := p.mapperFor(session)
+	m.SetTime(nowMS)
+	if envs := m.Close(status); len(envs) > 0 {
+		return p.outbox.Append(ctx, session, envs)
+	}
+	return nil
+}
+
+// Note adds a service message of the launcher's own to the session (in its
+// open turn, or a turn of its own).
+func (p *Pipeline) Note(ctx context.Context, session, source, text string, nowMS int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	session, m := p.mapperFor(session)
+	m.SetTime(nowMS)
+	return p.outbox.Append(ctx, session, m.Note(source, text))
 }
 
 // Close ends the open turn of every session with status and appends what

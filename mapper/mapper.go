@@ -154,6 +154,22 @@ func (m *Mapper) Close(status protocol.TurnStatus) []protocol.Envelope {
 	return m.result()
 }
 
+// Note emits a service message that no record carries (a launcher's own
+// news, e.g. that Claude stopped), in the open turn or in a turn of its own
+// that it opens. source identifies the note: its ids are derived from it.
+func (m *Mapper) Note(source, text string) []protocol.Envelope {
+	m.out, m.own = m.out[:0], m.own[:0]
+	if m.turn == "" {
+		m.turn = protocol.DeriveID(m.session, "turn", "note:"+source)
+		m.stats.Turns++
+		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
+			protocol.Event{T: protocol.KindTurnStart})
+	}
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "note", source), nil, "",
+		protocol.Event{T: protocol.KindService, Text: text})
+	return m.result()
+}
+
 func (m *Mapper) result() []protocol.Envelope {
 	if len(m.out) == 0 {
 		return nil

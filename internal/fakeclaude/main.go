@@ -73,9 +73,20 @@ func run(sigs chan os.Signal) error {
 		os.WriteFile(p, []byte(fmt.Sprint(os.Getpid())), 0o644)
 	}
 	var settings, session, source = "", "", "startup"
+	streamMode := false
+	streamModel, streamMode2 := "fake-model", "default"
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
+		case "--model":
+			i++
+			streamModel = args[i]
+		case "--permission-mode":
+			i++
+			streamMode2 = args[i]
+		case "--input-format":
+			i++
+			streamMode = i < len(args) && args[i] == "stream-json"
 		case "--settings":
 			i++
 			settings = args[i]
@@ -122,6 +133,13 @@ func run(sigs chan os.Signal) error {
 		return err
 	}
 	defer f.Close()
+	if streamMode {
+		go func() {
+			s := <-sigs
+			os.Exit(128 + int(s.(syscall.Signal)))
+		}()
+		return runStream(session, f, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
+	}
 	for _, l := range sc.Lines {
 		select {
 		case s := <-sigs:

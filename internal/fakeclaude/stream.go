@@ -1,0 +1,496 @@
+package main
+
+// Stream-json mode: `fakeclaude -p --input-format stream-json …` reads
+// prompts and control messages on stdin and plays a scripted turn for each
+// prompt on stdout, like `claude -p` in stream-json mode (see
+// ../shared/design/claude-code-peer.md §6), and appends the conversation
+// records to the session transcript like Claude does.
+//
+// The script is a JSON file named by $FAKE_CLAUDE_STREAM:
+//
+//	{"startupExit": 0, "stderr": "…",
+//	 "turns": [{"steps": [...], "after": [...]}, ...]}
+//
+// Turn i answers the i-th prompt (the last turn repeats). Steps:
+//
+//	{"text": "…"}                     an assistant text message
+//	{"stream": "a b c", "chunkMs": 20} text streamed word by word (stream_event deltas), then the message
+//	{"tool": {...}}                    a tool call, see tool; with "ask" a can_use_tool request first
+//	{"askPair": [{...}, {...}]}        two tool calls asked at once, answered in any order
+//	{"agent": {...}}                   an Agent call (background unless "foreground")
+//	{"sub": {"parent": "toolu_A", "agentId": "a1", "text": "…"}}  a subagent's text
+//	{"notify": {"parent": "toolu_A", "agentId": "a1", "summary": "…"}}  task_notification
+//	{"sleepMs": 100}
+//	{"exit": 3}                        exit now, mid-turn
+//
+// "after" steps are played after the turn's result without a prompt (a
+// background task finishing between turns); if they include a text, a
+// result with origin task-notification follows. An interrupt control request
+// cuts a step that waits (stream, ask, sleep) the way Claude does.
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+type streamScript struct {
+	StartupExit int    `json:"startupExit"`
+	Stderr      string `json:"stderr"`
+	Turns       []struct {
+		Steps []step `json:"steps"`
+		After []step `json:"after"`
+	} `json:"turns"`
+}
+
+type step struct {
+	Text    string   `json:"text"`
+	Stream  string   `json:"stream"`
+	ChunkMS int      `json:"chunkMs"`
+	Tool    *tool    `json:"tool"`
+	AskPair []tool   `json:"askPair"`
+	Agent   *agent   `json:"agent"`
+	Sub     *subText `json:"sub"`
+	Notify  *subText `json:"notify"`
+	SleepMS int      `json:"sleepMs"`
+	Exit    *int     `json:"exit"`
+}
+
+type tool struct {
+	ID     string          `json:"id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input"`
+	Ask    bool            `json:"ask"`
+	Result string          `json:"result"`
+	Parent string          `json:"parent"`
+	Agent  string          `json:"agentId"`
+	RunMS  int             `json:"runMs"` // how long the tool runs (interruptible)
+}
+
+type agent struct {
+	ID          string `json:"id"`
+	AgentID     string `json:"agentId"`
+	Prompt      string `json:"prompt"`
+	Description string `json:"description"`
+	Foreground  bool   `json:"foreground"`
+}
+
+type subText struct {
+	Parent  string `json:"parent"`
+	AgentID string `json:"agentId"`
+	Text    string `json:"text"`
+	Summary string `json:"summary"`
+}
+
+type streamer struct {
+	session    string
+	transcript *os.File
+	outMu      sync.Mutex
+	prompts    chan string
+	answers    chan map[string]any // control_response payloads by request
+	interrupts chan struct{}
+	msgN       int
+	reqN       int
+	lastUUID   string
+}
+
+func uuid() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func runStream(session string, transcript *os.File, path, model, permMode string) error {
+	var sc streamScript
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &sc); err != nil {
+			return fmt.Errorf("stream script: %w", err)
+		}
+	}
+	if sc.StartupExit != 0 {
+		fmt.Fprintln(os.Stderr, sc.Stderr)
+		os.Exit(sc.StartupExit)
+	}
+	s := &streamer{session: session, transcript: transcript, prompts: make(chan string, 16),
+		answers: make(chan map[string]any, 16), interrupts: make(chan struct{}, 4)}
+	go s.readStdin()
+	// Turns count across processes of the session (a resumed session goes
+	// on with the next turn of the script).
+	counter := transcript.Name() + ".turns"
+	n0, _ := os.ReadFile(counter)
+	start, _ := strconv.Atoi(string(n0))
+	for n := start; ; n++ {
+		prompt, ok := <-s.prompts
+		if !ok {
+			return nil // stdin closed: Claude exits
+		}
+		os.WriteFile(counter, []byte(strconv.Itoa(n+1)), 0o644)
+		s.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "permissionMode": permMode}, false)
+		s.conv(map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": prompt}}}})
+		if len(sc.Turns) == 0 {
+			s.text("ok", "", "")
+			s.result("success", "completed", nil)
+			continue
+		}
+		turn := sc.Turns[min(n, len(sc.Turns)-1)]
+		if s.play(turn.Steps) {
+			s.result("success", "completed", nil)
+		}
+		if len(turn.After) > 0 {
+			talked := false
+			for _, st := range turn.After {
+				talked = talked || st.Text != ""
+			}
+			s.play(turn.After)
+			if talked {
+				s.result("success", "completed", map[string]any{"kind": "task-notification"})
+			}
+		}
+	}
+}
+
+func (s *streamer) readStdin() {
+	defer close(s.prompts)
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var m struct {
+			Type      string `json:"type"`
+			RequestID string `json:"request_id"`
+			Message   struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"message"`
+			Request  map[string]any `json:"request"`
+			Response struct {
+				RequestID string         `json:"request_id"`
+				Response  map[string]any `json:"response"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		switch m.Type {
+		case "user":
+			var text string
+			for _, c := range m.Message.Content {
+				text += c.Text
+			}
+			s.prompts <- text
+		case "control_response":
+			a := m.Response.Response
+			if a == nil {
+				a = map[string]any{}
+			}
+			a["request_id"] = m.Response.RequestID
+			s.answers <- a
+		case "control_request":
+			sub, _ := m.Request["subtype"].(string)
+			resp := map[string]any{}
+			switch sub {
+			case "interrupt":
+				resp["still_queued"] = []any{}
+				select {
+				case s.interrupts <- struct{}{}:
+				default:
+				}
+			case "set_model":
+				resp["model"] = m.Request["model"]
+			case "set_permission_mode":
+				resp["mode"] = m.Request["mode"]
+			}
+			s.emit(map[string]any{"type": "control_response", "response": map[string]any{
+				"subtype": "success", "request_id": m.RequestID, "response": resp}}, false)
+		}
+	}
+}
+
+func (s *streamer) emit(m map[string]any, record bool) {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if _, ok := m["session_id"]; !ok {
+		m["session_id"] = s.session
+	}
+	b, _ := json.Marshal(m)
+	os.Stdout.Write(append(b, '\n'))
+	if record && s.transcript != nil {
+		delete(m, "session_id")
+		delete(m, "isReplay")
+		m["sessionId"] = s.session
+		if m["parent_tool_use_id"] != nil {
+			m["isSidechain"] = true
+			m["agentId"] = m["agent_id"]
+			delete(m, "parent_tool_use_id")
+			delete(m, "agent_id")
+		}
+		b, _ := json.Marshal(m)
+		s.transcript.Write(append(b, '\n'))
+	}
+}
+
+// conv emits a conversation message (with uuid and timestamp) and writes it
+// to the transcript.
+func (s *streamer) conv(m map[string]any) {
+	m["uuid"] = uuid()
+	m["timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
+	if _, ok := m["parent_tool_use_id"]; !ok {
+		m["parent_tool_use_id"] = nil
+	}
+	s.emit(m, true)
+}
+
+func (s *streamer) nextMsg() string {
+	s.msgN++
+	return fmt.Sprintf("msg_fake%04d", s.msgN)
+}
+
+func (s *streamer) assistant(blocks []map[string]any, parent, agentID string, extra map[string]any) {
+	m := map[string]any{"type": "assistant", "message": map[string]any{"id": s.nextMsg(), "role": "assistant", "model": "fake-model",
+		"content": blocks, "stop_reason": nil, "usage": map[string]any{"input_tokens": 3, "output_tokens": 2}}}
+	if parent != "" {
+		m["parent_tool_use_id"], m["agent_id"] = parent, agentID
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	s.conv(m)
+}
+
+func (s *streamer) text(t, parent, agentID string) {
+	s.assistant([]map[string]any{{"type": "text", "text": t}}, parent, agentID, nil)
+}
+
+func (s *streamer) result(subtype, terminal string, origin map[string]any) {
+	m := map[string]any{"type": "result", "subtype": subtype, "is_error": subtype != "success", "terminal_reason": terminal,
+		"uuid": uuid(), "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}, "total_cost_usd": 0.0012}
+	if origin != nil {
+		m["origin"] = origin
+	}
+	s.emit(m, false)
+}
+
+// wait pauses for d; it reports false if an interrupt came first.
+func (s *streamer) wait(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-s.interrupts:
+		return false
+	}
+}
+
+func (s *streamer) cut(forTool bool) {
+	marker, terminal := "[Request interrupted by user]", "aborted_streaming"
+	if forTool {
+		marker, terminal = "[Request interrupted by user for tool use]", "aborted_tools"
+	}
+	s.conv(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": marker}}}})
+	s.result("error_during_execution", terminal, nil)
+}
+
+func (s *streamer) toolResult(id, parent, agentID, content string, isErr bool, extra map[string]any) {
+	m := map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{
+		"type": "tool_result", "tool_use_id": id, "content": content, "is_error": isErr}}}}
+	if parent != "" {
+		m["parent_tool_use_id"], m["agent_id"] = parent, agentID
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	s.conv(m)
+}
+
+func (s *streamer) toolUse(t tool) {
+	in := t.Input
+	if len(in) == 0 {
+		in = json.RawMessage("{}")
+	}
+	s.assistant([]map[string]any{{"type": "tool_use", "id": t.ID, "name": t.Name, "input": in}}, t.Parent, t.Agent, nil)
+}
+
+func (s *streamer) ask(t tool) string {
+	s.reqN++
+	id := fmt.Sprintf("req-%d", s.reqN)
+	in := t.Input
+	if len(in) == 0 {
+		in = json.RawMessage("{}")
+	}
+	req := map[string]any{"subtype": "can_use_tool", "tool_name": t.Name, "display_name": t.Name, "input": in,
+		"tool_use_id": t.ID, "description": "run " + t.Name,
+		"permission_suggestions": []map[string]any{{"type": "addRules", "rules": []map[string]string{{"toolName": t.Name}}, "behavior": "allow", "destination": "localSettings"}}}
+	if t.Agent != "" {
+		req["agent_id"] = t.Agent
+	}
+	s.emit(map[string]any{"type": "control_request", "request_id": id, "request": req}, false)
+	return id
+}
+
+// answered applies the app's answer to t.
+func (s *streamer) answered(t tool, a map[string]any) {
+	if a["behavior"] == "allow" {
+		upd, _ := json.Marshal(a["updatedInput"])
+		out := t.Result
+		if out == "" {
+			out = "done"
+		}
+		if !s.wait(time.Duration(t.RunMS) * time.Millisecond) {
+			s.toolResult(t.ID, t.Parent, t.Agent, "The user doesn't want to proceed with this tool use. The tool use was rejected.", true, nil)
+			s.cut(true)
+			panic(errCut)
+		}
+		extra := map[string]any{}
+		if p, ok := a["updatedPermissions"]; ok {
+			extra["tool_result_meta"] = map[string]any{"updatedPermissions": p}
+			out += " (allowed for the session)"
+		}
+		s.toolResult(t.ID, t.Parent, t.Agent, out+" input="+string(upd), false, extra)
+		return
+	}
+	if a["interrupt"] == true {
+		s.toolResult(t.ID, t.Parent, t.Agent, "The user doesn't want to proceed with this tool use. The tool use was rejected.", true, nil)
+		s.cut(true)
+		panic(errCut)
+	}
+	msg, _ := a["message"].(string)
+	s.toolResult(t.ID, t.Parent, t.Agent, msg, true, nil)
+}
+
+type cutError struct{}
+
+func (cutError) Error() string { return "interrupted" }
+
+var errCut = cutError{}
+
+// play runs steps; it reports false if the turn was cut (its result is
+// written already).
+func (s *streamer) play(steps []step) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errCut {
+				panic(r)
+			}
+			ok = false
+		}
+	}()
+	// An interrupt that came while idle does not cut the next turn.
+	for len(s.interrupts) > 0 {
+		<-s.interrupts
+	}
+	for _, st := range steps {
+		switch {
+		case st.Exit != nil:
+			os.Exit(*st.Exit)
+		case st.SleepMS > 0:
+			if !s.wait(time.Duration(st.SleepMS) * time.Millisecond) {
+				s.cut(false)
+				return false
+			}
+		case st.Text != "":
+			s.text(st.Text, "", "")
+		case st.Stream != "":
+			msg := fmt.Sprintf("msg_fake%04d", s.msgN+1)
+			var sent strings.Builder
+			words := strings.SplitAfter(st.Stream, " ")
+			for i, w := range words {
+				if i > 0 && !s.wait(time.Duration(st.ChunkMS)*time.Millisecond) {
+					s.assistant([]map[string]any{{"type": "text", "text": sent.String()}}, "", "", map[string]any{"aborted": true})
+					s.cut(false)
+					return false
+				}
+				sent.WriteString(w)
+				s.emit(map[string]any{"type": "stream_event", "uuid": uuid(), "parent_tool_use_id": nil, "api_message_id": msg,
+					"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": w}}}, false)
+			}
+			s.text(st.Stream, "", "")
+		case st.Tool != nil:
+			t := *st.Tool
+			s.toolUse(t)
+			if !t.Ask {
+				s.answered(t, map[string]any{"behavior": "allow", "updatedInput": t.Input})
+				continue
+			}
+			id := s.ask(t)
+			s.answered(t, s.answer(id, t))
+		case len(st.AskPair) > 0:
+			ids := map[string]tool{}
+			var order []string
+			for _, t := range st.AskPair {
+				s.toolUse(t)
+			}
+			for _, t := range st.AskPair {
+				id := s.ask(t)
+				ids[id] = t
+				order = append(order, id)
+			}
+			got := map[string]map[string]any{}
+			for len(got) < len(order) {
+				select {
+				case a := <-s.answers:
+					if id, _ := a["request_id"].(string); ids[id].ID != "" {
+						got[id] = a
+					}
+				case <-s.interrupts:
+					for _, id := range order {
+						if got[id] == nil {
+							s.toolResult(ids[id].ID, "", "", "The user doesn't want to proceed with this tool use.", true, nil)
+						}
+					}
+					s.cut(true)
+					return false
+				}
+			}
+			for _, id := range order {
+				s.answered(ids[id], got[id])
+			}
+		case st.Agent != nil:
+			a := st.Agent
+			in, _ := json.Marshal(map[string]any{"description": a.Description, "prompt": a.Prompt, "subagent_type": "general-purpose", "run_in_background": !a.Foreground})
+			s.toolUse(tool{ID: a.ID, Name: "Agent", Input: in})
+			s.emit(map[string]any{"type": "system", "subtype": "task_started", "task_id": a.AgentID, "tool_use_id": a.ID,
+				"description": a.Description, "prompt": a.Prompt, "is_backgrounded": !a.Foreground, "uuid": uuid()}, false)
+			if a.Foreground {
+				s.conv(map[string]any{"type": "user", "parent_tool_use_id": a.ID, "agent_id": a.AgentID,
+					"message": map[string]any{"role": "user", "content": a.Prompt}})
+			} else {
+				s.toolResult(a.ID, "", "", "Async agent launched successfully.", false,
+					map[string]any{"tool_use_result": map[string]any{"status": "async_launched", "agentId": a.AgentID}})
+			}
+		case st.Sub != nil:
+			s.text(st.Sub.Text, st.Sub.Parent, st.Sub.AgentID)
+		case st.Notify != nil:
+			s.emit(map[string]any{"type": "system", "subtype": "task_notification", "task_id": st.Notify.AgentID,
+				"tool_use_id": st.Notify.Parent, "status": "completed", "summary": st.Notify.Summary, "uuid": uuid()}, false)
+		}
+	}
+	return true
+}
+
+// answer waits for the control_response to request id; an interrupt
+// instead cuts the turn.
+func (s *streamer) answer(id string, t tool) map[string]any {
+	for {
+		select {
+		case a := <-s.answers:
+			if a["request_id"] == id {
+				return a
+			}
+		case <-s.interrupts:
+			s.toolResult(t.ID, t.Parent, t.Agent, "The user doesn't want to proceed with this tool use. The tool use was rejected.", true, nil)
+			s.cut(true)
+			panic(errCut)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package launcher
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+)
+
+// Converter turns Claude's stream-json messages into the records the mapper
+// reads from transcripts. User and assistant messages keep Claude's own
+// uuid (the transcript has the same one, DECISIONS D1); what stream-json
+// leaves out is rebuilt: a background subagent's prompt (D4, the sidechain
+// root), the task notification that starts a background follow-up turn
+// (D13), and interrupted results for tool calls a cut turn left open (D7).
+type Converter struct {
+	session string
+	agents  map[string]*agentCall // Agent/Task tool_use id -> launch
+	open    map[string]string     // tool_use id -> parent tool_use id ("" top level), no result yet
+	order   []string              // open calls in start order
+	parents map[string]string     // tool_use id -> parent tool_use id, for every call seen
+}
+
+type agentCall struct {
+	prompt     string
+	background bool
+	rooted     bool
+}
+
+// NewConverter returns a converter for the session with the given id.
+func NewConverter(session string) *Converter {
+	return &Converter{session: session, agents: map[string]*agentCall{}, open: map[string]string{}, parents: map[string]string{}}
+}
+
+// SetSession sets the session id put on records that lack one.
+func (c *Converter) SetSession(id string) { c.session = id }
+
+// Parent returns the tool_use id of the subagent that made tool call id
+// ("" for a top-level call or one never seen).
+func (c *Converter) Parent(toolUseID string) string { return c.parents[toolUseID] }
+
+// Convert returns the records for one stream-json message (none for most
+// non-conversation messages).
+func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
+	switch m.Type {
+	case claude.StreamUser, claude.StreamAssistant:
+		return c.conversation(m.Record)
+	case claude.StreamSystem:
+		if m.System == nil {
+			return nil
+		}
+		switch m.Subtype {
+		case claude.SystemTaskStarted:
+			a := c.agent(m.System.ToolUseID)
+			if a.prompt == "" {
+				a.prompt = m.System.Prompt
+			}
+			a.background = m.System.IsBackgrounded
+		case claude.SystemTaskNotification:
+			a := c.agents[m.System.ToolUseID]
+			if a == nil || !a.background {
+				// A foreground subagent ends with its tool result.
+				return nil
+			}
+			return []*claude.Record{c.notification(m.System)}
+		}
+	}
+	return nil
+}
+
+func (c *Converter) agent(toolUseID string) *agentCall {
+	a := c.agents[toolUseID]
+	if a == nil {
+		a = &agentCall{}
+		c.agents[toolUseID] = a
+	}
+	return a
+}
+
+func (c *Converter) conversation(r *claude.Record) []*claude.Record {
+	if r == nil {
+		return nil
+	}
+	if r.SessionID == "" {
+		r.SessionID = c.session
+	}
+	var out []*claude.Record
+	if p := r.ParentToolUseID; p != "" {
+		r.IsSidechain = true
+		a := c.agent(p)
+		if !a.rooted {
+			a.rooted = true
+			isPrompt := r.Type == claude.TypeUser && r.Message != nil && r.Message.Content.IsString
+			if !isPrompt && a.prompt != "" {
+				out = append(out, c.root(p, r))
+			}
+		}
+	}
+	if r.Message != nil {
+		for i := range r.Message.Content.Blocks {
+			b := &r.Message.Content.Blocks[i]
+			switch {
+			case r.Type == claude.TypeAssistant && b.Type == "tool_use" && b.ID != "":
+				c.parents[b.ID] = r.ParentToolUseID
+				if _, ok := c.open[b.ID]; !ok {
+					c.open[b.ID] = r.ParentToolUseID
+					c.order = append(c.order, b.ID)
+				}
+				if b.Name == "Agent" || b.Name == "Task" {
+					var in struct {
+						Prompt string `json:"prompt"`
+					}
+					_ = json.Unmarshal(b.Input, &in)
+					if a := c.agent(b.ID); a.prompt == "" {
+						a.prompt = strings.TrimSpace(in.Prompt)
+					}
+				}
+			case r.Type == claude.TypeUser && b.Type == "tool_result":
+				delete(c.open, b.ToolUseID)
+			}
+		}
+		if r.Type == claude.TypeUser && r.ParentToolUseID == "" && isInterruptMarker(r) {
+			// Claude cut the turn: close what it left open first (D7).
+			out = append(out, c.Interrupted()...)
+		}
+	}
+	return append(out, r)
+}
+
+func isInterruptMarker(r *claude.Record) bool {
+	c := &r.Message.Content
+	text := c.String
+	if !c.IsString {
+		for _, b := range c.Blocks {
+			if b.Type == "text" && b.Text != nil {
+				text += *b.Text
+			}
+		}
+	}
+	text = strings.TrimSpace(text)
+	return text == "[Request interrupted by user]" || text == "[Request interrupted by user for tool use]"
+}
+
+// root is the sidechain root prompt of subagent p, which stream-json does
+// not print for background subagents.
+func (c *Converter) root(p string, first *claude.Record) *claude.Record {
+	return mustRecord(map[string]any{
+		"type": "user", "isSidechain": true, "parent_tool_use_id": p, "agent_id": first.AgentID,
+		"sessionId": c.session, "timestamp": first.Timestamp,
+		"message": map[string]any{"role": "user", "content": c.agents[p].prompt},
+	})
+}
+
+// notification is the <task-notification> user record Claude writes to the
+// transcript when a background task ends (stream-json prints a system
+// message instead).
+func (c *Converter) notification(s *claude.System) *claude.Record {
+	var sb strings.Builder
+	sb.WriteString("<task-notification>\n")
+	for _, kv := range [][2]string{{"task-id", s.TaskID}, {"tool-use-id", s.ToolUseID}, {"status", s.TaskStatus}, {"summary", s.Summary}} {
+		if kv[1] != "" {
+			sb.WriteString("<" + kv[0] + ">" + kv[1] + "</" + kv[0] + ">\n")
+		}
+	}
+	sb.WriteString("</task-notification>")
+	return mustRecord(map[string]any{
+		"type": "user", "sessionId": c.session, "origin": map[string]string{"kind": "task-notification"},
+		"message": map[string]any{"role": "user", "content": sb.String()},
+	})
+}
+
+// Interrupted returns an interrupted tool result for every call still open,
+// except those of background subagents (they run on), and forgets them.
+func (c *Converter) Interrupted() []*claude.Record {
+	var out []*claude.Record
+	keep := c.order[:0]
+	for _, id := range c.order {
+		parent, ok := c.open[id]
+		if !ok {
+			continue
+		}
+		if a := c.agents[parent]; parent != "" && a != nil && a.background {
+			keep = append(keep, id)
+			continue
+		}
+		delete(c.open, id)
+		rec := map[string]any{
+			"type": "user", "sessionId": c.session,
+			"message": map[string]any{"role": "user", "content": []map[string]any{{
+				"type": "tool_result", "tool_use_id": id, "is_error": true,
+				"content": "[Request interrupted by user for tool use]",
+			}}},
+		}
+		if parent != "" {
+			rec["isSidechain"] = true
+			rec["parent_tool_use_id"] = parent
+		}
+		out = append(out, mustRecord(rec))
+	}
+	c.order = keep
+	return out
+}
+
+// Open reports the tool calls without a result, in start order.
+func (c *Converter) Open() []string {
+	var out []string
+	for _, id := range c.order {
+		if _, ok := c.open[id]; ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// mustRecord builds a record from its JSON form (so it has Raw like a read
+// one). The maps built here always encode and parse.
+func mustRecord(v map[string]any) *claude.Record {
+	if ts, ok := v["timestamp"].(int64); ok {
+		if ts > 0 {
+			v["timestamp"] = time.UnixMilli(ts).UTC().Format(time.RFC3339Nano)
+		} else {
+			delete(v, "timestamp")
+		}
+	}
+	b, _ := json.Marshal(v)
+	r, err := claude.Parse(b)
+	if err != nil {
+		return &claude.Record{Type: claude.TypeUser, Raw: b}
+	}
+	return r
+}

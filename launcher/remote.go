@@ -1,0 +1,823 @@
+package launcher
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/queue"
+)
+
+// Feed is where remote mode puts what Claude did: the session's mapper and
+// outbox (Pipeline implements it).
+type Feed interface {
+	MapRecords(ctx context.Context, session string, recs []*claude.Record) error
+	CloseTurn(ctx context.Context, session string, status protocol.TurnStatus, nowMS int64) error
+	Note(ctx context.Context, session, source, text string, nowMS int64) error
+}
+
+// RemoteEvents receives what the app sees besides envelopes: the session's
+// state and the live token deltas. Calls come from the session's goroutines
+// in order; they must not block.
+type RemoteEvents interface {
+	State(session string, st SessionState)
+	Live(session string, payload json.RawMessage)
+}
+
+// Session statuses.
+const (
+	StatusIdle       = "idle"
+	StatusBusy       = "busy"
+	StatusPermission = "waiting-for-permission"
+)
+
+// SessionState is what the app is told about a session besides its
+// envelopes.
+type SessionState struct {
+	Mode           string              `json:"mode"`   // local | remote
+	Status         string              `json:"status"` // idle | busy | waiting-for-permission
+	Model          string              `json:"model,omitempty"`
+	PermissionMode string              `json:"permissionMode,omitempty"`
+	Permissions    []PermissionRequest `json:"permissions,omitempty"`
+	// Usage and CostUSD of the last finished turn (Claude's result).
+	Usage   json.RawMessage `json:"usage,omitempty"`
+	CostUSD float64         `json:"costUsd,omitempty"`
+	// Error says why Claude could not start or stopped, until the next
+	// prompt.
+	Error string `json:"error,omitempty"`
+}
+
+// PermissionRequest is a tool use waiting for the app's answer.
+type PermissionRequest struct {
+	ID          string          `json:"id"` // Claude's request id: answer with it
+	Tool        string          `json:"tool"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Call        string          `json:"call,omitempty"`     // the tool call (tool-call-start's call)
+	Subagent    string          `json:"subagent,omitempty"` // set when a subagent asks
+	BlockedPath string          `json:"blockedPath,omitempty"`
+
+	suggestions json.RawMessage
+}
+
+// RemoteOptions configure a remote session.
+type RemoteOptions struct {
+	Claude string   // path or name of the claude binary ("claude")
+	Args   []string // the user's extra arguments
+	Dir    string
+	Env    []string // nil: this process's environment
+	// Model and PermissionMode for the next start ("" = Claude's default).
+	Model, PermissionMode string
+	// Resume continues an existing session (--resume); otherwise the first
+	// start creates it with --session-id.
+	Resume bool
+	// ToolHold is how long a top-level tool call waits in the outgoing
+	// queue for a permission request or its result (default 250 ms).
+	ToolHold time.Duration
+	// StopTimeout is how long Claude gets to exit after its stdin closes
+	// and after SIGTERM (default 5 s each).
+	StopTimeout time.Duration
+	Clock       queue.Clock
+	Logger      *slog.Logger
+}
+
+// Remote drives Claude Code headless over stream-json for one session: a
+// process started on the first prompt (and again after it dies), one reader
+// of its stdout, the converter, the ordered outgoing queue, permission
+// requests and the control protocol.
+type Remote struct {
+	id     string
+	opts   RemoteOptions
+	feed   Feed
+	events RemoteEvents
+	log    *slog.Logger
+	conv   *Converter
+	q      *queue.Queue[item]
+
+	mu          sync.Mutex
+	proc        *process
+	state       SessionState
+	pending     []*PermissionRequest
+	turnOpen    bool
+	interrupted bool
+	nextReq     int
+	waiters     map[string]chan *claude.ControlResponse
+	closed      bool
+}
+
+// item is one entry of the outgoing queue.
+type item struct {
+	recs   []*claude.Record
+	note   string // a service message of our own
+	source string // the note's identity
+	close  protocol.TurnStatus
+	time   int64
+}
+
+// NewRemote returns the remote driver of session id. Nothing starts until
+// the first prompt.
+func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *Remote {
+	if opts.Claude == "" {
+		opts.Claude = "claude"
+	}
+	if opts.ToolHold <= 0 {
+		opts.ToolHold = 250 * time.Millisecond
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
+		waiters: map[string]chan *claude.ControlResponse{},
+		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
+	r.q = queue.New(r.deliver, opts.Clock)
+	return r
+}
+
+// ID is the session id.
+func (r *Remote) ID() string { return r.id }
+
+// State returns the session's current state.
+func (r *Remote) State() SessionState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot()
+}
+
+func (r *Remote) snapshot() SessionState {
+	st := r.state
+	st.Permissions = nil
+	for _, p := range r.pending {
+		st.Permissions = append(st.Permissions, *p)
+	}
+	switch {
+	case len(r.pending) > 0:
+		st.Status = StatusPermission
+	case r.turnOpen:
+		st.Status = StatusBusy
+	default:
+		st.Status = StatusIdle
+	}
+	return st
+}
+
+// publish tells the app the state. Called with mu held.
+func (r *Remote) publish() {
+	if r.events != nil {
+		r.events.State(r.id, r.snapshot())
+	}
+}
+
+// deliver hands queue items to the feed, in order.
+func (r *Remote) deliver(items []item) {
+	ctx := context.Background()
+	for _, it := range items {
+		var err error
+		switch {
+		case len(it.recs) > 0:
+			err = r.feed.MapRecords(ctx, r.id, it.recs)
+		case it.note != "":
+			err = r.feed.Note(ctx, r.id, it.source, it.note, it.time)
+		case it.close != "":
+			err = r.feed.CloseTurn(ctx, r.id, it.close, it.time)
+		}
+		if err != nil {
+			r.log.Error("remote: could not store what Claude did", "session", r.id, "err", err)
+		}
+	}
+}
+
+// ErrClosed is returned by a Remote after Stop.
+var ErrClosed = errors.New("the remote session is stopped")
+
+// Prompt sends a prompt, starting Claude first if it is not running. It
+// returns once Claude took the prompt, or with why it could not.
+func (r *Remote) Prompt(ctx context.Context, text string) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	p := r.proc
+	if p == nil {
+		var err error
+		if p, err = r.start(); err != nil {
+			r.state.Error = err.Error()
+			r.publish()
+			r.mu.Unlock()
+			return err
+		}
+	}
+	r.state.Error = ""
+	r.turnOpen, r.interrupted = true, false
+	r.publish()
+	r.mu.Unlock()
+	if err := p.write(claude.PromptLine(text)); err != nil {
+		return fmt.Errorf("send the prompt to Claude: %w", err)
+	}
+	// Claude echoes the prompt (--replay-user-messages) once it took it;
+	// if it dies first, say why.
+	select {
+	case <-p.accepted:
+		return nil
+	case <-p.exited:
+		return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// start runs Claude. Called with mu held.
+func (r *Remote) start() (*process, error) {
+	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
+		"--include-partial-messages", "--replay-user-messages", "--permission-prompt-tool", "stdio"}
+	if r.opts.Resume {
+		args = append(args, "--resume", r.id)
+	} else {
+		args = append(args, "--session-id", r.id)
+	}
+	if r.state.Model != "" {
+		args = append(args, "--model", r.state.Model)
+	}
+	if r.state.PermissionMode != "" {
+		args = append(args, "--permission-mode", r.state.PermissionMode)
+	}
+	args = append(args, r.opts.Args...)
+	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
+	if err != nil {
+		return nil, err
+	}
+	r.proc = p
+	r.log.Info("remote: started claude", "session", r.id, "pid", p.cmd.Process.Pid, "resume", r.opts.Resume)
+	go r.read(p)
+	return p, nil
+}
+
+// read is the one reader of Claude's stdout (ARCHITECTURE principle 4):
+// everything Claude prints is handled here as it arrives, between turns
+// too.
+func (r *Remote) read(p *process) {
+	br := bufio.NewReaderSize(p.stdout, 64<<10)
+	n := 0
+	for {
+		line, err := readLine(br, maxStreamLine)
+		if len(line) > 0 {
+			n++
+			m, perr := claude.ParseStream(line)
+			if perr != nil {
+				r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
+			} else {
+				r.handle(p, m)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.log.Warn("remote: reading Claude's output failed", "err", err)
+			}
+			break
+		}
+	}
+	p.wait()
+	r.exited(p)
+	close(p.done)
+}
+
+const maxStreamLine = 64 << 20
+
+// readLine reads one line; a line longer than max is skipped (reported as
+// an empty line) rather than held in memory.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) <= max {
+			buf = append(buf, chunk...)
+		} else {
+			buf = buf[:0]
+			max = -1 // drop the rest of this line
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if max < 0 {
+			return nil, err
+		}
+		return trimEOL(buf), err
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func (r *Remote) handle(p *process, m *claude.StreamMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch m.Type {
+	case claude.StreamUser, claude.StreamAssistant:
+		if m.Record == nil {
+			return
+		}
+		p.accept()
+		rec := m.Record
+		if rec.Type == claude.TypeUser && rec.Message != nil {
+			for _, b := range rec.Message.Content.Blocks {
+				if b.Type == "tool_result" {
+					r.q.Release(b.ToolUseID)
+				}
+			}
+		}
+		recs := r.conv.Convert(m)
+		if held := heldCall(rec); held != "" {
+			r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
+		} else {
+			r.q.Push(item{recs: recs})
+		}
+	case claude.StreamSystem:
+		if m.System == nil {
+			return
+		}
+		switch m.Subtype {
+		case claude.SystemInit:
+			p.accept()
+			r.opts.Resume = true // the session exists from now on
+			if m.System.Model != "" {
+				r.state.Model = m.System.Model
+			}
+			if m.System.PermissionMode != "" {
+				r.state.PermissionMode = m.System.PermissionMode
+			}
+			r.publish()
+		default:
+			if recs := r.conv.Convert(m); len(recs) > 0 {
+				// A background task ended: forwarded now, between turns
+				// too (seed 004).
+				r.q.Push(item{recs: recs})
+			}
+		}
+	case claude.StreamEvent:
+		r.live(m)
+	case claude.StreamControlRequest:
+		r.controlRequest(p, m.Control)
+	case claude.StreamControlResponse:
+		if ch, ok := r.waiters[m.Response.Response.RequestID]; ok {
+			delete(r.waiters, m.Response.Response.RequestID)
+			ch <- m.Response
+		}
+	case claude.StreamResult:
+		r.result(m.Result)
+	}
+}
+
+// heldCall is the tool_use id of a top-level tool call in rec, which waits
+// briefly in the queue (seed 002); sidechain calls are never held.
+func heldCall(rec *claude.Record) string {
+	if rec.Type != claude.TypeAssistant || rec.ParentToolUseID != "" || rec.Message == nil {
+		return ""
+	}
+	for _, b := range rec.Message.Content.Blocks {
+		if b.Type == "tool_use" && b.ID != "" && b.Name != "Agent" && b.Name != "Task" {
+			return b.ID
+		}
+	}
+	return ""
+}
+
+// result ends a turn: usage to the app first, then everything queued,
+// interrupted results for calls left open, and turn-end (D7).
+func (r *Remote) result(res *claude.Result) {
+	if len(res.Usage) > 0 && string(res.Usage) != "null" {
+		r.state.Usage = append(json.RawMessage(nil), res.Usage...)
+	}
+	r.state.CostUSD = res.TotalCostUSD
+	status := protocol.StatusCompleted
+	switch {
+	case r.interrupted || strings.HasPrefix(res.TerminalReason, "aborted"):
+		status = protocol.StatusCancelled
+	case res.Subtype != "" && res.Subtype != "success":
+		status = protocol.StatusFailed
+	}
+	if status != protocol.StatusCompleted {
+		if recs := r.conv.Interrupted(); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
+		}
+	}
+	r.q.Push(item{close: status, time: time.Now().UnixMilli()})
+	r.q.Flush()
+	r.turnOpen, r.interrupted = false, false
+	r.publish()
+}
+
+// liveDelta is the payload of a live frame: a piece of text or thinking
+// being streamed. The complete text follows as a normal envelope.
+type liveDelta struct {
+	Type     string `json:"type"` // "delta"
+	Message  string `json:"message,omitempty"`
+	Index    int    `json:"index"`
+	Text     string `json:"text"`
+	Thinking bool   `json:"thinking,omitempty"`
+	Subagent string `json:"subagent,omitempty"`
+}
+
+func (r *Remote) live(m *claude.StreamMessage) {
+	if r.events == nil || len(m.Event) == 0 {
+		return
+	}
+	var ev struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+		Delta struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking string `json:"thinking"`
+		} `json:"delta"`
+	}
+	if json.Unmarshal(m.Event, &ev) != nil || ev.Type != "content_block_delta" {
+		return
+	}
+	d := liveDelta{Type: "delta", Index: ev.Index}
+	var api struct {
+		ID string `json:"api_message_id"`
+	}
+	_ = json.Unmarshal(m.Raw, &api)
+	d.Message = api.ID
+	switch ev.Delta.Type {
+	case "text_delta":
+		d.Text = ev.Delta.Text
+	case "thinking_delta":
+		d.Text, d.Thinking = ev.Delta.Thinking, true
+	default:
+		return
+	}
+	if m.ParentToolUseID != "" {
+		d.Subagent = protocol.SubagentID(m.ParentToolUseID)
+	}
+	b, _ := json.Marshal(d)
+	r.events.Live(r.id, b)
+}
+
+func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
+	if c.Request.Subtype != claude.ControlCanUseTool {
+		// Hooks, MCP and the like are not ours to answer: say so, so
+		// Claude does not wait.
+		b, _ := json.Marshal(map[string]any{"type": claude.StreamControlResponse, "response": map[string]any{
+			"subtype": "error", "request_id": c.RequestID, "error": "ccrelay does not handle " + c.Request.Subtype}})
+		_ = p.write(append(b, '\n'))
+		return
+	}
+	q := c.Request
+	pr := &PermissionRequest{ID: c.RequestID, Tool: q.ToolName, Input: q.Input, Description: q.Description,
+		Call: q.ToolUseID, BlockedPath: q.BlockedPath, suggestions: q.PermissionSuggestions}
+	if parent := r.conv.Parent(q.ToolUseID); parent != "" {
+		pr.Subagent = protocol.SubagentID(parent)
+	}
+	// The tool call goes out before the request that refers to it.
+	r.q.Release(q.ToolUseID)
+	r.pending = append(r.pending, pr)
+	r.publish()
+}
+
+// ErrNoRequest is returned when a permission answer names no pending
+// request.
+var ErrNoRequest = errors.New("no such permission request is waiting")
+
+// Answer answers a pending permission request: allow (with the input to
+// run, the request's own if nil; forSession allows the tool for the rest
+// of the session) or deny with a reason the model sees.
+func (r *Remote) Answer(requestID string, allow bool, input json.RawMessage, forSession bool, reason string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := r.pendingIndex(requestID)
+	if i < 0 || r.proc == nil {
+		return ErrNoRequest
+	}
+	pr := r.pending[i]
+	var line []byte
+	if allow {
+		if len(input) == 0 {
+			input = pr.Input
+		}
+		var rules []claude.PermissionRule
+		if forSession {
+			rules = sessionRules(pr)
+		}
+		line = claude.AllowLine(requestID, input, rules)
+	} else {
+		line = claude.DenyLine(requestID, reason, false)
+	}
+	if err := r.proc.write(line); err != nil {
+		return fmt.Errorf("answer Claude: %w", err)
+	}
+	r.pending = append(r.pending[:i], r.pending[i+1:]...)
+	r.publish()
+	return nil
+}
+
+func (r *Remote) pendingIndex(id string) int {
+	for i, p := range r.pending {
+		if p.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// sessionRules are the allow rules Claude suggested for the request, or
+// the whole tool when it suggested none.
+func sessionRules(pr *PermissionRequest) []claude.PermissionRule {
+	var sugg []struct {
+		Type  string                  `json:"type"`
+		Rules []claude.PermissionRule `json:"rules"`
+	}
+	_ = json.Unmarshal(pr.suggestions, &sugg)
+	var rules []claude.PermissionRule
+	for _, s := range sugg {
+		if s.Type == "addRules" {
+			rules = append(rules, s.Rules...)
+		}
+	}
+	if len(rules) == 0 {
+		rules = []claude.PermissionRule{{ToolName: pr.Tool}}
+	}
+	return rules
+}
+
+// ErrIdle is returned by Interrupt when no turn is running.
+var ErrIdle = errors.New("Claude is not working on anything")
+
+// Interrupt stops the running turn: pending permission requests are denied,
+// and Claude's interrupt request is sent; the turn ends cancelled (D7).
+func (r *Remote) Interrupt(ctx context.Context) error {
+	r.mu.Lock()
+	p := r.proc
+	if p == nil || !r.turnOpen {
+		r.mu.Unlock()
+		return ErrIdle
+	}
+	r.interrupted = true
+	for _, pr := range r.pending {
+		_ = p.write(claude.DenyLine(pr.ID, "The user interrupted the turn.", true))
+	}
+	r.pending = nil
+	r.publish()
+	r.mu.Unlock()
+	_, err := r.control(ctx, p, claude.ControlInterrupt, nil)
+	return err
+}
+
+// SetModel changes the model: at once if Claude is running and takes it,
+// otherwise from the next start.
+func (r *Remote) SetModel(ctx context.Context, model string) error {
+	return r.setting(ctx, claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
+}
+
+// SetPermissionMode changes the permission mode the same way.
+func (r *Remote) SetPermissionMode(ctx context.Context, mode string) error {
+	return r.setting(ctx, claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
+}
+
+func (r *Remote) setting(ctx context.Context, subtype, field, value string, apply func(*SessionState)) error {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p != nil {
+		if _, err := r.control(ctx, p, subtype, map[string]string{field: value}); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	apply(&r.state)
+	r.publish()
+	r.mu.Unlock()
+	return nil
+}
+
+// control sends a control request and waits for Claude's answer.
+func (r *Remote) control(ctx context.Context, p *process, subtype string, fields map[string]string) (*claude.ControlResponse, error) {
+	r.mu.Lock()
+	r.nextReq++
+	id := "ccrelay-" + strconv.Itoa(r.nextReq)
+	ch := make(chan *claude.ControlResponse, 1)
+	r.waiters[id] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.waiters, id)
+		r.mu.Unlock()
+	}()
+	if err := p.write(claude.ControlRequestLine(id, subtype, fields)); err != nil {
+		return nil, fmt.Errorf("send %s to Claude: %w", subtype, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case resp := <-ch:
+		if resp.Response.Subtype != "success" {
+			return resp, fmt.Errorf("Claude refused %s: %s", subtype, resp.Response.Error)
+		}
+		return resp, nil
+	case <-p.exited:
+		return nil, fmt.Errorf("Claude Code stopped before answering %s", subtype)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no answer from Claude to %s: %w", subtype, ctx.Err())
+	}
+}
+
+// exited handles the end of a Claude process. An end we did not ask for
+// closes the open turn as failed with a note saying why; the next prompt
+// starts a fresh process on the same session.
+func (r *Remote) exited(p *process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != p {
+		return
+	}
+	r.proc = nil
+	r.pending = nil
+	for id, ch := range r.waiters {
+		delete(r.waiters, id)
+		close(ch)
+	}
+	if p.stopping.Load() {
+		return
+	}
+	reason := p.reason()
+	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
+	r.state.Error = "Claude Code stopped: " + reason
+	if r.turnOpen {
+		if recs := r.conv.Interrupted(); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
+		}
+		now := time.Now().UnixMilli()
+		r.q.Push(item{note: "Claude Code stopped unexpectedly: " + reason, source: protocol.New(), time: now})
+		r.q.Push(item{close: protocol.StatusFailed, time: now})
+	}
+	r.q.Flush()
+	r.turnOpen = false
+	r.publish()
+}
+
+// Stop ends the session's Claude process, if any: the open turn (if any)
+// is closed with status (cancelled when the user takes the session back,
+// say), after everything queued. Claude never outlives Stop.
+func (r *Remote) Stop(status protocol.TurnStatus) {
+	r.mu.Lock()
+	r.closed = true
+	p := r.proc
+	r.mu.Unlock()
+	if p != nil {
+		p.stop(r.opts.StopTimeout)
+		<-p.done
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.turnOpen {
+		if recs := r.conv.Interrupted(); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
+		}
+		r.q.Push(item{close: status, time: time.Now().UnixMilli()})
+	}
+	r.q.Close()
+	r.turnOpen, r.pending = false, nil
+}
+
+// process is one running Claude.
+type process struct {
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   io.Reader
+	stderr   *tailBuffer
+	wmu      sync.Mutex
+	accepted chan struct{}
+	acceptOn sync.Once
+	exited   chan struct{} // stdout ended and the process was waited for
+	done     chan struct{} // exited and handled
+	stopping atomic.Bool
+	waitErr  error
+}
+
+func startProcess(bin string, args []string, dir string, env []string) (*process, error) {
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrClaudeNotFound, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = env
+	cmd.SysProcAttr = childAttr()
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}),
+		exited: make(chan struct{}), done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start claude: %w", err)
+	}
+	return p, nil
+}
+
+func (p *process) accept() { p.acceptOn.Do(func() { close(p.accepted) }) }
+
+func (p *process) write(line []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, err := p.stdin.Write(line)
+	return err
+}
+
+// wait reaps the process after its stdout ended.
+func (p *process) wait() {
+	p.waitErr = p.cmd.Wait()
+	close(p.exited)
+}
+
+// reason says how the process ended, with the end of its stderr.
+func (p *process) reason() string {
+	select {
+	case <-p.exited:
+	default:
+		return "still running"
+	}
+	msg := "exit status 0"
+	if p.waitErr != nil {
+		msg = p.waitErr.Error()
+	}
+	if tail := strings.TrimSpace(p.stderr.String()); tail != "" {
+		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+		msg += ": " + tail
+	}
+	return msg
+}
+
+// stop closes stdin (Claude exits when its input ends), then SIGTERM, then
+// SIGKILL.
+func (p *process) stop(timeout time.Duration) {
+	p.stopping.Store(true)
+	p.wmu.Lock()
+	_ = p.stdin.Close()
+	p.wmu.Unlock()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(timeout):
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(timeout):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
