@@ -57,6 +57,12 @@ func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
 				a.prompt = m.System.Prompt
 			}
 			a.background = m.System.IsBackgrounded
+			if a.background && !a.rooted && a.prompt != "" {
+				// stream-json never prints a background subagent's
+				// prompt; it belongs here, where the subagent starts.
+				a.rooted = true
+				return []*claude.Record{c.root(m.System.ToolUseID, m.System.TaskID, 0)}
+			}
 		case claude.SystemTaskNotification:
 			a := c.agents[m.System.ToolUseID]
 			if a == nil || !a.background {
@@ -93,7 +99,7 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 			a.rooted = true
 			isPrompt := r.Type == claude.TypeUser && r.Message != nil && r.Message.Content.IsString
 			if !isPrompt && a.prompt != "" {
-				out = append(out, c.root(p, r))
+				out = append(out, c.root(p, r.AgentID, r.Timestamp))
 			}
 		}
 	}
@@ -144,10 +150,10 @@ func isInterruptMarker(r *claude.Record) bool {
 
 // root is the sidechain root prompt of subagent p, which stream-json does
 // not print for background subagents.
-func (c *Converter) root(p string, first *claude.Record) *claude.Record {
+func (c *Converter) root(p, agentID string, ts int64) *claude.Record {
 	return mustRecord(map[string]any{
-		"type": "user", "isSidechain": true, "parent_tool_use_id": p, "agent_id": first.AgentID,
-		"sessionId": c.session, "timestamp": first.Timestamp,
+		"type": "user", "isSidechain": true, "parent_tool_use_id": p, "agent_id": agentID,
+		"sessionId": c.session, "timestamp": ts,
 		"message": map[string]any{"role": "user", "content": c.agents[p].prompt},
 	})
 }

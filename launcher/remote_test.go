@@ -383,13 +383,12 @@ func TestRemoteBackgroundTaskBetweenTurns(t *testing.T) {
 		},
 	}}}, RemoteOptions{})
 	rig.prompt("spawn a helper")
-	d := rig.until("the follow-up turn", has("A(The helper is done.)", 1))
+	rig.until("the follow-up turn", has("A(The helper is done.)", 1))
 	rig.until("its end", has("TE(completed)", 2))
-	d = describeAll(rig.checkTurns())
+	rig.checkTurns()
 	sub := protocol.SubagentID("toolu_A")
-	want := []string{"U(spawn a helper)", "TS", "A(Launched.)", "TE(completed)", "TS", "start[" + sub + "](Count files)",
-		"A[" + sub + "](count the files)", "A[" + sub + "](Two files.)", "stop[" + sub + "]", "S(Agent “Count files” completed)", "A(The helper is done.)", "TE(completed)"}
-	_ = d
+	want := []string{"U(spawn a helper)", "TS", "start[" + sub + "](Count files)", "A[" + sub + "](count the files)",
+		"A(Launched.)", "TE(completed)", "TS", "A[" + sub + "](Two files.)", "stop[" + sub + "]", "S(Agent “Count files” completed)", "A(The helper is done.)", "TE(completed)"}
 	envtest.Eq(t, describeAll(rig.out.Envelopes()), want...)
 }
 

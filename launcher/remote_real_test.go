@@ -1,0 +1,163 @@
+package launcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/internal/claudetest"
+	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// realRemote drives the real Claude Code in remote mode against the fake
+// API.
+func realRemote(t *testing.T, rules ...fakeapi.Rule) (*remoteRig, *claudetest.Env) {
+	e := claudetest.New(t, rules...)
+	rig := &remoteRig{t: t, out: &MemOutbox{}, ev: &events{}, home: e.Home, project: e.Project}
+	opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rig.r = NewRemote(newUUID(), opts, NewPipeline("", rig.out), rig.ev)
+	t.Cleanup(func() { rig.r.Stop(protocol.StatusCancelled) })
+	return rig, e
+}
+
+// sameAsReplay checks that what remote mode sent equals the replay of the
+// transcript Claude wrote: same ids, same order. With contentOnly, turn
+// markers are left out of the comparison (see the background subagent
+// case).
+func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly bool) {
+	t.Helper()
+	rig.r.Stop(protocol.StatusCompleted)
+	live := rig.checkTurns()
+	want := replayFiles(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl"))
+	if contentOnly {
+		live, want = withoutTurnMarkers(live), withoutTurnMarkers(want)
+	}
+	if n := len(want); n > 0 && len(live) == n+1 && live[n].Ev.T == protocol.KindTurnEnd && want[n-1].Ev.T != protocol.KindTurnEnd {
+		// The -p transcript does not say that its last turn ended (only
+		// the next prompt would); the live stream knows from Claude's
+		// result.
+		live = live[:n]
+	}
+	ld, wd := describeAll(live), describeAll(want)
+	if len(live) != len(want) {
+		t.Fatalf("live %d envelopes, replay %d\nlive:   %q\nreplay: %q", len(live), len(want), ld, wd)
+	}
+	for i := range live {
+		if live[i].ID != want[i].ID || live[i].Ev.T != want[i].Ev.T {
+			t.Fatalf("envelope %d: live %s (%s), replay %s (%s)\nlive:   %q\nreplay: %q", i, ld[i], live[i].ID, wd[i], want[i].ID, ld, wd)
+		}
+	}
+	t.Logf("live = replay: %q", ld)
+}
+
+func withoutTurnMarkers(envs []protocol.Envelope) []protocol.Envelope {
+	var out []protocol.Envelope
+	for _, e := range envs {
+		if e.Ev.T != protocol.KindTurnStart && e.Ev.T != protocol.KindTurnEnd {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestRealClaudeRemoteTwoTurns(t *testing.T) {
+	rig, e := realRemote(t,
+		fakeapi.Rule{LastUserContains: "first", Reply: []fakeapi.Block{fakeapi.Thinking("Hm."), fakeapi.Text("one")}},
+		fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("two")}})
+	rig.prompt("first question")
+	rig.until("first turn", has("TE(completed)", 1))
+	rig.prompt("second question")
+	rig.until("second turn", has("TE(completed)", 2))
+	if rig.ev.liveText() == "" {
+		t.Fatal("no live token deltas")
+	}
+	sameAsReplay(t, rig, e, false)
+}
+
+func TestRealClaudeRemotePermissions(t *testing.T) {
+	yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
+	rig, e := realRemote(t,
+		fakeapi.Rule{LastUserContains: "make the file", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Making it."),
+			fakeapi.ToolUse("Bash", map[string]any{"command": "touch made.txt", "description": "Make the file"})}},
+		fakeapi.Rule{LastUserContains: "delete", AfterToolResult: no, Reply: []fakeapi.Block{
+			fakeapi.ToolUse("Bash", map[string]any{"command": "touch denied.txt", "description": "Make another file"})}},
+		fakeapi.Rule{AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Done.")}})
+	answer := func(allow bool) {
+		st := rig.untilState("a permission request", func(s SessionState) bool { return len(s.Permissions) == 1 })
+		p := st.Permissions[0]
+		if p.Tool != "Bash" || !strings.Contains(string(p.Input), "touch") || p.Call == "" {
+			t.Fatalf("request %+v", p)
+		}
+		if err := rig.r.Answer(p.ID, allow, nil, false, "not that one"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rig.prompt("make the file")
+	answer(true)
+	rig.until("first turn", has("TE(completed)", 1))
+	rig.prompt("delete nothing, make another")
+	answer(false)
+	d := rig.until("second turn", has("TE(completed)", 2))
+	if _, err := os.Stat(filepath.Join(e.Project, "made.txt")); err != nil {
+		t.Fatalf("allowed command did not run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.Project, "denied.txt")); err == nil {
+		t.Fatal("denied command ran")
+	}
+	if count(d, `TCE(toolu_fake0002 error "not that one`) != 1 {
+		t.Fatalf("denial not shown: %q", d)
+	}
+	sameAsReplay(t, rig, e, false)
+}
+
+func TestRealClaudeRemoteInterrupt(t *testing.T) {
+	rig, e := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")},
+		ChunkDelay: 150 * time.Millisecond})
+	rig.prompt("talk slowly")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(rig.ev.liveText(), "two") && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := rig.r.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := rig.until("cancelled turn", has("TE(cancelled)", 1))
+	if count(d, "S(Interrupted by user)") != 1 || d[len(d)-1] != "TE(cancelled)" {
+		t.Fatalf("interrupt: %q", d)
+	}
+	sameAsReplay(t, rig, e, false)
+}
+
+// A background subagent: its work arrives after the turn's result (so in
+// remote mode it opens a turn of its own, while the -p transcript has no
+// turn boundary to show that): every other envelope is the same, with the
+// same ids, including the prompt stream-json leaves out (D4, D17).
+func TestRealClaudeRemoteSubagent(t *testing.T) {
+	yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
+	rig, e := realRemote(t,
+		fakeapi.Rule{Agent: "main", LastUserContains: "<task-notification>", Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}},
+		fakeapi.Rule{Agent: "main", AfterToolResult: no, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
+			"description": "Count files", "prompt": "SUBAGENT_TASK: count the files here", "subagent_type": "general-purpose"})}},
+		fakeapi.Rule{Agent: "main", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
+		fakeapi.Rule{Agent: "subagent", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Sub: listing."),
+			fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
+		fakeapi.Rule{Agent: "subagent", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}})
+	rig.prompt("spawn a helper")
+	d := rig.until("the follow-up turn", func(d []string) bool {
+		return count(d, "A(The helper is done.)") == 1 && strings.HasPrefix(d[len(d)-1], "TE(")
+	})
+	sub := protocol.SubagentID("toolu_fake0001")
+	for _, w := range []string{"start[" + sub + "](Count files)", "A[" + sub + "](SUBAGENT_TASK", "TCS(toolu_fake0002 Bash)", "stop[" + sub + "]", "S(Agent “Count files” completed)"} {
+		if count(d, w) != 1 {
+			t.Fatalf("missing %s in %q", w, d)
+		}
+	}
+	sameAsReplay(t, rig, e, true)
+}
