@@ -1,0 +1,236 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/queue"
+)
+
+// manualClock fires timers only when advanced.
+type manualClock struct {
+	mu     sync.Mutex
+	now    time.Duration
+	timers []*manualTimer
+}
+
+type manualTimer struct {
+	c    *manualClock
+	at   time.Duration
+	f    func()
+	done bool
+}
+
+func (c *manualClock) AfterFunc(d time.Duration, f func()) queue.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &manualTimer{c: c, at: c.now + d, f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *manualTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.done
+	t.done = true
+	return was
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now += d
+	var due []*manualTimer
+	for _, t := range c.timers {
+		if !t.done && t.at <= c.now {
+			t.done = true
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func streamLine(t *testing.T, v map[string]any) *claude.StreamMessage {
+	t.Helper()
+	b, _ := json.Marshal(v)
+	m, err := claude.ParseStream(b)
+	if err != nil {
+		t.Fatalf("parse %s: %v", b, err)
+	}
+	return m
+}
+
+// For random interleavings of prompts, text, tool calls (held in the queue),
+// tool results, permission requests and answers, subagent messages,
+// background notifications, results, interrupts, crashes and timer
+// expiries, every turn's envelopes are contiguous and turn-end is its last
+// (DECISIONS D7).
+func TestRemoteOrderingProperty(t *testing.T) {
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			out := &MemOutbox{}
+			clock := &manualClock{}
+			r := NewRemote("sess", RemoteOptions{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+				NewPipeline("", out), &events{})
+			newProc := func() *process {
+				p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+				r.mu.Lock()
+				r.proc = p
+				r.mu.Unlock()
+				return p
+			}
+			p := newProc()
+			n := 0
+			next := func() string { n++; return fmt.Sprintf("%d", n) }
+			var open []string // tool calls without a result
+			var agents []string
+			// epochOf maps the main-chain output Claude sent while a turn
+			// was open (text by uuid, tool calls by id) to that turn's
+			// number: it must all land in one turn.
+			epochOf := map[string]int{}
+			epoch, inTurn := 0, false
+			ts := int64(1_700_000_000_000)
+			msg := func(v map[string]any) {
+				ts += int64(rng.IntN(50))
+				if v["type"] == "user" || v["type"] == "assistant" {
+					v["uuid"] = "u" + next()
+					if v["type"] == "assistant" && v["parent_tool_use_id"] == nil && inTurn {
+						epochOf[v["uuid"].(string)] = epoch
+						for _, b := range v["message"].(map[string]any)["content"].([]any) {
+							if b := b.(map[string]any); b["type"] == "tool_use" && b["name"] != "Agent" {
+								epochOf[b["id"].(string)] = epoch
+							}
+						}
+					}
+					v["timestamp"] = time.UnixMilli(ts).UTC().Format(time.RFC3339Nano)
+				}
+				r.handle(p, streamLine(t, v))
+			}
+			for range 60 {
+				switch op := rng.IntN(14); op {
+				case 0:
+					epoch, inTurn = epoch+1, true
+					r.mu.Lock()
+					r.turnOpen = true
+					r.mu.Unlock()
+					msg(map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": "prompt " + next()}})
+				case 1, 2:
+					msg(map[string]any{"type": "assistant", "message": map[string]any{"id": "m" + next(), "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "t" + next()}}}})
+				case 3:
+					id := "toolu_" + next()
+					open = append(open, id)
+					msg(map[string]any{"type": "assistant", "message": map[string]any{"id": "m" + next(), "role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id, "name": "Bash", "input": map[string]any{"command": "x"}}}}})
+				case 4:
+					if len(open) > 0 {
+						i := rng.IntN(len(open))
+						id := open[i]
+						open = append(open[:i], open[i+1:]...)
+						msg(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "ok"}}}})
+					}
+				case 5:
+					if len(open) > 0 {
+						msg(map[string]any{"type": "control_request", "request_id": "req" + next(), "request": map[string]any{"subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": open[rng.IntN(len(open))], "input": map[string]any{}}})
+					}
+				case 6:
+					if st := r.State(); len(st.Permissions) > 0 {
+						_ = r.Answer(st.Permissions[rng.IntN(len(st.Permissions))].ID, rng.IntN(2) == 0, nil, false, "no")
+					}
+				case 7:
+					id := "toolu_A" + next()
+					agents = append(agents, id)
+					msg(map[string]any{"type": "assistant", "message": map[string]any{"id": "m" + next(), "role": "assistant", "content": []any{map[string]any{"type": "tool_use", "id": id, "name": "Agent", "input": map[string]any{"prompt": "p" + id, "description": "d"}}}}})
+					msg(map[string]any{"type": "system", "subtype": "task_started", "task_id": "a" + id, "tool_use_id": id, "prompt": "p" + id, "is_backgrounded": true})
+					msg(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": id, "content": "Async agent launched"}}}, "tool_use_result": map[string]any{"status": "async_launched", "agentId": "a" + id}})
+				case 8:
+					if len(agents) > 0 {
+						a := agents[rng.IntN(len(agents))]
+						msg(map[string]any{"type": "assistant", "parent_tool_use_id": a, "agent_id": "a" + a, "message": map[string]any{"id": "m" + next(), "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "sub"}}}})
+					}
+				case 9:
+					if len(agents) > 0 {
+						i := rng.IntN(len(agents))
+						a := agents[i]
+						agents = append(agents[:i], agents[i+1:]...)
+						msg(map[string]any{"type": "system", "subtype": "task_notification", "task_id": "a" + a, "tool_use_id": a, "status": "completed"})
+					}
+				case 10:
+					inTurn = false
+					msg(map[string]any{"type": "result", "subtype": "success"})
+				case 11:
+					inTurn = false
+					r.mu.Lock()
+					r.interrupted = r.turnOpen
+					r.mu.Unlock()
+					msg(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "[Request interrupted by user]"}}}})
+					msg(map[string]any{"type": "result", "subtype": "error_during_execution", "terminal_reason": "aborted_streaming"})
+					open = nil
+				case 12:
+					clock.advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+				case 13:
+					if rng.IntN(4) == 0 { // Claude dies; a new process follows
+						close(p.exited)
+						r.exited(p)
+						open, inTurn = nil, false
+						p = newProc()
+					}
+				}
+			}
+			// The process goes away as Stop would make it, then Stop
+			// closes what is open.
+			p.stopping.Store(true)
+			close(p.exited)
+			r.exited(p)
+			r.Stop(protocol.StatusCancelled)
+			envs := out.Envelopes()
+			envtest.CheckInvariants(t, envs)
+			turnOf := map[int]string{}
+			for _, e := range envs {
+				key := e.ClaudeUUID
+				if e.Ev.T == protocol.KindToolCallStart {
+					key = e.Ev.Call
+				}
+				ep, ok := epochOf[key]
+				if !ok || e.Role != protocol.RoleAgent {
+					continue
+				}
+				if t0, seen := turnOf[ep]; seen && t0 != e.Turn {
+					t.Fatalf("output of one turn split over turns %s and %s: %v", t0, e.Turn, describeAll(envs))
+				}
+				turnOf[ep] = e.Turn
+			}
+			left := map[string]bool{}
+			cur := ""
+			for i, e := range envs {
+				if e.Turn == "" {
+					continue
+				}
+				if e.Turn != cur {
+					if left[e.Turn] {
+						t.Fatalf("envelope %d: turn %s resumes after another turn: %v", i, e.Turn, describeAll(envs))
+					}
+					if cur != "" {
+						left[cur] = true
+					}
+					cur = e.Turn
+				}
+			}
+		})
+	}
+}
