@@ -150,6 +150,13 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 	return r
 }
 
+// started reports whether Claude has the session (it printed its init).
+func (r *Remote) started() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.opts.Resume
+}
+
 // ID is the session id.
 func (r *Remote) ID() string { return r.id }
 

@@ -7,7 +7,8 @@
 //
 //	{"lines": ["{...record...}", ...], "intervalMs": 5, "exit": 0, "hang": false}
 //
-// "{{session}}" in a line is replaced by the session id. With hang, it waits
+// "{{session}}" in a line is replaced by the session id, "{{source}}" by
+// startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
 package main
 
@@ -71,6 +72,11 @@ func main() {
 func run(sigs chan os.Signal) error {
 	if p := os.Getenv("FAKE_CLAUDE_PIDFILE"); p != "" {
 		os.WriteFile(p, []byte(fmt.Sprint(os.Getpid())), 0o644)
+	}
+	if p := os.Getenv("FAKE_CLAUDE_PIDLOG"); p != "" {
+		f, _ := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
 	}
 	var settings, session, source = "", "", "startup"
 	streamMode := false
@@ -146,7 +152,7 @@ func run(sigs chan os.Signal) error {
 			os.Exit(128 + int(s.(syscall.Signal)))
 		case <-time.After(time.Duration(sc.IntervalMS) * time.Millisecond):
 		}
-		if _, err := f.WriteString(strings.ReplaceAll(l, "{{session}}", session) + "\n"); err != nil {
+		if _, err := f.WriteString(strings.NewReplacer("{{session}}", session, "{{source}}", source).Replace(l) + "\n"); err != nil {
 			return err
 		}
 	}

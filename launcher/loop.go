@@ -1,0 +1,373 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Command is a command from the app for the session, with the way to tell
+// the app what became of it.
+type Command struct {
+	protocol.Command
+	// Reply reports the outcome: err nil is done, otherwise rejected with
+	// err's text. It may be called from any goroutine, once.
+	Reply func(err error)
+}
+
+// Scanner is what the switching loop needs of the transcript scanner.
+type Scanner interface {
+	AddSession(id string)
+	Synced() <-chan struct{}
+}
+
+// LoopOptions configure RunLoop.
+type LoopOptions struct {
+	Local  LocalOptions  // OnSession is set by the loop
+	Remote RemoteOptions // Dir, Env, Claude, Args are taken from Local when empty
+	// Pipeline maps both modes' records; Scanner feeds it in local mode.
+	Pipeline *Pipeline
+	Scanner  Scanner
+	Commands <-chan Command
+	Events   RemoteEvents // session state (both modes) and live deltas
+	// StartRemote starts headless in remote mode with a new session
+	// (Session) waiting for the app's first prompt.
+	StartRemote bool
+	Session     string
+	// Keys is the terminal in remote mode: pressing space twice takes the
+	// session back. nil in headless mode.
+	Keys *os.File
+	// Notice is where the terminal is told what happens (nil: nowhere).
+	Notice io.Writer
+	Logger *slog.Logger
+}
+
+// ErrNoSession is the reason given for a command that arrives before
+// Claude told ccrelay its session.
+var ErrNoSession = errors.New("the session has not started yet")
+
+// RunLoop runs a session, switching between local mode (interactive Claude
+// in the terminal, followed through its transcript) and remote mode
+// (Claude driven from the app over stream-json). A prompt from the app
+// takes the session to remote mode; pressing space twice in the terminal,
+// or a switch command, brings it back. It returns the exit code of the
+// local Claude when the user quits it, or when ctx ends. No Claude process
+// outlives its mode.
+func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Notice == nil {
+		o.Notice = io.Discard
+	}
+	l := &loop{o: o, seen: map[string]bool{}, session: o.Session}
+	if o.StartRemote {
+		if l.session == "" {
+			return 0, errors.New("remote mode needs a session id")
+		}
+		for {
+			back, err := l.remote(ctx, nil, false)
+			if err != nil || !back || o.Keys == nil {
+				return 0, err
+			}
+			// Taken back in a terminal: continue locally.
+			code, next, err := l.local(ctx)
+			if err != nil || next == nil {
+				return code, err
+			}
+			if _, err := l.remoteThenLocal(ctx, next); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for {
+		code, next, err := l.local(ctx)
+		if err != nil || next == nil {
+			return code, err
+		}
+		if done, err := l.remoteThenLocal(ctx, next); err != nil || done {
+			return 0, err
+		}
+	}
+}
+
+type loop struct {
+	o        LoopOptions
+	session  string
+	resumed  bool // the session exists in Claude (local ran, or a remote turn)
+	seen     map[string]bool
+	localRan bool
+}
+
+// fresh reports whether a command is new (the relay delivers at least
+// once).
+func (l *loop) fresh(c Command) bool {
+	if c.ID == "" {
+		return true
+	}
+	if l.seen[c.ID] {
+		return false
+	}
+	l.seen[c.ID] = true
+	return true
+}
+
+func (l *loop) publish(st SessionState) {
+	if l.o.Events != nil && l.session != "" {
+		l.o.Events.State(l.session, st)
+	}
+}
+
+// local runs interactive Claude until it exits (next nil) or the app
+// takes the session (next is the command that did).
+func (l *loop) local(ctx context.Context) (int, *Command, error) {
+	lo := l.o.Local
+	if l.resumed {
+		lo.Args = append(append([]string(nil), lo.Args...), "--resume", l.session)
+	}
+	sessions := make(chan string, 8)
+	lo.OnSession = func(s SessionStart) {
+		sessions <- s.SessionID
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	type result struct {
+		code int
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, err := RunLocal(lctx, lo)
+		done <- result{code, err}
+	}()
+	var next *Command
+	for {
+		select {
+		case id := <-sessions:
+			l.session, l.resumed = id, true
+			l.o.Pipeline.SetRemote(id, false)
+			l.o.Scanner.AddSession(id)
+			l.publish(SessionState{Mode: "local", Status: StatusIdle})
+		case c := <-l.o.Commands:
+			if !l.fresh(c) {
+				continue
+			}
+			switch {
+			case l.session == "":
+				c.Reply(ErrNoSession)
+			case c.Kind == protocol.CommandPrompt || (c.Kind == protocol.CommandSwitch && c.Mode == "remote"):
+				if next == nil {
+					cc := c
+					next = &cc
+					stop() // the app takes over: stop the local Claude
+				} else {
+					c.Reply(errors.New("the session is switching to remote mode; send it again in a moment"))
+				}
+			case c.Kind == protocol.CommandSwitch:
+				c.Reply(nil) // already local
+			default:
+				c.Reply(fmt.Errorf("the session runs in local mode in the terminal; send a prompt to take it over first"))
+			}
+		case r := <-done:
+			if r.err != nil {
+				return r.code, nil, r.err
+			}
+			if next == nil {
+				// The user quit Claude: read what it wrote last, close.
+				l.settle()
+				return r.code, nil, nil
+			}
+			// Stopped for the app: everything Claude wrote is read, and
+			// the turn closes completed, before remote mode goes on.
+			l.settle()
+			if err := l.o.Pipeline.CloseTurn(context.WithoutCancel(ctx), l.session, protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
+				return 0, nil, err
+			}
+			return 0, next, nil
+		}
+	}
+}
+
+// settle waits until the scanner has read everything on disk (two full
+// passes), or a few seconds.
+func (l *loop) settle() {
+	timeout := time.After(5 * time.Second)
+	for range 2 {
+		select {
+		case <-l.o.Scanner.Synced():
+		case <-timeout:
+			l.o.Logger.Warn("scanner did not catch up before the switch")
+			return
+		}
+	}
+}
+
+// remoteThenLocal runs remote mode starting with the app's command; done
+// is true when ccrelay should exit.
+func (l *loop) remoteThenLocal(ctx context.Context, first *Command) (bool, error) {
+	back, err := l.remote(ctx, first, true)
+	if err != nil {
+		return true, err
+	}
+	return !back, nil
+}
+
+// remote drives the session from the app until it is taken back (true) or
+// ctx ends (false).
+func (l *loop) remote(ctx context.Context, first *Command, resume bool) (bool, error) {
+	ro := l.o.Remote
+	if ro.Claude == "" {
+		ro.Claude = l.o.Local.Claude
+	}
+	if ro.Dir == "" {
+		ro.Dir = l.o.Local.Dir
+	}
+	if ro.Env == nil {
+		ro.Env = l.o.Local.Env
+	}
+	if ro.Logger == nil {
+		ro.Logger = l.o.Logger
+	}
+	ro.Resume = resume || l.resumed
+	l.o.Pipeline.SetRemote(l.session, true)
+	r := NewRemote(l.session, ro, l.o.Pipeline, l.o.Events)
+	l.publish(r.State())
+	var keys <-chan struct{}
+	var restore func()
+	kctx, stopKeys := context.WithCancel(ctx)
+	defer stopKeys()
+	if l.o.Keys != nil {
+		fmt.Fprint(l.o.Notice, "\r\nccrelay: this session is now controlled from the app. Press space twice to take it back here.\r\n")
+		restore = rawMode(l.o.Keys)
+		keys = watchKeys(kctx, l.o.Keys)
+	}
+	finish := func(status protocol.TurnStatus) {
+		stopKeys()
+		r.Stop(status)
+		if restore != nil {
+			restore()
+		}
+		l.resumed = l.resumed || r.started()
+		l.o.Pipeline.SetRemote(l.session, false)
+	}
+	cmds := make(chan Command, 1)
+	if first != nil && first.Kind == protocol.CommandPrompt {
+		cmds <- *first
+	} else if first != nil {
+		first.Reply(nil)
+	}
+	for {
+		var c Command
+		select {
+		case <-ctx.Done():
+			finish(protocol.StatusCancelled)
+			return false, nil
+		case <-keys:
+			finish(protocol.StatusCancelled)
+			fmt.Fprint(l.o.Notice, "ccrelay: back in the terminal.\r\n")
+			return true, nil
+		case c = <-cmds:
+		case c = <-l.o.Commands:
+			if !l.fresh(c) {
+				continue
+			}
+		}
+		switch c.Kind {
+		case protocol.CommandPrompt:
+			go func(c Command) {
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				defer cancel()
+				c.Reply(r.Prompt(pctx, c.Text))
+			}(c)
+		case protocol.CommandPermission:
+			c.Reply(r.Answer(c.RequestID, c.Allow, c.Input, c.ForSession, c.Reason))
+		case protocol.CommandAbort:
+			c.Reply(r.Interrupt(ctx))
+		case protocol.CommandModel:
+			go func(c Command) { c.Reply(r.SetModel(ctx, c.Model)) }(c)
+		case protocol.CommandPermissionMode:
+			go func(c Command) { c.Reply(r.SetPermissionMode(ctx, c.Mode)) }(c)
+		case protocol.CommandSwitch:
+			if c.Mode != "local" {
+				c.Reply(nil)
+				continue
+			}
+			if l.o.Keys == nil {
+				c.Reply(errors.New("no terminal to take the session back to: ccrelay runs headless"))
+				continue
+			}
+			finish(protocol.StatusCancelled)
+			c.Reply(nil)
+			return true, nil
+		default:
+			c.Reply(fmt.Errorf("unknown command %q", c.Kind))
+		}
+	}
+}
+
+// rawMode puts a terminal in raw mode (keys arrive one by one) and returns
+// the undo; for anything else it does nothing.
+func rawMode(f *os.File) func() {
+	fd := int(f.Fd())
+	if !term.IsTerminal(fd) {
+		return func() {}
+	}
+	old, err := term.MakeRaw(fd)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = term.Restore(fd, old) }
+}
+
+// watchKeys signals when space is pressed twice in a row on f. It polls,
+// so it stops reading as soon as ctx ends: local Claude gets the terminal
+// back with no key taken from it.
+func watchKeys(ctx context.Context, f *os.File) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		fd := int(f.Fd())
+		spaces := 0
+		buf := make([]byte, 64)
+		for ctx.Err() == nil {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 100)
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				return
+			}
+			if n == 0 || fds[0].Revents == 0 {
+				continue
+			}
+			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 && fds[0].Revents&unix.POLLIN == 0 {
+				return
+			}
+			k, err := unix.Read(fd, buf)
+			if k <= 0 || err != nil {
+				return
+			}
+			for _, b := range buf[:k] {
+				if b == ' ' {
+					spaces++
+				} else {
+					spaces = 0
+				}
+				if spaces >= 2 {
+					select {
+					case out <- struct{}{}:
+					case <-ctx.Done():
+					}
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
