@@ -39,6 +39,7 @@ type Client struct {
 	log *slog.Logger
 
 	inbound chan Inbound
+	live    chan protocol.Frame
 
 	mu       sync.Mutex
 	conn     *conn             // the current connection, nil while offline
@@ -76,7 +77,7 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64),
+	return &Client{cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
 		announce: map[string][]byte{}, changed: make(chan struct{}, 1)}
 }
 
@@ -93,6 +94,40 @@ func (c *Client) Announce(session string, info json.RawMessage) {
 	select {
 	case c.changed <- struct{}{}:
 	default:
+	}
+}
+
+// Live sends a live frame (a token delta) to the apps watching session. It
+// is not stored and not retried: it never blocks, and is dropped while the
+// relay is not connected or the link is behind.
+func (c *Client) Live(session string, payload json.RawMessage) {
+	select {
+	case c.live <- protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameLive, Session: session, Payload: payload}:
+	default:
+	}
+}
+
+// sendLive writes live frames on the current connection until ctx ends.
+func (c *Client) sendLive(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case f := <-c.live:
+			c.mu.Lock()
+			cn := c.conn
+			c.mu.Unlock()
+			if cn == nil {
+				continue
+			}
+			data, err := json.Marshal(f)
+			if err != nil {
+				continue
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = cn.ws.Write(wctx, websocket.MessageText, data)
+			cancel()
+		}
 	}
 }
 
@@ -182,6 +217,10 @@ var ErrUnauthorized = errors.New("the relay refused the token")
 // Run sends until ctx is done. It returns ErrUnauthorized at once if the
 // relay refuses the token; other failures are retried with backoff.
 func (c *Client) Run(ctx context.Context) error {
+	liveCtx, stopLive := context.WithCancel(ctx)
+	liveDone := make(chan struct{})
+	go func() { defer close(liveDone); c.sendLive(liveCtx) }()
+	defer func() { stopLive(); <-liveDone }()
 	backoff := c.cfg.MinBackoff
 	for {
 		err := c.session(ctx)

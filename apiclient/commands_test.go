@@ -94,3 +94,66 @@ func TestClientReceivesCommands(t *testing.T) {
 	r.halt()
 	checkStored(t, "S", r.ids("S"), envs("S", 0, 10))
 }
+
+// Live frames (token deltas) reach the apps watching the session; they
+// are not stored.
+func TestClientLive(t *testing.T) {
+	r := newRelay(t)
+	ctx := context.Background()
+	box, _ := OpenOutbox(t.TempDir())
+	defer box.Close()
+	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, box)
+	defer rc.cancel()
+	rc.cl.Announce("S", json.RawMessage(`{"mode":"remote","status":"busy"}`))
+	box.Append(ctx, "S", envs("S", 0, 1))
+	if err := rc.cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	app, _, err := websocket.Dial(ctx, "ws://"+r.addr+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.CloseNow()
+	b, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSubscribe, Session: "S"})
+	if err := app.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan protocol.Frame, 16)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	go func() {
+		for {
+			_, b, err := app.Read(rctx)
+			if err != nil {
+				close(got)
+				return
+			}
+			var f protocol.Frame
+			json.Unmarshal(b, &f)
+			got <- f
+		}
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case f, ok := <-got:
+			if !ok {
+				t.Fatal("no live frame")
+			}
+			if f.Type == protocol.FrameLive {
+				if f.Session != "S" || string(f.Payload) != `{"type":"delta","text":"hel"}` {
+					t.Fatalf("live frame %+v", f)
+				}
+				if ids := r.ids("S"); len(ids) != 1 {
+					t.Fatalf("live frame stored: %v", ids)
+				}
+				return
+			}
+		case <-tick.C:
+			// Sent until the app is subscribed: live frames are dropped,
+			// not queued, for apps that are not watching.
+			rc.cl.Live("S", json.RawMessage(`{"type":"delta","text":"hel"}`))
+		}
+	}
+}
