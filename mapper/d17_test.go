@@ -45,3 +45,21 @@ func TestD17LocalCommandOutputSkipped(t *testing.T) {
 		`{"type":"user","uuid":"u3","message":{"role":"user","content":"hello"}}`,
 	}, []string{"U(<command-name>/model</command-name>\n<command-message>model</command-message>\n<command-args>sonnet</command-args>)", "U(hello)"})
 }
+
+// D17 ids stay unique when a transcript reuses a tool id (copied or
+// synthetic transcripts): the second prompt falls back to its record.
+func TestD17ReusedToolIDStaysUnique(t *testing.T) {
+	m := New(testSession)
+	var envs []protocol.Envelope
+	for i := range 2 {
+		u := string(rune('a' + i))
+		for _, l := range []string{
+			`{"type":"user","uuid":"p` + u + `","message":{"role":"user","content":"go"}}`,
+			`{"type":"assistant","uuid":"l` + u + `","message":{"id":"m` + u + `","role":"assistant","content":[{"type":"tool_use","id":"toolu_same","name":"Task","input":{"prompt":"do it"}}]}}`,
+			`{"type":"user","uuid":"r` + u + `","isSidechain":true,"message":{"role":"user","content":"do it"}}`,
+		} {
+			envs = append(envs, m.Map(rec(t, l))...)
+		}
+	}
+	checkInvariants(t, envs) // includes unique ids
+}

@@ -67,6 +67,10 @@ type Mapper struct {
 	nBuffered   int
 
 	usageSeen map[string]struct{} // API message ids that carried usage (D6)
+	// derived holds the id sources taken from a subagent or task rather
+	// than a record (D17); a source used once falls back to the record, so
+	// ids stay unique even if a transcript reuses tool ids.
+	derived map[string]struct{}
 
 	stats Stats
 	out   []protocol.Envelope
@@ -91,7 +95,7 @@ type subagent struct {
 
 // New returns a mapper for the session with the given id.
 func New(sessionID string) *Mapper {
-	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered}
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}}
 	m.reset()
 	return m
 }
@@ -152,6 +156,15 @@ func (m *Mapper) Close(status protocol.TurnStatus) []protocol.Envelope {
 	m.out, m.own = m.out[:0], m.own[:0]
 	m.closeTurn(status)
 	return m.result()
+}
+
+// derive returns key as an id source the first time, fallback after.
+func (m *Mapper) derive(key, fallback string) string {
+	if _, used := m.derived[key]; used {
+		return fallback
+	}
+	m.derived[key] = struct{}{}
+	return key
 }
 
 // Note emits a service message that no record carries (a launcher's own
@@ -623,7 +636,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 				// subagent, so the prompt read from the subagent's
 				// transcript and the one remote mode synthesises from the
 				// Agent call agree (D17).
-				src = "root:" + sub.provider
+				src = m.derive("root:"+sub.provider, src)
 			}
 			if sub != nil {
 				sub.rooted = true

@@ -188,7 +188,7 @@ func (m *Mapper) taskNotification(r *claude.Record, src string) {
 	if taskID != "" {
 		// Ids come from the task, not the record (D17): remote mode builds
 		// this record from Claude's task_notification message.
-		src = "notification:" + taskID
+		src = m.derive("notification:"+taskID, src)
 	}
 
 	m.ensureTurn(r)

@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/spf13/cobra"
 
@@ -24,6 +31,8 @@ type localFlags struct {
 	out        string
 	relay      string
 	relayToken string
+	remote     bool
+	session    string
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
@@ -32,6 +41,8 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
 	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (e.g. http://127.0.0.1:8707)")
 	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
+	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
 }
 
 func stateDir(flag string) (string, error) {
@@ -80,8 +91,13 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
 
+	if f.remote && f.relay == "" {
+		return errors.New("--remote needs --relay: the prompts come from the app")
+	}
 	var out launcher.Outbox
 	var sender *apiclient.Client
+	sendCtx, stopSend := context.WithCancel(context.Background())
+	defer stopSend()
 	if f.relay != "" {
 		token, err := relayToken(f.relayToken, "")
 		if err != nil {
@@ -93,22 +109,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		defer box.Close()
 		sender = apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log}, box)
-		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+		sendCtx, stopSend = context.WithCancel(context.WithoutCancel(ctx))
 		sendDone := make(chan error, 1)
 		go func() { sendDone <- sender.Run(sendCtx) }()
-		// Steering from the app needs remote mode, which this build does not
-		// have yet: say so rather than leave commands unanswered.
-		go func() {
-			for {
-				select {
-				case <-sendCtx.Done():
-					return
-				case in := <-sender.Commands():
-					_ = sender.Reply(sendCtx, in.Session, in.Command.ID, false,
-						"this session runs in local mode in the terminal; steering it from the app is not available yet")
-				}
-			}
-		}()
 		defer func() {
 			// Give the relay a moment to take what is left; the outbox
 			// keeps the rest for the next run.
@@ -150,18 +153,37 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		<-scanDone
 		return fmt.Errorf("find ccrelay's own path for the hook: %w", err)
 	}
-	code, runErr := launcher.RunLocal(ctx, launcher.LocalOptions{
-		Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		HookCommand: []string{self, "hook"},
-		OnSession: func(s launcher.SessionStart) {
-			log.Info("session", "id", s.SessionID, "source", s.Source, "transcript", s.TranscriptPath)
-			sc.AddSession(s.SessionID)
-			if sender != nil {
-				sender.Announce(s.SessionID, sessionInfo(cwd, "local", "idle"))
-			}
-		},
-		Logger: log,
-	})
+	loopOpts := launcher.LoopOptions{
+		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+			HookCommand: []string{self, "hook"}, Logger: log},
+		Pipeline: pipe, Scanner: sc, Logger: log, Notice: os.Stderr,
+	}
+	// Ctrl-C belongs to Claude in local mode (RunLocal forwards it); only
+	// SIGTERM and SIGHUP end the loop. Headless, Ctrl-C ends it too.
+	loopCtx, stopLoop := signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
+	defer stopLoop()
+	if f.remote {
+		loopCtx = ctx
+		loopOpts.StartRemote = true
+		loopOpts.Session = f.session
+		if loopOpts.Session == "" {
+			loopOpts.Session = newSessionID()
+		}
+	} else if term.IsTerminal(int(os.Stdin.Fd())) {
+		loopOpts.Keys = os.Stdin
+	}
+	if sender != nil {
+		app := &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command)}
+		loopOpts.Events, loopOpts.Commands = app, app.cmds
+		go app.run(sendCtx)
+		if f.remote {
+			// The session is visible to the app at once, before any
+			// Claude runs (it starts on the first prompt).
+			app.State(loopOpts.Session, launcher.SessionState{Mode: "remote", Status: launcher.StatusIdle})
+			fmt.Fprintf(os.Stderr, "ccrelay: session %s is waiting for a prompt from the app (%s)\n", loopOpts.Session, f.relay)
+		}
+	}
+	code, runErr := launcher.RunLoop(loopCtx, loopOpts)
 	// Claude is gone: read what it wrote last, close the turn, flush.
 	stopScan()
 	scanErr := <-scanDone
@@ -200,9 +222,77 @@ func newHookCmd() *cobra.Command {
 	}
 }
 
-// sessionInfo is the description of a session announced to the relay.
-func sessionInfo(cwd, mode, status string) json.RawMessage {
+// sessionInfo is the description of a session announced to the relay:
+// where it runs, and its state.
+func sessionInfo(cwd string, st launcher.SessionState) json.RawMessage {
 	host, _ := os.Hostname()
-	b, _ := json.Marshal(map[string]string{"cwd": cwd, "title": filepath.Base(cwd), "machine": host, "mode": mode, "status": status})
+	b, _ := json.Marshal(struct {
+		Cwd     string `json:"cwd"`
+		Title   string `json:"title"`
+		Machine string `json:"machine"`
+		launcher.SessionState
+	}{cwd, filepath.Base(cwd), host, st})
 	return b
+}
+
+// appLink connects the session loop with the relay: state and live deltas
+// out, the app's commands in (each answered with its outcome).
+type appLink struct {
+	sender *apiclient.Client
+	cwd    string
+	log    *slog.Logger
+	cmds   chan launcher.Command
+
+	mu      sync.Mutex
+	current string // the session the loop runs now
+}
+
+func (a *appLink) State(session string, st launcher.SessionState) {
+	a.mu.Lock()
+	a.current = session
+	a.mu.Unlock()
+	a.sender.Announce(session, sessionInfo(a.cwd, st))
+}
+
+func (a *appLink) Live(session string, payload json.RawMessage) { a.sender.Live(session, payload) }
+
+// run hands the app's commands to the loop until ctx ends.
+func (a *appLink) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case in := <-a.sender.Commands():
+			a.mu.Lock()
+			cur := a.current
+			a.mu.Unlock()
+			reply := func(err error) {
+				msg := ""
+				if err != nil {
+					msg = err.Error()
+				}
+				if rerr := a.sender.Reply(ctx, in.Session, in.Command.ID, err == nil, msg); rerr != nil {
+					a.log.Warn("could not answer a command", "id", in.Command.ID, "err", rerr)
+				}
+			}
+			if in.Session != cur {
+				reply(errors.New("this session is no longer running here; use the current one"))
+				continue
+			}
+			select {
+			case a.cmds <- launcher.Command{Command: in.Command, Reply: reply}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// newSessionID is a fresh session id (a random UUID, as Claude uses).
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
