@@ -6,61 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/ccrelay/ccrelay/queue"
 )
-
-// manualClock fires timers only when advanced.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*manualTimer
-}
-
-type manualTimer struct {
-	c    *manualClock
-	at   time.Duration
-	f    func()
-	done bool
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) queue.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &manualTimer{c: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *manualTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*manualTimer
-	for _, t := range c.timers {
-		if !t.done && t.at <= c.now {
-			t.done = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
 
 type nopWriteCloser struct{ io.Writer }
 
@@ -86,7 +39,7 @@ func TestRemoteOrderingProperty(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			out := &MemOutbox{}
-			clock := &manualClock{}
+			clock := &testutil.FakeClock{}
 			r := NewRemote("sess", RemoteOptions{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 				NewPipeline("", out), &events{})
 			newProc := func() *process {
@@ -182,7 +135,7 @@ func TestRemoteOrderingProperty(t *testing.T) {
 					msg(map[string]any{"type": "result", "subtype": "error_during_execution", "terminal_reason": "aborted_streaming"})
 					open = nil
 				case 12:
-					clock.advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+					clock.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
 				case 13:
 					if rng.IntN(4) == 0 { // Claude dies; a new process follows
 						close(p.exited)

@@ -1,58 +1,13 @@
-package queue
+package queue_test
 
 import (
+	"github.com/ccrelay/ccrelay/internal/testutil"
+	"github.com/ccrelay/ccrelay/queue"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 )
-
-// fakeClock fires timers only when advanced.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Duration
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Duration
-	f       func()
-	stopped bool
-	fired   bool
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now + d, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped && !t.fired
-	t.stopped = true
-	return was
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now += d
-	var due []*fakeTimer
-	for _, t := range c.timers {
-		if !t.stopped && !t.fired && t.at <= c.now {
-			t.fired = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	for _, t := range due {
-		t.f()
-	}
-}
 
 type recorder struct {
 	mu    sync.Mutex
@@ -125,9 +80,9 @@ func TestQueue(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clock := &fakeClock{}
+			clock := &testutil.FakeClock{}
 			r := &recorder{}
-			q := New(r.deliver, clock)
+			q := queue.New(r.deliver, clock)
 			for i, o := range c.ops {
 				switch o.do {
 				case "push":
@@ -155,7 +110,7 @@ func TestQueue(t *testing.T) {
 // producer and never lose one.
 func TestQueueConcurrentOrder(t *testing.T) {
 	r := &recorder{}
-	q := New(r.deliver, nil)
+	q := queue.New(r.deliver, nil)
 	const n = 2000
 	var wg sync.WaitGroup
 	wg.Add(1)
