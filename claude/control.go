@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // System message subtypes of stream-json that ccrelay acts on.
@@ -130,4 +131,17 @@ func controlResponse(requestID string, resp any) []byte {
 		"subtype": "success", "request_id": requestID, "response": resp,
 	}})
 	return append(b, '\n')
+}
+
+// Texts Claude Code writes as a user message when the user interrupts a
+// turn.
+const (
+	InterruptedText        = "[Request interrupted by user]"
+	InterruptedForToolText = "[Request interrupted by user for tool use]"
+)
+
+// IsInterruptText reports whether s is Claude's interrupt marker.
+func IsInterruptText(s string) bool {
+	s = strings.TrimSpace(s)
+	return s == InterruptedText || s == InterruptedForToolText
 }

@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,4 +107,14 @@ func SubagentFiles(mainPath string) ([]string, error) {
 		return nil, fmt.Errorf("list subagent transcripts of %s: %w", mainPath, err)
 	}
 	return files, nil
+}
+
+// NewSessionID returns a fresh session id in Claude Code's form (a random
+// version 4 UUID), for sessions ccrelay creates with --session-id.
+func NewSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -33,9 +33,6 @@ func NewConverter(session string) *Converter {
 	return &Converter{session: session, agents: map[string]*agentCall{}, open: map[string]string{}, parents: map[string]string{}}
 }
 
-// SetSession sets the session id put on records that lack one.
-func (c *Converter) SetSession(id string) { c.session = id }
-
 // Parent returns the tool_use id of the subagent that made tool call id
 // ("" for a top-level call or one never seen).
 func (c *Converter) Parent(toolUseID string) string { return c.parents[toolUseID] }
@@ -144,8 +141,7 @@ func isInterruptMarker(r *claude.Record) bool {
 			}
 		}
 	}
-	text = strings.TrimSpace(text)
-	return text == "[Request interrupted by user]" || text == "[Request interrupted by user for tool use]"
+	return claude.IsInterruptText(text)
 }
 
 // root is the sidechain root prompt of subagent p, which stream-json does
@@ -195,7 +191,7 @@ func (c *Converter) Interrupted() []*claude.Record {
 			"type": "user", "sessionId": c.session,
 			"message": map[string]any{"role": "user", "content": []map[string]any{{
 				"type": "tool_result", "tool_use_id": id, "is_error": true,
-				"content": "[Request interrupted by user for tool use]",
+				"content": claude.InterruptedForToolText,
 			}}},
 		}
 		if parent != "" {
@@ -205,17 +201,6 @@ func (c *Converter) Interrupted() []*claude.Record {
 		out = append(out, mustRecord(rec))
 	}
 	c.order = keep
-	return out
-}
-
-// Open reports the tool calls without a result, in start order.
-func (c *Converter) Open() []string {
-	var out []string
-	for _, id := range c.order {
-		if _, ok := c.open[id]; ok {
-			out = append(out, id)
-		}
-	}
 	return out
 }
 

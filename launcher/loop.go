@@ -70,42 +70,33 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 		o.Notice = io.Discard
 	}
 	l := &loop{o: o, seen: map[string]bool{}, session: o.Session}
-	if o.StartRemote {
-		if l.session == "" {
-			return 0, errors.New("remote mode needs a session id")
-		}
-		for {
-			back, err := l.remote(ctx, nil, false)
-			if err != nil || !back || o.Keys == nil {
-				return 0, err
-			}
-			// Taken back in a terminal: continue locally.
-			code, next, err := l.local(ctx)
-			if err != nil || next == nil {
-				return code, err
-			}
-			if _, err := l.remoteThenLocal(ctx, next); err != nil {
-				return 0, err
-			}
-		}
+	if o.StartRemote && l.session == "" {
+		return 0, errors.New("remote mode needs a session id")
 	}
+	remote := o.StartRemote
+	var first *Command // the app's command that took the session over
 	for {
+		if remote {
+			back, err := l.remote(ctx, first)
+			if err != nil || !back {
+				return 0, err
+			}
+			remote, first = false, nil
+			continue
+		}
 		code, next, err := l.local(ctx)
 		if err != nil || next == nil {
 			return code, err
 		}
-		if done, err := l.remoteThenLocal(ctx, next); err != nil || done {
-			return 0, err
-		}
+		remote, first = true, next
 	}
 }
 
 type loop struct {
-	o        LoopOptions
-	session  string
-	resumed  bool // the session exists in Claude (local ran, or a remote turn)
-	seen     map[string]bool
-	localRan bool
+	o       LoopOptions
+	session string
+	resumed bool // the session exists in Claude (local ran, or a remote turn)
+	seen    map[string]bool
 }
 
 // fresh reports whether a command is new (the relay delivers at least
@@ -211,19 +202,10 @@ func (l *loop) settle() {
 	}
 }
 
-// remoteThenLocal runs remote mode starting with the app's command; done
-// is true when ccrelay should exit.
-func (l *loop) remoteThenLocal(ctx context.Context, first *Command) (bool, error) {
-	back, err := l.remote(ctx, first, true)
-	if err != nil {
-		return true, err
-	}
-	return !back, nil
-}
-
-// remote drives the session from the app until it is taken back (true) or
+// remote drives the session from the app, starting with the command that
+// took it over (if any), until it is taken back to the terminal (true) or
 // ctx ends (false).
-func (l *loop) remote(ctx context.Context, first *Command, resume bool) (bool, error) {
+func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 	ro := l.o.Remote
 	if ro.Claude == "" {
 		ro.Claude = l.o.Local.Claude
@@ -237,7 +219,7 @@ func (l *loop) remote(ctx context.Context, first *Command, resume bool) (bool, e
 	if ro.Logger == nil {
 		ro.Logger = l.o.Logger
 	}
-	ro.Resume = resume || l.resumed
+	ro.Resume = l.resumed
 	l.o.Pipeline.SetRemote(l.session, true)
 	r := NewRemote(l.session, ro, l.o.Pipeline, l.o.Events)
 	l.publish(r.State())

@@ -2,14 +2,13 @@ package launcher
 
 import (
 	"context"
-	"crypto/rand"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
@@ -17,14 +16,6 @@ import (
 	"github.com/ccrelay/ccrelay/replay"
 	"github.com/ccrelay/ccrelay/scanner"
 )
-
-func newUUID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
 
 // live follows one session with the scanner while Claude runs, mapping into
 // a MemOutbox.
@@ -150,7 +141,7 @@ func TestRealClaudeLiveEqualsReplay(t *testing.T) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			e := claudetest.New(t, sc.rules...)
-			session := newUUID()
+			session := claude.NewSessionID()
 			l := follow(t, e.ProjectDir(t), session)
 			sc.run(t, e, session)
 			got := l.stop(t)

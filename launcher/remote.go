@@ -1,7 +1,7 @@
 package launcher
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/lines"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/queue"
 )
@@ -280,61 +281,39 @@ func (r *Remote) start() (*process, error) {
 // everything Claude prints is handled here as it arrives, between turns
 // too.
 func (r *Remote) read(p *process) {
-	br := bufio.NewReaderSize(p.stdout, 64<<10)
-	n := 0
-	for {
-		line, err := readLine(br, maxStreamLine)
-		if len(line) > 0 {
-			n++
-			m, perr := claude.ParseStream(line)
-			if perr != nil {
-				r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
-			} else {
-				r.handle(p, m)
-			}
-		}
+	lr := lines.NewReader(p.stdout, 64<<10, maxStreamLine)
+	for n := 1; ; n++ {
+		l, err := lr.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				r.log.Warn("remote: reading Claude's output failed", "err", err)
 			}
 			break
 		}
+		if l.TooLong {
+			r.log.Warn("remote: line from Claude too long; skipped", "line", n, "bytes", l.Size)
+			continue
+		}
+		if len(l.Data) == 0 {
+			continue
+		}
+		// Records may wait in the queue: they must not share the
+		// reader's buffer.
+		m, perr := claude.ParseStream(bytes.Clone(l.Data))
+		if perr != nil {
+			r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
+			continue
+		}
+		r.handle(p, m)
 	}
 	p.wait()
 	r.exited(p)
 	close(p.done)
 }
 
+// maxStreamLine bounds one stream-json line (a tool result with a large
+// file can be big; past this it is skipped, not held in memory).
 const maxStreamLine = 64 << 20
-
-// readLine reads one line; a line longer than max is skipped (reported as
-// an empty line) rather than held in memory.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
-	var buf []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(buf)+len(chunk) <= max {
-			buf = append(buf, chunk...)
-		} else {
-			buf = buf[:0]
-			max = -1 // drop the rest of this line
-		}
-		if err == bufio.ErrBufferFull {
-			continue
-		}
-		if max < 0 {
-			return nil, err
-		}
-		return trimEOL(buf), err
-	}
-}
-
-func trimEOL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
 
 func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 	r.mu.Lock()
@@ -660,10 +639,8 @@ func (r *Remote) exited(p *process) {
 	}
 	r.proc = nil
 	r.pending = nil
-	for id, ch := range r.waiters {
-		delete(r.waiters, id)
-		close(ch)
-	}
+	// Control requests still waiting see p.exited and give up.
+	clear(r.waiters)
 	if p.stopping.Load() {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -22,7 +23,7 @@ func realRemote(t *testing.T, rules ...fakeapi.Rule) (*remoteRig, *claudetest.En
 	rig := &remoteRig{t: t, out: &MemOutbox{}, ev: &events{}, home: e.Home, project: e.Project}
 	opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	rig.r = NewRemote(newUUID(), opts, NewPipeline("", rig.out), rig.ev)
+	rig.r = NewRemote(claude.NewSessionID(), opts, NewPipeline("", rig.out), rig.ev)
 	t.Cleanup(func() { rig.r.Stop(protocol.StatusCancelled) })
 	return rig, e
 }

@@ -24,12 +24,6 @@ const (
 	toolAgent = "Agent"
 )
 
-// Texts Claude Code writes as a user message when the user interrupts a turn.
-const (
-	interruptedText        = "[Request interrupted by user]"
-	interruptedForToolText = "[Request interrupted by user for tool use]"
-)
-
 // DefaultMaxBuffered bounds the sidechain records held while waiting for their
 // parent (D11). Past it, records are emitted without a subagent at once.
 const DefaultMaxBuffered = 10000
@@ -753,10 +747,7 @@ func (m *Mapper) interrupted(src string) {
 	m.closeTurn(protocol.StatusCancelled)
 }
 
-func isInterrupt(s string) bool {
-	s = strings.TrimSpace(s)
-	return s == interruptedText || s == interruptedForToolText
-}
+func isInterrupt(s string) bool { return claude.IsInterruptText(s) }
 
 // Preview cuts s to at most max bytes without splitting a UTF-8 sequence.
 // It reports whether s was cut. Invalid UTF-8 is replaced.

@@ -105,25 +105,6 @@ func (q *Queue[T]) Flush() {
 	q.drain()
 }
 
-// Held reports whether an item with key is waiting.
-func (q *Queue[T]) Held(key string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, e := range q.items {
-		if e.held && e.key == key {
-			return true
-		}
-	}
-	return false
-}
-
-// Len is the number of items not yet delivered.
-func (q *Queue[T]) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.items)
-}
-
 // Close flushes and stops the timers; later pushes are delivered at once.
 func (q *Queue[T]) Close() {
 	q.mu.Lock()

@@ -63,9 +63,13 @@ type Config struct {
 	// thread does). Records are delivered in timestamp order across files;
 	// a file quiet for this long is not waited for. Default 500 ms.
 	OrderWindow time.Duration
-	MaxLine     int
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// LaunchWindow is how long records after a subagent launch wait for
+	// the subagent's file to appear (default 2 s): on a busy machine Claude
+	// can take longer than OrderWindow to create it.
+	LaunchWindow time.Duration
+	MaxLine      int
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Scanner follows the transcript files of the sessions announced to it.
@@ -96,7 +100,7 @@ type session struct {
 
 	// A subagent launched in the main transcript writes a file of its own
 	// that may not exist yet: records after the launch wait for it a little.
-	nFiles      int       // files of the session at the last pass
+	nFiles      int       // subagent files with records at the last pass
 	expectTS    int64     // timestamp of the launch
 	expectSince time.Time // when the launch was read; zero: nothing expected
 }
@@ -136,6 +140,9 @@ func New(cfg Config, sink Sink) (*Scanner, error) {
 	}
 	if cfg.MaxLine <= 0 {
 		cfg.MaxLine = DefaultMaxLine
+	}
+	if cfg.LaunchWindow <= 0 {
+		cfg.LaunchWindow = 2 * time.Second
 	}
 	if cfg.OrderWindow <= 0 {
 		cfg.OrderWindow = 500 * time.Millisecond
@@ -274,14 +281,22 @@ func (s *Scanner) sync(ctx context.Context) error {
 		if subs, err := claude.SubagentFiles(main); err == nil {
 			paths = append(paths, subs...)
 		}
-		if len(paths) > ss.nFiles {
-			ss.expectSince = time.Time{} // the awaited file appeared
-		}
-		ss.nFiles = len(paths)
 		files := make([]*file, 0, len(paths))
+		withRecords := 0
 		for _, p := range paths {
-			files = append(files, s.readFile(ss, p, p == main))
+			f := s.readFile(ss, p, p == main)
+			files = append(files, f)
+			if p != main && f.lastTS > 0 {
+				withRecords++
+			}
 		}
+		// The awaited subagent file has records (Claude creates it a
+		// moment before it writes the first one: an empty file is not
+		// the end of the wait).
+		if withRecords > ss.nFiles {
+			ss.expectSince = time.Time{}
+		}
+		ss.nFiles = withRecords
 		if err := s.release(ctx, ss, files); err != nil {
 			return err
 		}
@@ -323,7 +338,8 @@ func (s *Scanner) release(ctx context.Context, ss *session, files []*file) error
 		// time.
 		ready := true
 		recent := now.Sub(time.UnixMilli(ts)) < s.cfg.OrderWindow
-		if recent && !s.final && !ss.expectSince.IsZero() && now.Sub(ss.expectSince) < s.cfg.OrderWindow && ts > ss.expectTS {
+		launched := now.Sub(time.UnixMilli(ts)) < s.cfg.LaunchWindow && now.Sub(ss.expectSince) < s.cfg.LaunchWindow
+		if launched && !s.final && !ss.expectSince.IsZero() && ts > ss.expectTS {
 			ready = false
 		}
 		for _, f := range files {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,9 +94,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		return errors.New("--remote needs --relay: the prompts come from the app")
 	}
 	var out launcher.Outbox
-	var sender *apiclient.Client
-	sendCtx, stopSend := context.WithCancel(context.Background())
-	defer stopSend()
+	var app *appLink // the link to the app, with --relay
 	if f.relay != "" {
 		token, err := relayToken(f.relayToken, "")
 		if err != nil {
@@ -108,10 +105,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			return err
 		}
 		defer box.Close()
-		sender = apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log}, box)
-		sendCtx, stopSend = context.WithCancel(context.WithoutCancel(ctx))
-		sendDone := make(chan error, 1)
+		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log}, box)
+		app = &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command)}
+		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
+		go func() { defer close(appDone); app.run(sendCtx) }()
 		defer func() {
 			// Give the relay a moment to take what is left; the outbox
 			// keeps the rest for the next run.
@@ -121,6 +120,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			}
 			cancel()
 			stopSend()
+			<-appDone
 			if err := <-sendDone; err != nil {
 				fmt.Fprintln(os.Stderr, "ccrelay:", err)
 			}
@@ -167,15 +167,13 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		loopOpts.StartRemote = true
 		loopOpts.Session = f.session
 		if loopOpts.Session == "" {
-			loopOpts.Session = newSessionID()
+			loopOpts.Session = claude.NewSessionID()
 		}
 	} else if term.IsTerminal(int(os.Stdin.Fd())) {
 		loopOpts.Keys = os.Stdin
 	}
-	if sender != nil {
-		app := &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command)}
+	if app != nil {
 		loopOpts.Events, loopOpts.Commands = app, app.cmds
-		go app.run(sendCtx)
 		if f.remote {
 			// The session is visible to the app at once, before any
 			// Claude runs (it starts on the first prompt).
@@ -286,13 +284,4 @@ func (a *appLink) run(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// newSessionID is a fresh session id (a random UUID, as Claude uses).
-func newSessionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -105,9 +104,7 @@ func run(sigs chan os.Signal) error {
 		}
 	}
 	if session == "" {
-		var b [16]byte
-		rand.Read(b[:])
-		session = fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		session = claude.NewSessionID()
 	}
 	home, _ := os.UserHomeDir()
 	cwd, _ := os.Getwd()

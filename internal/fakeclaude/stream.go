@@ -30,7 +30,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -38,6 +37,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
 )
 
 type streamScript struct {
@@ -98,14 +99,6 @@ type streamer struct {
 	msgN       int
 	reqN       int
 	lastUUID   string
-}
-
-func uuid() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 func runStream(session string, transcript *os.File, path, model, permMode string) error {
@@ -244,7 +237,7 @@ func (s *streamer) emit(m map[string]any, record bool) {
 // conv emits a conversation message (with uuid and timestamp) and writes it
 // to the transcript.
 func (s *streamer) conv(m map[string]any) {
-	m["uuid"] = uuid()
+	m["uuid"] = claude.NewSessionID()
 	m["timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
 	if _, ok := m["parent_tool_use_id"]; !ok {
 		m["parent_tool_use_id"] = nil
@@ -275,7 +268,7 @@ func (s *streamer) text(t, parent, agentID string) {
 
 func (s *streamer) result(subtype, terminal string, origin map[string]any) {
 	m := map[string]any{"type": "result", "subtype": subtype, "is_error": subtype != "success", "terminal_reason": terminal,
-		"uuid": uuid(), "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}, "total_cost_usd": 0.0012}
+		"uuid": claude.NewSessionID(), "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}, "total_cost_usd": 0.0012}
 	if origin != nil {
 		m["origin"] = origin
 	}
@@ -293,9 +286,9 @@ func (s *streamer) wait(d time.Duration) bool {
 }
 
 func (s *streamer) cut(forTool bool) {
-	marker, terminal := "[Request interrupted by user]", "aborted_streaming"
+	marker, terminal := claude.InterruptedText, "aborted_streaming"
 	if forTool {
-		marker, terminal = "[Request interrupted by user for tool use]", "aborted_tools"
+		marker, terminal = claude.InterruptedForToolText, "aborted_tools"
 	}
 	s.conv(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": marker}}}})
 	s.result("error_during_execution", terminal, nil)
@@ -411,7 +404,7 @@ func (s *streamer) play(steps []step) (ok bool) {
 					return false
 				}
 				sent.WriteString(w)
-				s.emit(map[string]any{"type": "stream_event", "uuid": uuid(), "parent_tool_use_id": nil, "api_message_id": msg,
+				s.emit(map[string]any{"type": "stream_event", "uuid": claude.NewSessionID(), "parent_tool_use_id": nil, "api_message_id": msg,
 					"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": w}}}, false)
 			}
 			s.text(st.Stream, "", "")
@@ -460,7 +453,7 @@ func (s *streamer) play(steps []step) (ok bool) {
 			in, _ := json.Marshal(map[string]any{"description": a.Description, "prompt": a.Prompt, "subagent_type": "general-purpose", "run_in_background": !a.Foreground})
 			s.toolUse(tool{ID: a.ID, Name: "Agent", Input: in})
 			s.emit(map[string]any{"type": "system", "subtype": "task_started", "task_id": a.AgentID, "tool_use_id": a.ID,
-				"description": a.Description, "prompt": a.Prompt, "is_backgrounded": !a.Foreground, "uuid": uuid()}, false)
+				"description": a.Description, "prompt": a.Prompt, "is_backgrounded": !a.Foreground, "uuid": claude.NewSessionID()}, false)
 			if a.Foreground {
 				s.conv(map[string]any{"type": "user", "parent_tool_use_id": a.ID, "agent_id": a.AgentID,
 					"message": map[string]any{"role": "user", "content": a.Prompt}})
@@ -472,7 +465,7 @@ func (s *streamer) play(steps []step) (ok bool) {
 			s.text(st.Sub.Text, st.Sub.Parent, st.Sub.AgentID)
 		case st.Notify != nil:
 			s.emit(map[string]any{"type": "system", "subtype": "task_notification", "task_id": st.Notify.AgentID,
-				"tool_use_id": st.Notify.Parent, "status": "completed", "summary": st.Notify.Summary, "uuid": uuid()}, false)
+				"tool_use_id": st.Notify.Parent, "status": "completed", "summary": st.Notify.Summary, "uuid": claude.NewSessionID()}, false)
 		}
 	}
 	return true
