@@ -71,6 +71,10 @@ type PermissionRequest struct {
 	Call        string          `json:"call,omitempty"`     // the tool call (tool-call-start's call)
 	Subagent    string          `json:"subagent,omitempty"` // set when a subagent asks
 	BlockedPath string          `json:"blockedPath,omitempty"`
+	// ForSession lists the rules that allowing "for this session" adds,
+	// as Claude Code writes them ("Bash(npm test:*)"); empty when Claude
+	// offered none (the whole tool is then allowed).
+	ForSession []string `json:"forSession,omitempty"`
 
 	suggestions json.RawMessage
 }
@@ -473,6 +477,13 @@ func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
 	q := c.Request
 	pr := &PermissionRequest{ID: c.RequestID, Tool: q.ToolName, Input: q.Input, Description: q.Description,
 		Call: q.ToolUseID, BlockedPath: q.BlockedPath, suggestions: q.PermissionSuggestions}
+	for _, r := range suggestedRules(q.PermissionSuggestions) {
+		rule := r.ToolName
+		if r.RuleContent != "" {
+			rule += "(" + r.RuleContent + ")"
+		}
+		pr.ForSession = append(pr.ForSession, rule)
+	}
 	if parent := r.conv.Parent(q.ToolUseID); parent != "" {
 		pr.Subagent = protocol.SubagentID(parent)
 	}
@@ -530,19 +541,25 @@ func (r *Remote) pendingIndex(id string) int {
 // sessionRules are the allow rules Claude suggested for the request, or
 // the whole tool when it suggested none.
 func sessionRules(pr *PermissionRequest) []claude.PermissionRule {
+	rules := suggestedRules(pr.suggestions)
+	if len(rules) == 0 {
+		rules = []claude.PermissionRule{{ToolName: pr.Tool}}
+	}
+	return rules
+}
+
+// suggestedRules are the allow rules among Claude's permission suggestions.
+func suggestedRules(suggestions json.RawMessage) []claude.PermissionRule {
 	var sugg []struct {
 		Type  string                  `json:"type"`
 		Rules []claude.PermissionRule `json:"rules"`
 	}
-	_ = json.Unmarshal(pr.suggestions, &sugg)
+	_ = json.Unmarshal(suggestions, &sugg)
 	var rules []claude.PermissionRule
 	for _, s := range sugg {
 		if s.Type == "addRules" {
 			rules = append(rules, s.Rules...)
 		}
-	}
-	if len(rules) == 0 {
-		rules = []claude.PermissionRule{{ToolName: pr.Tool}}
 	}
 	return rules
 }

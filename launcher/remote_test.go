@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -262,7 +263,8 @@ func TestRemotePermissions(t *testing.T) {
 			rig.prompt("make a file")
 			st := rig.untilState("a permission request", func(s SessionState) bool { return len(s.Permissions) == 1 })
 			p := st.Permissions[0]
-			if st.Status != StatusPermission || p.Tool != "Bash" || p.Call != "toolu_1" || p.Subagent != "" || !strings.Contains(string(p.Input), "touch made.txt") {
+			if st.Status != StatusPermission || p.Tool != "Bash" || p.Call != "toolu_1" || p.Subagent != "" || !strings.Contains(string(p.Input), "touch made.txt") ||
+				fmt.Sprint(p.ForSession) != "[Bash]" {
 				t.Fatalf("state %+v", st)
 			}
 			// The tool call is out before the request that refers to it.

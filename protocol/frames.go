@@ -81,6 +81,7 @@ type Item struct {
 type SessionSummary struct {
 	ID      string          `json:"id"`
 	Info    json.RawMessage `json:"info"`
+	Prompt  string          `json:"prompt,omitempty"` // the session's first prompt (≤ 200 characters)
 	LastSeq int64           `json:"lastSeq"`
 	Updated int64           `json:"updated"` // Unix ms of the last activity
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/web"
 )
 
 // Limits of the wire protocol.
@@ -93,16 +94,31 @@ func ownerFrom(ctx context.Context) string {
 	return o
 }
 
-// Handler serves the relay's endpoints. Every request needs the token.
+// Handler serves the relay's endpoints, which all need the token, and the
+// web app's static files at "/", which hold no secret and need none (the
+// app reads the token from its URL fragment).
 func (s *Server) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+	api := http.NewServeMux()
+	api.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
-	mux.HandleFunc("GET /ws/cli", s.serveCLI)
-	mux.HandleFunc("GET /ws/app", s.serveApp)
-	return s.auth(mux)
+	api.HandleFunc("GET /ws/cli", s.serveCLI)
+	api.HandleFunc("GET /ws/app", s.serveApp)
+	authed := s.auth(api)
+	app := web.Handler()
+	mux := http.NewServeMux()
+	mux.Handle("/health", authed)
+	mux.Handle("/ws/", authed)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		app.ServeHTTP(w, r)
+	}))
+	return mux
 }
 
 // auth refuses, before any handler runs, a request without the token in the
@@ -532,7 +548,7 @@ type lister struct {
 }
 
 func summary(si SessionInfo) protocol.SessionSummary {
-	return protocol.SessionSummary{ID: si.ID, Info: si.Info, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
+	return protocol.SessionSummary{ID: si.ID, Info: si.Info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
 func (h *hub) addLister(owner string) *lister {

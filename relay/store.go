@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 	info       TEXT NOT NULL DEFAULT '{}',
 	owner      TEXT NOT NULL DEFAULT '',
 	last_seq   INTEGER NOT NULL DEFAULT 0,
+	prompt     TEXT NOT NULL DEFAULT '',
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
 );
@@ -80,13 +82,15 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("create schema in %s: %w", path, err)
 	}
-	// Databases made before sessions had owners get the column.
-	var hasOwner int
-	w.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = 'owner'`).Scan(&hasOwner)
-	if hasOwner == 0 {
-		if _, err := w.Exec(`ALTER TABLE sessions ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
-			w.Close()
-			return nil, fmt.Errorf("migrate %s: %w", path, err)
+	// Databases made by older versions get the columns added since.
+	for _, col := range []string{"owner", "prompt"} {
+		var has int
+		w.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = ?`, col).Scan(&has)
+		if has == 0 {
+			if _, err := w.Exec(`ALTER TABLE sessions ADD COLUMN ` + col + ` TEXT NOT NULL DEFAULT ''`); err != nil {
+				w.Close()
+				return nil, fmt.Errorf("migrate %s: %w", path, err)
+			}
 		}
 	}
 	r, err := sql.Open("sqlite", dsn+"&mode=ro")
@@ -117,7 +121,8 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int
 		return nil, fmt.Errorf("append to %s: %w", session, err)
 	}
 	var last int64
-	if err := tx.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, session).Scan(&last); err != nil {
+	var prompt string
+	if err := tx.QueryRowContext(ctx, `SELECT last_seq, prompt FROM sessions WHERE id = ?`, session).Scan(&last, &prompt); err != nil {
 		return nil, fmt.Errorf("append to %s: %w", session, err)
 	}
 	find, err := tx.PrepareContext(ctx, `SELECT seq FROM envelopes WHERE session = ? AND id = ?`)
@@ -145,13 +150,16 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int
 			return nil, fmt.Errorf("append to %s: %w", session, err)
 		}
 		next++
+		if prompt == "" {
+			prompt = promptOf(it.Body)
+		}
 		if _, err := ins.ExecContext(ctx, session, next, it.ID, it.Body); err != nil {
 			return nil, fmt.Errorf("append to %s: %w", session, err)
 		}
 		seqs[i] = next
 	}
 	if next != last {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ? WHERE id = ?`, next, now, session); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`, next, now, prompt, session); err != nil {
 			return nil, fmt.Errorf("append to %s: %w", session, err)
 		}
 	}
@@ -159,6 +167,34 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int
 		return nil, fmt.Errorf("append to %s: %w", session, err)
 	}
 	return seqs, nil
+}
+
+// maxPrompt is how much of a session's first prompt the list shows.
+const maxPrompt = 200
+
+// promptOf is the text of a user prompt envelope, cut to maxPrompt runes,
+// or "" for any other envelope (and for markup Claude Code writes as the
+// user, such as slash-command records).
+func promptOf(body []byte) string {
+	var e struct {
+		Role string `json:"role"`
+		Sub  string `json:"subagent"`
+		Ev   struct {
+			T    string `json:"t"`
+			Text string `json:"text"`
+		} `json:"ev"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Role != "user" || e.Sub != "" || e.Ev.T != "text" {
+		return ""
+	}
+	t := strings.Join(strings.Fields(e.Ev.Text), " ")
+	if strings.HasPrefix(t, "<") {
+		return ""
+	}
+	if r := []rune(t); len(r) > maxPrompt {
+		t = string(r[:maxPrompt-1]) + "…"
+	}
+	return t
 }
 
 // Read returns up to limit envelopes of session with a sequence number
@@ -198,7 +234,8 @@ func (s *Store) LastSeq(ctx context.Context, session string) (int64, error) {
 // SessionInfo is what the relay knows of a session.
 type SessionInfo struct {
 	ID        string          `json:"id"`
-	Info      json.RawMessage `json:"info"` // as announced by the CLI
+	Info      json.RawMessage `json:"info"`             // as announced by the CLI
+	Prompt    string          `json:"prompt,omitempty"` // the first prompt, cut to 200 characters
 	LastSeq   int64           `json:"lastSeq"`
 	UpdatedMS int64           `json:"updated"`
 	Owner     string          `json:"-"` // the token the session belongs to (its id)
@@ -221,7 +258,7 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
 	var si SessionInfo
 	var info string
-	err := s.r.QueryRowContext(ctx, `SELECT id, info, owner, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.Owner, &si.LastSeq, &si.UpdatedMS)
+	err := s.r.QueryRowContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.Owner, &si.Prompt, &si.LastSeq, &si.UpdatedMS)
 	if err != nil {
 		return si, fmt.Errorf("session %s: %w", id, err)
 	}
@@ -235,7 +272,7 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) { return s.
 // SessionsOf lists the sessions of owner ("*": all), most recently active
 // first.
 func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, last_seq, updated_ms FROM sessions WHERE ? = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE ? = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -244,7 +281,7 @@ func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, er
 	for rows.Next() {
 		var si SessionInfo
 		var info string
-		if err := rows.Scan(&si.ID, &info, &si.Owner, &si.LastSeq, &si.UpdatedMS); err != nil {
+		if err := rows.Scan(&si.ID, &info, &si.Owner, &si.Prompt, &si.LastSeq, &si.UpdatedMS); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
 		si.Info = json.RawMessage(info)

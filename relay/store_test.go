@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -130,4 +131,43 @@ func BenchmarkStoreAppend(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "envelopes/s")
+}
+
+// The list shows a session's first real prompt: not agent text, not a
+// subagent's prompt, not slash-command markup; whitespace folded, cut.
+func TestStoreFirstPrompt(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	tests := []struct {
+		name    string
+		batches [][]string
+		want    string
+	}{
+		{"agent text first", [][]string{{`{"role":"agent","turn":"t","ev":{"t":"text","text":"hello"}}`, `{"role":"user","ev":{"t":"text","text":"  fix\n the   tests "}}`}}, "fix the tests"},
+		{"kept across batches", [][]string{{`{"role":"user","ev":{"t":"text","text":"first"}}`}, {`{"role":"user","ev":{"t":"text","text":"second"}}`}}, "first"},
+		{"markup and subagent skipped", [][]string{{`{"role":"user","ev":{"t":"text","text":"<command-name>/model</command-name>"}}`, `{"role":"user","subagent":"cabc","ev":{"t":"text","text":"sub"}}`}, {`{"role":"user","ev":{"t":"text","text":"real"}}`}}, "real"},
+		{"empty text skipped", [][]string{{`{"role":"user","ev":{"t":"text","text":" "}}`, `{"role":"user","ev":{"t":"file","ref":"r","name":"n","size":1}}`}}, ""},
+		{"cut on a character", [][]string{{`{"role":"user","ev":{"t":"text","text":"` + long + `"}}`}}, strings.Repeat("é", maxPrompt-1) + "…"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "relay.db")
+			s := openTestStore(t, path)
+			n := 0
+			for _, b := range tt.batches {
+				var its []Item
+				for _, body := range b {
+					n++
+					its = append(its, Item{ID: fmt.Sprint("e", n), Body: []byte(body)})
+				}
+				if _, err := s.Append(ctx, "s1", its); err != nil {
+					t.Fatal(err)
+				}
+			}
+			list, err := s.Sessions(ctx)
+			if err != nil || len(list) != 1 || list[0].Prompt != tt.want {
+				t.Fatalf("sessions %+v, %v; want prompt %q", list, err, tt.want)
+			}
+		})
+	}
 }

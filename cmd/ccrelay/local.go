@@ -226,10 +226,9 @@ func sessionInfo(cwd string, st launcher.SessionState) json.RawMessage {
 	host, _ := os.Hostname()
 	b, _ := json.Marshal(struct {
 		Cwd     string `json:"cwd"`
-		Title   string `json:"title"`
 		Machine string `json:"machine"`
 		launcher.SessionState
-	}{cwd, filepath.Base(cwd), host, st})
+	}{cwd, host, st})
 	return b
 }
 

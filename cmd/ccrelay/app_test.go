@@ -1,0 +1,572 @@
+package main
+
+// End-to-end tests of the web app in headless Chromium, driven with
+// chromedp, against a real `ccrelay serve` fed by `ccrelay replay`.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/coder/websocket"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// chromium finds the browser: $CCRELAY_TEST_CHROMIUM, or chromium on PATH.
+// Without one the test is skipped, except in CI (CI=true), which installs
+// Debian's chromium and must run these tests.
+func chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CCRELAY_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium: CI must install it (.ci/run)")
+	}
+	t.Skip("no chromium on PATH (set CCRELAY_TEST_CHROMIUM)")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with a fresh profile; the returned
+// context drives its first tab.
+func newBrowser(t testing.TB) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func must(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eval runs JavaScript in the page and returns its value.
+func eval[T any](t testing.TB, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %.60s: %v", expr, err)
+	}
+	return v
+}
+
+// phone and desktop are the screen sizes the app is checked at.
+func phone() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(375, 812, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch)
+}
+
+func desktop() chromedp.Action[chromedp.Void] { return chromedp.EmulateViewport(1280, 900) }
+
+// waitJS polls a JavaScript condition in the page until it holds.
+func waitJS(t testing.TB, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if eval[bool](t, ctx, expr) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; page says:\n%s", what, eval[string](t, ctx, `document.body.innerText.slice(0, 2000)`))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// appRelay is a `ccrelay serve` for browser tests.
+type appRelay struct {
+	data, base, token string
+	cmd               *exec.Cmd
+}
+
+func startAppRelay(t *testing.T) *appRelay {
+	t.Helper()
+	r := &appRelay{data: t.TempDir()}
+	r.cmd, r.base, r.token = startServe(t, r.data)
+	t.Cleanup(func() { r.cmd.Process.Signal(syscall.SIGTERM); r.cmd.Wait() })
+	return r
+}
+
+// replay sends a transcript to the relay with `ccrelay replay --to` and
+// returns the session id and the envelopes it holds.
+func (r *appRelay) replay(t *testing.T, transcript string) (string, []protocol.Envelope) {
+	t.Helper()
+	res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", t.TempDir(), transcript)
+	if res.code != 0 {
+		t.Fatalf("replay --to: exit %d\n%s", res.code, res.stderr)
+	}
+	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
+	var envs []protocol.Envelope
+	for _, l := range storedLines(t, r.data, id) {
+		var e protocol.Envelope
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, e)
+	}
+	if len(envs) == 0 {
+		t.Fatalf("nothing stored for %s", id)
+	}
+	return id, envs
+}
+
+// open loads the app from the URL `ccrelay serve` printed, then opens a
+// session from the list and waits until it is rendered.
+func (r *appRelay) open(t *testing.T, ctx context.Context, session string) {
+	t.Helper()
+	must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
+	row := chromedp.CSS(fmt.Sprintf(`li[data-session=%q] a`, session))
+	must(t, ctx, chromedp.WaitVisible(row), chromedp.Click(row))
+	waitJS(t, ctx, "the session rendered", fmt.Sprintf(`document.body.dataset.rendered === %q`, session))
+}
+
+// showAll renders every earlier block (the app renders the newest first).
+func showAll(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitJS(t, ctx, "every block rendered", `(() => { const b = document.querySelector('.earlier'); if (!b || b.hidden) return true; b.click(); return false; })()`)
+}
+
+// pageState is what the page shows, read from its DOM.
+type pageState struct {
+	Turns    []string `json:"turns"`    // status of each turn
+	Users    []string `json:"users"`    // prompt texts
+	Tools    int      `json:"tools"`    // top-level tool cards
+	Failed   int      `json:"failed"`   // top-level tool cards shown failed
+	Thinking int      `json:"thinking"` // top-level thinking blocks
+	Subs     []struct {
+		Title string `json:"title"`
+		Tools int    `json:"tools"`
+		Texts int    `json:"texts"`
+	} `json:"subs"`
+	IDs  []string `json:"ids"`
+	Text string   `json:"text"`
+}
+
+const readPage = `(() => {
+  const q = (s, el = document) => [...el.querySelectorAll(s)];
+  for (const d of q('details.sub')) if (!d.open) d.open = true;
+  return {
+    turns: q('.blocks > .turn').map((t) => t.dataset.status),
+    users: q('.blocks > .msg.user .bubble').map((b) => b.textContent),
+    tools: q('.turn-body > .tool').length,
+    failed: q('.turn-body > .tool[data-status="failed"]').length,
+    thinking: q('.turn-body > .thinking').length,
+    subs: q('.blocks .sub').map((s) => ({ title: s.querySelector('.title').textContent,
+      tools: q(':scope > .sub-body > .tool', s).length, texts: q(':scope > .sub-body > .text', s).length })),
+    ids: q('.blocks [data-id]').map((e) => e.dataset.id),
+    text: document.querySelector('.blocks').innerText,
+  };
+})()`
+
+func readState(t *testing.T, ctx context.Context) pageState {
+	t.Helper()
+	// Opening the groups builds their bodies on the toggle event: read twice.
+	eval[pageState](t, ctx, readPage)
+	return eval[pageState](t, ctx, readPage)
+}
+
+// expected is what a page must show for a stream of envelopes.
+func expected(envs []protocol.Envelope) pageState {
+	var st pageState
+	turns := map[string]int{}
+	subs := map[string]int{}
+	for _, e := range envs {
+		if e.Turn != "" {
+			if _, ok := turns[e.Turn]; !ok {
+				turns[e.Turn] = len(st.Turns)
+				st.Turns = append(st.Turns, "open") // a recording's unfinished turn: no spinner
+			}
+		}
+		if e.Subagent != "" {
+			if _, ok := subs[e.Subagent]; !ok {
+				subs[e.Subagent] = len(st.Subs)
+				st.Subs = append(st.Subs, struct {
+					Title string `json:"title"`
+					Tools int    `json:"tools"`
+					Texts int    `json:"texts"`
+				}{Title: "Subagent"})
+			}
+		}
+		ev := e.Ev
+		switch {
+		case ev.T == protocol.KindTurnEnd:
+			st.Turns[turns[e.Turn]] = string(ev.Status)
+		case e.Subagent != "":
+			s := &st.Subs[subs[e.Subagent]]
+			switch {
+			case ev.T == protocol.KindStart && ev.Title != "":
+				s.Title = ev.Title
+			case ev.T == protocol.KindToolCallStart:
+				s.Tools++
+			case ev.T == protocol.KindText && e.Role == protocol.RoleAgent && !ev.Thinking:
+				s.Texts++
+			}
+		case e.Role == protocol.RoleUser && ev.T == protocol.KindText:
+			st.Users = append(st.Users, ev.Text)
+		case ev.T == protocol.KindToolCallStart:
+			st.Tools++
+		case ev.T == protocol.KindToolCallEnd && ev.Error:
+			st.Failed++
+		case ev.T == protocol.KindText && ev.Thinking && strings.TrimSpace(ev.Text) != "":
+			st.Thinking++ // redacted thinking (no text) shows nothing
+		}
+	}
+	return st
+}
+
+func checkShows(t *testing.T, got, want pageState) {
+	t.Helper()
+	if fmt.Sprint(got.Turns) != fmt.Sprint(want.Turns) {
+		t.Errorf("turns: got %v, want %v", got.Turns, want.Turns)
+	}
+	if len(got.Users) != len(want.Users) {
+		t.Errorf("prompts: got %d, want %d", len(got.Users), len(want.Users))
+	}
+	if got.Tools != want.Tools || got.Failed != want.Failed || got.Thinking != want.Thinking {
+		t.Errorf("tools %d (failed %d), thinking %d; want %d (%d), %d", got.Tools, got.Failed, got.Thinking, want.Tools, want.Failed, want.Thinking)
+	}
+	if fmt.Sprint(got.Subs) != fmt.Sprint(want.Subs) {
+		t.Errorf("subagents:\n got %v\nwant %v", got.Subs, want.Subs)
+	}
+	seen := map[string]bool{}
+	for _, id := range got.IDs {
+		if seen[id] {
+			t.Errorf("row %s shown twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+// screenshotDir is where the tests leave their screenshots (kept after the
+// run; the path is printed).
+var screenshotDir = sync.OnceValue(func() string {
+	d, err := os.MkdirTemp("", "ccrelay-app-screenshots-")
+	if err != nil {
+		panic(err)
+	}
+	return d
+})
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(screenshotDir(), name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+// A corpus session with tools, thinking and subagents, replayed into the
+// relay: the page shows its turns with their status, its prompts, its tool
+// cards (failed ones marked), thinking blocks and subagent groups titled by
+// their start and holding their own text and tools; no row twice.
+// Screenshots at phone and desktop sizes are left for people to look at.
+func TestAppShowsSession(t *testing.T) {
+	r := startAppRelay(t)
+	ctx := newBrowser(t)
+	// Six subagents (some with redacted thinking); visible thinking and 182
+	// tool calls.
+	for _, file := range []string{
+		"/public/claude-code-log/test/test_data/real_projects/-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1.jsonl",
+		"/public/spotter/test/fixtures/transcripts/4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+	} {
+		id, envs := r.replay(t, corpus+file)
+		want := expected(envs)
+		if len(want.Subs) == 0 || want.Tools == 0 {
+			t.Fatalf("the test session lacks subagents or tools: %+v", want)
+		}
+		for _, size := range []struct {
+			name string
+			vp   chromedp.Action[chromedp.Void]
+		}{{"desktop", desktop()}, {"phone", phone()}} {
+			t.Run(id[:8]+"-"+size.name, func(t *testing.T) {
+				must(t, ctx, size.vp)
+				r.open(t, ctx, id)
+				screenshot(t, ctx, id[:8]+"-end-"+size.name)
+				showAll(t, ctx)
+				checkShows(t, readState(t, ctx), want)
+				// The page is as wide as the screen: nothing pushes it sideways.
+				if w := eval[int](t, ctx, `document.scrollingElement.scrollWidth - innerWidth`); w > 0 {
+					t.Errorf("page wider than the screen by %dpx", w)
+				}
+				// A subagent opened with a tool card, and thinking opened.
+				eval[bool](t, ctx, `(() => {
+					const subs = [...document.querySelectorAll('details.sub')];
+					for (const d of subs) d.open = false;
+					const s = subs.find((d) => d.querySelector('details.tool')) || subs[0];
+					const th = document.querySelector('details.thinking'); if (th) th.open = true;
+					s.open = true;
+					const tool = s.querySelector('details.tool'); if (tool) tool.open = true;
+					(th || s).scrollIntoView({block: 'start'}); scrollBy(0, -90); return true })()`)
+				screenshot(t, ctx, id[:8]+"-detail-"+size.name)
+				must(t, ctx, chromedp.Navigate(r.base+"/#/"), chromedp.WaitVisible(chromedp.CSS(".session-row")))
+				screenshot(t, ctx, "sessions-"+size.name)
+			})
+		}
+	}
+}
+
+// rowsOnce checks that the page shows each envelope at most once, and at
+// least min rows.
+func rowsOnce(t *testing.T, ctx context.Context, min int) {
+	t.Helper()
+	ids := eval[[]string](t, ctx, `[...document.querySelectorAll('.blocks [data-id]')].map((e) => e.dataset.id)`)
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("row %s shown twice", id)
+		}
+		seen[id] = true
+	}
+	if len(ids) < min {
+		t.Fatalf("%d rows shown, want at least %d", len(ids), min)
+	}
+}
+
+// fakeCLI is the CLI side of a session, on the relay's /ws/cli: it
+// announces the session, receives the app's commands and answers them.
+type fakeCLI struct {
+	t      *testing.T
+	c      *websocket.Conn
+	frames chan protocol.Frame
+	refs   int
+}
+
+func dialCLI(t *testing.T, r *appRelay) *fakeCLI {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(r.base, "http", "ws", 1)+"/ws/cli",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + r.token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &fakeCLI{t: t, c: c, frames: make(chan protocol.Frame, 256)}
+	done := make(chan struct{})
+	go func() { // owned by the test: ends when the connection closes
+		defer close(done)
+		defer close(cli.frames)
+		for {
+			_, b, err := c.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var f protocol.Frame
+			if json.Unmarshal(b, &f) == nil {
+				cli.frames <- f
+			}
+		}
+	}()
+	t.Cleanup(func() { c.CloseNow(); <-done })
+	return cli
+}
+
+func (c *fakeCLI) send(f protocol.Frame) {
+	c.t.Helper()
+	f.V = protocol.FrameVersion
+	b, _ := json.Marshal(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.c.Write(ctx, websocket.MessageText, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// request sends f with a fresh ref and returns the relay's reply to it.
+func (c *fakeCLI) request(f protocol.Frame) protocol.Frame {
+	c.t.Helper()
+	c.refs++
+	f.Ref = fmt.Sprint("r", c.refs)
+	c.send(f)
+	for {
+		reply := c.next("")
+		if reply.Ref == f.Ref {
+			if reply.Type == protocol.FrameError {
+				c.t.Fatalf("relay refused %s: %s", f.Type, reply.Message)
+			}
+			return reply
+		}
+	}
+}
+
+// next returns the next frame of type typ ("": any), skipping others.
+func (c *fakeCLI) next(typ string) protocol.Frame {
+	c.t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case f, ok := <-c.frames:
+			if !ok {
+				c.t.Fatalf("CLI connection closed waiting for %s", typ)
+			}
+			if typ == "" || f.Type == typ {
+				return f
+			}
+		case <-timeout:
+			c.t.Fatalf("no %s frame reached the CLI", typ)
+		}
+	}
+}
+
+func (c *fakeCLI) announce(session string, info map[string]any) {
+	c.t.Helper()
+	b, _ := json.Marshal(info)
+	c.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: b})
+}
+
+// command waits for the app's next command and answers it with status.
+func (c *fakeCLI) command(status, message string) protocol.Command {
+	c.t.Helper()
+	f := c.next(protocol.FrameCommand)
+	c.request(protocol.Frame{Type: protocol.FrameResult, Session: f.Session, Command: &protocol.Command{ID: f.Command.ID}, Status: status, Message: message})
+	return *f.Command
+}
+
+// envelopes stores envelopes (JSON objects) and waits for the ack.
+func (c *fakeCLI) envelopes(session string, envs ...string) {
+	c.t.Helper()
+	raw := make([]json.RawMessage, len(envs))
+	for i, e := range envs {
+		raw[i] = json.RawMessage(e)
+	}
+	if f := c.request(protocol.Frame{Type: protocol.FrameEnvelopes, Session: session, Envelopes: raw}); len(f.Acks) != len(envs) {
+		c.t.Fatalf("ack %+v", f)
+	}
+}
+
+// turn is the envelopes of a prompt and its answer, with ids from tag.
+func turn(tag, prompt, answer string) []string {
+	now := time.Now().UnixMilli()
+	e := func(id, role, turn, ev string) string {
+		s := fmt.Sprintf(`{"id":"c%s%s","time":%d,"role":%q`, tag, id, now, role)
+		if turn != "" {
+			s += fmt.Sprintf(`,"turn":"ct%s"`, tag)
+		}
+		return s + `,"ev":` + ev + `}`
+	}
+	p, _ := json.Marshal(prompt)
+	a, _ := json.Marshal(answer)
+	return []string{
+		e("u", "user", "", `{"t":"text","text":`+string(p)+`}`),
+		e("s", "agent", "t", `{"t":"turn-start"}`),
+		e("a", "agent", "t", `{"t":"text","text":`+string(a)+`}`),
+		e("e", "agent", "t", `{"t":"turn-end","status":"completed"}`),
+	}
+}
+
+const smallSession = "/claude-code-2.1.330/tool-bash/transcripts/-home-dev-project/f3c00ff8-acc8-40a5-8381-28d40134d6cd.jsonl"
+
+// Steering from the page: a prompt typed in the page reaches the CLI as a
+// command and shows once when the session has it; permission requests the
+// CLI announces show with Allow / Deny (and "for this session" only where
+// offered), and each answer reaches the CLI; Interrupt shows while the
+// agent works and reaches the CLI; the model and permission-mode pickers
+// send their commands; a command the CLI rejects says why.
+func TestAppSteers(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "local", "status": "idle"})
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, id)
+
+	// A prompt.
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "run the tests"), chromedp.Click(chromedp.CSS("button.send")))
+	cmd := cli.command(protocol.StatusDone, "")
+	if cmd.Kind != protocol.CommandPrompt || cmd.Text != "run the tests" {
+		t.Fatalf("command %+v", cmd)
+	}
+	waitJS(t, ctx, "the prompt pending", `document.querySelectorAll('.pending-msg').length === 1`)
+	cli.envelopes(id, turn("p1", "run the tests", "All 12 tests pass.")...)
+	waitJS(t, ctx, "the prompt in the session, once", `document.querySelectorAll('.pending-msg').length === 0 &&
+		[...document.querySelectorAll('.blocks .msg.user .bubble')].filter((b) => b.textContent === 'run the tests').length === 1 &&
+		document.querySelector('.blocks').innerText.includes('All 12 tests pass.')`)
+	rowsOnce(t, ctx, 6) // the recording: prompt, text, tool, text; the new turn: prompt, text
+
+
+	// Two permission requests; one offers "for this session".
+	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "rm -rf build"}, "description": "Remove the build folder", "call": "toolu_9", "forSession": []string{"Bash(rm:*)"}},
+		{"id": "req-2", "tool": "Write", "input": map[string]any{"file_path": "/home/dev/project/x.txt", "content": "x"}, "call": "toolu_10"},
+	}})
+	waitJS(t, ctx, "two requests", `document.querySelectorAll('.perm').length === 2`)
+	if eval[string](t, ctx, `[...document.querySelectorAll('.perm')].map((p) => p.dataset.request + ':' + !!p.querySelector('button.session')).join(' ')`) != "req-1:true req-2:false" {
+		t.Fatal("allow for the session shown where not offered, or missing")
+	}
+	screenshot(t, ctx, "permission-phone")
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-1"] button.session`)))
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow || !c.ForSession {
+		t.Fatalf("answer %+v", c)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-2"] button.deny`)))
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-2" || c.Allow || c.Reason == "" {
+		t.Fatalf("answer %+v", c)
+	}
+	waitJS(t, ctx, "answered requests hidden", `document.querySelectorAll('.perm').length === 0`)
+
+	// Interrupt while busy; the CLI rejects it and the page says why.
+	cli.announce(id, map[string]any{"mode": "remote", "status": "busy"})
+	waitJS(t, ctx, "the interrupt button", `!document.querySelector('button.stop').hidden`)
+	must(t, ctx, chromedp.Click(chromedp.CSS("button.stop")))
+	if c := cli.command(protocol.StatusRejected, "Claude is not working on anything"); c.Kind != protocol.CommandAbort {
+		t.Fatalf("command %+v", c)
+	}
+	waitJS(t, ctx, "the rejection shown", `(document.querySelector('.toast')?.textContent || '').includes('Claude is not working on anything')`)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "model": "sonnet"})
+	waitJS(t, ctx, "no interrupt when idle", `document.querySelector('button.stop').hidden`)
+
+	// Model and permission mode.
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
+	screenshot(t, ctx, "settings-phone")
+	must(t, ctx, chromedp.SetValue(chromedp.CSS(`select[aria-label="Model"]`), "opus"))
+	eval[bool](t, ctx, `document.querySelector('select[aria-label="Model"]').dispatchEvent(new Event('change')), true`)
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandModel || c.Model != "opus" {
+		t.Fatalf("command %+v", c)
+	}
+	must(t, ctx, chromedp.SetValue(chromedp.CSS(`select[aria-label="Permission mode"]`), "plan"))
+	eval[bool](t, ctx, `document.querySelector('select[aria-label="Permission mode"]').dispatchEvent(new Event('change')), true`)
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermissionMode || c.Mode != "plan" {
+		t.Fatalf("command %+v", c)
+	}
+}

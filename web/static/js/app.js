@@ -1,0 +1,443 @@
+// ccrelay app: follow and steer Claude Code sessions through the relay.
+// Routes: #/ (sessions), #/s/<session id> (one session). The relay's token
+// arrives once as #token=… (the URL `ccrelay serve` prints), is kept in
+// localStorage and removed from the address bar.
+
+import { fill, h, icon } from './dom.js';
+import { Connection } from './conn.js';
+import { SessionModel } from './model.js';
+import { ConversationView, contextUse, toolName } from './view.js';
+import { ago, baseName, oneLine, shortPath } from './format.js';
+
+const TOKEN_KEY = 'ccrelay.token';
+const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
+const MODES = [['default', 'Ask before edits'], ['acceptEdits', 'Accept edits'], ['plan', 'Plan only'], ['bypassPermissions', 'Bypass permissions']];
+
+const app = {
+  conn: null,
+  sessions: new Map(), // id -> summary {id, info, prompt, lastSeq, updated}
+  listed: false,
+  models: new Map(), // id -> SessionModel (kept while the page lives)
+  route: { name: 'list' },
+  page: null, // the current page's handlers
+};
+window.ccrelay = app; // for people (and tests) poking at the console
+
+function readToken() {
+  const m = /(?:^#|[#&])token=([^&]+)/.exec(location.hash);
+  if (m) {
+    localStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, '', location.pathname + location.search + '#/');
+  }
+  return localStorage.getItem(TOKEN_KEY);
+}
+
+function parseRoute() {
+  const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
+  return m ? { name: 'session', id: decodeURIComponent(m[1]) } : { name: 'list' };
+}
+
+const root = document.getElementById('app');
+
+function start() {
+  const token = readToken();
+  if (!token) { showTokenPage(); return; }
+  app.conn = new Connection(token);
+  app.conn.addEventListener('frame', (e) => onFrame(e.detail));
+  app.conn.addEventListener('state', (e) => {
+    document.body.dataset.conn = e.detail;
+    app.page?.onConn?.(e.detail);
+  });
+  addEventListener('hashchange', () => navigate());
+  navigate();
+  app.conn.start();
+  setInterval(() => app.page?.tick?.(), 30000);
+}
+
+function navigate() {
+  app.page?.leave?.();
+  app.route = parseRoute();
+  app.page = app.route.name === 'session' ? sessionPage(app.route.id) : listPage();
+  app.page.onConn?.(app.conn.state);
+}
+
+function onFrame(f) {
+  switch (f.type) {
+    case 'sessions':
+      app.sessions.clear();
+      for (const s of f.sessions || []) app.sessions.set(s.id, s);
+      app.listed = true;
+      app.page?.onSessions?.();
+      break;
+    case 'session':
+      for (const s of f.sessions || []) app.sessions.set(s.id, s);
+      app.page?.onSessions?.();
+      break;
+    default:
+      app.page?.onFrame?.(f);
+  }
+}
+
+// --- the token page ----------------------------------------------------------
+
+function showTokenPage() {
+  const input = h('input', { type: 'password', placeholder: 'Token or app URL', autocomplete: 'off', 'aria-label': 'Token' });
+  const form = h('form', { class: 'token-form', onsubmit: (e) => {
+    e.preventDefault();
+    const v = input.value.trim();
+    const m = /token=([0-9A-Za-z._~-]+)/.exec(v);
+    const t = m ? m[1] : v;
+    if (!t) return;
+    localStorage.setItem(TOKEN_KEY, t);
+    location.hash = '#/';
+    location.reload();
+  } }, input, h('button', { class: 'primary', type: 'submit', text: 'Connect' }));
+  root.replaceChildren(h('div', { class: 'empty-page' },
+    h('div', { class: 'logo' }, icon('phone')),
+    h('h1', { text: 'Connect to your relay' }),
+    h('p', { text: 'Open the app link that `ccrelay serve` printed, or paste it here.' }),
+    form));
+}
+
+// --- the top bar ---------------------------------------------------------------
+
+function topBar({ back, title, subtitle, right = [] }) {
+  const titleEl = h('div', { class: 'top-title', text: title || '' });
+  const subEl = h('div', { class: 'top-sub', text: subtitle || '' });
+  const dot = h('span', { class: 'conn-dot', title: 'Connection' });
+  const bar = h('header', { class: 'top' },
+    back ? h('a', { class: 'icon-btn back', href: '#/', 'aria-label': 'All sessions' }, icon('back')) : h('div', { class: 'brand' }, h('span', { class: 'brand-mark' }), 'ccrelay'),
+    h('div', { class: 'top-text' }, titleEl, subEl),
+    ...right, dot);
+  return { bar, titleEl, subEl };
+}
+
+function connBanner() {
+  const el = h('div', { class: 'conn-banner', hidden: true });
+  return {
+    el,
+    set(state) {
+      el.hidden = state === 'open';
+      el.textContent = state === 'unauthorized' ? 'Cannot reach the relay with this token. Reopen the link `ccrelay serve` printed.' : state === 'connecting' ? 'Connecting…' : 'Offline — reconnecting…';
+      el.dataset.state = state;
+    },
+  };
+}
+
+// --- sessions ------------------------------------------------------------------
+
+function sessionTitle(s) {
+  const info = s.info || {};
+  return info.title || s.prompt || baseName(info.cwd) || s.id.slice(0, 8);
+}
+
+function listPage() {
+  document.title = 'ccrelay';
+  const { bar } = topBar({ title: 'Sessions', subtitle: '' });
+  const banner = connBanner();
+  const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
+  const main = h('main', { class: 'list-page' }, list);
+  root.replaceChildren(bar, banner.el, main);
+  window.scrollTo(0, 0);
+
+  function render() {
+    const items = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    if (!items.length) {
+      list.replaceChildren(h('li', { class: 'empty' },
+        h('div', { class: 'empty-title', text: app.listed ? 'No sessions yet' : 'Loading…' }),
+        app.listed ? h('div', { class: 'empty-hint', text: 'Run `ccrelay --relay <url>` in a project, or `ccrelay replay --to <url>` a transcript. Sessions show up here as they start.' }) : null));
+      return;
+    }
+    list.replaceChildren(...items.map((s) => {
+      const info = s.info || {};
+      const status = info.status || 'idle';
+      const waiting = (info.permissions || []).length;
+      return h('li', { class: 'session-row', 'data-session': s.id },
+        h('a', { href: '#/s/' + encodeURIComponent(s.id) },
+          h('div', { class: 'row-main' },
+            h('div', { class: 'row-title', text: oneLine(sessionTitle(s), 140) }),
+            h('div', { class: 'row-meta' },
+              info.cwd ? h('span', { class: 'cwd', text: shortPath(info.cwd) }) : null,
+              info.machine ? h('span', { text: info.machine }) : null)),
+          h('div', { class: 'row-side' },
+            h('span', { class: 'time', text: ago(s.updated) }),
+            h('span', { class: 'chips' },
+              waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
+              info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
+              h('span', { class: 'status-dot ' + status, title: status })))));
+    }));
+  }
+  render();
+  return { onSessions: render, tick: render, onConn: (s) => banner.set(s) };
+}
+
+// --- one session -----------------------------------------------------------------
+
+function sessionPage(id) {
+  let model = app.models.get(id);
+  if (!model) { model = new SessionModel(id); app.models.set(id, model); }
+  const summary = () => app.sessions.get(id) || { id, info: {} };
+  const info = () => summary().info || {};
+
+  const meter = h('div', { class: 'meter', title: 'Context in use', hidden: true }, h('div', { class: 'meter-bar' }, h('span')), h('span', { class: 'meter-label' }));
+  const menuBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Session settings', onclick: () => openSettings() }, icon('dots'));
+  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, menuBtn] });
+  const banner = connBanner();
+  const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
+  const conv = h('div', { class: 'conv', 'aria-live': 'polite' });
+  const pending = h('div', { class: 'pending' });
+  const main = h('main', { class: 'session-page' }, loading, conv, pending);
+  const newPill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => scrollToEnd(true) }, icon('down'), 'New messages');
+
+  // The dock: permission requests, then the composer.
+  const perms = h('div', { class: 'perms' });
+  const input = h('textarea', { rows: 1, placeholder: 'Message Claude…', 'aria-label': 'Prompt', enterkeyhint: 'send' });
+  const sendBtn = h('button', { class: 'send', type: 'submit', 'aria-label': 'Send', disabled: true }, icon('send'));
+  const stopBtn = h('button', { class: 'stop', type: 'button', 'aria-label': 'Interrupt', hidden: true, onclick: () => command({ kind: 'abort' }, 'Interrupt') }, icon('stop'));
+  const hint = h('div', { class: 'composer-hint' });
+  const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
+  const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
+  const dialog = h('dialog', { class: 'sheet' });
+  root.replaceChildren(top.bar, banner.el, main, dock, dialog);
+  window.scrollTo(0, 0);
+
+  input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
+  input.addEventListener('keydown', (e) => {
+    // Enter sends on a keyboard with a pointer; on phones Enter is a newline.
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && matchMedia('(pointer: fine)').matches) { e.preventDefault(); sendPrompt(); }
+  });
+  function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 180) + 'px'; }
+
+  // The dock's height is the space the conversation leaves at its end.
+  const ro = new ResizeObserver(() => document.documentElement.style.setProperty('--dock-h', dock.offsetHeight + 'px'));
+  ro.observe(dock);
+
+  let view = null;
+  let caughtUp = false;
+  const pendings = new Map(); // command id -> {el, text, kind}
+  let userBlocks = model.prompts.length;
+
+  function atEnd() {
+    const s = document.scrollingElement;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+  }
+  function scrollToEnd(smooth = false) {
+    newPill.hidden = true;
+    const s = document.scrollingElement;
+    s.scrollTo({ top: s.scrollHeight, behavior: smooth ? 'smooth' : 'auto' });
+  }
+  let stick = true; // follow the end while the reader is there
+  addEventListener('scroll', onScroll, { passive: true });
+  function onScroll() {
+    stick = atEnd();
+    if (stick) newPill.hidden = true;
+  }
+
+  function showView() {
+    if (view) return;
+    loading.hidden = true;
+    view = new ConversationView(model, conv, { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode });
+    scrollToEnd();
+    // Layout can settle after fonts and the dock: stay at the end.
+    requestAnimationFrame(() => scrollToEnd());
+    document.body.dataset.rendered = id;
+    performance.mark('ccrelay:session-rendered');
+  }
+
+  function renderHeader() {
+    const s = summary();
+    const i = info();
+    top.titleEl.textContent = oneLine(sessionTitle(s), 80);
+    document.title = oneLine(sessionTitle(s), 40) + ' · ccrelay';
+    const bits = [i.cwd ? shortPath(i.cwd) : '', i.machine || ''].filter(Boolean);
+    fill(top.subEl,
+      h('span', { class: 'status-dot ' + (i.status || 'idle') }),
+      h('span', { text: statusText(i) }),
+      bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
+    const use = contextUse(i.usage || model.usage);
+    meter.hidden = !use || use.used === 0;
+    if (use) {
+      meter.querySelector('.meter-bar span').style.width = use.pct.toFixed(1) + '%';
+      meter.dataset.level = use.pct > 85 ? 'high' : use.pct > 60 ? 'mid' : 'low';
+      meter.querySelector('.meter-label').textContent = Math.round(use.pct) + '%';
+      meter.title = 'Context in use: ' + use.label;
+    }
+    const remote = i.mode === 'remote';
+    const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
+    stopBtn.hidden = !(remote && busy);
+    hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.' : '';
+    hint.classList.toggle('error', !!i.error);
+    renderPerms(i.permissions || []);
+    view?.refreshOpenTurn();
+  }
+
+  function statusText(i) {
+    if (i.status === 'waiting-for-permission') return 'Waiting for you';
+    if (i.status === 'busy') return 'Working';
+    if (i.mode === 'remote') return 'Remote · idle';
+    if (i.mode === 'local') return 'In the terminal';
+    return 'Recorded';
+  }
+
+  const answered = new Set(); // permission ids answered here, hidden until the CLI confirms
+  function renderPerms(list) {
+    const open = list.filter((p) => !answered.has(p.id));
+    perms.replaceChildren(...open.map((p) => {
+      const inp = p.input || {};
+      const detail = typeof inp.command === 'string' ? h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + inp.command }))
+        : typeof inp.file_path === 'string' ? h('div', { class: 'path', text: inp.file_path })
+          : h('pre', { class: 'code args' }, h('code', { text: JSON.stringify(inp, null, 2).slice(0, 2000) }));
+      const answer = (allow, forSession) => {
+        answered.add(p.id);
+        command(allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: 'Denied from the ccrelay app' }, allow ? 'Allow' : 'Deny', () => answered.delete(p.id));
+        renderHeader();
+      };
+      const sub = p.subagent ? model.subs.get(p.subagent) : null;
+      return h('div', { class: 'perm', 'data-request': p.id },
+        h('div', { class: 'perm-head' }, icon('shield'), h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
+          sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
+        p.description ? h('div', { class: 'perm-desc', text: p.description }) : null,
+        detail,
+        p.blockedPath ? h('div', { class: 'meta', text: 'Outside the project: ' + p.blockedPath }) : null,
+        h('div', { class: 'perm-actions' },
+          h('button', { class: 'deny', type: 'button', text: 'Deny', onclick: () => answer(false) }),
+          (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
+          h('button', { class: 'allow primary', type: 'button', text: 'Allow', onclick: () => answer(true) })));
+    }));
+  }
+
+  function sendPrompt() {
+    const text = input.value.trim();
+    if (!text) return;
+    input.value = '';
+    autosize();
+    sendBtn.disabled = true;
+    const el = h('div', { class: 'msg user pending-msg' }, h('div', { class: 'bubble', text }), h('div', { class: 'pending-status', text: 'Sending…' }));
+    pending.append(el);
+    const cid = command({ kind: 'prompt', text }, 'Prompt', null, el);
+    pendings.set(cid, { el, text });
+    scrollToEnd(true);
+  }
+
+  // command sends a command; rejections show, with the relay's reason.
+  const commandTitles = new Map();
+  function command(cmd, title, onReject, el) {
+    const cid = app.conn.command(id, cmd);
+    commandTitles.set(cid, { title, onReject, el });
+    return cid;
+  }
+
+  function onCommandStatus(f) {
+    const c = commandTitles.get(f.command?.id);
+    if (!c) return;
+    if (c.el) {
+      const label = { queued: 'Queued — waiting for ccrelay to connect', delivered: 'Delivered', done: 'Sent', rejected: 'Not sent: ' + (f.message || 'rejected') }[f.status] || f.status;
+      c.el.querySelector('.pending-status').textContent = label;
+      c.el.dataset.status = f.status;
+      if (f.status === 'rejected') {
+        c.el.append(h('button', { class: 'link', type: 'button', text: 'Dismiss', onclick: () => { c.el.remove(); pendings.delete(f.command.id); } }));
+      }
+    }
+    if (f.status === 'rejected') {
+      c.onReject?.();
+      if (!c.el) toast(c.title + ': ' + (f.message || 'rejected'), 'error');
+      renderHeader();
+    }
+    if (f.status === 'done' || f.status === 'rejected') commandTitles.delete(f.command.id);
+  }
+
+  // A prompt shown as pending goes away when the session shows it.
+  function settlePending() {
+    while (userBlocks < model.prompts.length) {
+      const text = model.prompts[userBlocks++];
+      for (const [cid, p] of pendings) {
+        if (p.text.trim() === text.trim()) { p.el.remove(); pendings.delete(cid); break; }
+      }
+    }
+  }
+
+  function openSettings() {
+    const i = info();
+    const remote = i.mode === 'remote';
+    const model_ = h('select', { 'aria-label': 'Model', disabled: !remote, onchange: () => command({ kind: 'model', model: model_.value === 'default' ? '' : model_.value }, 'Model') },
+      [...new Set([...(i.model && !MODELS.includes(i.model) ? [i.model] : []), ...MODELS])].map((m) => h('option', { value: m, text: m, selected: (i.model || 'default') === m })));
+    const mode = h('select', { 'aria-label': 'Permission mode', disabled: !remote, onchange: () => command({ kind: 'permission-mode', mode: mode.value }, 'Permission mode') },
+      MODES.map(([v, label]) => h('option', { value: v, text: label, selected: (i.permissionMode || 'default') === v })));
+    dialog.replaceChildren(h('form', { method: 'dialog', class: 'sheet-body' },
+      h('div', { class: 'sheet-title', text: 'Session' }),
+      h('label', { class: 'field' }, h('span', { text: 'Model' }), model_),
+      h('label', { class: 'field' }, h('span', { text: 'Permission mode' }), mode),
+      remote ? null : h('p', { class: 'meta', text: 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
+      remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
+      h('div', { class: 'meta mono', text: 'Session ' + id }),
+      h('button', { class: 'wide primary', value: 'close', text: 'Done' })));
+    dialog.showModal();
+  }
+
+  function onFrame(f) {
+    if (f.type === 'command-status') { onCommandStatus(f); return; }
+    if (f.session !== id) return;
+    if (f.type === 'batch') {
+      const all = [];
+      for (const it of f.items || []) {
+        const ch = model.apply(it.seq, it.envelope);
+        if (ch && view) all.push(...ch);
+      }
+      if (view && all.length) {
+        const wasEnd = stick;
+        view.apply(all);
+        settlePending();
+        renderHeader();
+        if (wasEnd) scrollToEnd(); else newPill.hidden = false;
+      } else if (!view) {
+        const total = summary().lastSeq;
+        loading.querySelector('.loading-text').textContent = total ? `Loading ${model.lastSeq.toLocaleString()} of ${total.toLocaleString()}…` : 'Loading session…';
+      }
+    } else if (f.type === 'caught-up') {
+      caughtUp = true;
+      showView();
+      settlePending();
+      renderHeader();
+    } else if (f.type === 'live') {
+      view?.delta(f.payload);
+      if (stick) scrollToEnd();
+    } else if (f.type === 'error') {
+      if (f.code === 'not-found') { loading.hidden = false; loading.querySelector('.loading-text').textContent = 'This session is not on the relay (or belongs to another token).'; loading.querySelector('.spinner').remove(); }
+      else toast(f.message || f.code, 'error');
+    }
+  }
+
+  app.conn.subscribe(id, () => model.lastSeq);
+  if (model.lastSeq > 0) {
+    // Seen before on this page: show what we have while catching up.
+    showView();
+  }
+  renderHeader();
+
+  return {
+    onFrame,
+    onSessions: renderHeader,
+    onConn: (s) => banner.set(s),
+    tick: renderHeader,
+    leave() {
+      view?.destroy();
+      ro.disconnect();
+      removeEventListener('scroll', onScroll);
+      app.conn.subscribe(null);
+      void caughtUp;
+    },
+  };
+}
+
+let toastTimer = null;
+function toast(text, kind = '') {
+  let el = document.querySelector('.toast');
+  if (!el) { el = h('div', { class: 'toast', role: 'status' }); document.body.append(el); }
+  el.textContent = text;
+  el.dataset.kind = kind;
+  el.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => { el.hidden = true; }, 5000);
+}
+
+start();

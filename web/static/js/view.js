@@ -1,0 +1,331 @@
+// The conversation view: renders a SessionModel into the page and patches
+// it as envelopes arrive. Long sessions render incrementally: the newest
+// blocks first, earlier ones as the reader scrolls up; bodies of tool cards,
+// thinking and subagent groups are built when first opened.
+
+import { fill, h, icon } from './dom.js';
+import { renderMarkdown } from './markdown.js';
+import { duration, oneLine, tokens } from './format.js';
+
+const CHUNK = 60; // rows rendered at a time
+
+export class ConversationView {
+  constructor(model, root, opts = {}) {
+    this.model = model;
+    this.root = root;
+    this.opts = opts;
+    this.dom = new WeakMap(); // model object -> {el, body, ...}
+    this.from = model.blocks.length; // blocks[from:] are in the page
+    this.more = h('button', { class: 'earlier', type: 'button', text: 'Show earlier messages', onclick: () => this.renderEarlier() });
+    this.list = h('div', { class: 'blocks' });
+    this.liveEl = h('div', { class: 'live-tail' });
+    this.live = new Map(); // message:index -> {el, text, thinking, subagent}
+    root.replaceChildren(this.more, this.list, this.liveEl);
+    this.observer = new IntersectionObserver((es) => {
+      if (es.some((e) => e.isIntersecting) && this.from > 0) this.renderEarlier();
+    }, { rootMargin: '600px 0px 0px 0px' });
+    this.observer.observe(this.more);
+    this.renderEarlier(true);
+  }
+
+  destroy() { this.observer.disconnect(); }
+
+  /** renderEarlier puts the next CHUNK rows above what is shown. */
+  renderEarlier(initial = false) {
+    const blocks = this.model.blocks;
+    if (this.from <= 0) { this.more.hidden = true; return; }
+    let start = this.from;
+    let w = 0;
+    while (start > 0 && w < CHUNK) w += weight(blocks[--start]);
+    const frag = document.createDocumentFragment();
+    for (let i = start; i < this.from; i++) frag.append(this.block(blocks[i]));
+    const scroller = document.scrollingElement;
+    const before = scroller.scrollHeight;
+    const top = scroller.scrollTop;
+    this.list.prepend(frag);
+    this.from = start;
+    this.more.hidden = start === 0;
+    if (!initial) scroller.scrollTop = top + (scroller.scrollHeight - before);
+  }
+
+  /** apply patches the page with the changes of SessionModel.apply. */
+  apply(changes) {
+    for (const c of changes) {
+      if (c.op === 'block') {
+        // New blocks are the newest. A turn left open before a new one
+        // began will not go on: redraw it as unfinished.
+        const prev = this.model.blocks[this.model.blocks.lastIndexOf(c.block) - 1];
+        this.list.append(this.block(c.block));
+        if (prev && prev.kind === 'turn' && !prev.status) this.updateTurn(prev);
+      } else if (c.op === 'item') {
+        // Items rendered with their block (changes come a batch at a time)
+        // are not added twice.
+        const d = this.dom.get(c.parent);
+        if (d && d.body && !this.dom.has(c.item)) d.body.append(this.item(c.item));
+        if (c.parent.kind === 'sub') this.updateSub(c.parent, c.item);
+        if (c.item.kind === 'text' || c.item.kind === 'thinking') this.settleLive(c.item);
+      } else if (c.op === 'update') {
+        const t = c.target;
+        if (t.kind === 'tool') this.updateTool(t);
+        else if (t.kind === 'sub') this.updateSub(t);
+        else if (t.kind === 'turn') { this.updateTurn(t); if (t.status) this.clearLive(); }
+      }
+    }
+  }
+
+  // --- blocks -------------------------------------------------------------
+
+  block(b) {
+    if (b.kind === 'user') {
+      const ev = b.env.ev;
+      const bubble = ev.t === 'file'
+        ? h('div', { class: 'bubble file' }, icon('terminal'), ' ', ev.name)
+        : h('div', { class: 'bubble', text: ev.text });
+      if (ev.t === 'text' && ((ev.text || '').length > 700 || (ev.text || '').split('\n').length > 12)) {
+        bubble.classList.add('clamped');
+        bubble.append(h('button', { class: 'more', type: 'button', text: 'Show more', onclick: (e) => { e.currentTarget.remove(); bubble.classList.remove('clamped'); } }));
+      }
+      const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble);
+      this.dom.set(b, { el });
+      return el;
+    }
+    const body = h('div', { class: 'turn-body' });
+    const end = h('div', { class: 'turn-end' });
+    const el = h('section', { class: 'turn', 'data-turn': b.id }, body, end);
+    this.dom.set(b, { el, body, end });
+    for (const it of b.items) body.append(this.item(it));
+    this.updateTurn(b);
+    return el;
+  }
+
+  updateTurn(t) {
+    const d = this.dom.get(t);
+    if (!d) return;
+    // An open turn of a session nobody runs now (a recording) is unfinished,
+    // not working.
+    const st = t.status || (this.opts.live?.() === false || t !== this.model.openTurn ? 'open' : 'running');
+    d.el.dataset.status = st;
+    const label = { completed: 'Completed', failed: 'Failed', cancelled: 'Cancelled', running: 'Working…', open: 'Unfinished' }[st] || st;
+    const bits = [];
+    if (t.status && t.end && t.start) bits.push(duration(t.end - t.start));
+    if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
+    fill(d.end,
+      h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? 'dots' : 'stop'), label),
+      bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
+    );
+  }
+
+  // --- items --------------------------------------------------------------
+
+  item(it) {
+    let el;
+    switch (it.kind) {
+      case 'text':
+        el = h('div', { class: 'text md', 'data-id': it.env.id });
+        el.append(renderMarkdown(it.text));
+        break;
+      case 'thinking':
+        // Redacted thinking (a signature, no text) has nothing to show.
+        if (!it.text.trim()) return document.createComment('thinking');
+        el = this.lazyDetails('thinking', it, h('span', { class: 'label' }, icon('brain'), 'Thinking'),
+          h('span', { class: 'preview', text: oneLine(it.text, 90) }), () => h('div', { class: 'md' }, renderMarkdown(it.text)));
+        break;
+      case 'service':
+        el = h('div', { class: 'service', 'data-id': it.env.id, text: it.text });
+        break;
+      case 'prompt':
+        el = h('div', { class: 'sub-prompt', 'data-id': it.env.id }, h('div', { class: 'label', text: 'Task' }), h('div', { class: 'md' }, renderMarkdown(it.env.ev.text || '')));
+        break;
+      case 'file':
+        el = h('div', { class: 'service', 'data-id': it.env.id, text: 'File: ' + it.env.ev.name });
+        break;
+      case 'tool':
+        el = this.tool(it);
+        break;
+      case 'sub':
+        el = this.sub(it);
+        break;
+      default:
+        el = h('div');
+    }
+    if (!this.dom.has(it)) this.dom.set(it, { el });
+    return el;
+  }
+
+  lazyDetails(cls, it, label, preview, build) {
+    const el = h('details', { class: cls, 'data-id': it.env.id });
+    const sum = h('summary', null, label, preview);
+    el.append(sum);
+    el.addEventListener('toggle', () => {
+      if (el.open && el.childElementCount === 1) el.append(build());
+    });
+    this.dom.set(it, { el });
+    return el;
+  }
+
+  tool(t) {
+    const status = h('span', { class: 'status' });
+    const title = h('span', { class: 'title', text: t.title && t.title !== t.name + ' call' ? t.title : argSummary(t) });
+    const preview = h('div', { class: 'result-preview' });
+    const el = h('details', { class: 'tool', 'data-id': t.env.id, 'data-call': t.call },
+      h('summary', null, status, h('span', { class: 'name', text: toolName(t.name) }), title, icon('chevron', 'chev')),
+      preview);
+    const body = h('div', { class: 'tool-body' });
+    el.addEventListener('toggle', () => {
+      if (el.open && !body.isConnected) { this.fillTool(t, body); el.append(body); }
+    });
+    this.dom.set(t, { el, status, preview, body });
+    this.updateTool(t);
+    return el;
+  }
+
+  updateTool(t) {
+    const d = this.dom.get(t);
+    if (!d) return;
+    d.el.dataset.status = t.status;
+    fill(d.status, t.status === 'running' ? h('span', { class: 'spinner' }) : icon(t.status === 'failed' ? 'cross' : 'check'));
+    const r = (t.result || '').trim();
+    d.preview.hidden = !r;
+    d.preview.textContent = r.split('\n').slice(0, 3).join('\n').slice(0, 300);
+    if (d.body.isConnected) this.fillTool(t, d.body);
+  }
+
+  fillTool(t, body) {
+    const args = t.args || {};
+    const parts = [];
+    if (typeof args.command === 'string') parts.push(h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + args.command })));
+    if (typeof args.file_path === 'string') parts.push(h('div', { class: 'path', text: args.file_path }));
+    if (typeof args.old_string === 'string' && typeof args.new_string === 'string') {
+      parts.push(h('pre', { class: 'code diff' }, h('code', null,
+        args.old_string.split('\n').map((l) => h('span', { class: 'tk-del', text: '- ' + l + '\n' })),
+        args.new_string.split('\n').map((l) => h('span', { class: 'tk-add', text: '+ ' + l + '\n' })))));
+    }
+    const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !['command', 'file_path', 'old_string', 'new_string', 'description'].includes(k)));
+    if (Object.keys(rest).length) parts.push(h('pre', { class: 'code args' }, h('code', { text: JSON.stringify(rest, null, 2) })));
+    if (t.result != null && t.result !== '') {
+      parts.push(h('div', { class: 'label', text: t.status === 'failed' ? 'Error' : 'Result' }));
+      parts.push(h('pre', { class: 'code result' + (t.status === 'failed' ? ' error' : '') }, h('code', { text: t.result })));
+      if (t.truncated) parts.push(h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' }));
+    } else if (t.status === 'done') {
+      parts.push(h('div', { class: 'meta', text: 'No output.' }));
+    }
+    if (t.end && t.start) parts.push(h('div', { class: 'meta', text: 'Took ' + duration(t.end - t.start) }));
+    body.replaceChildren(...parts);
+  }
+
+  sub(s) {
+    const status = h('span', { class: 'status' });
+    const title = h('span', { class: 'title' });
+    const meta = h('span', { class: 'meta' });
+    const activity = h('div', { class: 'activity' });
+    const body = h('div', { class: 'sub-body' });
+    const el = h('details', { class: 'sub', 'data-sub': s.id },
+      h('summary', null, h('span', { class: 'sub-icon' }, icon('agent')), h('span', { class: 'sub-head' }, title, meta), status, icon('chevron', 'chev')),
+      activity);
+    const d = { el, status, title, meta, activity, body: null, pending: body };
+    el.addEventListener('toggle', () => {
+      if (el.open && !d.body) {
+        for (const it of s.items) body.append(this.item(it));
+        d.body = body;
+        el.append(body);
+      }
+    });
+    this.dom.set(s, d);
+    this.updateSub(s);
+    return el;
+  }
+
+  updateSub(s, added) {
+    const d = this.dom.get(s);
+    if (!d) return;
+    d.el.dataset.status = s.done ? 'done' : 'running';
+    d.title.textContent = s.title || 'Subagent';
+    const bits = [s.done ? 'Done' : 'Running'];
+    if (s.tools) bits.push(s.tools + (s.tools === 1 ? ' tool' : ' tools'));
+    if (s.done && s.end && s.started) bits.push(duration(s.end - s.started));
+    d.meta.textContent = bits.join(' · ');
+    fill(d.status, s.done ? icon('check') : h('span', { class: 'spinner' }));
+    const last = added || s.items[s.items.length - 1];
+    if (last && !s.done) {
+      d.activity.hidden = false;
+      d.activity.textContent = last.kind === 'tool' ? toolName(last.name) + ' · ' + (last.title || '') : oneLine(last.text ?? last.env?.ev?.text ?? '', 100);
+    } else {
+      d.activity.hidden = true;
+    }
+  }
+
+  // --- live deltas (remote mode) ------------------------------------------
+
+  /** delta shows a piece of text being typed. */
+  delta(p) {
+    if (!p || p.type !== 'delta' || typeof p.text !== 'string') return;
+    const key = (p.message || '') + ':' + (p.index ?? 0);
+    let l = this.live.get(key);
+    if (!l) {
+      const label = p.thinking ? h('div', { class: 'label' }, icon('brain'), 'Thinking') : null;
+      const sub = p.subagent ? this.model.subs.get(p.subagent) : null;
+      const who = sub ? h('div', { class: 'label', text: sub.title || 'Subagent' }) : null;
+      const md = h('div', { class: 'md' });
+      l = { el: h('div', { class: 'text live' + (p.thinking ? ' thinking-live' : '') }, who, label, md), md, text: '', thinking: !!p.thinking, subagent: p.subagent || '', queued: false };
+      this.live.set(key, l);
+      this.liveEl.append(l.el);
+    }
+    l.text += p.text;
+    if (!l.queued) {
+      l.queued = true;
+      requestAnimationFrame(() => {
+        l.queued = false;
+        l.md.replaceChildren(renderMarkdown(l.text));
+        l.md.append(h('span', { class: 'caret' }));
+        this.opts.onGrow?.();
+      });
+    }
+  }
+
+  // settleLive drops the typing block that a complete text replaces.
+  settleLive(it) {
+    const thinking = it.kind === 'thinking';
+    const sub = it.parent?.kind === 'sub' ? it.parent.id : '';
+    let match = null;
+    for (const [k, l] of this.live) {
+      if (l.thinking !== thinking || l.subagent !== sub) continue;
+      if (!match) match = k;
+      if (it.text.startsWith(l.text.trim().slice(0, 64))) { match = k; break; }
+    }
+    if (match) { this.live.get(match).el.remove(); this.live.delete(match); }
+  }
+
+  /** refreshOpenTurn redraws the open turn's footer (the session's state changed). */
+  refreshOpenTurn() {
+    const t = this.model.openTurn;
+    if (t) this.updateTurn(t);
+  }
+
+  clearLive() {
+    for (const l of this.live.values()) l.el.remove();
+    this.live.clear();
+  }
+}
+
+function weight(b) {
+  return b.kind === 'turn' ? 1 + b.items.length : 1;
+}
+
+export function toolName(name) {
+  const m = /^mcp__(.+?)__(.+)$/.exec(name || '');
+  return m ? m[2] + ' (' + m[1] + ')' : name || 'Tool';
+}
+
+function argSummary(t) {
+  const a = t.args || {};
+  const v = a.command ?? a.file_path ?? a.path ?? a.pattern ?? a.url ?? a.query ?? a.prompt;
+  return typeof v === 'string' ? oneLine(v, 90) : t.title || '';
+}
+
+/** contextMeter describes usage as context in use over the window. */
+export function contextUse(usage, fallbackWindow = 200000) {
+  if (!usage) return null;
+  const used = (usage.input_tokens || 0) + (usage.cache_creation_input_tokens || 0) + (usage.cache_read_input_tokens || 0);
+  const win = usage.context_window > 0 ? usage.context_window : fallbackWindow;
+  return { used, win, pct: Math.min(100, (used / win) * 100), label: tokens(used) + ' / ' + tokens(win) };
+}
