@@ -453,3 +453,22 @@ func TestUnansweredPromptRequeued(t *testing.T) {
 		t.Fatalf("not delivered again: %+v", f)
 	}
 }
+
+// batchFrame writes what json.Marshal of the frame would.
+func TestBatchFrameEncoding(t *testing.T) {
+	for _, rows := range [][]Stored{
+		{{Seq: 1, Body: json.RawMessage(`{"id":"ca","ev":{"t":"text","text":"a\u003cb \"q\""}}`)}},
+		{{Seq: 7, Body: json.RawMessage(`{"id":"cb"}`)}, {Seq: 8, Body: json.RawMessage(`{"id":"cc","n":[1,2]}`)}},
+	} {
+		for _, session := range []string{"fc141a3b-0000", `odd"<session>`} {
+			f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameBatch, Session: session}
+			for _, r := range rows {
+				f.Items = append(f.Items, protocol.Item{Seq: r.Seq, Envelope: r.Body})
+			}
+			want, _ := json.Marshal(f)
+			if got := batchFrame(session, rows); string(got) != string(want) {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ccrelay/ccrelay/internal/synth"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -524,7 +526,6 @@ func TestAppSteers(t *testing.T) {
 		document.querySelector('.blocks').innerText.includes('All 12 tests pass.')`)
 	rowsOnce(t, ctx, 6) // the recording: prompt, text, tool, text; the new turn: prompt, text
 
-
 	// Two permission requests; one offers "for this session".
 	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
 		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "rm -rf build"}, "description": "Remove the build folder", "call": "toolu_9", "forSession": []string{"Bash(rm:*)"}},
@@ -569,4 +570,157 @@ func TestAppSteers(t *testing.T) {
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermissionMode || c.Mode != "plan" {
 		t.Fatalf("command %+v", c)
 	}
+}
+
+// The relay restarts under an open page: the page says it is offline,
+// reconnects by itself, catches up from the last sequence number it saw
+// and shows the envelopes stored meanwhile and after, each once.
+func TestAppReconnects(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, id)
+	rowsOnce(t, ctx, 4)
+	addr := strings.TrimPrefix(r.base, "http://")
+
+	for round := range 3 {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		r.cmd.Wait()
+		waitJS(t, ctx, "the page offline", `document.body.dataset.conn !== 'open' && !document.querySelector('.conn-banner').hidden`)
+		if round == 0 {
+			screenshot(t, ctx, "offline-phone")
+		}
+		r.cmd = restartServe(t, r.data, addr)
+		// Stored while the page is still away (or just back), and after.
+		cli := dialCLI(t, r)
+		tag := fmt.Sprint("r", round)
+		cli.envelopes(id, turn(tag+"a", "while away "+tag, "answer one "+tag)...)
+		waitJS(t, ctx, "the page back", `document.body.dataset.conn === 'open'`)
+		cli.envelopes(id, turn(tag+"b", "after "+tag, "answer two "+tag)...)
+		waitJS(t, ctx, "the new turns", fmt.Sprintf(`document.querySelector('.blocks').innerText.includes('answer two %s')`, tag))
+		rowsOnce(t, ctx, 4+4*(round+1))
+		if n := eval[int](t, ctx, `document.querySelectorAll('.blocks [data-id]').length`); n != 4+4*(round+1) {
+			t.Fatalf("round %d: %d rows", round, n)
+		}
+	}
+}
+
+// Agent text is untrusted: a <script>, an <img onerror> and javascript:
+// links in it show as text and never run; http links stay links.
+func TestAppRendersTextInert(t *testing.T) {
+	dir := t.TempDir()
+	const session = "0e0e0e0e-1111-4222-8333-444444444444"
+	text := "Here is <script>window.pwned = 1</script> and <img src=x onerror=\"window.pwned = 2\">.\n\n" +
+		"[click me](javascript:window.pwned=3) and [also](JaVaScRiPt:window.pwned=4) and <javascript:window.pwned=5> " +
+		"and [data](data:text/html,<script>window.pwned=6</script>) and [fine](https://example.com/docs).\n\n" +
+		"```html\n<script>window.pwned = 7</script>\n```\n\n| a | b |\n|---|---|\n| <b onclick=\"window.pwned=8\">x</b> | `<i>` |"
+	a, _ := json.Marshal(text)
+	lines := `{"type":"user","uuid":"11111111-0000-4000-8000-000000000001","sessionId":"` + session + `","timestamp":"2026-11-23T10:00:00Z","message":{"role":"user","content":"show me <b>bold</b>"}}` + "\n" +
+		`{"type":"assistant","uuid":"11111111-0000-4000-8000-000000000002","parentUuid":"11111111-0000-4000-8000-000000000001","sessionId":"` + session + `","timestamp":"2026-11-23T10:00:01Z","message":{"id":"msg_x1","role":"assistant","content":[{"type":"text","text":` + string(a) + `}]}}` + "\n"
+	file := filepath.Join(dir, session+".jsonl")
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startAppRelay(t)
+	id, _ := r.replay(t, file)
+	ctx := newBrowser(t)
+	r.open(t, ctx, id)
+	// Click every link the text made, then look for any effect.
+	eval[bool](t, ctx, `(() => { for (const a of document.querySelectorAll('.blocks a')) { a.target = ''; a.addEventListener('click', (e) => e.preventDefault()); a.click(); } return true })()`)
+	got := eval[map[string]any](t, ctx, `(() => {
+		const b = document.querySelector('.blocks');
+		return {
+			pwned: window.pwned ?? null,
+			scripts: b.querySelectorAll('script').length,
+			imgs: b.querySelectorAll('img').length,
+			handlers: [...b.querySelectorAll('*')].filter((e) => [...e.attributes].some((a) => a.name.startsWith('on'))).length,
+			bold: b.querySelectorAll('b, i').length,
+			hrefs: [...b.querySelectorAll('a')].map((a) => a.getAttribute('href')),
+			text: b.innerText,
+		} })()`)
+	if got["pwned"] != nil || got["scripts"].(float64) != 0 || got["imgs"].(float64) != 0 || got["handlers"].(float64) != 0 || got["bold"].(float64) != 0 {
+		t.Fatalf("markup in the text took effect: %v", got)
+	}
+	if fmt.Sprint(got["hrefs"]) != "[https://example.com/docs]" {
+		t.Fatalf("links: %v", got["hrefs"])
+	}
+	for _, want := range []string{"<script>window.pwned = 1</script>", `<img src=x onerror="window.pwned = 2">`, "click me", "show me <b>bold</b>", "<script>window.pwned = 7</script>"} {
+		if !strings.Contains(got["text"].(string), want) {
+			t.Errorf("the page does not show %q as text:\n%s", want, got["text"])
+		}
+	}
+}
+
+// largeSession replays a session of at least 10,000 envelopes (copies of a
+// real 634-envelope session with 241 tool calls) into r.
+func largeSession(t *testing.T, r *appRelay) (string, []protocol.Envelope) {
+	t.Helper()
+	src, err := synth.Load(corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "0a0a0a0a-1111-4222-8333-444444444444.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.Write(f, 68<<20, src); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	id, envs := r.replay(t, p)
+	if len(envs) < 10000 {
+		t.Fatalf("only %d envelopes", len(envs))
+	}
+	return id, envs
+}
+
+// openTimed loads the app afresh straight on a session and returns how long
+// after the navigation began the session was first painted.
+func openTimed(t testing.TB, ctx context.Context, r *appRelay, id string) time.Duration {
+	t.Helper()
+	must(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#/s/"+id))
+	waitJS(t, ctx, "the session painted", fmt.Sprintf(`document.body.dataset.painted === %q`, id))
+	ms := eval[float64](t, ctx, `performance.getEntriesByName('ccrelay:session-painted')[0].startTime`)
+	t.Logf("marks: %s", eval[string](t, ctx, `performance.getEntriesByType('mark').map((m) => m.name.replace('ccrelay:', '') + '=' + Math.round(m.startTime)).join(' ') + ' domContentLoaded=' + Math.round(performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd)`))
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// A 10,000-envelope session opens (page load, connection, history, model,
+// first paint) in well under 2 s, showing its end; earlier turns render as
+// the reader scrolls up, each row once. The figure (median of three fresh
+// loads) is logged; the bound checked is loose, for gross regressions only.
+func TestAppOpensLargeSession(t *testing.T) {
+	r := startAppRelay(t)
+	id, envs := largeSession(t, r)
+	ctx := newBrowser(t)
+	must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token), chromedp.WaitVisible(chromedp.CSS(".session-row")))
+	var times []time.Duration
+	for range 3 {
+		times = append(times, openTimed(t, ctx, r, id))
+	}
+	slices.Sort(times)
+	t.Logf("%d envelopes: opened in %v (median of %v)", len(envs), times[1], times)
+	if times[1] > 5*time.Second {
+		t.Errorf("a 10,000-envelope session took %v to open", times[1])
+	}
+	// The end is shown; the page holds a fraction of the rows.
+	var last string
+	for _, e := range slices.Backward(envs) {
+		if e.Ev.T == protocol.KindText && e.Subagent == "" && !e.Ev.Thinking && strings.TrimSpace(e.Ev.Text) != "" {
+			last = strings.Fields(e.Ev.Text)[0]
+			break
+		}
+	}
+	if !eval[bool](t, ctx, fmt.Sprintf(`document.querySelector('.blocks').innerText.includes(%q)`, last)) {
+		t.Errorf("the last text (%q…) is not shown", last)
+	}
+	rows := eval[int](t, ctx, `document.querySelectorAll('.blocks [data-id]').length`)
+	t.Logf("rows on the page after opening: %d", rows)
+	start := time.Now()
+	showAll(t, ctx)
+	t.Logf("every earlier block rendered by scrolling up in %v", time.Since(start))
+	st := readState(t, ctx)
+	checkShows(t, st, expected(envs))
 }

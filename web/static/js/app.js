@@ -173,9 +173,16 @@ function listPage() {
 
 // --- one session -----------------------------------------------------------------
 
+// A session longer than this opens on its last TAIL envelopes; the earlier
+// part follows in the background (a 10,000-envelope session is ~9 MB).
+const TAIL = 2000;
+
 function sessionPage(id) {
   let model = app.models.get(id);
   if (!model) { model = new SessionModel(id); app.models.set(id, model); }
+  let fetchingEarlier = false;
+  let earlierWS = null;
+  let left = false;
   const summary = () => app.sessions.get(id) || { id, info: {} };
   const info = () => summary().info || {};
 
@@ -236,12 +243,66 @@ function sessionPage(id) {
   function showView() {
     if (view) return;
     loading.hidden = true;
-    view = new ConversationView(model, conv, { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode });
+    view = new ConversationView(model, conv, viewOpts());
     scrollToEnd();
     // Layout can settle after fonts and the dock: stay at the end.
     requestAnimationFrame(() => scrollToEnd());
     document.body.dataset.rendered = id;
     performance.mark('ccrelay:session-rendered');
+    // The first frame with the session on screen.
+    requestAnimationFrame(() => setTimeout(() => {
+      performance.mark('ccrelay:session-painted');
+      document.body.dataset.painted = id;
+      if (model.first > 0) loadEarlier();
+    }, 0));
+  }
+
+  function viewOpts(minBlocks = 0) {
+    return { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode, loadEarlier, minBlocks };
+  }
+
+  // loadEarlier fetches, on a socket of its own, the envelopes before the
+  // tail shown, then rebuilds the model and the view where the reader is.
+  function loadEarlier() {
+    if (!(model.first > 0) || fetchingEarlier) return;
+    fetchingEarlier = true;
+    const until = model.first;
+    const earlier = [];
+    let finished = false;
+    const ws = new WebSocket(app.conn.url, ['ccrelay-token.' + app.conn.token]);
+    earlierWS = ws;
+    const done = () => {
+      finished = true;
+      ws.close();
+      const s = document.scrollingElement;
+      const fromBottom = s.scrollHeight - s.scrollTop;
+      const shown = view ? model.blocks.length - view.from : 0;
+      model = model.withEarlier(earlier);
+      app.models.set(id, model);
+      userBlocks = model.prompts.length;
+      if (view) {
+        view.destroy();
+        view = new ConversationView(model, conv, viewOpts(shown + 1));
+        s.scrollTop = s.scrollHeight - fromBottom;
+      }
+      fetchingEarlier = false;
+      renderHeader();
+    };
+    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0 }));
+    ws.onmessage = (e) => {
+      if (finished || left) return;
+      const f = JSON.parse(e.data);
+      if (f.type === 'batch') {
+        for (const it of f.items || []) {
+          if (it.seq > until) { done(); return; }
+          earlier.push([it.seq, it.envelope]);
+        }
+        if (earlier.length && earlier[earlier.length - 1][0] === until) done();
+      } else if (f.type === 'caught-up') done();
+    };
+    ws.onclose = () => {
+      if (!finished && !left) { fetchingEarlier = false; setTimeout(loadEarlier, 2000); }
+    };
   }
 
   function renderHeader() {
@@ -378,6 +439,7 @@ function sessionPage(id) {
     if (f.type === 'command-status') { onCommandStatus(f); return; }
     if (f.session !== id) return;
     if (f.type === 'batch') {
+      if (!model.batches++) performance.mark('ccrelay:first-batch');
       const all = [];
       for (const it of f.items || []) {
         const ch = model.apply(it.seq, it.envelope);
@@ -394,6 +456,7 @@ function sessionPage(id) {
         loading.querySelector('.loading-text').textContent = total ? `Loading ${model.lastSeq.toLocaleString()} of ${total.toLocaleString()}…` : 'Loading session…';
       }
     } else if (f.type === 'caught-up') {
+      performance.mark('ccrelay:caught-up');
       caughtUp = true;
       showView();
       settlePending();
@@ -407,8 +470,18 @@ function sessionPage(id) {
     }
   }
 
-  app.conn.subscribe(id, () => model.lastSeq);
-  if (model.lastSeq > 0) {
+  // Subscribe once the list says how long the session is: a long one
+  // starts from its tail.
+  let subscribed = false;
+  function subscribe() {
+    if (subscribed || !app.listed) return;
+    subscribed = true;
+    const total = summary().lastSeq || 0;
+    if (model.lastSeq === 0 && total > TAIL * 1.5) model.first = model.lastSeq = total - TAIL;
+    app.conn.subscribe(id, () => model.lastSeq);
+  }
+  subscribe();
+  if (model.envelopes > 0) {
     // Seen before on this page: show what we have while catching up.
     showView();
   }
@@ -416,10 +489,12 @@ function sessionPage(id) {
 
   return {
     onFrame,
-    onSessions: renderHeader,
+    onSessions: () => { subscribe(); renderHeader(); },
     onConn: (s) => banner.set(s),
     tick: renderHeader,
     leave() {
+      left = true;
+      earlierWS?.close();
       view?.destroy();
       ro.disconnect();
       removeEventListener('scroll', onScroll);

@@ -15,6 +15,12 @@ export class SessionModel {
     this.subs = new Map(); // subagent id -> group
     this.usage = null; // the latest usage seen
     this.envelopes = 0;
+    this.batches = 0; // frames of envelopes received
+    // first > 0: only envelopes after seq `first` are loaded (the tail of a
+    // long session, shown first); log keeps what was applied, to rebuild
+    // the model once the earlier part arrives.
+    this.first = 0;
+    this.log = [];
     this.prompts = []; // texts of user prompts, in order
   }
 
@@ -38,6 +44,7 @@ export class SessionModel {
     if (!env || typeof env !== 'object' || !env.ev || this.seen.has(env.id)) return null;
     this.seen.add(env.id);
     this.envelopes++;
+    this.log.push([seq, env]);
     const ch = [];
     const ev = env.ev;
     if (env.usage) this.usage = env.usage;
@@ -110,6 +117,14 @@ export class SessionModel {
         break; // kinds of a later version: ignored
     }
     return ch;
+  }
+
+  /** withEarlier returns a model of the earlier envelopes followed by this one's. */
+  withEarlier(earlier) {
+    const m = new SessionModel(this.id);
+    for (const [seq, env] of earlier) m.apply(seq, env);
+    for (const [seq, env] of this.log) m.apply(seq, env);
+    return m;
   }
 
   turn(id, time, ch) {

@@ -25,18 +25,24 @@ export class ConversationView {
       if (es.some((e) => e.isIntersecting) && this.from > 0) this.renderEarlier();
     }, { rootMargin: '600px 0px 0px 0px' });
     this.observer.observe(this.more);
-    this.renderEarlier(true);
+    this.renderEarlier(true, opts.minBlocks || 0);
   }
 
   destroy() { this.observer.disconnect(); }
 
   /** renderEarlier puts the next CHUNK rows above what is shown. */
-  renderEarlier(initial = false) {
+  renderEarlier(initial = false, minBlocks = 0) {
     const blocks = this.model.blocks;
-    if (this.from <= 0) { this.more.hidden = true; return; }
+    if (this.from <= 0) {
+      // The start of the session may not be loaded yet (a long session
+      // shows its tail first).
+      this.more.hidden = !(this.model.first > 0);
+      if (!this.more.hidden) { this.more.textContent = 'Loading earlier messages…'; this.opts.loadEarlier?.(); }
+      return;
+    }
     let start = this.from;
     let w = 0;
-    while (start > 0 && w < CHUNK) w += weight(blocks[--start]);
+    while (start > 0 && (w < CHUNK || blocks.length - start < minBlocks)) w += weight(blocks[--start]);
     const frag = document.createDocumentFragment();
     for (let i = start; i < this.from; i++) frag.append(this.block(blocks[i]));
     const scroller = document.scrollingElement;
@@ -44,7 +50,7 @@ export class ConversationView {
     const top = scroller.scrollTop;
     this.list.prepend(frag);
     this.from = start;
-    this.more.hidden = start === 0;
+    this.more.hidden = start === 0 && !(this.model.first > 0);
     if (!initial) scroller.scrollTop = top + (scroller.scrollHeight - before);
   }
 
