@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,6 +56,10 @@ its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.base, dir, rl.appURL())
+			for _, u := range rl.networkURLs() {
+				fmt.Fprintf(cmd.OutOrStdout(), "  phone: %s\n", u)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "Open the app URL in a browser. Ctrl-C stops the relay.")
 			return rl.wait(cmd.Context())
 		},
 	}
@@ -66,6 +71,7 @@ its #fragment, which browsers never send to a server.`,
 // runningRelay is a relay served by this process.
 type runningRelay struct {
 	base, token string
+	everywhere  bool // listening on every address (0.0.0.0 or ::)
 	srv         *http.Server
 	rs          *relay.Server
 	store       *relay.Store
@@ -75,6 +81,32 @@ type runningRelay struct {
 }
 
 func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
+
+// networkURLs are the app's URLs on this machine's network addresses, when
+// the relay listens on all of them (--listen 0.0.0.0:PORT): what a phone on
+// the same network opens.
+func (r *runningRelay) networkURLs() []string {
+	if !r.everywhere {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(r.base, "http://"))
+	if err != nil {
+		return nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil || ipn.IP.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, "http://"+net.JoinHostPort(ipn.IP.String(), port)+"/#token="+r.token)
+	}
+	return out
+}
 
 // startRelay opens the store and token in dir and serves on listen.
 func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
@@ -97,7 +129,12 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 	}
 	rs := relay.NewServer(store, log, tokens...)
 	base, stopConns := context.WithCancel(context.Background())
-	r := &runningRelay{base: "http://" + ln.Addr().String(), token: token, rs: rs, store: store, stopConns: stopConns,
+	addr := ln.Addr().(*net.TCPAddr)
+	everywhere := addr.IP.IsUnspecified()
+	if everywhere { // the app URL on this machine
+		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
+	}
+	r := &runningRelay{base: "http://" + addr.String(), token: token, everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
 		errc: make(chan error, 1), log: log,
 		srv: &http.Server{Handler: rs.Handler(), ReadHeaderTimeout: 10 * time.Second,
 			BaseContext: func(net.Listener) context.Context { return base }}}

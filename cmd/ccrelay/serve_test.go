@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,4 +91,41 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("output lacks %q:\n%s", want, res.stdout)
 		}
 	}
+}
+
+// Listening on every address (for a phone), serve prints the app URL on
+// 127.0.0.1 for this machine and one per network address for others.
+func TestServeEverywhere(t *testing.T) {
+	cmd := exec.Command(binary, "serve", "--data", t.TempDir(), "--listen", "0.0.0.0:0")
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	var app string
+	var phones []string
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if u, ok := strings.CutPrefix(line, "app:"); ok {
+			app = strings.TrimSpace(u)
+		} else if u, ok := strings.CutPrefix(line, "phone:"); ok {
+			phones = append(phones, strings.TrimSpace(u))
+		} else if strings.Contains(line, "Ctrl-C stops") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if !strings.HasPrefix(app, "http://127.0.0.1:") {
+		t.Fatalf("app URL %q", app)
+	}
+	token := app[strings.Index(app, "#token="):]
+	for _, p := range phones {
+		host := strings.TrimPrefix(p[:strings.Index(p, "/#")], "http://")
+		h, _, _ := net.SplitHostPort(host)
+		if ip := net.ParseIP(h); ip == nil || ip.IsLoopback() || ip.To4() == nil || !strings.HasSuffix(p, token) {
+			t.Errorf("phone URL %q", p)
+		}
+	}
+	t.Logf("app %s, %d network URLs", app, len(phones))
 }
