@@ -365,12 +365,20 @@ func rowsOnce(t *testing.T, ctx context.Context, min int) {
 	}
 }
 
+// pick chooses value in the select labelled label, as a person would: one
+// change event.
+func pick(t *testing.T, ctx context.Context, label, value string) {
+	t.Helper()
+	eval[bool](t, ctx, fmt.Sprintf(`(() => { const s = document.querySelector('select[aria-label=%q]'); s.value = %q; s.dispatchEvent(new Event('change')); return true })()`, label, value))
+}
+
 // fakeCLI is the CLI side of a session, on the relay's /ws/cli: it
 // announces the session, receives the app's commands and answers them.
 type fakeCLI struct {
 	t      *testing.T
 	c      *websocket.Conn
 	frames chan protocol.Frame
+	held   []protocol.Frame // read while waiting for another, not handled yet
 	refs   int
 }
 
@@ -421,33 +429,48 @@ func (c *fakeCLI) request(f protocol.Frame) protocol.Frame {
 	f.Ref = fmt.Sprint("r", c.refs)
 	c.send(f)
 	for {
-		reply := c.next("")
+		reply := c.read()
 		if reply.Ref == f.Ref {
 			if reply.Type == protocol.FrameError {
 				c.t.Fatalf("relay refused %s: %s", f.Type, reply.Message)
 			}
 			return reply
 		}
+		if reply.Type == protocol.FrameCommand {
+			c.held = append(c.held, reply) // for a later next(FrameCommand)
+		}
 	}
 }
 
-// next returns the next frame of type typ ("": any), skipping others.
+// next returns the next frame of type typ, skipping others.
 func (c *fakeCLI) next(typ string) protocol.Frame {
 	c.t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case f, ok := <-c.frames:
-			if !ok {
-				c.t.Fatalf("CLI connection closed waiting for %s", typ)
-			}
-			if typ == "" || f.Type == typ {
-				return f
-			}
-		case <-timeout:
-			c.t.Fatalf("no %s frame reached the CLI", typ)
+	for i, f := range c.held {
+		if f.Type == typ {
+			c.held = append(c.held[:i], c.held[i+1:]...)
+			return f
 		}
 	}
+	for {
+		if f := c.read(); f.Type == typ {
+			return f
+		}
+	}
+}
+
+// read returns the next frame the relay sends.
+func (c *fakeCLI) read() protocol.Frame {
+	c.t.Helper()
+	select {
+	case f, ok := <-c.frames:
+		if !ok {
+			c.t.Fatal("CLI connection closed")
+		}
+		return f
+	case <-time.After(30 * time.Second):
+		c.t.Fatal("the relay sent the CLI nothing for 30 s")
+	}
+	return protocol.Frame{}
 }
 
 func (c *fakeCLI) announce(session string, info map[string]any) {
@@ -560,15 +583,16 @@ func TestAppSteers(t *testing.T) {
 	// Model and permission mode.
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
 	screenshot(t, ctx, "settings-phone")
-	must(t, ctx, chromedp.SetValue(chromedp.CSS(`select[aria-label="Model"]`), "opus"))
-	eval[bool](t, ctx, `document.querySelector('select[aria-label="Model"]').dispatchEvent(new Event('change')), true`)
+	pick(t, ctx, "Model", "opus")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandModel || c.Model != "opus" {
 		t.Fatalf("command %+v", c)
 	}
-	must(t, ctx, chromedp.SetValue(chromedp.CSS(`select[aria-label="Permission mode"]`), "plan"))
-	eval[bool](t, ctx, `document.querySelector('select[aria-label="Permission mode"]').dispatchEvent(new Event('change')), true`)
+	pick(t, ctx, "Permission mode", "plan")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermissionMode || c.Mode != "plan" {
 		t.Fatalf("command %+v", c)
+	}
+	if len(cli.held) != 0 {
+		t.Fatalf("commands sent more than once: %+v", cli.held)
 	}
 }
 

@@ -55,7 +55,7 @@ its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.base, dir, rl.appURL())
+			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
 			for _, u := range rl.networkURLs() {
 				fmt.Fprintf(cmd.OutOrStdout(), "  phone: %s\n", u)
 			}
@@ -71,7 +71,8 @@ its #fragment, which browsers never send to a server.`,
 // runningRelay is a relay served by this process.
 type runningRelay struct {
 	base, token string
-	everywhere  bool // listening on every address (0.0.0.0 or ::)
+	listening   string // the address listened on
+	everywhere  bool   // listening on every address (0.0.0.0 or ::)
 	srv         *http.Server
 	rs          *relay.Server
 	store       *relay.Store
@@ -134,7 +135,7 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 	if everywhere { // the app URL on this machine
 		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
 	}
-	r := &runningRelay{base: "http://" + addr.String(), token: token, everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
+	r := &runningRelay{base: "http://" + addr.String(), token: token, listening: ln.Addr().String(), everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
 		errc: make(chan error, 1), log: log,
 		srv: &http.Server{Handler: rs.Handler(), ReadHeaderTimeout: 10 * time.Second,
 			BaseContext: func(net.Listener) context.Context { return base }}}

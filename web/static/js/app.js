@@ -220,7 +220,6 @@ function sessionPage(id) {
   ro.observe(dock);
 
   let view = null;
-  let caughtUp = false;
   const pendings = new Map(); // command id -> {el, text, kind}
   let userBlocks = model.prompts.length;
 
@@ -457,7 +456,6 @@ function sessionPage(id) {
       }
     } else if (f.type === 'caught-up') {
       performance.mark('ccrelay:caught-up');
-      caughtUp = true;
       showView();
       settlePending();
       renderHeader();
@@ -499,7 +497,6 @@ function sessionPage(id) {
       ro.disconnect();
       removeEventListener('scroll', onScroll);
       app.conn.subscribe(null);
-      void caughtUp;
     },
   };
 }

@@ -69,14 +69,14 @@ export class Connection extends EventTarget {
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
       this.dispatchEvent(new CustomEvent('frame', { detail: f }));
     };
-    ws.onclose = (e) => {
+    ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
       // A refused upgrade looks like 1006 before open; after a few tries in
       // a row without ever opening, say that the token may be wrong.
       if (!opened && this.attempt >= 3) this.setState('unauthorized');
       else this.setState('closed');
-      this.retry(e.code);
+      this.retry();
     };
     ws.onerror = () => {};
   }

@@ -33,7 +33,7 @@ export function fill(el, ...children) {
   return append(el, children);
 }
 
-/** svgIcon returns an inline icon drawn from the app's sprite. */
+/** icon returns an inline SVG icon (stroked paths from ICONS). */
 export function icon(name, cls = '') {
   const ns = 'http://www.w3.org/2000/svg';
   const svg = document.createElementNS(ns, 'svg');

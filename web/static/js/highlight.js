@@ -77,7 +77,7 @@ export function highlight(code, lang) {
       const w = s.ci ? m[4].toLowerCase() : m[4];
       if (s.kw.has(w)) cls = 'tk-kw';
       else if (s.types.has(w)) cls = 'tk-type';
-      else if (/^[A-Z][a-z]/.test(w) || code[s.re.lastIndex] === '(') cls = code[s.re.lastIndex] === '(' ? 'tk-fn' : '';
+      else if (code[s.re.lastIndex] === '(') cls = 'tk-fn';
     }
     frag.append(cls ? h('span', { class: cls, text: m[0] }) : m[0]);
     last = s.re.lastIndex;

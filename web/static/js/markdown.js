@@ -143,11 +143,9 @@ function list(lines, i, out, depth) {
     }
     if (depth < MAX_DEPTH && body.length > 1) {
       blocks(body, li, depth + 1);
-      // A tight item's paragraph renders as plain text.
-      if (li.childElementCount && li.lastElementChild && li.querySelectorAll(':scope > p').length === 1 && li.firstElementChild.tagName === 'P') {
-        const p = li.querySelector(':scope > p');
-        p.replaceWith(...p.childNodes);
-      }
+      // A tight item's first paragraph renders as plain text.
+      const p = li.querySelector(':scope > p');
+      if (p && p === li.firstElementChild && li.querySelectorAll(':scope > p').length === 1) p.replaceWith(...p.childNodes);
     } else {
       inline(li, body.join('\n'));
     }
@@ -302,7 +300,9 @@ function anchor(url, label, depth, image = false) {
   if (!href) {
     // Not a link we follow: show the label, and the target as a hint.
     const span = h('span', { class: 'link-off', title: String(url).slice(0, 200) });
-    return depth < MAX_DEPTH ? inline(span, label, depth + 1) : (span.textContent = label, span);
+    if (depth < MAX_DEPTH) return inline(span, label, depth + 1);
+    span.textContent = label;
+    return span;
   }
   const a = h('a', { href, target: '_blank', rel: 'noopener noreferrer nofollow' });
   if (image) a.className = 'img-link';

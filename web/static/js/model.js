@@ -44,7 +44,7 @@ export class SessionModel {
     if (!env || typeof env !== 'object' || !env.ev || this.seen.has(env.id)) return null;
     this.seen.add(env.id);
     this.envelopes++;
-    this.log.push([seq, env]);
+    if (this.first > 0) this.log.push([seq, env]); // a tail: kept for withEarlier
     const ch = [];
     const ev = env.ev;
     if (env.usage) this.usage = env.usage;
@@ -158,13 +158,5 @@ export class SessionModel {
     parent.items.push(item);
     if (item.kind === 'tool' && parent.kind === 'sub') parent.tools++;
     ch.push({ op: 'item', parent, item });
-  }
-
-  /** weight is a rough size of a block in rendered rows. */
-  static weight(b) {
-    if (b.kind !== 'turn') return 1;
-    let n = 1;
-    for (const it of b.items) n += it.kind === 'sub' ? 1 : 1;
-    return n;
   }
 }

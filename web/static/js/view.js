@@ -228,7 +228,7 @@ export class ConversationView {
     const el = h('details', { class: 'sub', 'data-sub': s.id },
       h('summary', null, h('span', { class: 'sub-icon' }, icon('agent')), h('span', { class: 'sub-head' }, title, meta), status, icon('chevron', 'chev')),
       activity);
-    const d = { el, status, title, meta, activity, body: null, pending: body };
+    const d = { el, status, title, meta, activity, body: null };
     el.addEventListener('toggle', () => {
       if (el.open && !d.body) {
         for (const it of s.items) body.append(this.item(it));
