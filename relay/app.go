@@ -1,0 +1,195 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/coder/websocket"
+)
+
+func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
+	c, done, err := s.upgrade(w, r, appCompression)
+	if err != nil {
+		return
+	}
+	defer done()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
+		switch f.Type {
+		case protocol.FrameCommand:
+			return s.command(ctx, &peer{c: c}, f)
+		case protocol.FrameList:
+			// Register first, then list: no change is missed in between
+			// (a change may arrive twice; it carries the whole state).
+			l := s.hub.addLister(ownerFrom(ctx))
+			all, err := s.store.SessionsOf(ctx, ownerFrom(ctx))
+			if err != nil {
+				s.hub.removeLister(l)
+				return writeFrame(ctx, c, errorFrame("store", "%v", err))
+			}
+			sums := make([]protocol.SessionSummary, len(all))
+			for i, si := range all {
+				sums[i] = summary(si)
+			}
+			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameSessions, Sessions: sums}); err != nil {
+				s.hub.removeLister(l)
+				return err
+			}
+			wg.Go(func() {
+				defer s.hub.removeLister(l)
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-l.dropped:
+						c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
+						return
+					case frame := <-l.ch:
+						if writeRaw(ctx, c, frame) != nil {
+							return
+						}
+					}
+				}
+			})
+			return nil
+		case protocol.FrameSubscribe:
+			if f.Session == "" {
+				return writeFrame(ctx, c, errorFrame("bad-subscribe", "subscribe needs a session"))
+			}
+			if err := s.mine(ctx, f.Session); err != nil {
+				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
+			}
+			sub := s.hub.add(f.Session)
+			wg.Go(func() {
+				defer s.hub.remove(f.Session, sub)
+				if err := s.stream(ctx, c, f.Session, f.After, sub); err != nil && ctx.Err() == nil {
+					s.log.Debug("subscription ended", "session", f.Session, "err", err)
+					c.Close(websocket.StatusTryAgainLater, "subscription fell behind; subscribe again from the last seq")
+				}
+			})
+			return nil
+		default:
+			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the app endpoint", f.Type))
+		}
+	})
+	cancel()
+	s.closeStatus(c, err)
+}
+
+// stream sends the history of session after `after`, then live envelopes,
+// with no gap and no duplicate between the two. The subscriber is
+// registered before the history is read, so nothing stored meanwhile is
+// missed; what both deliver is sent once.
+func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, after int64, sub *subscriber) error {
+	last := after
+	sendFrom := func() error {
+		for {
+			page, err := s.store.Read(ctx, session, last, historyPage)
+			if err != nil {
+				return err
+			}
+			if len(page) > 0 {
+				if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
+					return err
+				}
+				last = page[len(page)-1].Seq
+			}
+			if len(page) < historyPage {
+				return nil
+			}
+		}
+	}
+	if err := sendFrom(); err != nil {
+		return err
+	}
+	if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameCaughtUp, Session: session, Seq: last}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-sub.dropped:
+			return errors.New("subscriber fell behind")
+		case pub := <-sub.ch:
+			if pub.live {
+				if err := writeRaw(ctx, c, pub.frame); err != nil {
+					return err
+				}
+				continue
+			}
+			if pub.rows[0].Seq == last+1 {
+				// The common case: encoded once for every app.
+				if err := writeRaw(ctx, c, pub.frame); err != nil {
+					return err
+				}
+				last = pub.rows[len(pub.rows)-1].Seq
+				continue
+			}
+			if pub.rows[len(pub.rows)-1].Seq <= last {
+				continue // already sent with the history
+			}
+			// Overlaps the history, or (should not happen) leaves a gap:
+			// send what follows last from the store.
+			if err := sendFrom(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// published is one stored batch on its way to the apps, with its frame
+// encoded once.
+type published struct {
+	rows  []Stored
+	frame []byte
+	live  bool // not stored: sent as is, outside the sequence
+}
+
+func newPublished(session string, rows []Stored) published {
+	return published{rows: rows, frame: batchFrame(session, rows)}
+}
+
+// batchFrame encodes a FrameBatch of stored envelopes. It is written by hand
+// (the bytes json.Marshal would give): the envelopes were validated when
+// stored, and re-validating every one of them on each history read was most
+// of the cost of opening a long session.
+func batchFrame(session string, rows []Stored) []byte {
+	sess, _ := json.Marshal(session)
+	n := 64 + len(sess)
+	for _, r := range rows {
+		n += len(r.Body) + 32
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, protocol.FrameVersion, 10)
+	b = append(b, `,"type":"`+protocol.FrameBatch+`","session":`...)
+	b = append(b, sess...)
+	b = append(b, `,"items":[`...)
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"seq":`...)
+		b = strconv.AppendInt(b, r.Seq, 10)
+		b = append(b, `,"envelope":`...)
+		b = append(b, r.Body...)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func writeRaw(ctx context.Context, c *websocket.Conn, frame []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Write(ctx, websocket.MessageText, frame)
+}

@@ -1,0 +1,102 @@
+package relay
+
+import (
+	"encoding/json"
+	"sync"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// hub fans stored envelopes out to the apps subscribed to their session,
+// and session changes to the apps that listed the sessions.
+type hub struct {
+	mu      sync.Mutex
+	subs    map[string]map[*subscriber]struct{}
+	listers map[*lister]struct{}
+}
+
+type lister struct {
+	owner   string
+	ch      chan []byte
+	dropped chan struct{}
+	once    sync.Once
+}
+
+func summary(si SessionInfo) protocol.SessionSummary {
+	return protocol.SessionSummary{ID: si.ID, Info: si.Info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
+}
+
+func (h *hub) addLister(owner string) *lister {
+	l := &lister{owner: owner, ch: make(chan []byte, subscriberSlack), dropped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.listers == nil {
+		h.listers = map[*lister]struct{}{}
+	}
+	h.listers[l] = struct{}{}
+	return l
+}
+
+func (h *hub) removeLister(l *lister) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.listers, l)
+}
+
+// sessionChanged sends a session's new state to every lister; a lister
+// that cannot keep up is dropped.
+func (h *hub) sessionChanged(si SessionInfo) {
+	frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSession, Sessions: []protocol.SessionSummary{summary(si)}})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for l := range h.listers {
+		if l.owner != si.Owner {
+			continue
+		}
+		select {
+		case l.ch <- frame:
+		default:
+			l.once.Do(func() { close(l.dropped) })
+		}
+	}
+}
+
+type subscriber struct {
+	ch      chan published
+	dropped chan struct{}
+	once    sync.Once
+}
+
+func (h *hub) add(session string) *subscriber {
+	sub := &subscriber{ch: make(chan published, subscriberSlack), dropped: make(chan struct{})}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs[session] == nil {
+		h.subs[session] = map[*subscriber]struct{}{}
+	}
+	h.subs[session][sub] = struct{}{}
+	return sub
+}
+
+func (h *hub) remove(session string, sub *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.subs[session], sub)
+	if len(h.subs[session]) == 0 {
+		delete(h.subs, session)
+	}
+}
+
+// publish never blocks: a subscriber whose buffer is full is dropped (its
+// app reconnects and catches up from its last sequence number).
+func (h *hub) publish(session string, batch published) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs[session] {
+		select {
+		case sub.ch <- batch:
+		default:
+			sub.once.Do(func() { close(sub.dropped) })
+		}
+	}
+}
