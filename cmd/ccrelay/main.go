@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		Example: `  ccrelay                      # run Claude Code here, relayed
   ccrelay -- --model opus      # arguments after -- go to claude
   ccrelay -- --resume <id>     # resume a session`,
+		Version:       versionText(),
 		Args:          cobra.ArbitraryArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -61,6 +62,7 @@ func newRootCmd() *cobra.Command {
 		},
 	}
 	addLocalFlags(root, &lf)
-	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd(), newDemoCmd())
+	root.SetVersionTemplate("{{.Version}}")
+	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd(), newDemoCmd(), newVersionCmd())
 	return root
 }

@@ -19,7 +19,7 @@ import (
 
 // Version is the Claude Code version the tests are written against; .ci/run
 // installs exactly this one.
-const Version = "2.1.330"
+const Version = claude.TestedVersion
 
 // Find returns the claude binary to test with: $CCRELAY_TEST_CLAUDE, else
 // `claude` on PATH. Without one the test is skipped, except in CI
