@@ -14,12 +14,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/coder/websocket"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/chromedp/chromedp"
 
@@ -55,6 +55,10 @@ func newBrowser(t testing.TB) context.Context {
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox,
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium keeps its singleton socket in a folder of its own under
+		// TMPDIR, left behind when the browser is killed: keep it in the
+		// test's folder.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
@@ -275,15 +279,21 @@ func checkShows(t *testing.T, got, want pageState) {
 	}
 }
 
-// screenshotDir is where the tests leave their screenshots (kept after the
-// run; the path is printed).
-var screenshotDir = sync.OnceValue(func() string {
-	d, err := os.MkdirTemp("", "ccrelay-app-screenshots-")
-	if err != nil {
-		panic(err)
+// screenshotEnv names a folder where the tests leave their screenshots (the
+// paths are printed); without it they are taken and thrown away with the
+// test's temporary folder.
+const screenshotEnv = "CCRELAY_TEST_SCREENSHOTS"
+
+// screenshotDir is where a test's screenshots go.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv(screenshotEnv); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
-	return d
-})
+	return t.TempDir()
+}
 
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
@@ -291,7 +301,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(screenshotDir(), name+".png")
+	p := filepath.Join(screenshotDir(t), name+".png")
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
