@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 
@@ -88,7 +89,7 @@ func replayTo(b *testing.B, p string, buf *[]byte) {
 		*buf, err = e.AppendJSON((*buf)[:0])
 		return err
 	})
-	if err != nil && err != ErrNothingRead {
+	if err != nil && !errors.Is(err, ErrNothingRead) {
 		b.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"io/fs"
@@ -75,7 +76,7 @@ func replayFile(t testing.TB, path string) replayed {
 		out.envs = append(out.envs, *e)
 		return nil
 	})
-	if err != nil && !(err == ErrNothingRead && st.Lines == 0) {
+	if err != nil && !(errors.Is(err, ErrNothingRead) && st.Lines == 0) {
 		t.Fatalf("replay %s: %v", path, err)
 	}
 	out.stats = st

@@ -245,7 +245,13 @@ func FindSession(paths []string) (Session, error) {
 	}
 	s := Session{Main: paths[0], Subagents: paths[1:]}
 	s.ID = strings.TrimSuffix(filepath.Base(s.Main), filepath.Ext(s.Main))
-	if len(paths) == 1 {
+	if err := checkTranscriptFile(s.Main); err != nil {
+		return Session{}, err
+	}
+	// Subagent transcripts live in <session>/subagents beside the main
+	// file; a file that is not a transcript has no such folder.
+	sub := filepath.Join(strings.TrimSuffix(s.Main, filepath.Ext(s.Main)), "subagents")
+	if fi, err := os.Stat(sub); len(paths) == 1 && err == nil && fi.IsDir() {
 		subs, err := claude.SubagentFiles(s.Main)
 		if err != nil {
 			return Session{}, err
@@ -253,4 +259,20 @@ func FindSession(paths []string) (Session, error) {
 		s.Subagents = subs
 	}
 	return s, nil
+}
+
+// checkTranscriptFile says plainly when path cannot be a transcript: it is
+// missing or a folder. (A pipe is fine: replay <(ssh host cat …) works.)
+func checkTranscriptFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return fmt.Errorf("open %s: %w", path, err)
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory, not a transcript (give the session's .jsonl file)", path)
+	}
+	return nil
 }

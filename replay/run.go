@@ -51,8 +51,36 @@ type Options struct {
 	Progress func(read, total int64)
 }
 
-// ErrNothingRead is returned when no line of the input could be used.
+// ErrNothingRead is returned (as a *NothingReadError) when no line of the
+// input could be used.
 var ErrNothingRead = errors.New("nothing could be read")
+
+// NothingReadError says why nothing could be read: the input was empty, or
+// none of its lines was a JSON record (it is not a transcript). It matches
+// ErrNothingRead.
+type NothingReadError struct {
+	File    string // the main transcript
+	Skipped int    // lines that were not records
+	First   *Skip  // the first of them
+}
+
+func (e *NothingReadError) Error() string {
+	if e.Skipped == 0 {
+		return fmt.Sprintf("%s is empty: nothing to replay", e.File)
+	}
+	msg := fmt.Sprintf("%s is not a Claude Code transcript: none of its lines is a JSON record", e.File)
+	if e.Skipped == 1 {
+		msg = fmt.Sprintf("%s is not a Claude Code transcript: its only line is not a JSON record", e.File)
+	}
+	if f := e.First; f != nil && f.File == e.File {
+		msg += fmt.Sprintf(" (line %d: %s)", f.Line, f.Reason)
+	} else if f != nil {
+		msg += fmt.Sprintf(" (%s)", f)
+	}
+	return msg
+}
+
+func (e *NothingReadError) Is(target error) bool { return target == ErrNothingRead }
 
 // Run replays a session: every record, merged in timestamp order and
 // deduplicated, goes through one mapper; each envelope goes to emit in
@@ -130,7 +158,11 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 		opts.Progress(mg.Read, st.TotalBytes)
 	}
 	if st.Lines == 0 {
-		return st, ErrNothingRead
+		e := &NothingReadError{File: s.Main, Skipped: len(st.Skipped)}
+		if len(st.Skipped) > 0 {
+			e.First = &st.Skipped[0]
+		}
+		return st, e
 	}
 	return st, nil
 }

@@ -67,6 +67,7 @@ func write(t *testing.T, name string, data []byte) string {
 // Bad input gets a clear message and a non-zero exit only when nothing could
 // be read; never a panic.
 func TestReplayBadInput(t *testing.T) {
+	dir := t.TempDir()
 	good := `{"type":"user","uuid":"u1","message":{"role":"user","content":"hi"}}` + "\n"
 	huge := append(append([]byte(`{"type":"user","uuid":"u2","message":{"content":"`), bytes.Repeat([]byte("x"), 50<<20)...), []byte(`"}}`+"\n")...)
 	tests := []struct {
@@ -76,14 +77,16 @@ func TestReplayBadInput(t *testing.T) {
 		stderr   string
 		envelope bool
 	}{
-		{"missing file", filepath.Join(t.TempDir(), "nope.jsonl"), 1, "no such file or directory", false},
-		{"directory", t.TempDir(), 1, "is a directory", false},
-		{"binary junk", write(t, "junk.jsonl", []byte{0x7f, 'E', 'L', 'F', 0, 1, 2, 3, 0xff, 0xfe, '\n', 0, 0}), 1, "binary data, not JSON", false},
-		{"empty file", write(t, "empty.jsonl", nil), 1, "nothing could be read", false},
+		{"missing file", filepath.Join(dir, "nope.jsonl"), 1, "open " + filepath.Join(dir, "nope.jsonl") + ": no such file or directory", false},
+		{"directory", dir, 1, dir + " is a directory, not a transcript", false},
+		{"binary junk", write(t, "junk.jsonl", []byte{0x7f, 'E', 'L', 'F', 0, 1, 2, 3, 0xff, 0xfe, '\n', 0, 0}), 1, "junk.jsonl is not a Claude Code transcript: none of its lines is a JSON record (line 1: binary data, not JSON)", false},
+		{"a text file without .jsonl (like /etc/passwd)", write(t, "passwd", []byte("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n")), 1, "passwd is not a Claude Code transcript: none of its lines is a JSON record (line 1: invalid JSON)", false},
+		{"a binary without .jsonl", write(t, "prog", []byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0}), 1, "prog is not a Claude Code transcript: its only line is not a JSON record (line 1: binary data, not JSON)", false},
+		{"empty file", write(t, "empty.jsonl", nil), 1, "empty.jsonl is empty: nothing to replay", false},
 		{"truncated last line", write(t, "trunc.jsonl", []byte(good+`{"type":"assistant","uuid":"a1","message":{"content":[{"type":"te`)), 0, "last line is incomplete", true},
 		{"50 MB single line", write(t, "huge.jsonl", huge), 1, "longer than the 16.0 MiB limit", false},
 		{"50 MB line among good ones", write(t, "huge2.jsonl", append([]byte(good), huge...)), 0, "longer than the 16.0 MiB limit", true},
-		{"not JSONL at all", corpus + "/happy-fixtures/duplicate-assistant-response-2.jsonl", 1, "nothing could be read", false},
+		{"not JSONL at all", corpus + "/happy-fixtures/duplicate-assistant-response-2.jsonl", 1, "duplicate-assistant-response-2.jsonl is not a Claude Code transcript", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,8 +100,10 @@ func TestReplayBadInput(t *testing.T) {
 			if tt.envelope != strings.Contains(res.stdout, `"ev":`) {
 				t.Fatalf("stdout: %q", res.stdout)
 			}
-			if tt.code != 0 && !strings.HasPrefix(lastLine(res.stderr), "ccrelay: ") {
-				t.Fatalf("error not reported last: %s", res.stderr)
+			// When nothing could be read, the error alone: no summary of
+			// zero counts before it.
+			if tt.code != 0 && (!strings.HasPrefix(res.stderr, "ccrelay: ") || strings.Count(res.stderr, "\n") != 1) {
+				t.Fatalf("want the error alone on stderr, got:\n%s", res.stderr)
 			}
 		})
 	}

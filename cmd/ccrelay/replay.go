@@ -127,7 +127,8 @@ and chat (a readable transcript; default on a terminal).`,
 			if err := bw.Flush(); err != nil && runErr == nil {
 				runErr = fmt.Errorf("write output: %w", err)
 			}
-			if !quiet && st != nil {
+			// Nothing read, nothing to sum up: the error says why.
+			if !quiet && st != nil && st.Lines > 0 {
 				max := 20
 				if verbose {
 					max = 0
@@ -143,7 +144,7 @@ and chat (a readable transcript; default on a terminal).`,
 				}
 			}
 			if errors.Is(runErr, replay.ErrNothingRead) {
-				return &exitError{code: 1, err: fmt.Errorf("%s: %w", s.Main, runErr)}
+				return &exitError{code: 1, err: runErr}
 			}
 			return runErr
 		},
