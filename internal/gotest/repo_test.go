@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -66,4 +69,40 @@ func readRepoFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// No compiled program is committed (they are built by the tests and ignored
+// by .gitignore).
+func TestNoBinariesCommitted(t *testing.T) {
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("git ls-files: %v", err)
+		}
+		t.Skipf("not a git checkout (git ls-files: %v)", err)
+	}
+	magics := [][]byte{
+		[]byte("\x7fELF"),
+		{0xfe, 0xed, 0xfa, 0xce}, {0xce, 0xfa, 0xed, 0xfe}, // Mach-O 32-bit
+		{0xfe, 0xed, 0xfa, 0xcf}, {0xcf, 0xfa, 0xed, 0xfe}, // Mach-O 64-bit
+	}
+	n := 0
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		f, err := os.Open(filepath.Join(root, name))
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		head := make([]byte, 4)
+		k, _ := io.ReadFull(f, head)
+		f.Close()
+		n++
+		for _, m := range magics {
+			if bytes.Equal(head[:k], m) {
+				t.Errorf("%s is a compiled program: remove it from git (go build output belongs in .gitignore)", name)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("git ls-files listed no file")
+	}
 }
