@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"syscall"
 )
 
 func main() {
@@ -29,12 +30,6 @@ func main() {
 // run runs go test in dir (the current folder if empty) and returns the exit
 // code.
 func run(dir string, args []string, stdout, stderr io.Writer, ci bool) int {
-	// Ctrl-C reaches go test too (same process group): keep reading until
-	// it stops, then summarize what ran.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt)
-	defer signal.Stop(sig)
-
 	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
 	cmd.Dir, cmd.Stderr = dir, stderr
 	pipe, err := cmd.StdoutPipe()
@@ -42,10 +37,31 @@ func run(dir string, args []string, stdout, stderr io.Writer, ci bool) int {
 		fmt.Fprintln(stderr, "gotest:", err)
 		return 2
 	}
+	// go test and the test programs run in a process group of their own; an
+	// interrupt or a SIGTERM to gotest goes to all of them as an interrupt,
+	// and gotest reads on until go test stops, then sums up what ran.
+	ownGroup(cmd)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintln(stderr, "gotest: start go test:", err)
 		return 2
 	}
+	done := make(chan struct{})
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for {
+			select {
+			case <-sig:
+				interruptGroup(cmd)
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer func() { close(done); <-forwarded }()
 	s := newSummary(stdout)
 	rerr := s.read(pipe)
 	werr := cmd.Wait()
