@@ -70,9 +70,9 @@ func run(dir string, args []string, stdout, stderr io.Writer, ci bool) int {
 	}
 	goCode := 0
 	var ee *exec.ExitError
-	if errors.As(werr, &ee) {
+	if errors.As(werr, &ee) && ee.ExitCode() > 0 {
 		goCode = ee.ExitCode()
-	} else if werr != nil {
+	} else if werr != nil { // could not wait, or stopped by a signal
 		fmt.Fprintln(stderr, "gotest: go test:", werr)
 		goCode = 2
 	}
