@@ -31,17 +31,17 @@ func TestStoreAppendIdempotent(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
 	s := openTestStore(t, path)
-	seqs, err := s.Append(ctx, "s1", items("a", "b", "c"))
+	seqs, err := seqsOf(s.Append(ctx, "s1", items("a", "b", "c")))
 	if err != nil || fmt.Sprint(seqs) != "[1 2 3]" {
 		t.Fatalf("seqs %v, %v", seqs, err)
 	}
 	// A resent envelope gets its existing number; new ones continue.
-	seqs, err = s.Append(ctx, "s1", items("b", "d", "a", "e"))
+	seqs, err = seqsOf(s.Append(ctx, "s1", items("b", "d", "a", "e")))
 	if err != nil || fmt.Sprint(seqs) != "[2 4 1 5]" {
 		t.Fatalf("seqs %v, %v", seqs, err)
 	}
 	// Sessions count separately.
-	if seqs, _ := s.Append(ctx, "s2", items("a")); fmt.Sprint(seqs) != "[1]" {
+	if seqs, _ := seqsOf(s.Append(ctx, "s2", items("a"))); fmt.Sprint(seqs) != "[1]" {
 		t.Fatalf("s2 seqs %v", seqs)
 	}
 	got, err := s.Read(ctx, "s1", 2, 10)
@@ -64,7 +64,7 @@ func TestStoreAppendIdempotent(t *testing.T) {
 	if last, _ := s2.LastSeq(ctx, "s1"); last != 5 {
 		t.Fatalf("last seq after reopen %d", last)
 	}
-	if seqs, _ := s2.Append(ctx, "s1", items("e", "g")); fmt.Sprint(seqs) != "[5 6]" {
+	if seqs, _ := seqsOf(s2.Append(ctx, "s1", items("e", "g"))); fmt.Sprint(seqs) != "[5 6]" {
 		t.Fatalf("after reopen %v", seqs)
 	}
 }
@@ -170,4 +170,13 @@ func TestStoreFirstPrompt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// seqsOf keeps the sequence numbers of an Append's result.
+func seqsOf(res []Appended, err error) ([]int64, error) {
+	var out []int64
+	for _, r := range res {
+		out = append(out, r.Seq)
+	}
+	return out, err
 }
