@@ -473,3 +473,215 @@ func (c *fakeNow) advance(d time.Duration) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// Command ids are scoped to their owner and session: another token reusing
+// an id gets its own command, never the first one's status; a CLI answers
+// only commands of its session that were delivered to it.
+func TestCommandIDsScoped(t *testing.T) {
+	r := startTestRelay(t, "alice-token", "bob-token")
+	announce := func(tok, session string) *websocket.Conn {
+		c := r.dial(t, tok, "/ws/cli")
+		send(t, c, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: json.RawMessage(`{}`)})
+		if f := recv(t, c); f.Type != protocol.FrameAck {
+			t.Fatalf("%+v", f)
+		}
+		return c
+	}
+	aliceCLI := announce("alice-token", a1)
+	aliceCLI.Close(websocket.StatusNormalClosure, "") // offline: prompts wait
+	bobCLI := announce("bob-token", s1)
+	bobCLI.Close(websocket.StatusNormalClosure, "")
+	alice := r.dial(t, "alice-token", "/ws/app")
+	send(t, alice, protocol.Frame{Type: protocol.FrameCommand, Session: a1, Command: &protocol.Command{ID: "k1", Kind: protocol.CommandPrompt, Text: "the secret plan"}})
+	if f := recv(t, alice); f.Status != protocol.StatusQueued || f.Session != a1 {
+		t.Fatalf("%+v", f)
+	}
+	bob := r.dial(t, "bob-token", "/ws/app")
+	send(t, bob, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: "k1", Kind: protocol.CommandAbort}})
+	if f := recv(t, bob); f.Type != protocol.FrameStatus || f.Session != s1 || f.Status != protocol.StatusRejected || !strings.Contains(f.Message, "no CLI") {
+		t.Fatalf("bob's k1 answered with %+v", f)
+	}
+	// Alice's k1 is untouched: her CLI gets her prompt.
+	aliceCLI = announce("alice-token", a1)
+	if f := recv(t, aliceCLI); f.Type != protocol.FrameCommand || f.Command.ID != "k1" || f.Command.Text != "the secret plan" {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, alice); f.Status != protocol.StatusDelivered {
+		t.Fatalf("%+v", f)
+	}
+	// Another CLI of the same token, owning another session, cannot answer
+	// it, neither as its own session's nor as Alice's first session's.
+	other := announce("alice-token", s2)
+	for _, session := range []string{s2, a1} {
+		send(t, other, protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: "k1"}, Status: protocol.StatusDone})
+		if f := recv(t, other); f.Type != protocol.FrameError || f.Code != "not-delivered" {
+			t.Fatalf("result for %s from another CLI: %+v", session, f)
+		}
+	}
+	// Bob's CLI cannot answer it either.
+	bobCLI = announce("bob-token", s1)
+	send(t, bobCLI, protocol.Frame{Type: protocol.FrameResult, Session: a1, Command: &protocol.Command{ID: "k1"}, Status: protocol.StatusDone})
+	if f := recv(t, bobCLI); f.Type != protocol.FrameError {
+		t.Fatalf("%+v", f)
+	}
+	// The CLI it was delivered to can, once.
+	send(t, aliceCLI, protocol.Frame{Type: protocol.FrameResult, Session: a1, Command: &protocol.Command{ID: "k1"}, Status: protocol.StatusDone})
+	if f := recv(t, aliceCLI); f.Type != protocol.FrameAck {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, alice); f.Status != protocol.StatusDone {
+		t.Fatalf("%+v", f)
+	}
+	send(t, aliceCLI, protocol.Frame{Type: protocol.FrameResult, Session: a1, Command: &protocol.Command{ID: "k1"}, Status: protocol.StatusRejected, Message: "again"})
+	if f := recv(t, aliceCLI); f.Type != protocol.FrameError || f.Code != "not-delivered" {
+		t.Fatalf("a second answer: %+v", f)
+	}
+	c, err := r.store.Command(context.Background(), OwnerID("alice-token"), a1, "k1")
+	if err != nil || c.Status != protocol.StatusDone {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
+
+// Each endpoint takes only its role's frames: the app endpoint does not
+// store envelopes, announcements, live frames or results; the CLI endpoint
+// does not take commands, subscriptions or lists.
+func TestEndpointsTakeOnlyTheirFrames(t *testing.T) {
+	r := startTestRelay(t)
+	cli := r.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 0, 1)})
+	recv(t, cli)
+	app := r.dial(t, testToken, "/ws/app")
+	for _, f := range []protocol.Frame{
+		{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 1, 2)},
+		{Type: protocol.FrameEnvelopes, Session: s2, Envelopes: envelopes(s2, 0, 1)},
+		{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"title":"from an app"}`)},
+		{Type: protocol.FrameAnnounce, Session: s2, Info: json.RawMessage(`{}`)},
+		{Type: protocol.FrameLive, Session: s1, Payload: json.RawMessage(`{"text":"x"}`)},
+		{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "k1"}, Status: protocol.StatusDone},
+		{Type: protocol.FrameAck, Session: s1},
+	} {
+		send(t, app, f)
+		if got := recv(t, app); got.Type != protocol.FrameError || got.Code != "bad-type" {
+			t.Fatalf("app sent %s: %+v", f.Type, got)
+		}
+	}
+	for _, f := range []protocol.Frame{
+		{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: "k2", Kind: protocol.CommandPrompt, Text: "hi"}},
+		{Type: protocol.FrameSubscribe, Session: s1},
+		{Type: protocol.FrameList},
+		{Type: protocol.FrameStatus, Session: s1, Command: &protocol.Command{ID: "k2"}, Status: protocol.StatusDone},
+	} {
+		send(t, cli, f)
+		if got := recv(t, cli); got.Type != protocol.FrameError || got.Code != "bad-type" {
+			t.Fatalf("CLI sent %s: %+v", f.Type, got)
+		}
+	}
+	if n := sessionCount(t, r.store); n != 1 {
+		t.Fatalf("%d sessions", n)
+	}
+	si, err := r.store.session(context.Background(), s1)
+	if err != nil || si.LastSeq != 1 || strings.Contains(string(si.Info), "from an app") {
+		t.Fatalf("%+v %v", si, err)
+	}
+	var n int
+	if err := r.store.w.QueryRow(`SELECT COUNT(*) FROM commands`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d commands (%v)", n, err)
+	}
+}
+
+// Queued prompts: at most MaxQueuedPrompts per session (one more is
+// rejected, saying why), rejected once they waited QueuedPromptTTL, and
+// final commands are deleted after CommandRetention.
+func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
+	r := startTestRelay(t)
+	clock := &fakeNow{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	r.store.now = clock.now
+	cli := r.dial(t, testToken, "/ws/cli")
+	for _, s := range []string{s1, s2} {
+		send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s, Info: json.RawMessage(`{}`)})
+		recv(t, cli)
+	}
+	cli.Close(websocket.StatusNormalClosure, "")
+	app := r.dial(t, testToken, "/ws/app")
+	prompt := func(session, id string) protocol.Frame {
+		t.Helper()
+		send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: "go"}})
+		f := recv(t, app)
+		if f.Type != protocol.FrameStatus || f.Command.ID != id {
+			t.Fatalf("%+v", f)
+		}
+		return f
+	}
+	for i := range MaxQueuedPrompts {
+		if f := prompt(s1, fmt.Sprint("q", i)); f.Status != protocol.StatusQueued {
+			t.Fatalf("prompt %d: %+v", i, f)
+		}
+		clock.advance(time.Minute)
+	}
+	if f := prompt(s1, "over"); f.Status != protocol.StatusRejected || !strings.Contains(f.Message, fmt.Sprint(MaxQueuedPrompts)) {
+		t.Fatalf("prompt over the cap: %+v", f)
+	}
+	if f := prompt(s2, "other"); f.Status != protocol.StatusQueued {
+		t.Fatalf("the cap is per session: %+v", f)
+	}
+	// The first prompts expire; the app that sent them hears it.
+	clock.advance(QueuedPromptTTL - time.Duration(MaxQueuedPrompts)*time.Minute + 30*time.Second)
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s2, Command: &protocol.Command{ID: "later", Kind: protocol.CommandPrompt, Text: "go"}})
+	rejected := map[string]string{}
+	for {
+		f := recv(t, app)
+		if f.Type != protocol.FrameStatus {
+			t.Fatalf("%+v", f)
+		}
+		if f.Command.ID == "later" {
+			break
+		}
+		if f.Status == protocol.StatusRejected {
+			rejected[f.Command.ID] = f.Message
+		}
+	}
+	if len(rejected) != 1 || !strings.Contains(rejected["q0"], "no CLI took this prompt within") {
+		t.Fatalf("expired: %v", rejected)
+	}
+	// Its CLI comes back: it gets the prompts that did not expire, in
+	// order, and none that did.
+	cli = r.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck {
+		t.Fatalf("%+v", f)
+	}
+	if f := recv(t, cli); f.Type != protocol.FrameCommand || f.Command.ID != "q1" {
+		t.Fatalf("first delivered: %+v", f)
+	}
+	for i := 1; i < MaxQueuedPrompts; i++ {
+		if f := recv(t, app); f.Status != protocol.StatusDelivered || f.Command.ID != fmt.Sprint("q", i) {
+			t.Fatalf("%+v", f)
+		}
+	}
+	// Final commands are deleted after CommandRetention.
+	count := func(status string) int {
+		var n int
+		if err := r.store.w.QueryRow(`SELECT COUNT(*) FROM commands WHERE status = ?`, status).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count(protocol.StatusRejected) != 2 {
+		t.Fatalf("%d rejected", count(protocol.StatusRejected))
+	}
+	clock.advance(CommandRetention + time.Minute)
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s2, Command: &protocol.Command{ID: "last", Kind: protocol.CommandPrompt, Text: "go"}})
+	for f := recv(t, app); f.Command.ID != "last"; f = recv(t, app) {
+		if f.Status != protocol.StatusRejected { // s2's prompts expire meanwhile
+			t.Fatalf("%+v", f)
+		}
+	}
+	for _, id := range []string{"q0", "over"} {
+		if _, err := r.store.Command(context.Background(), OwnerID(testToken), s1, id); err == nil {
+			t.Fatalf("%s kept after %v", id, CommandRetention)
+		}
+	}
+	if n := count(protocol.StatusRejected); n != 2 { // s2's, rejected just now
+		t.Fatalf("%d rejected commands", n)
+	}
+}

@@ -106,10 +106,10 @@ func checkInfo(info json.RawMessage) error {
 // it: the keys apps show, strings cut, the first permission requests with
 // their inputs cut.
 const (
-	summaryStringBytes = 1024      // a string of the summary
-	summaryPermissions = 8         // permission requests in a summary
-	summaryInputBytes  = 2048      // a permission request's input in a summary
-	summaryUsageBytes  = 1024      // the usage object in a summary
+	summaryStringBytes = 1024     // a string of the summary
+	summaryPermissions = 8        // permission requests in a summary
+	summaryInputBytes  = 2048     // a permission request's input in a summary
+	summaryUsageBytes  = 1024     // the usage object in a summary
 	MaxSummaryBytes    = 32 << 10 // what one session's summary can reach
 )
 
