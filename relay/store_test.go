@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -179,4 +180,34 @@ func seqsOf(res []Appended, err error) ([]int64, error) {
 		out = append(out, r.Seq)
 	}
 	return out, err
+}
+
+// A database whose commands table is keyed by id alone (older versions)
+// keeps its commands, now under their session's owner.
+func TestStoreMigratesCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE sessions (id TEXT PRIMARY KEY, info TEXT NOT NULL DEFAULT '{}', owner TEXT NOT NULL DEFAULT '', last_seq INTEGER NOT NULL DEFAULT 0, prompt TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL)`,
+		`CREATE TABLE commands (id TEXT PRIMARY KEY, session TEXT NOT NULL, body BLOB NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL)`,
+		`CREATE INDEX commands_by_session ON commands (session, status, created_ms)`,
+		`INSERT INTO sessions (id, owner, created_ms, updated_ms) VALUES ('` + s1 + `', 'o1', 1, 1)`,
+		`INSERT INTO commands VALUES ('p1', '` + s1 + `', '{"id":"p1","kind":"prompt"}', 'queued', '', 5)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	st := openTestStore(t, path)
+	q, err := st.QueuedCommands(context.Background(), "o1", s1)
+	if err != nil || len(q) != 1 || q[0].ID != "p1" {
+		t.Fatalf("%v %v", q, err)
+	}
+	if _, isNew, err := st.AddCommand(context.Background(), "o2", s1, "p1", []byte(`{}`), "queued", ""); err != nil || !isNew {
+		t.Fatalf("another owner's p1: new=%v %v", isNew, err)
+	}
 }
