@@ -68,10 +68,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if s.mine(ctx, f.Session) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
 			}
-			if !s.deliveredTo(me, ownerFrom(ctx), f.Session, f.Command.ID) {
+			if !s.answer(ctx, me, f) {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "not-delivered", Message: fmt.Sprintf("command %s of session %s was not delivered to this connection, or is answered already", f.Command.ID, f.Session)})
 			}
-			s.commandStatus(ctx, ownerFrom(ctx), f.Session, f.Command.ID, f.Status, f.Message)
 			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
 		case protocol.FrameAnnounce:
 			if err := checkSession(f.Session); err != nil {

@@ -63,27 +63,47 @@ func (s *Server) deliverQueued(ctx context.Context, session string, cli *peer) {
 		if json.Unmarshal(q.Body, &cmd) != nil {
 			continue
 		}
-		if cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &cmd}) != nil {
+		if !s.handOver(ctx, cli, owner, session, &cmd) {
 			return
 		}
-		s.markDelivered(cli, owner, session, cmd.ID)
 		s.commandStatus(ctx, owner, session, cmd.ID, protocol.StatusDelivered, "")
 	}
 }
 
-func (s *Server) markDelivered(cli *peer, owner, session, id string) {
+// handOver sends a command to cli, recorded as delivered to it first (the
+// CLI may answer before send returns), and reports whether it was sent.
+func (s *Server) handOver(ctx context.Context, cli *peer, owner, session string, cmd *protocol.Command) bool {
+	key := cmdKey(owner, session, cmd.ID)
 	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
-	s.delivered[cmdKey(owner, session, id)] = delivery{cli: cli, session: session}
+	s.delivered[key] = delivery{cli: cli, session: session}
+	s.peersMu.Unlock()
+	if cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: cmd}) != nil {
+		s.peersMu.Lock()
+		if d, ok := s.delivered[key]; ok && d.cli == cli {
+			delete(s.delivered, key)
+		}
+		s.peersMu.Unlock()
+		return false
+	}
+	return true
 }
 
-// deliveredTo reports whether the command id of the owner's session was
-// delivered to cli and is not answered yet: a CLI answers only those.
-func (s *Server) deliveredTo(cli *peer, owner, session, id string) bool {
+// answer records a CLI's result for a command of the request's session,
+// if that command was delivered to cli and is not answered yet (a CLI
+// answers only those). It waits for the command's hand-over to be recorded
+// (cmdMu), so that a quick answer is not overwritten by "delivered".
+func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) bool {
+	owner := ownerFrom(ctx)
+	s.cmdMu.Lock()
+	defer s.cmdMu.Unlock()
 	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
-	d, ok := s.delivered[cmdKey(owner, session, id)]
-	return ok && d.cli == cli
+	d, ok := s.delivered[cmdKey(owner, f.Session, f.Command.ID)]
+	s.peersMu.Unlock()
+	if !ok || d.cli != cli {
+		return false
+	}
+	s.commandStatus(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message)
+	return true
 }
 
 // disown forgets cli as the owner of its sessions. Commands it received
@@ -121,8 +141,7 @@ func (s *Server) disown(cli *peer) {
 			s.peersMu.Lock()
 			next := s.owners[session]
 			s.peersMu.Unlock()
-			if next != nil && next.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &cmd}) == nil {
-				s.markDelivered(next, owner, session, id)
+			if next != nil && s.handOver(ctx, next, owner, session, &cmd) {
 				s.commandStatus(ctx, owner, session, id, protocol.StatusDelivered, "")
 			}
 		} else {
@@ -182,8 +201,7 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	cli := s.owners[f.Session]
 	s.peersMu.Unlock()
 	switch {
-	case cli != nil && cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: f.Session, Command: cmd}) == nil:
-		s.markDelivered(cli, owner, f.Session, cmd.ID)
+	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
 		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusDelivered, "")
 	case cmd.Kind == protocol.CommandPrompt:
 		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusQueued, "")
