@@ -123,12 +123,12 @@ func TestClientDeliversThroughRelayRestarts(t *testing.T) {
 	rc := runClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
 	ctx := context.Background()
 	const n = 1500
-	a, b := envs("A", 0, n), envs("B", 0, n)
+	a, b := envs(sessA, 0, n), envs(sessB, 0, n)
 	for i := 0; i < n; i += 100 {
-		if err := box.Append(ctx, "A", a[i:i+100]); err != nil {
+		if err := box.Append(ctx, sessA, a[i:i+100]); err != nil {
 			t.Fatal(err)
 		}
-		if err := box.Append(ctx, "B", b[i:i+100]); err != nil {
+		if err := box.Append(ctx, sessB, b[i:i+100]); err != nil {
 			t.Fatal(err)
 		}
 		if i%500 == 0 { // the relay dies and comes back mid-stream
@@ -138,8 +138,8 @@ func TestClientDeliversThroughRelayRestarts(t *testing.T) {
 	}
 	rc.finish(t)
 	r.halt()
-	checkStored(t, "A", r.ids("A"), a)
-	checkStored(t, "B", r.ids("B"), b)
+	checkStored(t, sessA, r.ids(sessA), a)
+	checkStored(t, sessB, r.ids(sessB), b)
 }
 
 func TestClientUnauthorized(t *testing.T) {

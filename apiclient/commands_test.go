@@ -45,8 +45,8 @@ func TestClientReceivesCommands(t *testing.T) {
 	first, _ := OpenOutbox(t.TempDir())
 	defer first.Close()
 	once := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, first)
-	once.cl.Announce("S", json.RawMessage(`{"mode":"local","status":"idle"}`))
-	first.Append(ctx, "S", envs("S", 0, 1))
+	once.cl.Announce(sessS, json.RawMessage(`{"mode":"local","status":"idle"}`))
+	first.Append(ctx, sessS, envs(sessS, 0, 1))
 	once.finish(t)
 
 	// waitStatus reads statuses until want: if the first CLI's connection
@@ -64,35 +64,35 @@ func TestClientReceivesCommands(t *testing.T) {
 			}
 		}
 	}
-	sendApp(protocol.Frame{Type: protocol.FrameCommand, Session: "S", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "run the tests"}})
+	sendApp(protocol.Frame{Type: protocol.FrameCommand, Session: sessS, Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "run the tests"}})
 	waitStatus(protocol.StatusQueued)
 
 	box, _ := OpenOutbox(t.TempDir())
 	defer box.Close()
 	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, box)
 	defer rc.cancel()
-	rc.cl.Announce("S", json.RawMessage(`{"mode":"local","status":"idle"}`))
+	rc.cl.Announce(sessS, json.RawMessage(`{"mode":"local","status":"idle"}`))
 	var in Inbound
 	select {
 	case in = <-rc.cl.Commands():
 	case <-time.After(10 * time.Second):
 		t.Fatal("queued prompt not delivered to the client")
 	}
-	if in.Session != "S" || in.Command.ID != "p1" || in.Command.Text != "run the tests" {
+	if in.Session != sessS || in.Command.ID != "p1" || in.Command.Text != "run the tests" {
 		t.Fatalf("inbound %+v", in)
 	}
 	waitStatus(protocol.StatusDelivered)
-	if err := rc.cl.Reply(ctx, "S", "p1", true, ""); err != nil {
+	if err := rc.cl.Reply(ctx, sessS, "p1", true, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitStatus(protocol.StatusDone)
 	// Envelopes still flow on the same connection.
-	if err := box.Append(ctx, "S", envs("S", 1, 10)); err != nil {
+	if err := box.Append(ctx, sessS, envs(sessS, 1, 10)); err != nil {
 		t.Fatal(err)
 	}
 	rc.finish(t)
 	r.halt()
-	checkStored(t, "S", r.ids("S"), envs("S", 0, 10))
+	checkStored(t, sessS, r.ids(sessS), envs(sessS, 0, 10))
 }
 
 // Live frames (token deltas) reach the apps watching the session; they
@@ -104,8 +104,8 @@ func TestClientLive(t *testing.T) {
 	defer box.Close()
 	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond}, box)
 	defer rc.cancel()
-	rc.cl.Announce("S", json.RawMessage(`{"mode":"remote","status":"busy"}`))
-	box.Append(ctx, "S", envs("S", 0, 1))
+	rc.cl.Announce(sessS, json.RawMessage(`{"mode":"remote","status":"busy"}`))
+	box.Append(ctx, sessS, envs(sessS, 0, 1))
 	if err := rc.cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestClientLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.CloseNow()
-	b, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSubscribe, Session: "S"})
+	b, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSubscribe, Session: sessS})
 	if err := app.Write(ctx, websocket.MessageText, b); err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +142,10 @@ func TestClientLive(t *testing.T) {
 				t.Fatal("no live frame")
 			}
 			if f.Type == protocol.FrameLive {
-				if f.Session != "S" || string(f.Payload) != `{"type":"delta","text":"hel"}` {
+				if f.Session != sessS || string(f.Payload) != `{"type":"delta","text":"hel"}` {
 					t.Fatalf("live frame %+v", f)
 				}
-				if ids := r.ids("S"); len(ids) != 1 {
+				if ids := r.ids(sessS); len(ids) != 1 {
 					t.Fatalf("live frame stored: %v", ids)
 				}
 				return
@@ -153,7 +153,7 @@ func TestClientLive(t *testing.T) {
 		case <-tick.C:
 			// Sent until the app is subscribed: live frames are dropped,
 			// not queued, for apps that are not watching.
-			rc.cl.Live("S", json.RawMessage(`{"type":"delta","text":"hel"}`))
+			rc.cl.Live(sessS, json.RawMessage(`{"type":"delta","text":"hel"}`))
 		}
 	}
 }

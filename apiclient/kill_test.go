@@ -88,10 +88,10 @@ func TestRelayKilledMidStream(t *testing.T) {
 	rc := runClient(Config{URL: "http://" + addr, Token: s.token, BatchSize: 50, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
 	ctx := context.Background()
 	const n = 3000
-	all := envs("K", 0, n)
+	all := envs(sessK, 0, n)
 	kills := 0
 	for i := 0; i < n; i += 100 {
-		if err := box.Append(ctx, "K", all[i:i+100]); err != nil {
+		if err := box.Append(ctx, sessK, all[i:i+100]); err != nil {
 			t.Fatal(err)
 		}
 		if i%700 == 600 {
@@ -104,6 +104,6 @@ func TestRelayKilledMidStream(t *testing.T) {
 	rc.finish(t)
 	s.kill()
 	r := &relayProc{t: t, db: filepath.Join(s.data, "relay.db")}
-	checkStored(t, "K", r.ids("K"), all)
+	checkStored(t, sessK, r.ids(sessK), all)
 	t.Logf("%d envelopes through %d relay kills", n, kills)
 }

@@ -22,9 +22,9 @@ func TestClientThroughCuttingProxy(t *testing.T) {
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, box)
 	ctx := context.Background()
 	const n = 3000
-	all := envs("S", 0, n)
+	all := envs(sessS, 0, n)
 	for i := 0; i < n; i += 250 {
-		if err := box.Append(ctx, "S", all[i:i+250]); err != nil {
+		if err := box.Append(ctx, sessS, all[i:i+250]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,6 +34,6 @@ func TestClientThroughCuttingProxy(t *testing.T) {
 		t.Fatalf("only %d cuts: the test did not cut anything worth testing", cuts)
 	}
 	r.halt()
-	checkStored(t, "S", r.ids("S"), all)
+	checkStored(t, sessS, r.ids(sessS), all)
 	t.Logf("%d envelopes through %d cut connections", n, cuts)
 }

@@ -135,6 +135,15 @@ func (e *Envelope) Validate() error {
 	if e.ID == "" {
 		return invalid("missing id")
 	}
+	if !IsCuid(e.ID) {
+		return invalid("id %q is not a cuid2", e.ID)
+	}
+	if e.Time < 0 {
+		return invalid("negative time %d", e.Time)
+	}
+	if e.Turn != "" && !IsCuid(e.Turn) {
+		return invalid("turn %q is not a cuid2", e.Turn)
+	}
 	if e.Role != RoleUser && e.Role != RoleAgent {
 		return invalid("role %q is not user or agent", e.Role)
 	}

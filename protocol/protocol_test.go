@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -87,6 +88,11 @@ func TestValidateRejects(t *testing.T) {
 		{"role session", func(e *Envelope) { e.Role = "session" }},
 		{"empty role", func(e *Envelope) { e.Role = "" }},
 		{"missing id", func(e *Envelope) { e.ID = "" }},
+		{"id not a cuid2", func(e *Envelope) { e.ID = "Not-A-Cuid" }},
+		{"id too long", func(e *Envelope) { e.ID = "c" + strings.Repeat("a", 32) }},
+		{"negative time", func(e *Envelope) { e.Time = -1 }},
+		{"turn not a cuid2", func(e *Envelope) { e.Turn = "turn_1" }},
+		{"turn uppercase", func(e *Envelope) { e.Turn = "cT" }},
 		{"service from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindService, Text: "x"} }},
 		{"start from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindStart} }},
 		{"stop from user", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindStop} }},
@@ -255,5 +261,75 @@ func TestEncodingStableUnderEncodingJSON(t *testing.T) {
 	json.Unmarshal(wrapped, &back)
 	if string(back.E) != string(b) {
 		t.Fatalf("re-encoded:\n%s\n%s", back.E, b)
+	}
+}
+
+func TestIsSessionID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"fc141a3b-db42-42fd-b003-09c712c8bbfd":  true,
+		"11110000-0000-4000-8000-000000000001":  true,
+		"FC141A3B-DB42-42FD-B003-09C712C8BBFD":  false, // Claude writes lowercase
+		"fc141a3b-db42-42fd-b003-09c712c8bbf":   false,
+		"fc141a3b-db42-42fd-b003-09c712c8bbfdd": false,
+		"fc141a3bxdb42-42fd-b003-09c712c8bbfd":  false,
+		"fc141a3b-db42-42fd-b003-09c712c8bbfg":  false,
+		"--dangerously-skip-permissions":        false,
+		"s1":                                    false,
+		"":                                      false,
+	} {
+		if got := IsSessionID(s); got != want {
+			t.Errorf("IsSessionID(%q) = %v", s, got)
+		}
+	}
+	for range 100 {
+		if id := New(); IsSessionID(id) {
+			t.Fatalf("a cuid2 %q passes as a session id", id)
+		}
+	}
+}
+
+func TestCheckUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+	}{
+		{`{"text":"héllo ✓"}`, ""},
+		{"{\"text\":\"a\xffb\"}", "invalid UTF-8 at byte 10"},
+		{"\xc3", "invalid UTF-8 at byte 0"},
+		{"ok\xed\xa0\x80", "invalid UTF-8 at byte 2"}, // an encoded surrogate
+	} {
+		err := CheckUTF8([]byte(tc.in))
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("CheckUTF8(%q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestCommandValidate(t *testing.T) {
+	ok := func() Command { return Command{ID: "k3x9ab", Kind: CommandPrompt, Text: "run the tests"} }
+	if c := ok(); c.Validate() != nil {
+		t.Fatalf("base command invalid: %v", c.Validate())
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Command)
+	}{
+		{"empty id", func(c *Command) { c.ID = "" }},
+		{"id with a dash", func(c *Command) { c.ID = "--model" }},
+		{"uppercase id", func(c *Command) { c.ID = "P1" }},
+		{"id too long", func(c *Command) { c.ID = "c" + strings.Repeat("a", 32) }},
+		{"unknown kind", func(c *Command) { c.Kind = "fly" }},
+		{"long model", func(c *Command) { c.Kind = CommandModel; c.Model = strings.Repeat("m", MaxFieldBytes+1) }},
+		{"long request id", func(c *Command) { c.Kind = CommandPermission; c.RequestID = strings.Repeat("r", MaxFieldBytes+1) }},
+		{"long text", func(c *Command) { c.Text = strings.Repeat("x", MaxCommandBytes+1) }},
+		{"input not an object", func(c *Command) { c.Kind = CommandPermission; c.Input = json.RawMessage(`[1]`) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok()
+			tc.mod(&c)
+			if c.Validate() == nil {
+				t.Fatal("accepted")
+			}
+		})
 	}
 }

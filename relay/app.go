@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -62,8 +63,11 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			})
 			return nil
 		case protocol.FrameSubscribe:
-			if f.Session == "" {
-				return writeFrame(ctx, c, errorFrame("bad-subscribe", "subscribe needs a session"))
+			if err := checkSession(f.Session); err != nil {
+				return writeFrame(ctx, c, errorFrame("bad-subscribe", "%v", err))
+			}
+			if f.After < 0 {
+				return writeFrame(ctx, c, errorFrame("bad-subscribe", "after %d is negative", f.After))
 			}
 			if err := s.mine(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
@@ -71,9 +75,17 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			sub := s.hub.add(f.Session)
 			wg.Go(func() {
 				defer s.hub.remove(f.Session, sub)
-				if err := s.stream(ctx, c, f.Session, f.After, sub); err != nil && ctx.Err() == nil {
+				err := s.stream(ctx, c, f.Session, f.After, sub)
+				switch {
+				case err == nil || ctx.Err() != nil:
+				case errors.Is(err, errFellBehind):
 					s.log.Debug("subscription ended", "session", f.Session, "err", err)
 					c.Close(websocket.StatusTryAgainLater, "subscription fell behind; subscribe again from the last seq")
+				case errors.Is(err, errStore):
+					s.storeFailed("read", f.Session, err)
+					c.Close(websocket.StatusInternalError, "the relay's store failed reading this session; see the relay's log")
+				default:
+					s.log.Debug("subscription ended", "session", f.Session, "err", err)
 				}
 			})
 			return nil
@@ -89,13 +101,20 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 // with no gap and no duplicate between the two. The subscriber is
 // registered before the history is read, so nothing stored meanwhile is
 // missed; what both deliver is sent once.
+//
+// An after beyond the session's end is clamped to it: caught-up says where
+// the session ends, and what is stored later follows.
 func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, after int64, sub *subscriber) error {
-	last := after
+	end, err := s.store.LastSeq(ctx, session)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStore, err)
+	}
+	last := min(after, end)
 	sendFrom := func() error {
 		for {
 			page, err := s.store.Read(ctx, session, last, historyPage)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errStore, err)
 			}
 			if len(page) > 0 {
 				if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
@@ -119,7 +138,7 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-sub.dropped:
-			return errors.New("subscriber fell behind")
+			return errFellBehind
 		case pub := <-sub.ch:
 			if pub.live {
 				if err := writeRaw(ctx, c, pub.frame); err != nil {
@@ -146,6 +165,12 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 		}
 	}
 }
+
+// Why a subscription ended.
+var (
+	errFellBehind = errors.New("subscriber fell behind")
+	errStore      = errors.New("store error")
+)
 
 // published is one stored batch on its way to the apps, with its frame
 // encoded once.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -22,10 +23,15 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameEnvelopes:
+			items, ferr := checkBatch(f)
+			if ferr != nil {
+				ferr.Ref = f.Ref
+				return writeFrame(ctx, c, *ferr)
+			}
 			if err := s.claim(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
 			}
-			ack, ferr := s.storeBatch(ctx, f)
+			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
@@ -40,27 +46,38 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		case protocol.FrameLive:
+			if err := checkSession(f.Session); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: err.Error()})
+			}
+			if len(f.Payload) > protocol.MaxLiveBytes {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: fmt.Sprintf("live payload is %d bytes, more than %d", len(f.Payload), protocol.MaxLiveBytes)})
+			}
+			if len(f.Payload) == 0 || f.Payload[0] != '{' {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: "a live frame needs a session and an object payload"})
+			}
 			if s.mine(ctx, f.Session) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
-			}
-			if f.Session == "" || len(f.Payload) == 0 || f.Payload[0] != '{' {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: "a live frame needs a session and an object payload"})
 			}
 			frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameLive, Session: f.Session, Payload: f.Payload})
 			s.hub.publish(f.Session, published{frame: frame, live: true})
 			return nil
 		case protocol.FrameResult:
+			if err := checkResult(f); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-result", Message: err.Error()})
+			}
 			if s.mine(ctx, f.Session) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
 			}
-			if f.Command == nil || f.Command.ID == "" || (f.Status != protocol.StatusDone && f.Status != protocol.StatusRejected) {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-result", Message: "a result needs a command id and status done or rejected"})
+			if !s.answer(ctx, me, f) {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "not-delivered", Message: fmt.Sprintf("command %s of session %s was not delivered to this connection, or is answered already", f.Command.ID, f.Session)})
 			}
-			s.commandStatus(ctx, f.Session, f.Command.ID, f.Status, f.Message)
 			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
 		case protocol.FrameAnnounce:
-			if f.Session == "" {
-				return writeFrame(ctx, c, errorFrame("bad-announce", "announce needs a session"))
+			if err := checkSession(f.Session); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-announce", Message: err.Error()})
+			}
+			if err := checkInfo(f.Info); err != nil {
+				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-announce", Message: err.Error()})
 			}
 			if err := s.claim(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
@@ -98,51 +115,51 @@ func (s *Server) closeStatus(c *websocket.Conn, err error) {
 	}
 }
 
-// storeBatch stores a batch and publishes what is new to the apps.
-func (s *Server) storeBatch(ctx context.Context, f protocol.Frame) (protocol.Frame, *protocol.Frame) {
-	if f.Session == "" || len(f.Envelopes) == 0 || len(f.Envelopes) > maxBatch {
-		e := errorFrame("bad-batch", "a batch needs a session and 1 to %d envelopes", maxBatch)
-		return protocol.Frame{}, &e
-	}
-	items := make([]Item, len(f.Envelopes))
-	for i, raw := range f.Envelopes {
-		var env protocol.Envelope
-		if err := json.Unmarshal(raw, &env); err != nil {
-			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
-			return protocol.Frame{}, &e
-		}
-		if err := env.Validate(); err != nil {
-			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
-			return protocol.Frame{}, &e
-		}
-		items[i] = Item{ID: env.ID, Body: raw}
-	}
+// storeBatch stores a validated batch and publishes what is new to the
+// apps.
+func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (protocol.Frame, *protocol.Frame) {
 	s.appendMu.Lock()
 	defer s.appendMu.Unlock()
-	last, err := s.store.LastSeq(ctx, f.Session)
+	res, err := s.store.Append(ctx, session, items)
 	if err != nil {
+		s.storeFailed("append", session, err)
 		e := errorFrame("store", "%v", err)
 		return protocol.Frame{}, &e
 	}
-	seqs, err := s.store.Append(ctx, f.Session, items)
-	if err != nil {
-		e := errorFrame("store", "%v", err)
-		return protocol.Frame{}, &e
-	}
-	ack := protocol.Frame{Type: protocol.FrameAck, Session: f.Session, Acks: make([]protocol.Ack, len(items))}
+	ack := protocol.Frame{Type: protocol.FrameAck, Session: session, Acks: make([]protocol.Ack, len(items))}
 	var fresh []Stored
 	for i, it := range items {
-		ack.Acks[i] = protocol.Ack{ID: it.ID, Seq: seqs[i]}
-		if seqs[i] > last {
-			fresh = append(fresh, Stored{Seq: seqs[i], ID: it.ID, Body: it.Body})
-			last = seqs[i]
+		ack.Acks[i] = protocol.Ack{ID: it.ID, Seq: res[i].Seq}
+		switch {
+		case res[i].New:
+			fresh = append(fresh, Stored{Seq: res[i].Seq, ID: it.ID, Body: it.Body})
+		case res[i].Conflict:
+			// Ids are derived from where an envelope came from: the same id
+			// with other content is a mapper change or a bug. The first
+			// stays; say so.
+			s.dp.conflicts.Add(1)
+			s.log.Warn("envelope id stored before with other content; the first is kept", "session", session, "id", it.ID, "seq", res[i].Seq)
 		}
 	}
 	if len(fresh) > 0 {
-		s.hub.publish(f.Session, newPublished(f.Session, fresh))
-		if si, err := s.store.session(ctx, f.Session); err == nil {
+		s.hub.publish(session, newPublished(session, fresh))
+		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)
 		}
 	}
 	return ack, nil
+}
+
+// checkResult validates a command result from a CLI.
+func checkResult(f protocol.Frame) error {
+	if err := checkSession(f.Session); err != nil {
+		return err
+	}
+	if f.Command == nil || !protocol.IsCuid(f.Command.ID) || (f.Status != protocol.StatusDone && f.Status != protocol.StatusRejected) {
+		return errors.New("a result needs a command id (a cuid2) and status done or rejected")
+	}
+	if len(f.Message) > protocol.MaxResultMessageBytes {
+		return fmt.Errorf("result message is %d bytes, more than %d", len(f.Message), protocol.MaxResultMessageBytes)
+	}
+	return nil
 }

@@ -22,8 +22,10 @@ type lister struct {
 	once    sync.Once
 }
 
+// summary is a session as lists show it: a bounded summary of its info
+// (summaryInfo), never the whole of it.
 func summary(si SessionInfo) protocol.SessionSummary {
-	return protocol.SessionSummary{ID: si.ID, Info: si.Info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
+	return protocol.SessionSummary{ID: si.ID, Info: summaryInfo(si.Info), Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
 func (h *hub) addLister(owner string) *lister {

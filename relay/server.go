@@ -39,6 +39,7 @@ type Server struct {
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
 	conns    sync.WaitGroup // open websocket connections
+	dp       dataPath       // counters (Stats)
 
 	cmdMu     sync.Mutex // command routing is one at a time: no double delivery
 	peersMu   sync.Mutex
@@ -222,6 +223,12 @@ func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(
 		var f protocol.Frame
 		if err := json.Unmarshal(data, &f); err != nil {
 			if werr := writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err)); werr != nil {
+				return werr
+			}
+			continue
+		}
+		if e := refuseInvalidUTF8(f, data); e != nil {
+			if werr := writeFrame(ctx, c, *e); werr != nil {
 				return werr
 			}
 			continue

@@ -122,14 +122,14 @@ func TestAuthRefusedBeforeHandlers(t *testing.T) {
 func TestCLIBatchesAcksAndErrors(t *testing.T) {
 	srv := startRelay(t)
 	c := dial(t, srv, "/ws/cli")
-	batch := envelopes("s1", 0, 3)
-	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: batch})
+	batch := envelopes(s1, 0, 3)
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: batch})
 	ack := recv(t, c)
 	if ack.Type != protocol.FrameAck || len(ack.Acks) != 3 || ack.Acks[2].Seq != 3 {
 		t.Fatalf("ack %+v", ack)
 	}
 	// Resent: the same numbers.
-	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: append(batch[1:2], envelopes("s1", 3, 4)...)})
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: append(batch[1:2], envelopes(s1, 3, 4)...)})
 	if ack := recv(t, c); fmt.Sprint(ack.Acks) != fmt.Sprintf("[{%s 2} {%s 4}]", ack.Acks[0].ID, ack.Acks[1].ID) {
 		t.Fatalf("resend ack %+v", ack.Acks)
 	}
@@ -141,7 +141,7 @@ func TestCLIBatchesAcksAndErrors(t *testing.T) {
 			t.Fatalf("%s → %+v", bad, f)
 		}
 	}
-	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 4, 5)})
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 4, 5)})
 	if ack := recv(t, c); ack.Type != protocol.FrameAck || ack.Acks[0].Seq != 5 {
 		t.Fatalf("after errors %+v", ack)
 	}
@@ -156,7 +156,7 @@ func TestCLIBatchesAcksAndErrors(t *testing.T) {
 	}
 	// The relay is fine afterwards.
 	c2 := dial(t, srv, "/ws/cli")
-	send(t, c2, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 5, 6)})
+	send(t, c2, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 5, 6)})
 	if ack := recv(t, c2); ack.Acks[0].Seq != 6 {
 		t.Fatalf("after oversize %+v", ack)
 	}
@@ -168,16 +168,16 @@ func TestSubscribeWhileWriting(t *testing.T) {
 	srv := startRelay(t)
 	cli := dial(t, srv, "/ws/cli")
 	const total = 3000
-	all := envelopes("s1", 0, total)
+	all := envelopes(s1, 0, total)
 	// Some history first.
-	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: all[:700]})
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: all[:700]})
 	recv(t, cli)
 	app := dial(t, srv, "/ws/app")
-	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1"})
+	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1})
 	done := make(chan error, 1)
 	go func() {
 		for i := 700; i < total; i += 50 {
-			f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: all[i:min(i+50, total)]}
+			f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Session: s1, Envelopes: all[i:min(i+50, total)]}
 			b, _ := json.Marshal(f)
 			if err := cli.Write(context.Background(), websocket.MessageText, b); err != nil {
 				done <- err
@@ -199,7 +199,7 @@ func TestSubscribeWhileWriting(t *testing.T) {
 			for _, it := range f.Items {
 				got = append(got, it.Seq)
 				var e protocol.Envelope
-				if err := json.Unmarshal(it.Envelope, &e); err != nil || e.ID != protocol.DeriveID("s1", fmt.Sprint(it.Seq-1)) {
+				if err := json.Unmarshal(it.Envelope, &e); err != nil || e.ID != protocol.DeriveID(s1, fmt.Sprint(it.Seq-1)) {
 					t.Fatalf("seq %d carries %s (%v)", it.Seq, e.ID, err)
 				}
 			}
@@ -222,7 +222,7 @@ func TestSubscribeWhileWriting(t *testing.T) {
 	}
 	// Subscribing again from a later point sends only what follows.
 	app2 := dial(t, srv, "/ws/app")
-	send(t, app2, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1", After: total - 2})
+	send(t, app2, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, After: total - 2})
 	if f := recv(t, app2); f.Type != protocol.FrameBatch || len(f.Items) != 2 || f.Items[0].Seq != total-1 {
 		t.Fatalf("resume from %d: %+v", total-2, f)
 	}
@@ -253,27 +253,27 @@ func TestAppOriginChecked(t *testing.T) {
 func TestAnnounceAndList(t *testing.T) {
 	srv := startRelay(t)
 	cli := dial(t, srv, "/ws/cli")
-	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"local","status":"idle"}`)})
-	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Session != "s1" {
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"local","status":"idle"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Session != s1 {
 		t.Fatalf("announce reply %+v", f)
 	}
-	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`[1]`)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`[1]`)})
 	if f := recv(t, cli); f.Type != protocol.FrameError {
 		t.Fatalf("bad info accepted: %+v", f)
 	}
 	app := dial(t, srv, "/ws/app")
 	send(t, app, protocol.Frame{Type: protocol.FrameList})
 	f := recv(t, app)
-	if f.Type != protocol.FrameSessions || len(f.Sessions) != 1 || f.Sessions[0].ID != "s1" || !strings.Contains(string(f.Sessions[0].Info), "Fix the tests") {
+	if f.Type != protocol.FrameSessions || len(f.Sessions) != 1 || f.Sessions[0].ID != s1 || !strings.Contains(string(f.Sessions[0].Info), "Fix the tests") {
 		t.Fatalf("list %+v", f)
 	}
 	// Status changes and new envelopes reach the listing app.
-	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"remote","status":"busy"}`)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"cwd":"/w/p","title":"Fix the tests","mode":"remote","status":"busy"}`)})
 	recv(t, cli)
 	if f := recv(t, app); f.Type != protocol.FrameSession || !strings.Contains(string(f.Sessions[0].Info), `"busy"`) {
 		t.Fatalf("change %+v", f)
 	}
-	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 0, 2)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 0, 2)})
 	recv(t, cli)
 	if f := recv(t, app); f.Type != protocol.FrameSession || f.Sessions[0].LastSeq != 2 {
 		t.Fatalf("after envelopes %+v", f)
@@ -287,12 +287,12 @@ func TestCommands(t *testing.T) {
 	srv := startRelay(t)
 	// The session exists (its CLI announced it once) but its CLI is offline.
 	first := dial(t, srv, "/ws/cli")
-	send(t, first, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	send(t, first, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, first)
 	first.Close(websocket.StatusNormalClosure, "")
 	app := dial(t, srv, "/ws/app")
 	cmd := func(id, kind string) protocol.Frame {
-		return protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: id, Kind: kind, Text: "hello"}}
+		return protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: id, Kind: kind, Text: "hello"}}
 	}
 	expectStatus := func(c *websocket.Conn, id, status string) protocol.Frame {
 		t.Helper()
@@ -308,18 +308,18 @@ func TestCommands(t *testing.T) {
 	if f := expectStatus(app, "x1", protocol.StatusRejected); !strings.Contains(f.Message, "no CLI") {
 		t.Fatalf("no reason: %+v", f)
 	}
-	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: "b1", Kind: "fly"}})
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: "b1", Kind: "fly"}})
 	if f := recv(t, app); f.Type != protocol.FrameError {
 		t.Fatalf("unknown kind accepted: %+v", f)
 	}
-	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "nope", Command: &protocol.Command{ID: "n1", Kind: protocol.CommandPrompt}})
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: nope, Command: &protocol.Command{ID: "n1", Kind: protocol.CommandPrompt}})
 	if f := recv(t, app); f.Type != protocol.FrameError || f.Code != "not-found" {
 		t.Fatalf("command for an unknown session: %+v", f)
 	}
 
 	// The CLI connects and claims the session: the queued prompt arrives.
 	cli := dial(t, srv, "/ws/cli")
-	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Ref: "r1", Session: "s1", Info: json.RawMessage(`{"status":"idle"}`)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Ref: "r1", Session: s1, Info: json.RawMessage(`{"status":"idle"}`)})
 	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Ref != "r1" {
 		t.Fatalf("announce reply %+v", f)
 	}
@@ -327,7 +327,7 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("queued prompt not delivered: %+v", f)
 	}
 	expectStatus(app, "p1", protocol.StatusDelivered)
-	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r2", Session: "s1", Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r2", Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
 	if f := recv(t, cli); f.Type != protocol.FrameAck || f.Ref != "r2" {
 		t.Fatalf("result reply %+v", f)
 	}
@@ -339,7 +339,7 @@ func TestCommands(t *testing.T) {
 		t.Fatalf("live command %+v", f)
 	}
 	expectStatus(app, "a1", protocol.StatusDelivered)
-	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Session: "s1", Command: &protocol.Command{ID: "a1"}, Status: protocol.StatusRejected, Message: "nothing to abort"})
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "a1"}, Status: protocol.StatusRejected, Message: "nothing to abort"})
 	recv(t, cli)
 	if f := expectStatus(app, "a1", protocol.StatusRejected); f.Message != "nothing to abort" {
 		t.Fatalf("reason lost: %+v", f)
@@ -353,26 +353,26 @@ func TestCommands(t *testing.T) {
 func TestLiveFramesNotStored(t *testing.T) {
 	srv := startRelay(t)
 	cli := dial(t, srv, "/ws/cli")
-	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 0, 1)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 0, 1)})
 	recv(t, cli)
 	app := dial(t, srv, "/ws/app")
-	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: "s1"})
+	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1})
 	if f := recv(t, app); f.Type != protocol.FrameBatch {
 		t.Fatalf("%+v", f)
 	}
 	if f := recv(t, app); f.Type != protocol.FrameCaughtUp {
 		t.Fatalf("%+v", f)
 	}
-	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: "s1", Payload: json.RawMessage(`{"delta":"Hel"}`)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: s1, Payload: json.RawMessage(`{"delta":"Hel"}`)})
 	if f := recv(t, app); f.Type != protocol.FrameLive || string(f.Payload) != `{"delta":"Hel"}` {
 		t.Fatalf("%+v", f)
 	}
-	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: "s1", Payload: json.RawMessage(`"not an object"`)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: s1, Payload: json.RawMessage(`"not an object"`)})
 	if f := recv(t, cli); f.Type != protocol.FrameError {
 		t.Fatalf("%+v", f)
 	}
 	// The next stored envelope follows seq 1: the live frame took no number.
-	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "s1", Envelopes: envelopes("s1", 1, 2)})
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 1, 2)})
 	if f := recv(t, cli); f.Acks[0].Seq != 2 {
 		t.Fatalf("%+v", f)
 	}
@@ -395,13 +395,13 @@ func TestTokensIsolateSessions(t *testing.T) {
 		return c
 	}
 	alice := as("alice-token", "/ws/cli")
-	send(t, alice, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "a1", Envelopes: envelopes("a1", 0, 2)})
+	send(t, alice, protocol.Frame{Type: protocol.FrameEnvelopes, Session: a1, Envelopes: envelopes(a1, 0, 2)})
 	if f := recv(t, alice); f.Type != protocol.FrameAck {
 		t.Fatalf("%+v", f)
 	}
 	// Bob's CLI cannot write into Alice's session.
 	bobCLI := as("bob-token", "/ws/cli")
-	send(t, bobCLI, protocol.Frame{Type: protocol.FrameEnvelopes, Session: "a1", Envelopes: envelopes("a1", 5, 6)})
+	send(t, bobCLI, protocol.Frame{Type: protocol.FrameEnvelopes, Session: a1, Envelopes: envelopes(a1, 5, 6)})
 	if f := recv(t, bobCLI); f.Type != protocol.FrameError || f.Code != "forbidden" {
 		t.Fatalf("%+v", f)
 	}
@@ -411,18 +411,18 @@ func TestTokensIsolateSessions(t *testing.T) {
 	if f := recv(t, bob); f.Type != protocol.FrameSessions || len(f.Sessions) != 0 {
 		t.Fatalf("bob lists %+v", f)
 	}
-	send(t, bob, protocol.Frame{Type: protocol.FrameSubscribe, Session: "a1"})
+	send(t, bob, protocol.Frame{Type: protocol.FrameSubscribe, Session: a1})
 	if f := recv(t, bob); f.Type != protocol.FrameError || f.Code != "not-found" {
 		t.Fatalf("bob subscribes %+v", f)
 	}
-	send(t, bob, protocol.Frame{Type: protocol.FrameCommand, Session: "a1", Command: &protocol.Command{ID: "x", Kind: protocol.CommandAbort}})
+	send(t, bob, protocol.Frame{Type: protocol.FrameCommand, Session: a1, Command: &protocol.Command{ID: "xx", Kind: protocol.CommandAbort}})
 	if f := recv(t, bob); f.Type != protocol.FrameError || f.Code != "not-found" {
 		t.Fatalf("bob commands %+v", f)
 	}
 	// Alice's app does.
 	aliceApp := as("alice-token", "/ws/app")
 	send(t, aliceApp, protocol.Frame{Type: protocol.FrameList})
-	if f := recv(t, aliceApp); len(f.Sessions) != 1 || f.Sessions[0].ID != "a1" || f.Sessions[0].LastSeq != 2 {
+	if f := recv(t, aliceApp); len(f.Sessions) != 1 || f.Sessions[0].ID != a1 || f.Sessions[0].LastSeq != 2 {
 		t.Fatalf("alice lists %+v", f)
 	}
 }
@@ -432,10 +432,10 @@ func TestTokensIsolateSessions(t *testing.T) {
 func TestUnansweredPromptRequeued(t *testing.T) {
 	srv := startRelay(t)
 	cli1 := dial(t, srv, "/ws/cli")
-	send(t, cli1, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	send(t, cli1, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, cli1)
 	app := dial(t, srv, "/ws/app")
-	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: "s1", Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "go"}})
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "go"}})
 	if f := recv(t, cli1); f.Type != protocol.FrameCommand {
 		t.Fatalf("%+v", f)
 	}
@@ -447,7 +447,7 @@ func TestUnansweredPromptRequeued(t *testing.T) {
 		t.Fatalf("not re-queued: %+v", f)
 	}
 	cli2 := dial(t, srv, "/ws/cli")
-	send(t, cli2, protocol.Frame{Type: protocol.FrameAnnounce, Session: "s1", Info: json.RawMessage(`{}`)})
+	send(t, cli2, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, cli2)
 	if f := recv(t, cli2); f.Type != protocol.FrameCommand || f.Command.ID != "p1" {
 		t.Fatalf("not delivered again: %+v", f)

@@ -4,6 +4,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -23,6 +24,15 @@ import (
 type Store struct {
 	w *sql.DB // one connection: SQLite has one writer
 	r *sql.DB // readers (WAL lets them run beside the writer)
+
+	now func() time.Time // the clock (time.Now when nil); tests set it
+}
+
+func (s *Store) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // Stored is an envelope as stored.
@@ -38,6 +48,21 @@ type Item struct {
 	Body []byte
 }
 
+// commandsTable: commands are keyed by owner, session and id, so that an id
+// names a command only within its session (one token cannot reach another's
+// commands by reusing an id).
+const commandsTable = `CREATE TABLE IF NOT EXISTS commands (
+	owner      TEXT NOT NULL,
+	session    TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	body       BLOB NOT NULL,
+	status     TEXT NOT NULL,
+	message    TEXT NOT NULL DEFAULT '',
+	created_ms INTEGER NOT NULL,
+	updated_ms INTEGER NOT NULL,
+	PRIMARY KEY (owner, session, id)
+);`
+
 const schema = `
 CREATE TABLE IF NOT EXISTS sessions (
 	id         TEXT PRIMARY KEY,
@@ -48,15 +73,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS commands (
-	id         TEXT PRIMARY KEY,
-	session    TEXT NOT NULL,
-	body       BLOB NOT NULL,
-	status     TEXT NOT NULL,
-	message    TEXT NOT NULL DEFAULT '',
-	created_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS commands_by_session ON commands (session, status, created_ms);
+` + commandsTable + `
 CREATE TABLE IF NOT EXISTS envelopes (
 	session TEXT NOT NULL,
 	seq     INTEGER NOT NULL,
@@ -78,6 +95,10 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
+	if err := quickCheck(w, path); err != nil {
+		w.Close()
+		return nil, err
+	}
 	if _, err := w.Exec(schema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("create schema in %s: %w", path, err)
@@ -93,6 +114,10 @@ func OpenStore(path string) (*Store, error) {
 			}
 		}
 	}
+	if err := migrateCommands(w, path); err != nil {
+		w.Close()
+		return nil, err
+	}
 	r, err := sql.Open("sqlite", dsn+"&mode=ro")
 	if err != nil {
 		w.Close()
@@ -107,25 +132,40 @@ func (s *Store) Close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// Append stores items in order in session (created if new) and returns the
-// sequence number of each: a new one for a new id, the existing one for an
-// id stored before. It is one transaction: all or nothing.
-func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int64, error) {
+// Appended is what became of an appended item: its sequence number, and
+// whether it is new or its id was stored before (with the same content or,
+// Conflict, another).
+type Appended struct {
+	Seq      int64
+	New      bool
+	Conflict bool
+}
+
+// Append stores items in order in session (created if new) and returns
+// what became of each: a new sequence number for a new id, the existing one
+// for an id stored before (the first content stays). It is one
+// transaction: all or nothing.
+func (s *Store) Append(ctx context.Context, session string, items []Item) (_ []Appended, err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("append to %s: %w", session, err)
+		}
+	}()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("append to %s: %w", session, err)
+		return nil, err
 	}
 	defer tx.Rollback()
-	now := time.Now().UnixMilli()
+	now := s.clock().UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
-		return nil, fmt.Errorf("append to %s: %w", session, err)
+		return nil, err
 	}
 	var last int64
 	var prompt string
 	if err := tx.QueryRowContext(ctx, `SELECT last_seq, prompt FROM sessions WHERE id = ?`, session).Scan(&last, &prompt); err != nil {
-		return nil, fmt.Errorf("append to %s: %w", session, err)
+		return nil, err
 	}
-	find, err := tx.PrepareContext(ctx, `SELECT seq FROM envelopes WHERE session = ? AND id = ?`)
+	find, err := tx.PrepareContext(ctx, `SELECT seq, body FROM envelopes WHERE session = ? AND id = ?`)
 	if err != nil {
 		return nil, err
 	}
@@ -135,38 +175,39 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) ([]int
 		return nil, err
 	}
 	defer ins.Close()
-	seqs := make([]int64, len(items))
+	out := make([]Appended, len(items))
 	next := last
 	for i, it := range items {
 		if it.ID == "" {
-			return nil, fmt.Errorf("append to %s: envelope %d has no id", session, i)
+			return nil, fmt.Errorf("envelope %d has no id", i)
 		}
 		var seq int64
-		switch err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq); {
+		var body []byte
+		switch err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq, &body); {
 		case err == nil:
-			seqs[i] = seq
+			out[i] = Appended{Seq: seq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
 		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("append to %s: %w", session, err)
+			return nil, err
 		}
 		next++
 		if prompt == "" {
 			prompt = promptOf(it.Body)
 		}
 		if _, err := ins.ExecContext(ctx, session, next, it.ID, it.Body); err != nil {
-			return nil, fmt.Errorf("append to %s: %w", session, err)
+			return nil, err
 		}
-		seqs[i] = next
+		out[i] = Appended{Seq: next, New: true}
 	}
 	if next != last {
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`, next, now, prompt, session); err != nil {
-			return nil, fmt.Errorf("append to %s: %w", session, err)
+			return nil, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("append to %s: %w", session, err)
+		return nil, err
 	}
-	return seqs, nil
+	return out, nil
 }
 
 // maxPrompt is how much of a session's first prompt the list shows.
@@ -246,7 +287,7 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 	if !json.Valid(info) || len(info) == 0 || info[0] != '{' {
 		return SessionInfo{}, fmt.Errorf("announce %s: info must be a JSON object", session)
 	}
-	now := time.Now().UnixMilli()
+	now := s.clock().UnixMilli()
 	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) VALUES (?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now)
 	if err != nil {
@@ -290,42 +331,47 @@ func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, er
 	return out, rows.Err()
 }
 
-// StoredCommand is a command as the relay keeps it.
+// StoredCommand is a command as the relay keeps it. Commands are stored
+// per owner and session: an id names a command only within its session.
 type StoredCommand struct {
+	Owner   string
 	Session string
+	ID      string
 	Body    json.RawMessage
 	Status  string
 	Message string
 }
 
-// AddCommand stores a command with status, unless its id is known: then it
-// returns the stored one and false.
-func (s *Store) AddCommand(ctx context.Context, session, id string, body []byte, status string) (StoredCommand, bool, error) {
-	res, err := s.w.ExecContext(ctx, `INSERT INTO commands (id, session, body, status, created_ms) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		id, session, body, status, time.Now().UnixMilli())
+// AddCommand stores a command with status (and message), unless its id is
+// known in the owner's session: then it returns the stored one and false.
+func (s *Store) AddCommand(ctx context.Context, owner, session, id string, body []byte, status, message string) (StoredCommand, bool, error) {
+	now := s.clock().UnixMilli()
+	res, err := s.w.ExecContext(ctx, `INSERT INTO commands (owner, session, id, body, status, message, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(owner, session, id) DO NOTHING`,
+		owner, session, id, body, status, message, now, now)
 	if err != nil {
-		return StoredCommand{}, false, fmt.Errorf("add command %s: %w", id, err)
+		return StoredCommand{}, false, fmt.Errorf("add command %s of %s: %w", id, session, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		return StoredCommand{Session: session, Body: body, Status: status}, true, nil
+		return StoredCommand{Owner: owner, Session: session, ID: id, Body: body, Status: status, Message: message}, true, nil
 	}
-	c, err := s.Command(ctx, id)
+	c, err := s.Command(ctx, owner, session, id)
 	return c, false, err
 }
 
 // SetCommandStatus records where a command stands.
-func (s *Store) SetCommandStatus(ctx context.Context, id, status, message string) error {
-	_, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ? WHERE id = ?`, status, message, id)
+func (s *Store) SetCommandStatus(ctx context.Context, owner, session, id, status, message string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, updated_ms = ? WHERE owner = ? AND session = ? AND id = ?`,
+		status, message, s.clock().UnixMilli(), owner, session, id)
 	if err != nil {
-		return fmt.Errorf("command %s: %w", id, err)
+		return fmt.Errorf("command %s of %s: %w", id, session, err)
 	}
 	return nil
 }
 
-// QueuedCommands returns the queued commands of session, oldest first, as
-// (id, body) pairs.
-func (s *Store) QueuedCommands(ctx context.Context, session string) ([]Item, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE session = ? AND status = 'queued' ORDER BY created_ms, rowid`, session)
+// QueuedCommands returns the queued commands of the owner's session, oldest
+// first, as (id, body) pairs.
+func (s *Store) QueuedCommands(ctx context.Context, owner, session string) ([]Item, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE owner = ? AND session = ? AND status = 'queued' ORDER BY created_ms, rowid`, owner, session)
 	if err != nil {
 		return nil, fmt.Errorf("queued commands of %s: %w", session, err)
 	}
@@ -334,11 +380,51 @@ func (s *Store) QueuedCommands(ctx context.Context, session string) ([]Item, err
 	for rows.Next() {
 		var it Item
 		if err := rows.Scan(&it.ID, &it.Body); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("queued commands of %s: %w", session, err)
 		}
 		out = append(out, it)
 	}
 	return out, rows.Err()
+}
+
+// CountQueued is the number of queued commands of the owner's session.
+func (s *Store) CountQueued(ctx context.Context, owner, session string) (int, error) {
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM commands WHERE owner = ? AND session = ? AND status = 'queued'`, owner, session).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count queued commands of %s: %w", session, err)
+	}
+	return n, nil
+}
+
+// ExpireQueued rejects, with message, the commands queued before before,
+// and returns them.
+func (s *Store) ExpireQueued(ctx context.Context, before time.Time, message string) ([]StoredCommand, error) {
+	rows, err := s.w.QueryContext(ctx, `UPDATE commands SET status = 'rejected', message = ?, updated_ms = ? WHERE status = 'queued' AND created_ms < ?
+		RETURNING owner, session, id`, message, s.clock().UnixMilli(), before.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("expire queued commands: %w", err)
+	}
+	defer rows.Close()
+	var out []StoredCommand
+	for rows.Next() {
+		c := StoredCommand{Status: "rejected", Message: message}
+		if err := rows.Scan(&c.Owner, &c.Session, &c.ID); err != nil {
+			return nil, fmt.Errorf("expire queued commands: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// PruneCommands deletes the commands that reached a final status (done or
+// rejected) before before, and returns how many.
+func (s *Store) PruneCommands(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM commands WHERE status IN ('done', 'rejected') AND updated_ms < ?`, before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("prune commands: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
 }
 
 // ErrForbidden is returned when a session belongs to another token.
@@ -347,7 +433,7 @@ var ErrForbidden = errors.New("the session belongs to another token")
 // Claim makes owner the owner of session (creating it) or checks that it
 // already is.
 func (s *Store) Claim(ctx context.Context, session, owner string) error {
-	now := time.Now().UnixMilli()
+	now := s.clock().UnixMilli()
 	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		session, owner, now, now); err != nil {
 		return fmt.Errorf("claim %s: %w", session, err)
@@ -372,14 +458,82 @@ func (s *Store) OwnerOf(ctx context.Context, session string) (string, error) {
 	return owner, nil
 }
 
-// Command returns a stored command.
-func (s *Store) Command(ctx context.Context, id string) (StoredCommand, error) {
-	var c StoredCommand
+// Command returns a stored command of the owner's session.
+func (s *Store) Command(ctx context.Context, owner, session, id string) (StoredCommand, error) {
+	c := StoredCommand{Owner: owner, Session: session, ID: id}
 	var b []byte
-	err := s.w.QueryRowContext(ctx, `SELECT session, body, status, message FROM commands WHERE id = ?`, id).Scan(&c.Session, &b, &c.Status, &c.Message)
+	err := s.w.QueryRowContext(ctx, `SELECT body, status, message FROM commands WHERE owner = ? AND session = ? AND id = ?`, owner, session, id).Scan(&b, &c.Status, &c.Message)
 	if err != nil {
-		return c, fmt.Errorf("command %s: %w", id, err)
+		return c, fmt.Errorf("command %s of %s: %w", id, session, err)
 	}
 	c.Body = b
 	return c, nil
+}
+
+// quickCheck runs SQLite's quick_check: a database whose pages were
+// overwritten is refused at start instead of failing later, one append or
+// read at a time.
+func quickCheck(db *sql.DB, path string) error {
+	rows, err := db.Query(`PRAGMA quick_check`)
+	if err != nil {
+		return fmt.Errorf("check %s: %w (the database is damaged or not a ccrelay database; restore it or move it away)", path, err)
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("check %s: %w", path, err)
+		}
+		if line != "ok" && len(problems) < 5 {
+			problems = append(problems, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check %s: %w (the database is damaged; restore it or move it away)", path, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("check %s: the database is damaged (quick_check: %s); restore it or move it away", path, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// migrateCommands moves a commands table keyed by id alone (older
+// versions) to the owner- and session-scoped key, and makes its indexes.
+func migrateCommands(w *sql.DB, path string) error {
+	var has int
+	if err := w.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('commands') WHERE name = 'owner'`).Scan(&has); err != nil {
+		return fmt.Errorf("migrate commands in %s: %w", path, err)
+	}
+	if has == 0 {
+		tx, err := w.Begin()
+		if err != nil {
+			return fmt.Errorf("migrate commands in %s: %w", path, err)
+		}
+		defer tx.Rollback()
+		for _, q := range []string{
+			`ALTER TABLE commands RENAME TO commands_v1`,
+			commandsTable,
+			`INSERT INTO commands (owner, session, id, body, status, message, created_ms, updated_ms)
+				SELECT COALESCE(s.owner, ''), c.session, c.id, c.body, c.status, c.message, c.created_ms, c.created_ms
+				FROM commands_v1 c LEFT JOIN sessions s ON s.id = c.session`,
+			`DROP TABLE commands_v1`,
+		} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("migrate commands in %s: %w", path, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migrate commands in %s: %w", path, err)
+		}
+	}
+	for _, q := range []string{
+		`CREATE INDEX IF NOT EXISTS commands_by_session ON commands (owner, session, status, created_ms)`,
+		`CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, updated_ms)`,
+	} {
+		if _, err := w.Exec(q); err != nil {
+			return fmt.Errorf("index commands in %s: %w", path, err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -31,17 +32,17 @@ func TestStoreAppendIdempotent(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "relay.db")
 	s := openTestStore(t, path)
-	seqs, err := s.Append(ctx, "s1", items("a", "b", "c"))
+	seqs, err := seqsOf(s.Append(ctx, "s1", items("a", "b", "c")))
 	if err != nil || fmt.Sprint(seqs) != "[1 2 3]" {
 		t.Fatalf("seqs %v, %v", seqs, err)
 	}
 	// A resent envelope gets its existing number; new ones continue.
-	seqs, err = s.Append(ctx, "s1", items("b", "d", "a", "e"))
+	seqs, err = seqsOf(s.Append(ctx, "s1", items("b", "d", "a", "e")))
 	if err != nil || fmt.Sprint(seqs) != "[2 4 1 5]" {
 		t.Fatalf("seqs %v, %v", seqs, err)
 	}
 	// Sessions count separately.
-	if seqs, _ := s.Append(ctx, "s2", items("a")); fmt.Sprint(seqs) != "[1]" {
+	if seqs, _ := seqsOf(s.Append(ctx, "s2", items("a"))); fmt.Sprint(seqs) != "[1]" {
 		t.Fatalf("s2 seqs %v", seqs)
 	}
 	got, err := s.Read(ctx, "s1", 2, 10)
@@ -64,7 +65,7 @@ func TestStoreAppendIdempotent(t *testing.T) {
 	if last, _ := s2.LastSeq(ctx, "s1"); last != 5 {
 		t.Fatalf("last seq after reopen %d", last)
 	}
-	if seqs, _ := s2.Append(ctx, "s1", items("e", "g")); fmt.Sprint(seqs) != "[5 6]" {
+	if seqs, _ := seqsOf(s2.Append(ctx, "s1", items("e", "g"))); fmt.Sprint(seqs) != "[5 6]" {
 		t.Fatalf("after reopen %v", seqs)
 	}
 }
@@ -169,5 +170,44 @@ func TestStoreFirstPrompt(t *testing.T) {
 				t.Fatalf("sessions %+v, %v; want prompt %q", list, err, tt.want)
 			}
 		})
+	}
+}
+
+// seqsOf keeps the sequence numbers of an Append's result.
+func seqsOf(res []Appended, err error) ([]int64, error) {
+	var out []int64
+	for _, r := range res {
+		out = append(out, r.Seq)
+	}
+	return out, err
+}
+
+// A database whose commands table is keyed by id alone (older versions)
+// keeps its commands, now under their session's owner.
+func TestStoreMigratesCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE sessions (id TEXT PRIMARY KEY, info TEXT NOT NULL DEFAULT '{}', owner TEXT NOT NULL DEFAULT '', last_seq INTEGER NOT NULL DEFAULT 0, prompt TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL)`,
+		`CREATE TABLE commands (id TEXT PRIMARY KEY, session TEXT NOT NULL, body BLOB NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '', created_ms INTEGER NOT NULL)`,
+		`CREATE INDEX commands_by_session ON commands (session, status, created_ms)`,
+		`INSERT INTO sessions (id, owner, created_ms, updated_ms) VALUES ('` + s1 + `', 'o1', 1, 1)`,
+		`INSERT INTO commands VALUES ('p1', '` + s1 + `', '{"id":"p1","kind":"prompt"}', 'queued', '', 5)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	st := openTestStore(t, path)
+	q, err := st.QueuedCommands(context.Background(), "o1", s1)
+	if err != nil || len(q) != 1 || q[0].ID != "p1" {
+		t.Fatalf("%v %v", q, err)
+	}
+	if _, isNew, err := st.AddCommand(context.Background(), "o2", s1, "p1", []byte(`{}`), "queued", ""); err != nil || !isNew {
+		t.Fatalf("another owner's p1: new=%v %v", isNew, err)
 	}
 }

@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Limits on what a relay stores or lists. docs/protocol.md ("Limits:
+// fields and sizes") says each of them; a frame that breaks one is refused
+// with an error frame that names the field and the limit.
+const (
+	// MaxEnvelopeBytes bounds one envelope's JSON. The mapper caps tool
+	// results (MaxResultBytes) but not text or tool arguments, which the
+	// model's output bounds; half the relay's frame limit leaves room for
+	// the rest of a batch.
+	MaxEnvelopeBytes = 4 << 20
+	// MaxInfoBytes bounds an announced session description (its JSON).
+	MaxInfoBytes = 1 << 20
+	// MaxInfoStringBytes bounds each string value at the top of an
+	// announced info (cwd, title, machine, status, error, …).
+	MaxInfoStringBytes = 16 << 10
+	// MaxInfoPermissions bounds the permission requests an info lists.
+	MaxInfoPermissions = 64
+	// MaxLiveBytes bounds a live frame's payload (a token delta).
+	MaxLiveBytes = 64 << 10
+	// MaxCommandBytes bounds a command's JSON (a prompt's text included).
+	MaxCommandBytes = 256 << 10
+	// MaxResultMessageBytes bounds the message of a command result (a
+	// reason the CLI gives; Claude's last stderr lines fit).
+	MaxResultMessageBytes = 16 << 10
+	// MaxFieldBytes bounds the short fields of a command: a permission
+	// request id, a mode, a model name.
+	MaxFieldBytes = 256
+)
+
+// IsSessionID reports whether s is a session id in the form Claude Code
+// uses (and claude.NewSessionID makes): a UUID in its canonical text form,
+// lowercase hex digits in groups of 8-4-4-4-12.
+func IsSessionID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// CheckUTF8 returns an error that says where data stops being valid UTF-8,
+// or nil.
+func CheckUTF8(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return fmt.Errorf("invalid UTF-8 at byte %d", i)
+		}
+		i += n
+	}
+	return nil
+}
+
+// Validate checks a command as an app sends it: a cuid2 id, a known kind,
+// short fields within MaxFieldBytes and a prompt's text within
+// MaxCommandBytes. The size of the whole command is the relay's to check.
+func (c *Command) Validate() error {
+	if !IsCuid(c.ID) {
+		return fmt.Errorf("command id %q is not a cuid2", c.ID)
+	}
+	if !ValidCommandKind(c.Kind) {
+		return fmt.Errorf("unknown command kind %q", c.Kind)
+	}
+	for name, v := range map[string]string{"requestId": c.RequestID, "mode": c.Mode, "model": c.Model} {
+		if len(v) > MaxFieldBytes {
+			return fmt.Errorf("command %s is %d bytes, more than %d", name, len(v), MaxFieldBytes)
+		}
+	}
+	if len(c.Text) > MaxCommandBytes || len(c.Reason) > MaxCommandBytes {
+		return fmt.Errorf("command text is more than %d bytes", MaxCommandBytes)
+	}
+	if len(c.Input) > 0 && !isJSONObject(c.Input) {
+		return fmt.Errorf("command input must be a JSON object")
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Every frame is checked before anything is claimed, stored or forwarded:
+// a refused frame leaves no trace (no empty session, no stored byte).
+
+// refuseInvalidUTF8 answers a frame that is not valid UTF-8 anywhere
+// (websocket text frames must be; a browser closes on one that is not).
+// The code is the one the frame's type uses for a frame refused for what it
+// is, so that a CLI drops it rather than send it again.
+func refuseInvalidUTF8(f protocol.Frame, data []byte) *protocol.Frame {
+	err := protocol.CheckUTF8(data)
+	if err == nil {
+		return nil
+	}
+	code := map[string]string{
+		protocol.FrameEnvelopes: "bad-batch",
+		protocol.FrameAnnounce:  "bad-announce",
+		protocol.FrameLive:      "bad-live",
+		protocol.FrameResult:    "bad-result",
+		protocol.FrameCommand:   "bad-command",
+		protocol.FrameSubscribe: "bad-subscribe",
+	}[f.Type]
+	if code == "" {
+		code = "bad-frame"
+	}
+	e := errorFrame(code, "the frame is not valid UTF-8 (%v); nothing of it was stored or forwarded", err)
+	e.Ref = f.Ref
+	return &e
+}
+
+func checkSession(id string) error {
+	if !protocol.IsSessionID(id) {
+		return fmt.Errorf("session id %q is not a UUID (lowercase, 8-4-4-4-12 hex digits, as Claude Code makes them)", clip(id, 64))
+	}
+	return nil
+}
+
+// checkBatch validates a FrameEnvelopes and returns its items.
+func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
+	if err := checkSession(f.Session); err != nil {
+		e := errorFrame("bad-batch", "%v", err)
+		return nil, &e
+	}
+	if len(f.Envelopes) == 0 || len(f.Envelopes) > maxBatch {
+		e := errorFrame("bad-batch", "a batch needs 1 to %d envelopes, not %d", maxBatch, len(f.Envelopes))
+		return nil, &e
+	}
+	items := make([]Item, len(f.Envelopes))
+	for i, raw := range f.Envelopes {
+		if len(raw) > protocol.MaxEnvelopeBytes {
+			e := errorFrame("bad-envelope", "envelope %d is %d bytes, more than %d", i, len(raw), protocol.MaxEnvelopeBytes)
+			return nil, &e
+		}
+		var env protocol.Envelope
+		if err := json.Unmarshal(raw, &env); err != nil {
+			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
+			return nil, &e
+		}
+		if err := env.Validate(); err != nil {
+			e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
+			return nil, &e
+		}
+		items[i] = Item{ID: env.ID, Body: raw}
+	}
+	return items, nil
+}
+
+// checkInfo validates an announced session description: a JSON object of
+// at most MaxInfoBytes, its top-level strings within MaxInfoStringBytes,
+// at most MaxInfoPermissions permission requests.
+func checkInfo(info json.RawMessage) error {
+	if len(info) > protocol.MaxInfoBytes {
+		return fmt.Errorf("info is %d bytes, more than %d", len(info), protocol.MaxInfoBytes)
+	}
+	var m map[string]json.RawMessage
+	if len(info) == 0 || info[0] != '{' || json.Unmarshal(info, &m) != nil {
+		return fmt.Errorf("info must be a JSON object")
+	}
+	for k, v := range m {
+		if len(v) > 0 && v[0] == '"' && len(v) > protocol.MaxInfoStringBytes+2 {
+			return fmt.Errorf("info %q is %d bytes, more than %d", clip(k, 64), len(v)-2, protocol.MaxInfoStringBytes)
+		}
+	}
+	if p, ok := m["permissions"]; ok {
+		var list []json.RawMessage
+		if json.Unmarshal(p, &list) != nil {
+			return fmt.Errorf("info permissions must be a list")
+		}
+		if len(list) > protocol.MaxInfoPermissions {
+			return fmt.Errorf("info lists %d permission requests, more than %d", len(list), protocol.MaxInfoPermissions)
+		}
+	}
+	return nil
+}
+
+// Lists carry a bounded summary of each session's info, never the whole of
+// it: the keys apps show, strings cut, the first permission requests with
+// their inputs cut.
+const (
+	summaryStringBytes = 1024     // a string of the summary
+	summaryPermissions = 8        // permission requests in a summary
+	summaryInputBytes  = 2048     // a permission request's input in a summary
+	summaryUsageBytes  = 1024     // the usage object in a summary
+	MaxSummaryBytes    = 32 << 10 // what one session's summary can reach
+)
+
+var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}
+
+// summaryInfo is the bounded part of info that lists carry.
+func summaryInfo(info json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(info, &m) != nil {
+		return json.RawMessage(`{}`)
+	}
+	out := map[string]any{}
+	for _, k := range summaryStrings {
+		var s string
+		if json.Unmarshal(m[k], &s) == nil && s != "" {
+			out[k] = clip(s, summaryStringBytes)
+		}
+	}
+	var cost float64
+	if json.Unmarshal(m["costUsd"], &cost) == nil && m["costUsd"] != nil {
+		out["costUsd"] = cost
+	}
+	if u := m["usage"]; len(u) > 0 && len(u) <= summaryUsageBytes && u[0] == '{' {
+		out["usage"] = u
+	}
+	var perms []map[string]json.RawMessage
+	if json.Unmarshal(m["permissions"], &perms) == nil && perms != nil {
+		list := []map[string]any{}
+		for _, p := range perms[:min(len(perms), summaryPermissions)] {
+			q := map[string]any{}
+			for _, k := range []string{"id", "tool", "description", "call", "subagent", "blockedPath"} {
+				var s string
+				if json.Unmarshal(p[k], &s) == nil && s != "" {
+					q[k] = clip(s, summaryStringBytes/4)
+				}
+			}
+			var rules []string
+			if json.Unmarshal(p["forSession"], &rules) == nil && len(rules) > 0 {
+				rules = rules[:min(len(rules), 4)]
+				for i := range rules {
+					rules[i] = clip(rules[i], summaryStringBytes/4)
+				}
+				q["forSession"] = rules
+			}
+			if in := shrinkInput(p["input"]); in != nil {
+				q["input"] = in
+			}
+			list = append(list, q)
+		}
+		out["permissions"] = list
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// shrinkInput keeps a tool input as is when it is small; otherwise only its
+// top-level strings, cut, as far as summaryInputBytes allows (apps show the
+// command or the path of a request, and a part of the rest).
+func shrinkInput(in json.RawMessage) any {
+	in = bytes.TrimSpace(in)
+	if len(in) == 0 || in[0] != '{' {
+		return nil
+	}
+	if len(in) <= summaryInputBytes {
+		return in
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(in, &m) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	left := summaryInputBytes
+	for _, k := range []string{"command", "file_path", "path", "pattern", "url", "description"} {
+		var s string
+		if json.Unmarshal(m[k], &s) != nil || s == "" || left <= len(k)+8 {
+			continue
+		}
+		s = clip(s, min(left-len(k)-8, summaryInputBytes/2))
+		out[k] = s
+		left -= len(k) + len(s) + 8
+	}
+	return out
+}
+
+// clip cuts s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
