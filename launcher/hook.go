@@ -61,10 +61,17 @@ func startHookServer(onSession func(SessionStart), log *slog.Logger) (*hookServe
 			return
 		}
 		var s SessionStart
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxHookBody))
 		if err != nil || json.Unmarshal(body, &s) != nil || s.SessionID == "" {
-			h.log.Warn("SessionStart hook sent no session id", "body", string(body))
+			h.log.Warn("SessionStart hook sent no session id", "body", clip(string(body), 200))
 			http.Error(w, "no session_id", http.StatusBadRequest)
+			return
+		}
+		if !ValidSessionID(s.SessionID) {
+			// It would reach Claude's command line (--resume=<id>) and
+			// name files: only Claude's own form is taken.
+			h.log.Warn("SessionStart hook sent a session id that is not a UUID; ignored", "session_id", clip(s.SessionID, 100))
+			http.Error(w, "session_id is not a UUID", http.StatusBadRequest)
 			return
 		}
 		onSession(s)
@@ -73,6 +80,17 @@ func startHookServer(onSession func(SessionStart), log *slog.Logger) (*hookServe
 	h.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
 	go h.srv.Serve(ln)
 	return h, nil
+}
+
+// maxHookBody bounds what the hook endpoint reads of one request.
+const maxHookBody = 1 << 20
+
+// clip shortens s for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func (h *hookServer) close() {

@@ -140,12 +140,12 @@ func TestHookRejectsWrongToken(t *testing.T) {
 	}
 	defer h.close()
 	env := map[string]string{EnvHookURL: h.url, EnvHookToken: "wrong"}
-	err = ForwardHook(context.Background(), strings.NewReader(`{"session_id":"s"}`), func(k string) string { return env[k] })
+	err = ForwardHook(context.Background(), strings.NewReader(`{"session_id":"11111111-2222-4333-8444-555555555555"}`), func(k string) string { return env[k] })
 	if err == nil || called || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, called = %v", err, called)
 	}
 	env[EnvHookToken] = h.token
-	if err := ForwardHook(context.Background(), strings.NewReader(`{"session_id":"s"}`), func(k string) string { return env[k] }); err != nil || !called {
+	if err := ForwardHook(context.Background(), strings.NewReader(`{"session_id":"11111111-2222-4333-8444-555555555555"}`), func(k string) string { return env[k] }); err != nil || !called {
 		t.Fatalf("err = %v, called = %v", err, called)
 	}
 	if !strings.HasPrefix(h.url, "http://127.0.0.1:") {

@@ -259,10 +259,14 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 func (r *Remote) start() (*process, error) {
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--replay-user-messages", "--permission-prompt-tool", "stdio"}
+	if !ValidSessionID(r.id) {
+		return nil, fmt.Errorf("session id %q is not a UUID", clip(r.id, 100))
+	}
+	// One argv item per option: no value can become a flag.
 	if r.opts.Resume {
-		args = append(args, "--resume", r.id)
+		args = append(args, "--resume="+r.id)
 	} else {
-		args = append(args, "--session-id", r.id)
+		args = append(args, "--session-id="+r.id)
 	}
 	if r.state.Model != "" {
 		args = append(args, "--model", r.state.Model)
