@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -97,5 +100,156 @@ func TestRemoteRefusesSessionIDNotUUID(t *testing.T) {
 	}
 	if argv := readArgLog(t, arglog); len(argv) != 0 {
 		t.Fatalf("claude started: %q", argv)
+	}
+}
+
+func TestCheckModel(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		ok    bool
+	}{
+		{"opus", true}, {"default", true}, {"sonnet[1m]", true}, {"claude-opus-4-5-20251101", true},
+		{"us.anthropic.claude-sonnet-4-5-20250929-v1:0", true}, {"claude-sonnet-4-5@20250929", true},
+		{"", false}, {"-", false}, {"--dangerously-skip-permissions", false}, {"-p", false},
+		{"opus --dangerously-skip-permissions", false}, {"opus\n", false}, {"opus=x", false}, {"$(id)", false},
+		{strings.Repeat("a", MaxModelName), true}, {strings.Repeat("a", MaxModelName+1), false},
+	} {
+		if err := CheckModel(tc.model); (err == nil) != tc.ok {
+			t.Errorf("CheckModel(%q) = %v, want ok=%v", tc.model, err, tc.ok)
+		}
+	}
+}
+
+func TestCheckPermissionMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode         string
+		allowBypass  bool
+		ok           bool
+		bypassRefuse bool
+	}{
+		{"default", false, true, false}, {"manual", false, true, false}, {"acceptEdits", false, true, false},
+		{"plan", false, true, false}, {"auto", false, true, false}, {"dontAsk", false, true, false},
+		{"bypassPermissions", false, false, true}, {"bypassPermissions", true, true, false},
+		{"", true, false, false}, {"yolo", true, false, false}, {"--dangerously-skip-permissions", true, false, false},
+		{"Plan", true, false, false}, {"plan ", true, false, false},
+	} {
+		err := CheckPermissionMode(tc.mode, tc.allowBypass)
+		if (err == nil) != tc.ok || errors.Is(err, ErrBypassNotAllowed) != tc.bypassRefuse {
+			t.Errorf("CheckPermissionMode(%q, %v) = %v", tc.mode, tc.allowBypass, err)
+		}
+	}
+}
+
+// Model and permission mode from the app are checked where the command
+// enters: what is refused is answered rejected with the reason and never
+// reaches Claude, whether it runs or not; bypassPermissions only with the
+// opt-in.
+func TestLoopChecksModelAndPermissionMode(t *testing.T) {
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprint("allowBypass=", allow), func(t *testing.T) {
+			stream := filepath.Join(t.TempDir(), "stream.json")
+			writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "ok"})}})
+			arglog := filepath.Join(t.TempDir(), "args")
+			env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			out := &MemOutbox{}
+			cmds := make(chan Command)
+			ev := &events{}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := RunLoop(ctx, LoopOptions{StartRemote: true, Session: rigSession,
+					Local:    LocalOptions{Claude: fakeClaude, Dir: t.TempDir(), Env: env, Logger: log},
+					Remote:   RemoteOptions{StopTimeout: time.Second, AllowBypass: allow},
+					Pipeline: NewPipeline("", out), Commands: cmds, Events: ev, Logger: log})
+				done <- err
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			n := 0
+			send := func(c protocol.Command) error {
+				n++
+				c.ID = fmt.Sprint("c", n)
+				reply := make(chan error, 1)
+				cmds <- Command{Command: c, Reply: func(err error) { reply <- err }}
+				return <-reply
+			}
+			type check struct {
+				kind, value string
+				refused     string // "" accepted, else a piece of the reason
+			}
+			run := func(checks []check) {
+				t.Helper()
+				for _, c := range checks {
+					cmd := protocol.Command{Kind: c.kind}
+					if c.kind == protocol.CommandModel {
+						cmd.Model = c.value
+					} else {
+						cmd.Mode = c.value
+					}
+					err := send(cmd)
+					if c.refused == "" && err != nil {
+						t.Errorf("%s %q rejected: %v", c.kind, c.value, err)
+					}
+					if c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)) {
+						t.Errorf("%s %q: %v, want rejected with %q", c.kind, c.value, err, c.refused)
+					}
+				}
+			}
+			bypass := check{protocol.CommandPermissionMode, "bypassPermissions", "--allow-bypass-from-app"}
+			if allow {
+				bypass.refused = ""
+			}
+			// Before Claude runs: kept for its start.
+			run([]check{
+				{protocol.CommandModel, "--dangerously-skip-permissions", "not a model name"},
+				{protocol.CommandModel, "opus --dangerously-skip-permissions", "not a model name"},
+				{protocol.CommandModel, "", "no model"},
+				{protocol.CommandModel, "sonnet[1m]", ""},
+				{protocol.CommandPermissionMode, "--dangerously-skip-permissions", "unknown permission mode"},
+				{protocol.CommandPermissionMode, "yolo", "unknown permission mode"},
+				{protocol.CommandPermissionMode, "plan", ""},
+				bypass,
+				{protocol.CommandModel, "-p", "not a model name"},
+			})
+			if err := send(protocol.Command{Kind: protocol.CommandPrompt, Text: "hi"}); err != nil {
+				t.Fatalf("prompt: %v", err)
+			}
+			wantMode := "--permission-mode=plan"
+			if allow {
+				wantMode = "--permission-mode=bypassPermissions"
+			}
+			argv := readArgLog(t, arglog)
+			if len(argv) != 1 || !slices.Contains(argv[0], "--model=sonnet[1m]") || !slices.Contains(argv[0], wantMode) {
+				t.Fatalf("argv %q, want --model=sonnet[1m] and %s", argv, wantMode)
+			}
+			for _, a := range argv[0] {
+				if a == "--model" || a == "--permission-mode" || strings.HasPrefix(a, "--dangerously") {
+					t.Fatalf("argv %q has %q", argv[0], a)
+				}
+			}
+			// While Claude runs: refused commands never reach it.
+			run([]check{
+				{protocol.CommandPermissionMode, "default", ""},
+				{protocol.CommandModel, "--dangerously-skip-permissions", "not a model name"},
+				{protocol.CommandPermissionMode, "yolo", "unknown permission mode"},
+				bypass,
+			})
+			st := ev.last()
+			wantState := "default"
+			if allow {
+				wantState = "bypassPermissions"
+			}
+			if st.PermissionMode != wantState || st.Model != "sonnet[1m]" {
+				t.Fatalf("state %+v, want mode %s and model sonnet[1m]", st, wantState)
+			}
+			if argv := readArgLog(t, arglog); len(argv) != 1 {
+				t.Fatalf("claude started %d times", len(argv))
+			}
+		})
 	}
 }

@@ -87,6 +87,9 @@ type RemoteOptions struct {
 	Env    []string // nil: this process's environment
 	// Model and PermissionMode for the next start ("" = Claude's default).
 	Model, PermissionMode string
+	// AllowBypass lets the app switch Claude to bypassPermissions (every
+	// tool runs without asking); off, such a command is rejected.
+	AllowBypass bool
 	// Resume continues an existing session (--resume); otherwise the first
 	// start creates it with --session-id.
 	Resume bool
@@ -269,10 +272,18 @@ func (r *Remote) start() (*process, error) {
 		args = append(args, "--session-id="+r.id)
 	}
 	if r.state.Model != "" {
-		args = append(args, "--model", r.state.Model)
+		if err := CheckModel(r.state.Model); err != nil {
+			return nil, err
+		}
+		args = append(args, "--model="+r.state.Model)
 	}
 	if r.state.PermissionMode != "" {
-		args = append(args, "--permission-mode", r.state.PermissionMode)
+		// bypassPermissions here was chosen in the terminal or allowed
+		// when the app chose it (SetPermissionMode).
+		if err := CheckPermissionMode(r.state.PermissionMode, true); err != nil {
+			return nil, err
+		}
+		args = append(args, "--permission-mode="+r.state.PermissionMode)
 	}
 	args = append(args, r.opts.Args...)
 	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
@@ -592,13 +603,22 @@ func (r *Remote) Interrupt(ctx context.Context) error {
 }
 
 // SetModel changes the model: at once if Claude is running and takes it,
-// otherwise from the next start.
+// otherwise from the next start. A model that is not a plain name or alias
+// is refused (CheckModel).
 func (r *Remote) SetModel(ctx context.Context, model string) error {
+	if err := CheckModel(model); err != nil {
+		return err
+	}
 	return r.setting(ctx, claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
 }
 
-// SetPermissionMode changes the permission mode the same way.
+// SetPermissionMode changes the permission mode the same way. Only the
+// modes Claude Code knows are taken, and bypassPermissions only with
+// AllowBypass (CheckPermissionMode).
 func (r *Remote) SetPermissionMode(ctx context.Context, mode string) error {
+	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+		return err
+	}
 	return r.setting(ctx, claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
 }
 

@@ -32,6 +32,8 @@ type localFlags struct {
 	relayToken string
 	remote     bool
 	session    string
+	// allowBypass lets the app switch Claude to bypassPermissions.
+	allowBypass bool
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
@@ -42,6 +44,7 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
+	cmd.Flags().BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app switch Claude to bypassPermissions (every tool runs without asking); off, the app cannot")
 }
 
 func stateDir(flag string) (string, error) {
@@ -92,6 +95,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 
 	if f.remote && f.relay == "" {
 		return errors.New("--remote needs --relay: the prompts come from the app")
+	}
+	if f.session != "" && !launcher.ValidSessionID(f.session) {
+		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
 	}
 	var out launcher.Outbox
 	var app *appLink // the link to the app, with --relay
@@ -156,6 +162,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	loopOpts := launcher.LoopOptions{
 		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 			HookCommand: []string{self, "hook"}, Logger: log},
+		Remote:   launcher.RemoteOptions{AllowBypass: f.allowBypass},
 		Pipeline: pipe, Scanner: sc, Logger: log, Notice: os.Stderr,
 	}
 	// Ctrl-C belongs to Claude in local mode (RunLocal forwards it); only
