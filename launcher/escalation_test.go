@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -251,5 +252,136 @@ func TestLoopChecksModelAndPermissionMode(t *testing.T) {
 				t.Fatalf("claude started %d times", len(argv))
 			}
 		})
+	}
+}
+
+// secretEnv is an environment holding ccrelay's secrets, as a user's shell
+// may.
+var secretEnv = []string{"CCRELAY_TOKEN=relay-secret-1", "CCRELAY_HOOK_TOKEN=hook-secret-2", "CCRELAY_HOOK_URL=http://127.0.0.1:1/x"}
+
+// checkNoSecrets fails if Claude's environment dump holds any ccrelay
+// variable or any of the given secrets.
+func checkNoSecrets(t *testing.T, dump string, secrets ...string) {
+	t.Helper()
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatalf("no environment dump from claude: %v", err)
+	}
+	env := string(b)
+	if !strings.Contains(env, "HOME=") {
+		t.Fatalf("dump %q has no HOME", env)
+	}
+	for _, kv := range strings.Split(env, "\n") {
+		if strings.HasPrefix(kv, EnvPrefix) {
+			t.Errorf("claude's environment has %q", kv)
+		}
+	}
+	for _, s := range append(secrets, "relay-secret-1", "hook-secret-2") {
+		if s != "" && strings.Contains(env, s) {
+			t.Errorf("claude's environment holds the secret %q", s)
+		}
+	}
+}
+
+// Local mode: Claude (and every tool it runs) sees none of ccrelay's
+// variables, nor the hook's per-run token, which the hook reads from a
+// 0600 file; the hook still reports the session.
+func TestRunLocalClaudeEnvHasNoSecrets(t *testing.T) {
+	dump, arglog := filepath.Join(t.TempDir(), "env"), filepath.Join(t.TempDir(), "args")
+	r := newFakeRun(t, map[string]any{"lines": []string{`{"type":"user","uuid":"u1","sessionId":"{{session}}","message":{"content":"hi"}}`}, "hang": true},
+		append([]string{"FAKE_CLAUDE_ENVDUMP=" + dump, "FAKE_CLAUDE_ARGLOG=" + arglog}, secretEnv...)...)
+	sessions := make(chan SessionStart, 1)
+	o := r.options(func(s SessionStart) { sessions <- s })
+	o.Args = []string{"--session-id=" + rigSession}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := RunLocal(ctx, o); done <- err }()
+	select {
+	case s := <-sessions:
+		if s.SessionID != rigSession {
+			t.Fatalf("hook reported %+v", s)
+		}
+	case err := <-done:
+		t.Fatalf("claude ended before its hook reported: %v", err)
+	}
+	// The hook file, named by the settings Claude was given.
+	argv := readArgLog(t, arglog)
+	var settings string
+	for _, a := range argv[0] {
+		if v, ok := strings.CutPrefix(a, "--settings="); ok {
+			settings = v
+		}
+	}
+	sb, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatalf("settings %q of argv %q: %v", settings, argv, err)
+	}
+	var sj struct {
+		Hooks map[string][]struct {
+			Hooks []struct{ Command string } `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(sb, &sj); err != nil || len(sj.Hooks["SessionStart"]) != 1 {
+		t.Fatalf("settings %s: %v", sb, err)
+	}
+	fields := strings.Fields(sj.Hooks["SessionStart"][0].Hooks[0].Command)
+	hookPath := fields[len(fields)-1]
+	fi, err := os.Stat(hookPath)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("hook file %s: %v %v", hookPath, fi.Mode(), err)
+	}
+	if di, err := os.Stat(filepath.Dir(hookPath)); err != nil || di.Mode().Perm() != 0o700 {
+		t.Fatalf("hook folder: %v %v", di.Mode(), err)
+	}
+	hf, err := readHookFile(hookPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sb), hf.Token) {
+		t.Fatal("the settings file holds the hook token")
+	}
+	checkNoSecrets(t, dump, hf.Token)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(hookPath); !os.IsNotExist(err) {
+		t.Fatalf("hook file left behind: %v", err)
+	}
+}
+
+// Remote mode: the same for the headless Claude.
+func TestRemoteClaudeEnvHasNoSecrets(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{steps(map[string]any{"text": "ok"})}}, RemoteOptions{Env: secretEnv})
+	rig.prompt("hi")
+	rig.until("turn", has("TE(completed)", 1))
+	checkNoSecrets(t, rig.envdump)
+}
+
+// The hook command refuses a hook file others can read.
+func TestForwardHookRefusesOpenHookFile(t *testing.T) {
+	called := false
+	h, err := startHookServer(func(SessionStart) { called = true }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.close()
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		p := filepath.Join(t.TempDir(), "hook.json")
+		b, _ := json.Marshal(hookFile{URL: h.url, Token: h.token})
+		if err := os.WriteFile(p, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		err := ForwardHook(context.Background(), strings.NewReader(`{"session_id":"`+rigSession+`"}`), p)
+		if err == nil || !strings.Contains(err.Error(), "readable by others") || called {
+			t.Fatalf("mode %04o: %v, called %v", mode, err, called)
+		}
+	}
+	if err := ForwardHook(context.Background(), strings.NewReader(`{}`), ""); err == nil {
+		t.Fatal("no hook file: no error")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -84,7 +83,7 @@ type RemoteOptions struct {
 	Claude string   // path or name of the claude binary ("claude")
 	Args   []string // the user's extra arguments
 	Dir    string
-	Env    []string // nil: this process's environment
+	Env    []string // nil: this process's environment; CCRELAY_* is never passed
 	// Model and PermissionMode for the next start ("" = Claude's default).
 	Model, PermissionMode string
 	// AllowBypass lets the app switch Claude to bypassPermissions (every
@@ -747,10 +746,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
-	if env == nil {
-		env = os.Environ()
-	}
-	cmd.Env = env
+	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
 	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}),
 		exited: make(chan struct{}), done: make(chan struct{})}

@@ -213,12 +213,16 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 
 func newHookCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:    "hook",
+		Use:    "hook HOOK_FILE",
 		Short:  "Forward Claude's SessionStart hook to the ccrelay that started it (used internally)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := launcher.ForwardHook(cmd.Context(), os.Stdin, os.Getenv); err != nil {
+		Args:   cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := ""
+			if len(args) > 0 {
+				file = args[0]
+			}
+			if err := launcher.ForwardHook(cmd.Context(), os.Stdin, file); err != nil {
 				// Never break Claude: report and succeed.
 				fmt.Fprintln(os.Stderr, "ccrelay hook:", err)
 			}

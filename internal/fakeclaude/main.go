@@ -1,7 +1,7 @@
 // Command fakeclaude stands in for Claude Code in tests: it fires the
 // SessionStart hook from --settings like the real one, then writes a scripted
 // transcript where Claude would, and exits with a scripted code. Run as
-// `fakeclaude hook` it is a SessionStart hook forwarder.
+// `fakeclaude hook FILE` it is a SessionStart hook forwarder.
 //
 // The script is a JSON file named by $FAKE_CLAUDE_SCRIPT:
 //
@@ -36,7 +36,11 @@ type script struct {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		if err := launcher.ForwardHook(context.Background(), os.Stdin, os.Getenv); err != nil {
+		file := ""
+		if len(os.Args) > 2 {
+			file = os.Args[2]
+		}
+		if err := launcher.ForwardHook(context.Background(), os.Stdin, file); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeclaude hook:", err)
 		}
 		return
