@@ -30,6 +30,7 @@ type localFlags struct {
 	out        string
 	relay      string
 	relayToken string
+	tokenFile  string
 	remote     bool
 	session    string
 	// allowBypass lets the app switch Claude to bypassPermissions.
@@ -41,7 +42,8 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder: cursors, outbox and log (default $XDG_STATE_HOME/ccrelay)")
 	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
 	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (e.g. http://127.0.0.1:8707)")
-	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
 	cmd.Flags().BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app switch Claude to bypassPermissions (every tool runs without asking); off, the app cannot")
@@ -102,7 +104,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	var out launcher.Outbox
 	var app *appLink // the link to the app, with --relay
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, "")
+		token, err := relayToken(f.relayToken, f.tokenFile, "", os.Stderr)
 		if err != nil {
 			return err
 		}

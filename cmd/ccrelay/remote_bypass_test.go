@@ -35,7 +35,12 @@ func startRemoteCLI(t *testing.T, extra ...string) *remoteCLI {
 	script := filepath.Join(state, "stream.json")
 	os.WriteFile(script, []byte(`{"turns":[{"steps":[{"text":"ok"}]}]}`), 0o644)
 	const session = "33333333-2222-4333-8444-555555555555"
-	args := append([]string{"--remote", "--session", session, "--claude", fakeClaude, "--state", state, "--relay", base, "--relay-token", token}, extra...)
+	// The token from a private file (the flag would show in ps).
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--remote", "--session", session, "--claude", fakeClaude, "--state", state, "--relay", base, "--relay-token-file", tokenFile}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = project
 	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + script}
