@@ -126,10 +126,11 @@ type hookFile struct {
 const maxHookFile = 4 << 10
 
 // writeSettings writes the --settings file that installs the SessionStart
-// hook, and the hook file it names, in a fresh 0700 folder. It returns the
-// settings file and a cleanup.
-func writeSettings(hookCommand []string, h *hookServer) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "ccrelay-hook-")
+// hook, and the hook file it names, in a fresh 0700 folder in parent ("":
+// the system's temporary folder). It returns the settings file and a
+// cleanup.
+func writeSettings(parent string, hookCommand []string, h *hookServer) (string, func(), error) {
+	dir, err := os.MkdirTemp(parent, "ccrelay-hook-")
 	if err != nil {
 		return "", nil, fmt.Errorf("hook settings: %w", err)
 	}

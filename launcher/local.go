@@ -33,7 +33,12 @@ type LocalOptions struct {
 	OnSession func(SessionStart)
 	// StopTimeout is how long Claude gets after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
-	Logger      *slog.Logger
+	// HookDir is where the run's private folder for the hook's settings
+	// and token file is made (removed when Claude ends; "": the system's
+	// temporary folder). ccrelay uses its state folder, so that what a
+	// killed ccrelay leaves stays there.
+	HookDir string
+	Logger  *slog.Logger
 }
 
 // RunLocal starts interactive Claude Code in the user's terminal with a
@@ -67,7 +72,7 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		return 0, err
 	}
 	defer hooks.close()
-	settings, cleanup, err := writeSettings(o.HookCommand, hooks)
+	settings, cleanup, err := writeSettings(o.HookDir, o.HookCommand, hooks)
 	if err != nil {
 		return 0, err
 	}

@@ -163,7 +163,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	loopOpts := launcher.LoopOptions{
 		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			HookCommand: []string{self, "hook"}, Logger: log},
+			HookCommand: []string{self, "hook"}, HookDir: runDir, Logger: log},
 		Remote:   launcher.RemoteOptions{AllowBypass: f.allowBypass},
 		Pipeline: pipe, Scanner: sc, Logger: log, Notice: os.Stderr,
 	}
