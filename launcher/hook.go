@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -18,12 +19,25 @@ import (
 	"time"
 )
 
-// Environment variables through which Claude's SessionStart hook reaches
-// ccrelay. Claude passes its environment to the hook commands it runs.
-const (
-	EnvHookURL   = "CCRELAY_HOOK_URL"
-	EnvHookToken = "CCRELAY_HOOK_TOKEN"
-)
+// EnvPrefix starts the name of every environment variable ccrelay reads
+// (CCRELAY_TOKEN, ...). Claude is started without any of them: every tool
+// Claude runs sees its environment, and some hold credentials.
+const EnvPrefix = "CCRELAY_"
+
+// claudeEnv is env without ccrelay's own variables (nil: this process's
+// environment).
+func claudeEnv(env []string) []string {
+	if env == nil {
+		env = os.Environ()
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, EnvPrefix) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
 
 // SessionStart is what Claude's SessionStart hook reports.
 type SessionStart struct {
@@ -61,10 +75,17 @@ func startHookServer(onSession func(SessionStart), log *slog.Logger) (*hookServe
 			return
 		}
 		var s SessionStart
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxHookBody))
 		if err != nil || json.Unmarshal(body, &s) != nil || s.SessionID == "" {
-			h.log.Warn("SessionStart hook sent no session id", "body", string(body))
+			h.log.Warn("SessionStart hook sent no session id", "body", clip(string(body), 200))
 			http.Error(w, "no session_id", http.StatusBadRequest)
+			return
+		}
+		if !ValidSessionID(s.SessionID) {
+			// It would reach Claude's command line (--resume=<id>) and
+			// name files: only Claude's own form is taken.
+			h.log.Warn("SessionStart hook sent a session id that is not a UUID; ignored", "session_id", clip(s.SessionID, 100))
+			http.Error(w, "session_id is not a UUID", http.StatusBadRequest)
 			return
 		}
 		onSession(s)
@@ -75,21 +96,56 @@ func startHookServer(onSession func(SessionStart), log *slog.Logger) (*hookServe
 	return h, nil
 }
 
+// maxHookBody bounds what the hook endpoint reads of one request.
+const maxHookBody = 1 << 20
+
+// clip shortens s for a log line.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 func (h *hookServer) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	h.srv.Shutdown(ctx)
 }
 
+// hookFile is what the hook command needs to reach ccrelay. It is written
+// 0600 in the run's 0700 folder and named on the hook's command line (in
+// the --settings file): the per-run token is never in Claude's
+// environment, where every tool Claude runs could read it.
+type hookFile struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// maxHookFile bounds what the hook command reads of its hook file.
+const maxHookFile = 4 << 10
+
 // writeSettings writes the --settings file that installs the SessionStart
-// hook, in a fresh 0700 folder. It returns the file and a cleanup.
-func writeSettings(hookCommand []string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "ccrelay-hook-")
+// hook, and the hook file it names, in a fresh 0700 folder in parent ("":
+// the system's temporary folder). It returns the settings file and a
+// cleanup.
+func writeSettings(parent string, hookCommand []string, h *hookServer) (string, func(), error) {
+	dir, err := os.MkdirTemp(parent, "ccrelay-hook-")
 	if err != nil {
 		return "", nil, fmt.Errorf("hook settings: %w", err)
 	}
-	quoted := make([]string, len(hookCommand))
-	for i, a := range hookCommand {
+	fail := func(err error) (string, func(), error) {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("hook settings: %w", err)
+	}
+	hf, _ := json.Marshal(hookFile{URL: h.url, Token: h.token})
+	hookPath := filepath.Join(dir, "hook.json")
+	if err := writePrivate(hookPath, hf); err != nil {
+		return fail(err)
+	}
+	argv := append(append([]string(nil), hookCommand...), hookPath)
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
 		quoted[i] = shellQuote(a)
 	}
 	settings := map[string]any{"hooks": map[string]any{"SessionStart": []any{map[string]any{
@@ -98,11 +154,27 @@ func writeSettings(hookCommand []string) (string, func(), error) {
 	}}}}
 	b, _ := json.Marshal(settings)
 	path := filepath.Join(dir, "settings.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("hook settings: %w", err)
+	if err := writePrivate(path, b); err != nil {
+		return fail(err)
 	}
 	return path, func() { os.RemoveAll(dir) }, nil
+}
+
+// writePrivate creates path with mode 0600, whatever the umask.
+func writePrivate(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func shellQuote(s string) string {
@@ -113,24 +185,28 @@ func shellQuote(s string) string {
 }
 
 // ForwardHook is the hook command's side: it reads the hook input from in
-// and posts it to the ccrelay that started Claude. It never fails Claude:
-// errors are returned for logging only.
-func ForwardHook(ctx context.Context, in io.Reader, getenv func(string) string) error {
-	url, token := getenv(EnvHookURL), getenv(EnvHookToken)
-	if url == "" || token == "" {
-		return errors.New("not started by ccrelay (no " + EnvHookURL + ")")
+// and posts it to the ccrelay that started Claude, found in the hook file
+// ccrelay named on the hook's command line. It never fails Claude: errors
+// are returned for logging only.
+func ForwardHook(ctx context.Context, in io.Reader, file string) error {
+	if file == "" {
+		return errors.New("not started by ccrelay (no hook file given)")
 	}
-	body, err := io.ReadAll(io.LimitReader(in, 1<<20))
+	hf, err := readHookFile(file)
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(io.LimitReader(in, maxHookBody))
 	if err != nil {
 		return fmt.Errorf("read hook input: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hf.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Bearer "+hf.Token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -141,4 +217,29 @@ func ForwardHook(ctx context.Context, in io.Reader, getenv func(string) string) 
 		return fmt.Errorf("post hook: %s", resp.Status)
 	}
 	return nil
+}
+
+// readHookFile reads the hook file, refusing one that others may read.
+func readHookFile(path string) (*hookFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hook file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("hook file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("hook file %s is readable by others (mode %04o): not used", path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxHookFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("hook file: %w", err)
+	}
+	var hf hookFile
+	if len(b) > maxHookFile || json.Unmarshal(b, &hf) != nil || hf.URL == "" || hf.Token == "" {
+		return nil, fmt.Errorf("hook file %s is not ccrelay's", path)
+	}
+	return &hf, nil
 }

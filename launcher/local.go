@@ -20,19 +20,25 @@ type LocalOptions struct {
 	Claude string   // path or name of the claude binary ("claude")
 	Args   []string // the user's arguments, passed through
 	Dir    string
-	Env    []string // nil: this process's environment
+	Env    []string // nil: this process's environment; CCRELAY_* is never passed
 	Stdin  *os.File
 	Stdout *os.File
 	Stderr *os.File
 	// HookCommand is the argv of the SessionStart hook forwarder, usually
-	// this binary with the `hook` subcommand.
+	// this binary with the `hook` subcommand; the hook file's path is
+	// added as its last argument (see ForwardHook).
 	HookCommand []string
 	// OnSession is called for every SessionStart hook (startup, resume,
 	// clear, compact), from the hook server's goroutine.
 	OnSession func(SessionStart)
 	// StopTimeout is how long Claude gets after SIGTERM before SIGKILL.
 	StopTimeout time.Duration
-	Logger      *slog.Logger
+	// HookDir is where the run's private folder for the hook's settings
+	// and token file is made (removed when Claude ends; "": the system's
+	// temporary folder). ccrelay uses its state folder, so that what a
+	// killed ccrelay leaves stays there.
+	HookDir string
+	Logger  *slog.Logger
 }
 
 // RunLocal starts interactive Claude Code in the user's terminal with a
@@ -66,19 +72,17 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		return 0, err
 	}
 	defer hooks.close()
-	settings, cleanup, err := writeSettings(o.HookCommand)
+	settings, cleanup, err := writeSettings(o.HookDir, o.HookCommand, hooks)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
 
-	cmd := exec.Command(path, append(append([]string(nil), o.Args...), "--settings", settings)...)
+	cmd := exec.Command(path, append(append([]string(nil), o.Args...), "--settings="+settings)...)
 	cmd.Dir = o.Dir
-	env := o.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	cmd.Env = append(append([]string(nil), env...), EnvHookURL+"="+hooks.url, EnvHookToken+"="+hooks.token)
+	// No secret of ccrelay's in Claude's environment: the hook finds its
+	// token in the hook file.
+	cmd.Env = claudeEnv(o.Env)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
 	cmd.SysProcAttr = childAttr()
 

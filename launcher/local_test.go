@@ -139,13 +139,20 @@ func TestHookRejectsWrongToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.close()
-	env := map[string]string{EnvHookURL: h.url, EnvHookToken: "wrong"}
-	err = ForwardHook(context.Background(), strings.NewReader(`{"session_id":"s"}`), func(k string) string { return env[k] })
+	file := func(token string) string {
+		p := filepath.Join(t.TempDir(), "hook.json")
+		b, _ := json.Marshal(hookFile{URL: h.url, Token: token})
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const in = `{"session_id":"11111111-2222-4333-8444-555555555555"}`
+	err = ForwardHook(context.Background(), strings.NewReader(in), file("wrong"))
 	if err == nil || called || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v, called = %v", err, called)
 	}
-	env[EnvHookToken] = h.token
-	if err := ForwardHook(context.Background(), strings.NewReader(`{"session_id":"s"}`), func(k string) string { return env[k] }); err != nil || !called {
+	if err := ForwardHook(context.Background(), strings.NewReader(in), file(h.token)); err != nil || !called {
 		t.Fatalf("err = %v, called = %v", err, called)
 	}
 	if !strings.HasPrefix(h.url, "http://127.0.0.1:") {

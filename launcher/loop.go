@@ -73,6 +73,9 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 	if o.StartRemote && l.session == "" {
 		return 0, errors.New("remote mode needs a session id")
 	}
+	if l.session != "" && !ValidSessionID(l.session) {
+		return 0, fmt.Errorf("session id %q is not a UUID", clip(l.session, 100))
+	}
 	remote := o.StartRemote
 	var first *Command // the app's command that took the session over
 	for {
@@ -123,7 +126,7 @@ func (l *loop) publish(st SessionState) {
 func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	lo := l.o.Local
 	if l.resumed {
-		lo.Args = append(append([]string(nil), lo.Args...), "--resume", l.session)
+		lo.Args = append(append([]string(nil), lo.Args...), "--resume="+l.session)
 	}
 	sessions := make(chan string, 8)
 	lo.OnSession = func(s SessionStart) {

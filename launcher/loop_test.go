@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,7 +44,9 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 		rec("assistant", "la-{{source}}", "local answer ({{source}})"),
 	}, "intervalMs": 5, "hang": true})
 	writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "remote answer"})}})
-	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_PIDLOG=" + pidlog}
+	arglog := filepath.Join(t.TempDir(), "args")
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_PIDLOG=" + pidlog,
+		"FAKE_CLAUDE_ARGLOG=" + arglog}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	out := &MemOutbox{}
@@ -138,6 +141,13 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 		if want[i].ID != live[i].ID {
 			t.Fatalf("envelope %d: live %s, replay %s", i, d[i], describe(want[i]))
 		}
+	}
+	// The remote and the second local Claude continue the session, its id
+	// in the same argv item as --resume.
+	argv := readArgLog(t, arglog)
+	if len(argv) != 3 || !slices.Contains(argv[1], "--resume="+sess) || !slices.Contains(argv[2], "--resume="+sess) ||
+		slices.Contains(argv[1], "--resume") || slices.Contains(argv[2], "--resume") {
+		t.Fatalf("argv of the three starts: %q", argv)
 	}
 	// Every Claude started (local, remote, local) is gone.
 	b, _ := os.ReadFile(pidlog)

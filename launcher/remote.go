@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -84,9 +83,12 @@ type RemoteOptions struct {
 	Claude string   // path or name of the claude binary ("claude")
 	Args   []string // the user's extra arguments
 	Dir    string
-	Env    []string // nil: this process's environment
+	Env    []string // nil: this process's environment; CCRELAY_* is never passed
 	// Model and PermissionMode for the next start ("" = Claude's default).
 	Model, PermissionMode string
+	// AllowBypass lets the app switch Claude to bypassPermissions (every
+	// tool runs without asking); off, such a command is rejected.
+	AllowBypass bool
 	// Resume continues an existing session (--resume); otherwise the first
 	// start creates it with --session-id.
 	Resume bool
@@ -259,16 +261,28 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 func (r *Remote) start() (*process, error) {
 	args := []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose",
 		"--include-partial-messages", "--replay-user-messages", "--permission-prompt-tool", "stdio"}
+	if !ValidSessionID(r.id) {
+		return nil, fmt.Errorf("session id %q is not a UUID", clip(r.id, 100))
+	}
+	// One argv item per option: no value can become a flag.
 	if r.opts.Resume {
-		args = append(args, "--resume", r.id)
+		args = append(args, "--resume="+r.id)
 	} else {
-		args = append(args, "--session-id", r.id)
+		args = append(args, "--session-id="+r.id)
 	}
 	if r.state.Model != "" {
-		args = append(args, "--model", r.state.Model)
+		if err := CheckModel(r.state.Model); err != nil {
+			return nil, err
+		}
+		args = append(args, "--model="+r.state.Model)
 	}
 	if r.state.PermissionMode != "" {
-		args = append(args, "--permission-mode", r.state.PermissionMode)
+		// bypassPermissions here was chosen in the terminal or allowed
+		// when the app chose it (SetPermissionMode).
+		if err := CheckPermissionMode(r.state.PermissionMode, true); err != nil {
+			return nil, err
+		}
+		args = append(args, "--permission-mode="+r.state.PermissionMode)
 	}
 	args = append(args, r.opts.Args...)
 	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
@@ -588,13 +602,22 @@ func (r *Remote) Interrupt(ctx context.Context) error {
 }
 
 // SetModel changes the model: at once if Claude is running and takes it,
-// otherwise from the next start.
+// otherwise from the next start. A model that is not a plain name or alias
+// is refused (CheckModel).
 func (r *Remote) SetModel(ctx context.Context, model string) error {
+	if err := CheckModel(model); err != nil {
+		return err
+	}
 	return r.setting(ctx, claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
 }
 
-// SetPermissionMode changes the permission mode the same way.
+// SetPermissionMode changes the permission mode the same way. Only the
+// modes Claude Code knows are taken, and bypassPermissions only with
+// AllowBypass (CheckPermissionMode).
 func (r *Remote) SetPermissionMode(ctx context.Context, mode string) error {
+	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+		return err
+	}
 	return r.setting(ctx, claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
 }
 
@@ -723,10 +746,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
-	if env == nil {
-		env = os.Environ()
-	}
-	cmd.Env = env
+	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
 	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}),
 		exited: make(chan struct{}), done: make(chan struct{})}

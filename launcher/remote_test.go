@@ -65,6 +65,8 @@ type remoteRig struct {
 	out     *MemOutbox
 	ev      *events
 	pidfile string
+	arglog  string // each start's argv, a JSON array a line
+	envdump string // the last start's environment
 	home    string
 	project string
 }
@@ -81,8 +83,11 @@ func newRemoteRig(t *testing.T, script map[string]any, opts RemoteOptions) *remo
 		t.Fatal(err)
 	}
 	rig.pidfile = filepath.Join(t.TempDir(), "pid")
+	rig.arglog = filepath.Join(t.TempDir(), "args")
+	rig.envdump = filepath.Join(t.TempDir(), "env")
 	opts.Claude, opts.Dir = fakeClaude, rig.project
-	opts.Env = []string{"HOME=" + rig.home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + p, "FAKE_CLAUDE_PIDFILE=" + rig.pidfile}
+	opts.Env = append([]string{"HOME=" + rig.home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + p, "FAKE_CLAUDE_PIDFILE=" + rig.pidfile,
+		"FAKE_CLAUDE_ARGLOG=" + rig.arglog, "FAKE_CLAUDE_ENVDUMP=" + rig.envdump}, opts.Env...)
 	opts.StopTimeout = time.Second
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	pipe := NewPipeline("", rig.out)
@@ -104,6 +109,32 @@ func (rig *remoteRig) noProcess() {
 	if pid > 0 && syscall.Kill(pid, 0) == nil {
 		rig.t.Errorf("claude (pid %d) outlived its session", pid)
 	}
+}
+
+// argv returns the arguments of each Claude started so far.
+func (rig *remoteRig) argv() [][]string {
+	rig.t.Helper()
+	return readArgLog(rig.t, rig.arglog)
+}
+
+func readArgLog(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l == "" {
+			continue
+		}
+		var args []string
+		if err := json.Unmarshal([]byte(l), &args); err != nil {
+			t.Fatalf("arg log %q: %v", l, err)
+		}
+		out = append(out, args)
+	}
+	return out
 }
 
 func (rig *remoteRig) prompt(text string) {

@@ -30,8 +30,11 @@ type localFlags struct {
 	out        string
 	relay      string
 	relayToken string
+	tokenFile  string
 	remote     bool
 	session    string
+	// allowBypass lets the app switch Claude to bypassPermissions.
+	allowBypass bool
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
@@ -39,9 +42,11 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder: cursors, outbox and log (default $XDG_STATE_HOME/ccrelay)")
 	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
 	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (e.g. http://127.0.0.1:8707)")
-	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
+	cmd.Flags().BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app switch Claude to bypassPermissions (every tool runs without asking); off, the app cannot")
 }
 
 func stateDir(flag string) (string, error) {
@@ -93,10 +98,13 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if f.remote && f.relay == "" {
 		return errors.New("--remote needs --relay: the prompts come from the app")
 	}
+	if f.session != "" && !launcher.ValidSessionID(f.session) {
+		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
+	}
 	var out launcher.Outbox
 	var app *appLink // the link to the app, with --relay
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, "")
+		token, err := relayToken(f.relayToken, f.tokenFile, "", os.Stderr)
 		if err != nil {
 			return err
 		}
@@ -155,7 +163,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	loopOpts := launcher.LoopOptions{
 		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			HookCommand: []string{self, "hook"}, Logger: log},
+			HookCommand: []string{self, "hook"}, HookDir: runDir, Logger: log},
+		Remote:   launcher.RemoteOptions{AllowBypass: f.allowBypass},
 		Pipeline: pipe, Scanner: sc, Logger: log, Notice: os.Stderr,
 	}
 	// Ctrl-C belongs to Claude in local mode (RunLocal forwards it); only
@@ -206,12 +215,16 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 
 func newHookCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:    "hook",
+		Use:    "hook HOOK_FILE",
 		Short:  "Forward Claude's SessionStart hook to the ccrelay that started it (used internally)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := launcher.ForwardHook(cmd.Context(), os.Stdin, os.Getenv); err != nil {
+		Args:   cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := ""
+			if len(args) > 0 {
+				file = args[0]
+			}
+			if err := launcher.ForwardHook(cmd.Context(), os.Stdin, file); err != nil {
 				// Never break Claude: report and succeed.
 				fmt.Fprintln(os.Stderr, "ccrelay hook:", err)
 			}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,11 +16,18 @@ import (
 	"github.com/ccrelay/ccrelay/relay"
 )
 
-// relayToken finds the token for a relay: the flag, $CCRELAY_TOKEN, or the
-// token file of a relay running on this machine (its data folder).
-func relayToken(flag, data string) (string, error) {
-	if flag != "" {
+// relayToken finds the token for a relay: --relay-token (warned about on
+// stderr: every local user sees it in ps), --relay-token-file, $CCRELAY_TOKEN,
+// or the token file of a relay running on this machine (its data folder).
+func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
+	switch {
+	case flag != "" && file != "":
+		return "", errors.New("give --relay-token or --relay-token-file, not both")
+	case flag != "":
+		fmt.Fprintln(stderr, "ccrelay: warning: a token given with --relay-token can be read by every user of this machine (ps); use --relay-token-file FILE or CCRELAY_TOKEN")
 		return flag, nil
+	case file != "":
+		return readTokenFile(file)
 	}
 	if t := os.Getenv("CCRELAY_TOKEN"); t != "" {
 		return t, nil
@@ -29,9 +38,45 @@ func relayToken(flag, data string) (string, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, relay.TokenFile))
 	if err != nil {
-		return "", fmt.Errorf("no relay token: give --relay-token, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
+		return "", fmt.Errorf("no relay token: give --relay-token-file, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// maxTokenFile bounds what --relay-token-file reads.
+const maxTokenFile = 4 << 10
+
+// readTokenFile reads a token file once, trimmed. A file that group or
+// others may read is refused: the token is as good as running code on
+// this machine.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("--relay-token-file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("--relay-token-file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("--relay-token-file: %s is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("--relay-token-file: %s can be read by group or others (mode %04o); make it private with: chmod 600 %s", path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", fmt.Errorf("--relay-token-file: %w", err)
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("--relay-token-file: %s is larger than %d bytes: not a token file", path, maxTokenFile)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("--relay-token-file: %s is empty", path)
+	}
+	return t, nil
 }
 
 // relaySender sends envelopes of one session to a relay through a durable

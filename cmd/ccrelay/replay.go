@@ -26,6 +26,7 @@ func newReplayCmd() *cobra.Command {
 		maxLine int
 		to      string
 		token   string
+		tokFile string
 		state   string
 		speed   float64
 	)
@@ -84,7 +85,7 @@ and chat (a readable transcript; default on a terminal).`,
 
 			var sender *relaySender
 			if to != "" {
-				tok, err := relayToken(token, "")
+				tok, err := relayToken(token, tokFile, "", stderr)
 				if err != nil {
 					return err
 				}
@@ -155,7 +156,8 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
 	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
 	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707)")
-	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
+	cmd.Flags().StringVar(&tokFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.Flags().StringVar(&state, "state", "", "state folder for the durable outbox (default $XDG_STATE_HOME/ccrelay)")
 	cmd.Flags().Float64Var(&speed, "speed", 0, "pace the replay by the records' timestamps: 1 = real time, 10 = ten times faster, 0 = as fast as possible")
 	return cmd

@@ -1,7 +1,7 @@
 // Command fakeclaude stands in for Claude Code in tests: it fires the
 // SessionStart hook from --settings like the real one, then writes a scripted
 // transcript where Claude would, and exits with a scripted code. Run as
-// `fakeclaude hook` it is a SessionStart hook forwarder.
+// `fakeclaude hook FILE` it is a SessionStart hook forwarder.
 //
 // The script is a JSON file named by $FAKE_CLAUDE_SCRIPT:
 //
@@ -36,7 +36,11 @@ type script struct {
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "hook" {
-		if err := launcher.ForwardHook(context.Background(), os.Stdin, os.Getenv); err != nil {
+		file := ""
+		if len(os.Args) > 2 {
+			file = os.Args[2]
+		}
+		if err := launcher.ForwardHook(context.Background(), os.Stdin, file); err != nil {
 			fmt.Fprintln(os.Stderr, "fakeclaude hook:", err)
 		}
 		return
@@ -81,26 +85,42 @@ func run(sigs chan os.Signal) error {
 	streamMode := false
 	streamModel, streamMode2 := "fake-model", "default"
 	args := os.Args[1:]
+	if p := os.Getenv("FAKE_CLAUDE_ARGLOG"); p != "" {
+		// One JSON array of arguments per start.
+		b, _ := json.Marshal(args)
+		f, _ := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		fmt.Fprintln(f, string(b))
+		f.Close()
+	}
+	if p := os.Getenv("FAKE_CLAUDE_ENVDUMP"); p != "" {
+		// The environment Claude (and every tool it runs) sees.
+		os.WriteFile(p, []byte(strings.Join(os.Environ(), "\n")+"\n"), 0o644)
+	}
 	for i := 0; i < len(args); i++ {
-		switch args[i] {
+		// Both --flag value and --flag=value, as Claude Code takes them.
+		name, value, joined := strings.Cut(args[i], "=")
+		if !joined && strings.HasPrefix(name, "-") && i+1 < len(args) {
+			value = args[i+1]
+		}
+		next := func() string {
+			if !joined {
+				i++
+			}
+			return value
+		}
+		switch name {
 		case "--model":
-			i++
-			streamModel = args[i]
+			streamModel = next()
 		case "--permission-mode":
-			i++
-			streamMode2 = args[i]
+			streamMode2 = next()
 		case "--input-format":
-			i++
-			streamMode = i < len(args) && args[i] == "stream-json"
+			streamMode = next() == "stream-json"
 		case "--settings":
-			i++
-			settings = args[i]
+			settings = next()
 		case "--session-id":
-			i++
-			session = args[i]
+			session = next()
 		case "--resume", "-r":
-			i++
-			session, source = args[i], "resume"
+			session, source = next(), "resume"
 		}
 	}
 	if session == "" {
