@@ -602,6 +602,20 @@ func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
 		recv(t, cli)
 	}
 	cli.Close(websocket.StatusNormalClosure, "")
+	// Wait until the relay has let the CLI go: a prompt sent before that
+	// would be delivered to it and queued again when it leaves.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r.relay.peersMu.Lock()
+		owned := len(r.relay.owners)
+		r.relay.peersMu.Unlock()
+		if owned == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the relay still holds the closed CLI as an owner")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	app := r.dial(t, testToken, "/ws/app")
 	prompt := func(session, id string) protocol.Frame {
 		t.Helper()
