@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
@@ -81,9 +82,13 @@ func script(dir string) []fakeapi.Rule {
 	p := func(f string) string { return filepath.Join(dir, f) }
 	type B = fakeapi.Block
 	ctx := 14200 // context in use, growing as the session goes on
+	// How long each of the main agent's replies takes, as a model would.
+	delays := []time.Duration{7, 4, 5, 6, 4, 3, 6, 3, 4, 5, 8, 5}
 	main := func(blocks ...B) fakeapi.Rule {
 		ctx += 1300
-		return fakeapi.Rule{Agent: "main", Times: 1, Reply: blocks, Usage: &fakeapi.Usage{Input: 6, Output: 180, CacheRead: ctx, CacheCreation: 1300}}
+		d := delays[0] * time.Second
+		delays = delays[1:]
+		return fakeapi.Rule{Agent: "main", Times: 1, Reply: blocks, Delay: d, Usage: &fakeapi.Usage{Input: 6, Output: 180, CacheRead: ctx, CacheCreation: 1300}}
 	}
 	task := func(subject, desc, active string) B {
 		return fakeapi.ToolUse("TaskCreate", map[string]any{"subject": subject, "description": desc, "activeForm": active})
@@ -134,9 +139,9 @@ func script(dir string) []fakeapi.Rule {
 	}
 	sub := fakeapi.Usage{Input: 4, Output: 150, CacheRead: 9800, CacheCreation: 600}
 	rules = append(rules,
-		fakeapi.Rule{Agent: "subagent", Times: 1, Usage: &sub, Reply: []B{fakeapi.Text("I'll read the diff."),
+		fakeapi.Rule{Agent: "subagent", Times: 1, Usage: &sub, Delay: 4 * time.Second, Reply: []B{fakeapi.Text("I'll read the diff."),
 			fakeapi.ToolUse("Bash", map[string]any{"command": "git diff --stat && git diff", "description": "Show the uncommitted change"})}},
-		fakeapi.Rule{Agent: "subagent", Times: 1, Usage: &sub, Reply: []B{fakeapi.Text("The `--shout` change looks good.\n\n" +
+		fakeapi.Rule{Agent: "subagent", Times: 1, Usage: &sub, Delay: 9 * time.Second, Reply: []B{fakeapi.Text("The `--shout` change looks good.\n\n" +
 			"- **Correct**: `greeting` upper-cases the whole line only when `shout` is set; the default output is unchanged.\n" +
 			"- **Idiomatic**: a `flag.Bool` with a clear usage string; `strings.ToUpper` on the built line.\n" +
 			"- **Tested**: the table covers shout on and off, and both callers were updated.\n\n" +
