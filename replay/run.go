@@ -49,6 +49,10 @@ type Options struct {
 	MaxLine int
 	// Progress, if set, is called now and then with bytes read and total.
 	Progress func(read, total int64)
+	// End, if set, closes the turn still open after the last record with
+	// this status, as local mode does when Claude exits: for a session
+	// known to be over.
+	End protocol.TurnStatus
 }
 
 // ErrNothingRead is returned (as a *NothingReadError) when no line of the
@@ -149,6 +153,11 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 		if opts.Progress != nil && mg.Read-lastProgress > 1<<20 {
 			lastProgress = mg.Read
 			opts.Progress(mg.Read, st.TotalBytes)
+		}
+	}
+	if opts.End != "" {
+		if err := send(mp.Close(opts.End)); err != nil {
+			return st, err
 		}
 	}
 	st.Bytes = mg.Read

@@ -7,7 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +25,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/internal/synth"
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/web"
 )
 
 // chromium finds the browser: $CCRELAY_TEST_CHROMIUM, or chromium on PATH.
@@ -757,4 +758,126 @@ func TestAppOpensLargeSession(t *testing.T) {
 	t.Logf("every earlier block rendered by scrolling up in %v", time.Since(start))
 	st := readState(t, ctx)
 	checkShows(t, st, expected(envs))
+}
+
+// badFrameRelay is a fake relay for the app that sends, among good frames,
+// frames the app cannot use: not JSON, of another version, with unknown
+// fields, with fields of the wrong type, and one that is not UTF-8 (which
+// makes the browser drop the connection each time it arrives).
+func badFrameRelay(t *testing.T) string {
+	t.Helper()
+	const good = "0a0a0a0a-1111-4222-8333-444444444444"
+	env := func(seq int, id, role, turn, ev string) string {
+		tf := ""
+		if turn != "" {
+			tf = `,"turn":"` + turn + `"`
+		}
+		return fmt.Sprintf(`{"seq":%d,"envelope":{"id":"%s","time":%d,"role":"%s"%s,"ev":%s}}`, seq, id, 1795373975000+seq*1000, role, tf, ev)
+	}
+	history := []string{
+		env(1, "u1", "user", "", `{"t":"text","text":"Please fix the flaky test"}`),
+		env(2, "ts", "agent", "t1", `{"t":"turn-start"}`),
+		env(3, "a1", "agent", "t1", `{"t":"text","text":"first answer before the bad ones"}`),
+		env(4, "a2", "agent", "t1", "{\"t\":\"text\",\"text\":\"not \xff\xfe UTF-8\"}"),
+		env(5, "a3", "agent", "t1", `{"t":"text","text":{"not":"text"}}`),
+		env(6, "a4", "agent", "t1", `{"t":"text","text":"answer after the bad ones","future":{"field":1}}`),
+		env(7, "te", "agent", "t1", `{"t":"turn-end","status":"completed"}`),
+	}
+	batch := func(items ...string) string {
+		return `{"v":1,"type":"batch","session":"` + good + `","items":[` + strings.Join(items, ",") + `]}`
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", web.Handler())
+	mux.HandleFunc("/ws/app", func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"ccrelay-token.bad-frames"}})
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := r.Context()
+		send := func(frames ...string) {
+			for _, f := range frames {
+				if c.Write(ctx, websocket.MessageText, []byte(f)) != nil {
+					return
+				}
+			}
+		}
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var f struct {
+				Type  string
+				After int
+			}
+			json.Unmarshal(b, &f)
+			switch f.Type {
+			case "list":
+				send(`{"v":1,"type":"sessions","sessions":[`+
+					`{"id":"`+good+`","info":{"cwd":"/home/dev/greet","machine":"laptop","status":"idle"},"prompt":"Please fix the flaky test","lastSeq":7,"updated":1795373982000},`+
+					`{"id":42,"info":"not an object","lastSeq":"x"},`+
+					`{"id":"0b0b0b0b-1111-4222-8333-444444444444","info":{"title":{"not":"text"},"cwd":7},"prompt":"The other session","lastSeq":0,"updated":1795373000000,"future":true}]}`,
+					"this is not JSON {",
+					`{"v":2,"type":"sessions","sessions":[]}`,
+					`{"v":1,"type":"session","sessions":"not a list"}`,
+					`{"v":1,"type":"session","sessions":[{"id":""}]}`)
+			case "subscribe":
+				switch {
+				case f.After < 3:
+					send(batch(history[f.After:3]...), "{not json")
+					fallthrough
+				case f.After == 3:
+					send(batch(history[3:]...)) // not UTF-8: the browser drops the connection
+				default:
+					send(batch(history[f.After:]...), `{"v":1,"type":"caught-up","session":"`+good+`","seq":7}`)
+				}
+			}
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// The app survives frames it cannot use, in the session list and in a
+// session's history: it skips them, says so in a note, and shows the other
+// sessions and envelopes.
+func TestAppSurvivesBadFrames(t *testing.T) {
+	base := badFrameRelay(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone(), chromedp.Navigate(base+"/#token=bad-frames"))
+	waitJS(t, ctx, "both good sessions listed", `document.querySelectorAll('li.session-row').length === 2 && !!document.querySelector('li[data-session="0b0b0b0b-1111-4222-8333-444444444444"]')`)
+	waitJS(t, ctx, "a note on the list page", `(() => { const n = document.querySelector('.skip-note'); return !!n && !n.hidden && n.textContent.includes('Skipped') })()`)
+	if rows := eval[string](t, ctx, `document.querySelector('.sessions').innerText`); !strings.Contains(rows, "Please fix the flaky test") || !strings.Contains(rows, "The other session") {
+		t.Fatalf("rows:\n%s", rows)
+	}
+	t.Logf("list note: %s", eval[string](t, ctx, `document.querySelector('.skip-note').textContent`))
+	screenshot(t, ctx, "bad-frames-list-phone")
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="0a0a0a0a-1111-4222-8333-444444444444"] a`)))
+	waitJS(t, ctx, "the session shown past the bad envelopes", `(() => { const b = document.querySelector('.blocks'); return !!b && b.innerText.includes('answer after the bad ones') })()`)
+	text := eval[string](t, ctx, `document.querySelector('.blocks').innerText`)
+	for _, want := range []string{"Please fix the flaky test", "first answer before the bad ones", "answer after the bad ones"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("page lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "UTF-8") || strings.Contains(text, "[object Object]") {
+		t.Errorf("a bad envelope is shown:\n%s", text)
+	}
+	if st := eval[string](t, ctx, `document.querySelector('.blocks > .turn').dataset.status`); st != "completed" {
+		t.Errorf("turn %s, want completed", st)
+	}
+	note := eval[string](t, ctx, `(() => { const n = document.querySelector('.skip-note'); return n.hidden ? '' : n.textContent })()`)
+	if !strings.Contains(note, "Skipped 3 things") {
+		t.Errorf("note %q, want 3 things skipped (a frame not JSON, an envelope not UTF-8, one it cannot render)", note)
+	}
+	t.Logf("session note: %s", note)
+	screenshot(t, ctx, "bad-frames-session-phone")
 }

@@ -1,17 +1,24 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/demo"
+	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/replay"
 )
@@ -25,18 +32,25 @@ func newDemoCmd() *cobra.Command {
 		Long: `Demo shows ccrelay's main job on one machine, with no account and no network:
 it starts a relay on embedded SQLite (in a temporary folder), replays a bundled
 session recorded from the real Claude Code into it through the CLI's durable
-outbox, and prints the app URL. It keeps serving until Ctrl-C (--exit: stop
-after the replay).`,
+outbox, announces it as the CLI does (folder, machine, model), and prints the
+app URL. It keeps serving until Ctrl-C (--exit: stop after the replay).
+
+The demo is not a service: when the port of --listen is taken, it listens on
+a free port instead and says so.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			addr, taken, err := demoAddr(listen)
+			if err != nil {
+				return err
+			}
 			tmp, err := os.MkdirTemp("", "ccrelay-demo-")
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(tmp)
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			rl, err := startRelay(listen, filepath.Join(tmp, "relay"), log)
+			rl, err := startRelay(addr, filepath.Join(tmp, "relay"), log)
 			if err != nil {
 				return err
 			}
@@ -48,6 +62,9 @@ after the replay).`,
 					rl.wait(ctx)
 				}
 			}()
+			if taken != "" {
+				fmt.Fprintf(out, "ccrelay demo: port %s is in use, so the demo listens on a free port instead: %s\n", taken, rl.listening)
+			}
 			main, err := demo.Write(filepath.Join(tmp, "transcripts"))
 			if err != nil {
 				return err
@@ -60,17 +77,27 @@ after the replay).`,
 			if err != nil {
 				return err
 			}
-			st, err := replay.Run(cmd.Context(), s, replay.Options{}, func(e *protocol.Envelope) error { return sender.emit(e) })
+			// Announced as the CLI announces a session it runs (sent before
+			// the envelopes); the recording is over, so it is idle.
+			cwd, model := transcriptInfo(main)
+			sender.client.Announce(s.ID, sessionInfo(cwd, launcher.SessionState{Status: "idle", Model: model}))
+			// Its last turn is closed as local mode closes it when Claude
+			// exits.
+			st, err := replay.Run(cmd.Context(), s, replay.Options{End: protocol.StatusCompleted},
+				func(e *protocol.Envelope) error { return sender.emit(e) })
 			if err != nil {
 				return err
 			}
 			if err := sender.finish(cmd.Context(), time.Minute); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "ccrelay demo: relay on %s (data in %s, removed on exit)\n", rl.base, tmp)
-			fmt.Fprintf(out, "replayed session %s: %d records from %d files, %d envelopes stored in the relay\n",
-				s.ID, st.Lines, st.Files, st.EnvelopeCount())
-			fmt.Fprintf(out, "an app connects at %s\n", rl.appURL())
+			fmt.Fprintf(out, "ccrelay demo: relay on %s (data in %s, removed on exit)\n", rl.listening, tmp)
+			fmt.Fprintf(out, "replayed session %s (%s): %d records from %d files, %d envelopes stored in the relay\n",
+				s.ID, cwd, st.Lines, st.Files, st.EnvelopeCount())
+			fmt.Fprintf(out, "an app connects at\n  app:   %s\n", rl.appURL())
+			for _, u := range rl.networkURLs() {
+				fmt.Fprintf(out, "  phone: %s\n", u)
+			}
 			fmt.Fprintf(out, "(the token is in the #fragment, which the browser never sends; the web app plugs in at /)\n")
 			if exit {
 				return nil
@@ -80,7 +107,53 @@ after the replay).`,
 			return rl.wait(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on (a taken port falls back to a free one)")
 	cmd.Flags().BoolVar(&exit, "exit", false, "stop after the replay instead of serving")
 	return cmd
+}
+
+// demoAddr returns the address the demo listens on: listen if its port is
+// free, else port 0 on the same host (a free port) and the taken port.
+func demoAddr(listen string) (addr, taken string, err error) {
+	ln, err := net.Listen("tcp", listen)
+	if err == nil {
+		ln.Close()
+		return listen, "", nil
+	}
+	host, port, serr := net.SplitHostPort(listen)
+	if serr != nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return "", "", fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	return net.JoinHostPort(host, "0"), port, nil
+}
+
+// transcriptInfo reads the folder a session ran in and the model that
+// answered last from its transcript; "" for what it does not say.
+func transcriptInfo(path string) (cwd, model string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var r struct {
+			Type    string `json:"type"`
+			Cwd     string `json:"cwd"`
+			Message struct {
+				Model string `json:"model"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue
+		}
+		if cwd == "" {
+			cwd = r.Cwd
+		}
+		if r.Type == claude.TypeAssistant && r.Message.Model != "" {
+			model = r.Message.Model
+		}
+	}
+	return cwd, model
 }

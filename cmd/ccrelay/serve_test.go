@@ -79,20 +79,6 @@ func startServe(t *testing.T, data string) (*exec.Cmd, string, string) {
 	return cmd, base, token
 }
 
-// ccrelay demo: a relay, the bundled session replayed into it and
-// acknowledged, the app URL printed.
-func TestDemo(t *testing.T) {
-	res := run(t, "demo", "--exit", "--listen", "127.0.0.1:0")
-	if res.code != 0 {
-		t.Fatalf("exit %d: %s", res.code, res.stderr)
-	}
-	for _, want := range []string{"57 records from 2 files, 11 envelopes stored in the relay", "an app connects at http://127.0.0.1:", "/#token="} {
-		if !strings.Contains(res.stdout, want) {
-			t.Fatalf("output lacks %q:\n%s", want, res.stdout)
-		}
-	}
-}
-
 // Listening on every address (for a phone), serve prints the app URL on
 // 127.0.0.1 for this machine and one per network address for others.
 func TestServeEverywhere(t *testing.T) {

@@ -12,7 +12,14 @@ func TestWriteLaysOutTheSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{main, filepath.Join(dir, SessionID, "subagents", "agent-a88185909f7879d42.jsonl")} {
+	if filepath.Base(main) != SessionID()+".jsonl" {
+		t.Fatalf("main transcript %s, session %q", main, SessionID())
+	}
+	subs, _ := filepath.Glob(filepath.Join(dir, SessionID(), "subagents", "agent-*.jsonl"))
+	if len(subs) != 1 {
+		t.Fatalf("subagent transcripts: %v", subs)
+	}
+	for _, p := range append(subs, main) {
 		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
 			t.Fatalf("%s: %v", p, err)
 		}

@@ -54,8 +54,27 @@ type Rule struct {
 	// ChunkDelay streams text word by word with this pause between
 	// words: a slow reply that can be interrupted while it streams.
 	ChunkDelay time.Duration
+	// Usage, if set, is the token usage the reply reports (else 12 input
+	// and 7 output tokens): what a context meter reads.
+	Usage *Usage
 
 	used int
+}
+
+// Usage is the token usage of a scripted reply.
+type Usage struct {
+	Input, Output, CacheRead, CacheCreation int
+}
+
+func (u *Usage) fields(output int) map[string]any {
+	if u == nil {
+		u = &Usage{Input: 12, Output: 7}
+	}
+	if output < 0 {
+		output = u.Output
+	}
+	return map[string]any{"input_tokens": u.Input, "output_tokens": output, "cache_creation_input_tokens": u.CacheCreation,
+		"cache_read_input_tokens": u.CacheRead, "service_tier": "standard"}
 }
 
 // Bool returns a pointer to b, for Rule.AfterToolResult.
@@ -150,7 +169,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	reply := []Block{Text("ok")}
+	var usage *Usage
 	if rule != nil {
+		usage = rule.Usage
 		if rule.Delay > 0 {
 			select {
 			case <-time.After(rule.Delay):
@@ -165,7 +186,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		}
 		reply = rule.Reply
 	}
-	msg := s.build(req.Model, reply)
+	msg := s.build(req.Model, reply, usage)
 	if !req.Stream {
 		writeJSON(w, msg)
 		return
@@ -174,7 +195,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	if rule != nil {
 		chunk = rule.ChunkDelay
 	}
-	s.stream(r.Context(), w, msg, chunk)
+	s.stream(r.Context(), w, msg, chunk, usage)
 }
 
 // match picks the first rule that matches and has uses left. Requests
@@ -248,13 +269,13 @@ type message struct {
 	Usage      map[string]any   `json:"usage"`
 }
 
-func (s *Server) build(model string, blocks []Block) message {
+func (s *Server) build(model string, blocks []Block, usage *Usage) message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextMsg++
 	m := message{ID: fmt.Sprintf("msg_fake%04d", s.nextMsg), Type: "message", Role: "assistant", Model: model,
 		StopReason: "end_turn",
-		Usage:      map[string]any{"input_tokens": 12, "output_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "service_tier": "standard"}}
+		Usage:      usage.fields(-1)}
 	for _, b := range blocks {
 		switch b.Type {
 		case "thinking":
@@ -274,7 +295,7 @@ func (s *Server) build(model string, blocks []Block) message {
 	return m
 }
 
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, chunk time.Duration) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, chunk time.Duration, usage *Usage) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl, _ := w.(http.Flusher)
@@ -289,8 +310,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, c
 	start.Content = []map[string]any{}
 	start.StopReason = ""
 	startMap := map[string]any{"id": start.ID, "type": "message", "role": "assistant", "model": start.Model,
-		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{
-			"input_tokens": 12, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "service_tier": "standard"}}
+		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage.fields(1)}
 	send("message_start", map[string]any{"type": "message_start", "message": startMap})
 	send("ping", map[string]any{"type": "ping"})
 	for i, b := range m.Content {
@@ -325,7 +345,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, c
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": 7}})
+		"usage": map[string]any{"output_tokens": m.Usage["output_tokens"]}})
 	send("message_stop", map[string]any{"type": "message_stop"})
 }
 

@@ -85,3 +85,45 @@ func TestStreamAndRules(t *testing.T) {
 		t.Fatalf("requests %+v", reqs)
 	}
 }
+
+// A rule's Usage is what its reply reports, streamed or not; without one
+// the reply reports the default 12 input and 7 output tokens.
+func TestRuleUsage(t *testing.T) {
+	s, err := Start(Rule{Times: 2, Usage: &Usage{Input: 3, Output: 250, CacheRead: 18000, CacheCreation: 900}, Reply: []Block{Text("hi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const req = `{"model":"m","tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]`
+	var m message
+	json.NewDecoder(post(t, s, req+`}`).Body).Decode(&m)
+	if m.Usage["input_tokens"] != 3.0 || m.Usage["output_tokens"] != 250.0 || m.Usage["cache_read_input_tokens"] != 18000.0 || m.Usage["cache_creation_input_tokens"] != 900.0 {
+		t.Fatalf("usage %v", m.Usage)
+	}
+	// Streamed: message_start has the input side, message_delta the output.
+	var start, delta map[string]any
+	sc := bufio.NewScanner(post(t, s, req+`,"stream":true}`).Body)
+	for sc.Scan() {
+		var d struct {
+			Type    string                         `json:"type"`
+			Message struct{ Usage map[string]any } `json:"message"`
+			Usage   map[string]any                 `json:"usage"`
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &d) == nil {
+			switch d.Type {
+			case "message_start":
+				start = d.Message.Usage
+			case "message_delta":
+				delta = d.Usage
+			}
+		}
+	}
+	if start["cache_read_input_tokens"] != 18000.0 || start["input_tokens"] != 3.0 || delta["output_tokens"] != 250.0 {
+		t.Fatalf("streamed usage: start %v, delta %v", start, delta)
+	}
+	json.NewDecoder(post(t, s, req+`}`).Body).Decode(&m)
+	json.NewDecoder(post(t, s, req+`}`).Body).Decode(&m) // the rule is used up
+	if m.Usage["input_tokens"] != 12.0 || m.Usage["output_tokens"] != 7.0 {
+		t.Fatalf("default usage %v", m.Usage)
+	}
+}

@@ -5,7 +5,7 @@
 
 import { fill, h, icon } from './dom.js';
 import { Connection } from './conn.js';
-import { SessionModel } from './model.js';
+import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 
@@ -19,6 +19,8 @@ const app = {
   listed: false,
   models: new Map(), // id -> SessionModel (kept while the page lives)
   route: { name: 'list' },
+  skipped: [], // what was left out, why
+  skippedKeys: new Set(),
   page: null, // the current page's handlers
 };
 window.ccrelay = app; // for people (and tests) poking at the console
@@ -44,6 +46,8 @@ function start() {
   if (!token) { showTokenPage(); return; }
   app.conn = new Connection(token);
   app.conn.addEventListener('frame', (e) => onFrame(e.detail));
+  app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
+  app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
   app.conn.addEventListener('state', (e) => {
     document.body.dataset.conn = e.detail;
     app.page?.onConn?.(e.detail);
@@ -61,21 +65,82 @@ function navigate() {
   app.page.onConn?.(app.conn.state);
 }
 
+// onFrame handles one frame from the relay. A frame it cannot read is
+// skipped with a note; the next ones are handled as usual.
 function onFrame(f) {
-  switch (f.type) {
-    case 'sessions':
-      app.sessions.clear();
-      for (const s of f.sessions || []) app.sessions.set(s.id, s);
-      app.listed = true;
-      app.page?.onSessions?.();
-      break;
-    case 'session':
-      for (const s of f.sessions || []) app.sessions.set(s.id, s);
-      app.page?.onSessions?.();
-      break;
-    default:
-      app.page?.onFrame?.(f);
+  try {
+    switch (f.type) {
+      case 'sessions':
+        if (!Array.isArray(f.sessions)) throw new BadEnvelope('a session list that is not a list');
+        app.sessions.clear();
+        addSessions(f.sessions);
+        app.listed = true;
+        app.page?.onSessions?.();
+        break;
+      case 'session':
+        if (!Array.isArray(f.sessions)) throw new BadEnvelope('a session update that is not a list');
+        addSessions(f.sessions);
+        app.page?.onSessions?.();
+        break;
+      default:
+        app.page?.onFrame?.(f);
+    }
+  } catch (e) {
+    const why = e instanceof BadEnvelope ? e.message : 'a ' + String(f.type).slice(0, 40) + ' frame it could not show';
+    skip(why, why + ':' + safeJSON(f));
+    if (!(e instanceof BadEnvelope)) console.error(e);
   }
+}
+
+function addSessions(list) {
+  for (const raw of list) {
+    const s = cleanSession(raw);
+    if (s) app.sessions.set(s.id, s);
+    else skip('a session without a valid id', 'session:' + safeJSON(raw));
+  }
+}
+
+// cleanSession keeps what the app reads of a listed session, each field of
+// its documented type (others dropped); null without an id.
+function cleanSession(s) {
+  if (!s || typeof s !== 'object' || typeof s.id !== 'string' || !s.id) return null;
+  const raw = s.info && typeof s.info === 'object' && !Array.isArray(s.info) ? s.info : {};
+  const info = {};
+  for (const k of ['title', 'cwd', 'machine', 'status', 'mode', 'model', 'permissionMode', 'error']) {
+    if (typeof raw[k] === 'string') info[k] = raw[k];
+  }
+  if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
+  if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
+  const num = (v) => (Number.isFinite(v) ? v : 0);
+  return { id: s.id, info, prompt: typeof s.prompt === 'string' ? s.prompt : '', lastSeq: num(s.lastSeq), updated: num(s.updated) };
+}
+
+// skip tells the reader that something from the relay was left out; key
+// names it, so that the same thing sent again (after a reconnection) is
+// told once.
+function skip(what, key = what) {
+  if (app.skippedKeys.has(key)) return;
+  app.skippedKeys.add(key);
+  app.skipped.push(what);
+  app.page?.onSkip?.();
+}
+
+function safeJSON(v) {
+  try { return String(JSON.stringify(v)).slice(0, 300); } catch { return String(v); }
+}
+
+// skipNote is the page's note about what was left out.
+function skipNote() {
+  const el = h('div', { class: 'skip-note', role: 'status', hidden: true });
+  const from = app.skipped.length;
+  return {
+    el,
+    update() {
+      const n = app.skipped.length - from;
+      el.hidden = n === 0;
+      if (n) el.textContent = (n === 1 ? 'Skipped 1 thing' : `Skipped ${n} things`) + ' from the relay that this app cannot show (last: ' + app.skipped[app.skipped.length - 1] + ').';
+    },
+  };
 }
 
 // --- the token page ----------------------------------------------------------
@@ -135,9 +200,10 @@ function listPage() {
   document.title = 'ccrelay';
   const { bar } = topBar({ title: 'Sessions', subtitle: '' });
   const banner = connBanner();
+  const note = skipNote();
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
   const main = h('main', { class: 'list-page' }, list);
-  root.replaceChildren(bar, banner.el, main);
+  root.replaceChildren(bar, banner.el, note.el, main);
   window.scrollTo(0, 0);
 
   function render() {
@@ -149,6 +215,16 @@ function listPage() {
       return;
     }
     list.replaceChildren(...items.map((s) => {
+      try {
+        return sessionRow(s);
+      } catch (e) {
+        console.error(e);
+        skip('a session it could not show', 'session:' + s.id);
+        return null;
+      }
+    }).filter(Boolean));
+  }
+  function sessionRow(s) {
       const info = s.info || {};
       const status = info.status || 'idle';
       const waiting = (info.permissions || []).length;
@@ -165,10 +241,9 @@ function listPage() {
               waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
               info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
               h('span', { class: 'status-dot ' + status, title: status })))));
-    }));
   }
   render();
-  return { onSessions: render, tick: render, onConn: (s) => banner.set(s) };
+  return { onSessions: render, tick: render, onConn: (s) => banner.set(s), onSkip: note.update };
 }
 
 // --- one session -----------------------------------------------------------------
@@ -190,6 +265,7 @@ function sessionPage(id) {
   const menuBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Session settings', onclick: () => openSettings() }, icon('dots'));
   const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, menuBtn] });
   const banner = connBanner();
+  const note = skipNote();
   const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
   const conv = h('div', { class: 'conv', 'aria-live': 'polite' });
   const pending = h('div', { class: 'pending' });
@@ -205,7 +281,7 @@ function sessionPage(id) {
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
   const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
-  root.replaceChildren(top.bar, banner.el, main, dock, dialog);
+  root.replaceChildren(top.bar, banner.el, note.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -290,9 +366,12 @@ function sessionPage(id) {
     ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0 }));
     ws.onmessage = (e) => {
       if (finished || left) return;
-      const f = JSON.parse(e.data);
-      if (f.type === 'batch') {
-        for (const it of f.items || []) {
+      let f;
+      try { f = JSON.parse(e.data); } catch { return; } // said by the main connection
+      if (!f || typeof f !== 'object') return;
+      if (f.type === 'batch' && Array.isArray(f.items)) {
+        for (const it of f.items) {
+          if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) continue;
           if (it.seq > until) { done(); return; }
           earlier.push([it.seq, it.envelope]);
         }
@@ -438,15 +517,23 @@ function sessionPage(id) {
     if (f.type === 'command-status') { onCommandStatus(f); return; }
     if (f.session !== id) return;
     if (f.type === 'batch') {
+      if (!Array.isArray(f.items)) throw new BadEnvelope('a batch without items');
       if (!model.batches++) performance.mark('ccrelay:first-batch');
-      const all = [];
-      for (const it of f.items || []) {
-        const ch = model.apply(it.seq, it.envelope);
-        if (ch && view) all.push(...ch);
+      let changed = false;
+      const wasEnd = stick;
+      for (const it of f.items) {
+        // Each envelope on its own: one that cannot be shown is skipped,
+        // the others are.
+        try {
+          if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) throw new BadEnvelope('a batch item without a sequence number');
+          const ch = model.apply(it.seq, it.envelope);
+          if (ch && view && ch.length) { view.apply(ch); changed = true; }
+        } catch (e) {
+          if (!(e instanceof BadEnvelope)) console.error(e);
+          skip(e instanceof BadEnvelope ? e.message : 'an envelope it could not show', 'envelope:' + id + ':' + (it && it.seq));
+        }
       }
-      if (view && all.length) {
-        const wasEnd = stick;
-        view.apply(all);
+      if (view && changed) {
         settlePending();
         renderHeader();
         if (wasEnd) scrollToEnd(); else newPill.hidden = false;
@@ -489,6 +576,14 @@ function sessionPage(id) {
     onFrame,
     onSessions: () => { subscribe(); renderHeader(); },
     onConn: (s) => banner.set(s),
+    onSkip: note.update,
+    // The connection keeps dying when this session's next frame arrives:
+    // the browser cannot read it. Go on after the envelope it starts with.
+    onStuck: (d) => {
+      if (d.session !== id || model.lastSeq !== d.after) return;
+      model.lastSeq = d.after + 1;
+      skip(`envelope ${d.after + 1}, in a frame this browser could not read`, 'envelope:' + id + ':' + (d.after + 1));
+    },
     tick: renderHeader,
     leave() {
       left = true;

@@ -7,6 +7,14 @@
 
 const V = 1;
 
+// A subscription whose connection dies this many times in a row right
+// after subscribing, before any of its frames arrived, is stuck on a frame
+// the browser cannot read (a text frame that is not UTF-8 fails the whole
+// connection): the caller is told, to skip past it.
+export const STUCK_TRIES = 3;
+// "Right after": within this many milliseconds of subscribing.
+export const STUCK_WINDOW_MS = 3000;
+
 export class Connection extends EventTarget {
   /**
    * @param {string} token the relay's token
@@ -25,6 +33,8 @@ export class Connection extends EventTarget {
     this.pending = new Map(); // command id -> command frame, resent on reconnect until answered
     this.stopped = false;
     this.probe = null;
+    this.stuck = 0; // connections in a row that died right after subscribing
+    this.sent = null; // {ws, session, after, at}: a subscribe sent, until its first frame
     this.onOnline = () => this.reconnectNow();
     this.onVisible = () => { if (document.visibilityState === 'visible') this.check(); };
     addEventListener('online', this.onOnline);
@@ -55,7 +65,7 @@ export class Connection extends EventTarget {
       this.lastMessage = Date.now();
       this.setState('open');
       this.send({ type: 'list' });
-      if (this.subscription) this.send({ type: 'subscribe', session: this.subscription.session, after: this.subscription.after() });
+      if (this.subscription) this.sendSubscribe();
       for (const f of this.pending.values()) this.send(f);
     };
     ws.onmessage = (e) => {
@@ -64,14 +74,26 @@ export class Connection extends EventTarget {
       clearTimeout(this.probe);
       this.probe = null;
       let f;
-      try { f = JSON.parse(e.data); } catch { return; }
-      if (!f || f.v !== V) return;
+      try { f = JSON.parse(e.data); } catch { this.bad('a frame that is not JSON', e.data); return; }
+      if (!f || typeof f !== 'object' || Array.isArray(f) || typeof f.type !== 'string') { this.bad('a frame without a type', e.data); return; }
+      if (f.v !== V) { this.bad('a frame of protocol version ' + String(f.v).slice(0, 10), e.data); return; }
+      if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
       this.dispatchEvent(new CustomEvent('frame', { detail: f }));
     };
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
+      const sent = this.sent?.ws === ws ? this.sent : null;
+      this.sent = null;
+      if (sent && this.subscription?.session === sent.session && Date.now() - sent.at < STUCK_WINDOW_MS) {
+        if (++this.stuck >= STUCK_TRIES) {
+          this.stuck = 0;
+          this.dispatchEvent(new CustomEvent('stuck', { detail: { session: sent.session, after: sent.after } }));
+        }
+      } else {
+        this.stuck = 0;
+      }
       // A refused upgrade looks like 1006 before open; after a few tries in
       // a row without ever opening, say that the token may be wrong.
       if (!opened && this.attempt >= 3) this.setState('unauthorized');
@@ -111,6 +133,11 @@ export class Connection extends EventTarget {
     }, 4000);
   }
 
+  /** bad reports a frame that was skipped, and why. */
+  bad(why, data) {
+    this.dispatchEvent(new CustomEvent('bad-frame', { detail: { why, key: why + ':' + String(data).slice(0, 300) } }));
+  }
+
   setState(s) {
     if (this.state === s) return;
     this.state = s;
@@ -130,6 +157,7 @@ export class Connection extends EventTarget {
    */
   subscribe(session, after) {
     const had = this.subscription;
+    this.stuck = 0;
     this.subscription = session ? { session, after } : null;
     if (had && had.session !== session && this.ws) {
       const w = this.ws;
@@ -138,7 +166,13 @@ export class Connection extends EventTarget {
       this.connect();
       return;
     }
-    if (session) this.send({ type: 'subscribe', session, after: after() });
+    if (session) this.sendSubscribe();
+  }
+
+  sendSubscribe() {
+    const { session, after } = this.subscription;
+    const a = after();
+    if (this.send({ type: 'subscribe', session, after: a })) this.sent = { ws: this.ws, session, after: a, at: Date.now() };
   }
 
   /** command sends a command (with a fresh id) and returns its id. */

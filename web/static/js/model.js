@@ -41,7 +41,9 @@ export class SessionModel {
   apply(seq, env) {
     if (seq && seq <= this.lastSeq) return null;
     if (seq) this.lastSeq = seq;
-    if (!env || typeof env !== 'object' || !env.ev || this.seen.has(env.id)) return null;
+    const bad = invalid(env);
+    if (bad) throw new BadEnvelope(bad);
+    if (this.seen.has(env.id)) return null;
     this.seen.add(env.id);
     this.envelopes++;
     if (this.first > 0) this.log.push([seq, env]); // a tail: kept for withEarlier
@@ -122,8 +124,10 @@ export class SessionModel {
   /** withEarlier returns a model of the earlier envelopes followed by this one's. */
   withEarlier(earlier) {
     const m = new SessionModel(this.id);
-    for (const [seq, env] of earlier) m.apply(seq, env);
-    for (const [seq, env] of this.log) m.apply(seq, env);
+    // Envelopes that cannot be shown were skipped (and said) the first time.
+    const add = ([seq, env]) => { try { m.apply(seq, env); } catch { /* skipped */ } };
+    earlier.forEach(add);
+    this.log.forEach(add);
     return m;
   }
 
@@ -159,4 +163,27 @@ export class SessionModel {
     if (item.kind === 'tool' && parent.kind === 'sub') parent.tools++;
     ch.push({ op: 'item', parent, item });
   }
+}
+
+/** BadEnvelope is an envelope the app cannot show (it is skipped). */
+export class BadEnvelope extends Error {}
+
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const opt = (v, type) => v === undefined || v === null || typeof v === type;
+
+// invalid says why env cannot be shown, or '' when it can: the fields the
+// app reads must have their documented types (unknown fields are ignored).
+function invalid(env) {
+  if (!isObj(env)) return 'an envelope that is not an object';
+  if (typeof env.id !== 'string' || !env.id) return 'an envelope without an id';
+  const ev = env.ev;
+  if (!isObj(ev) || typeof ev.t !== 'string') return 'an envelope without an event';
+  if (!opt(env.time, 'number') || !opt(env.role, 'string') || !opt(env.turn, 'string') || !opt(env.subagent, 'string')) return 'an envelope with fields of the wrong type';
+  if (env.usage != null && !isObj(env.usage)) return 'an envelope with fields of the wrong type';
+  for (const k of ['text', 'call', 'name', 'title', 'status', 'result']) {
+    if (!opt(ev[k], 'string')) return `a ${ev.t.slice(0, 40)} event whose ${k} is not text`;
+  }
+  if (ev.args != null && !isObj(ev.args)) return 'a tool call whose arguments are not an object';
+  if ((ev.t === 'tool-call-start' || ev.t === 'tool-call-end') && !ev.call) return 'a tool event without its call';
+  return '';
 }

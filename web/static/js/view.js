@@ -171,7 +171,8 @@ export class ConversationView {
 
   tool(t) {
     const status = h('span', { class: 'status' });
-    const title = h('span', { class: 'title', text: t.title && t.title !== t.name + ' call' ? t.title : argSummary(t) });
+    const subject = typeof t.args?.subject === 'string' ? t.args.subject : ''; // a task of the task list
+    const title = h('span', { class: 'title', text: subject || (t.title && t.title !== t.name + ' call' ? t.title : argSummary(t)) });
     const preview = h('div', { class: 'result-preview' });
     const el = h('details', { class: 'tool', 'data-id': t.env.id, 'data-call': t.call },
       h('summary', null, status, h('span', { class: 'name', text: toolName(t.name) }), title, icon('chevron', 'chev')),
@@ -324,6 +325,8 @@ export function toolName(name) {
 
 function argSummary(t) {
   const a = t.args || {};
+  // The task list of Claude Code 2.1 (TaskCreate, TaskUpdate).
+  if (typeof a.taskId === 'string' && typeof a.status === 'string') return '#' + a.taskId + ' → ' + a.status.replace('_', ' ');
   const v = a.command ?? a.file_path ?? a.path ?? a.pattern ?? a.url ?? a.query ?? a.prompt;
   return typeof v === 'string' ? oneLine(v, 90) : t.title || '';
 }
