@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -32,9 +33,15 @@ const tokenProtocolPrefix = "ccrelay-token."
 
 // Server is the relay: CLIs send envelopes, apps subscribe to sessions.
 type Server struct {
+	// Limits bound connections, their timeouts, pings and failed logins
+	// (zero fields: the defaults). Set them before serving.
+	Limits Limits
+
 	store  *Store
 	tokens map[string]string // token -> owner id
 	log    *slog.Logger
+
+	pongs atomic.Int64 // pings answered, over all connections
 
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
@@ -167,6 +174,7 @@ func websocketProtocols(r *http.Request) []string {
 }
 
 // upgrade accepts a websocket and counts it as open until done is called.
+// Until then the relay pings it (keepAlive).
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.CompressionMode) (*websocket.Conn, func(), error) {
 	s.conns.Add(1)
 	c, err := s.accept(w, r, mode)
@@ -174,7 +182,10 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.
 		s.conns.Done()
 		return nil, nil, err
 	}
-	return c, func() { c.CloseNow(); s.conns.Done() }, nil
+	ctx, stop := context.WithCancel(r.Context())
+	var pinger sync.WaitGroup
+	pinger.Go(func() { s.keepAlive(ctx, c, r.RemoteAddr, r.URL.Path) })
+	return c, func() { stop(); pinger.Wait(); c.CloseNow(); s.conns.Done() }, nil
 }
 
 // appCompression: apps (browsers, which always offer permessage-deflate)

@@ -1,0 +1,278 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// Connection limits: how many, how long, how often. docs/protocol.md
+// ("Limits: connections") says what a client sees when it meets one.
+const (
+	// DefaultMaxConns caps the relay's open TCP connections, of any kind:
+	// websockets, HTTP requests and idle keep-alive connections.
+	DefaultMaxConns = 1024
+	// DefaultMaxConnsPerAddr caps the open TCP connections from one remote
+	// address (an IPv6 address counts by its /64). Behind a proxy every
+	// connection comes from the proxy's address: raise it there.
+	DefaultMaxConnsPerAddr = 64
+
+	// DefaultReadHeaderTimeout: a connection must send a request's headers
+	// within this time of being accepted or of its previous request.
+	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds reading a whole request. A websocket is not
+	// affected: the deadline is cleared when it takes the connection over.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds writing a response (the web app's files);
+	// as above, not a websocket's frames.
+	DefaultWriteTimeout = 60 * time.Second
+	// maxHeaderBytes bounds a request's headers (431 beyond).
+	maxHeaderBytes = 64 << 10
+	// DefaultIdleTimeout closes a keep-alive connection that sends no new
+	// request for this long.
+	DefaultIdleTimeout = 30 * time.Second
+
+	// DefaultPingInterval is how often the relay pings every app and CLI
+	// websocket; DefaultPingTimeout is how long it waits for the pong
+	// before it closes the connection as dead.
+	DefaultPingInterval = 30 * time.Second
+	DefaultPingTimeout  = 20 * time.Second
+
+	// refuseWriteTimeout bounds answering a connection over a cap;
+	// maxRefusing bounds the answers under way (beyond it, connections over
+	// a cap are closed after a write that does not wait for the client).
+	refuseWriteTimeout = time.Second
+	maxRefusing        = 64
+)
+
+// Limits are the relay's bounds on connections. A zero field means its
+// default (the Default… constants). Set them before serving.
+type Limits struct {
+	MaxConns        int
+	MaxConnsPerAddr int
+
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+
+	PingInterval time.Duration
+	PingTimeout  time.Duration
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// withDefaults returns l with every zero field set to its default.
+func (l Limits) withDefaults() Limits {
+	return Limits{
+		MaxConns:          orDefault(l.MaxConns, DefaultMaxConns),
+		MaxConnsPerAddr:   orDefault(l.MaxConnsPerAddr, DefaultMaxConnsPerAddr),
+		ReadHeaderTimeout: orDefault(l.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       orDefault(l.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:      orDefault(l.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       orDefault(l.IdleTimeout, DefaultIdleTimeout),
+		PingInterval:      orDefault(l.PingInterval, DefaultPingInterval),
+		PingTimeout:       orDefault(l.PingTimeout, DefaultPingTimeout),
+	}
+}
+
+// addrKey is what the per-address limits count by: the remote IP, or its
+// /64 for IPv6 (one host usually has a whole /64).
+func addrKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() {
+		if p, err := ip.Prefix(64); err == nil {
+			return p.String()
+		}
+	}
+	return ip.String()
+}
+
+// HTTPServer returns an http.Server for the relay's Handler with the
+// timeouts of s.Limits. Its requests (and so the websockets) get contexts
+// derived from base: cancel it to end the websockets on shutdown. Serve it
+// on s.Listener(ln) for the connection caps.
+func (s *Server) HTTPServer(base context.Context) *http.Server {
+	l := s.Limits.withDefaults()
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Listener wraps ln with the connection caps of s.Limits: a connection
+// over the cap for its address is answered 429, one over the total cap
+// 503, and closed, before any request is read.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	l := s.Limits.withDefaults()
+	return &capListener{Listener: ln, max: l.MaxConns, perAddr: l.MaxConnsPerAddr, byAddr: map[string]int{}, log: s.log,
+		refusers: make(chan struct{}, maxRefusing)}
+}
+
+type capListener struct {
+	net.Listener
+	max, perAddr int
+	log          *slog.Logger
+
+	refusers chan struct{} // refusals under way (each at most refuseWriteTimeout)
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	total    int
+	byAddr   map[string]int
+	refused  int // since the last warning
+	lastWarn time.Time
+}
+
+// Accept returns the next connection within the caps, refusing the others.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		key := addrKey(c.RemoteAddr().String())
+		status, why := l.admit(key)
+		if status == 0 {
+			return &cappedConn{Conn: c, l: l, key: key}, nil
+		}
+		select {
+		case l.refusers <- struct{}{}:
+			l.wg.Go(func() { defer func() { <-l.refusers }(); refuse(c, status, why, true) })
+		default:
+			refuse(c, status, why, false)
+		}
+	}
+}
+
+// Close stops accepting and waits for the refusals under way.
+func (l *capListener) Close() error {
+	err := l.Listener.Close()
+	l.wg.Wait()
+	return err
+}
+
+// admit counts a connection from key in, or says why not (an HTTP status).
+func (l *capListener) admit(key string) (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	status, why := 0, ""
+	switch {
+	case l.byAddr[key] >= l.perAddr:
+		status, why = http.StatusTooManyRequests, fmt.Sprintf("too many connections from this address (%d)", l.perAddr)
+	case l.total >= l.max:
+		status, why = http.StatusServiceUnavailable, fmt.Sprintf("too many connections (%d)", l.max)
+	default:
+		l.total++
+		l.byAddr[key]++
+		return 0, ""
+	}
+	l.refused++
+	if now := time.Now(); now.Sub(l.lastWarn) >= 10*time.Second {
+		l.log.Warn("connections refused", "addr", key, "why", why, "refused", l.refused)
+		l.lastWarn, l.refused = now, 0
+	}
+	return status, why
+}
+
+func (l *capListener) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.total--
+	if l.byAddr[key]--; l.byAddr[key] <= 0 {
+		delete(l.byAddr, key)
+	}
+}
+
+// refuse answers a connection over a cap with a bare HTTP response and
+// closes it. With drain, it first reads (and drops) what the client sent,
+// for at most refuseWriteTimeout: closing with unread bytes resets the
+// connection, and the client might lose the response.
+func refuse(c net.Conn, status int, why string, drain bool) {
+	defer c.Close()
+	body := why + "\n"
+	c.SetDeadline(time.Now().Add(refuseWriteTimeout))
+	_, err := fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 10\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+	if err != nil || !drain {
+		return
+	}
+	if tc, ok := c.(interface{ CloseWrite() error }); ok {
+		tc.CloseWrite()
+	}
+	io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+}
+
+// cappedConn gives its place back to the caps when closed.
+type cappedConn struct {
+	net.Conn
+	l    *capListener
+	key  string
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	c.once.Do(func() { c.l.release(c.key) })
+	return c.Conn.Close()
+}
+
+// keepAlive pings c every PingInterval until ctx ends, and closes c when a
+// pong does not come within PingTimeout: the peer is gone (a phone that
+// lost its network leaves a half-open connection that would otherwise last
+// until a write fails). Pongs are read by the connection's reader, which
+// every endpoint runs for as long as the connection is open.
+func (s *Server) keepAlive(ctx context.Context, c *websocket.Conn, remote, endpoint string) {
+	l := s.Limits.withDefaults()
+	t := time.NewTicker(l.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, l.PingTimeout)
+		err := c.Ping(pctx)
+		timedOut := pctx.Err() != nil
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			s.pongs.Add(1)
+		case timedOut:
+			s.log.Info("connection closed: no pong", "addr", remote, "endpoint", endpoint, "timeout", l.PingTimeout)
+			c.CloseNow()
+			return
+		default: // the connection ended
+			return
+		}
+	}
+}
