@@ -46,6 +46,17 @@ const (
 	DefaultPingInterval = 30 * time.Second
 	DefaultPingTimeout  = 20 * time.Second
 
+	// DefaultLoginFailures failed logins from one address within
+	// DefaultLoginWindow, and the next requests from that address are
+	// answered 429 without looking at their token until the window ends.
+	DefaultLoginFailures = 10
+	DefaultLoginWindow   = time.Minute
+
+	// maxLoginAddrs bounds the addresses whose failed logins are counted.
+	// When that many failed within their window, further addresses share
+	// one count (so they are limited together, not let through).
+	maxLoginAddrs = 4096
+
 	// refuseWriteTimeout bounds answering a connection over a cap;
 	// maxRefusing bounds the answers under way (beyond it, connections over
 	// a cap are closed after a write that does not wait for the client).
@@ -66,6 +77,9 @@ type Limits struct {
 
 	PingInterval time.Duration
 	PingTimeout  time.Duration
+
+	LoginFailures int
+	LoginWindow   time.Duration
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -86,6 +100,8 @@ func (l Limits) withDefaults() Limits {
 		IdleTimeout:       orDefault(l.IdleTimeout, DefaultIdleTimeout),
 		PingInterval:      orDefault(l.PingInterval, DefaultPingInterval),
 		PingTimeout:       orDefault(l.PingTimeout, DefaultPingTimeout),
+		LoginFailures:     orDefault(l.LoginFailures, DefaultLoginFailures),
+		LoginWindow:       orDefault(l.LoginWindow, DefaultLoginWindow),
 	}
 }
 
@@ -241,6 +257,71 @@ type cappedConn struct {
 func (c *cappedConn) Close() error {
 	c.once.Do(func() { c.l.release(c.key) })
 	return c.Conn.Close()
+}
+
+// loginLimiter counts failed logins per address in fixed windows.
+type loginLimiter struct {
+	mu    sync.Mutex
+	fails map[string]*loginFailures
+}
+
+type loginFailures struct {
+	n     int
+	since time.Time // start of the window
+}
+
+// overflowKey is the shared count of addresses beyond maxLoginAddrs.
+const overflowKey = "(other addresses)"
+
+// current returns key's count in the window that holds now (nil if none).
+// The caller holds ll.mu.
+func (ll *loginLimiter) current(key string, now time.Time, window time.Duration) *loginFailures {
+	f := ll.fails[key]
+	if f != nil && now.Sub(f.since) >= window {
+		delete(ll.fails, key)
+		return nil
+	}
+	return f
+}
+
+// blocked says whether key reached the limit in the current window, and
+// when that window ends.
+func (ll *loginLimiter) blocked(key string, now time.Time, l Limits) (time.Time, bool) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if _, ok := ll.fails[key]; !ok && len(ll.fails) >= maxLoginAddrs {
+		key = overflowKey
+	}
+	f := ll.current(key, now, l.LoginWindow)
+	if f == nil || f.n < l.LoginFailures {
+		return time.Time{}, false
+	}
+	return f.since.Add(l.LoginWindow), true
+}
+
+// failed counts a failed login from key and returns the count in the
+// current window.
+func (ll *loginLimiter) failed(key string, now time.Time, l Limits) int {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.fails == nil {
+		ll.fails = map[string]*loginFailures{}
+	}
+	if _, ok := ll.fails[key]; !ok && len(ll.fails) >= maxLoginAddrs {
+		for k := range ll.fails { // drop the windows that ended
+			ll.current(k, now, l.LoginWindow)
+		}
+		if len(ll.fails) >= maxLoginAddrs {
+			key = overflowKey
+		}
+	}
+	f := ll.current(key, now, l.LoginWindow)
+	if f == nil {
+		f = &loginFailures{since: now}
+		ll.fails[key] = f
+	}
+	f.n++
+	return f.n
 }
 
 // keepAlive pings c every PingInterval until ctx ends, and closes c when a

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -326,6 +327,119 @@ func TestUnansweredPingsCloseConnection(t *testing.T) {
 				t.Fatal("the relay kept a connection that does not answer pings")
 			}
 		})
+	}
+}
+
+// syncBuffer is a log destination safe for the handlers' goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Failed logins are logged with address and endpoint, never the token; an
+// address with LoginFailures of them in the window gets 429 even with the
+// right token, until the window ends.
+func TestFailedLoginsLoggedAndLimited(t *testing.T) {
+	var logs syncBuffer
+	s, addr := serveLimited(t, Limits{LoginFailures: 3, LoginWindow: time.Minute}, slog.New(slog.NewTextHandler(&logs, nil)))
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	const wrong = "QZXQXZZQXQZZXXQZ"
+	get := func(path string, mod func(*http.Request)) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		mod(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Retry-After")
+	}
+	bearer := func(tok string) func(*http.Request) {
+		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
+	}
+	for i, tc := range []struct {
+		path string
+		mod  func(*http.Request)
+		why  string
+	}{
+		{"/ws/cli", bearer(wrong), "unknown token"},
+		{"/health", func(*http.Request) {}, "no token"},
+		{"/ws/app", func(r *http.Request) { r.Header.Set("Sec-WebSocket-Protocol", tokenProtocolPrefix+wrong) }, "unknown token"},
+	} {
+		if got, _ := get(tc.path, tc.mod); got != http.StatusUnauthorized {
+			t.Fatalf("attempt %d: status %d", i, got)
+		}
+		line := fmt.Sprintf("endpoint=%s reason=%q failures=%d", tc.path, tc.why, i+1)
+		if !strings.Contains(logs.String(), line) {
+			t.Fatalf("no log line with %s:\n%s", line, logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "addr=127.0.0.1:") {
+		t.Fatalf("address not logged:\n%s", logs.String())
+	}
+	for i := 0; i+4 <= len(wrong); i++ {
+		if strings.Contains(logs.String(), wrong[i:i+4]) {
+			t.Fatalf("the log holds part of the offered token (%q):\n%s", wrong[i:i+4], logs.String())
+		}
+	}
+	// Limited: the right token is not even looked at.
+	if got, retry := get("/health", bearer(testToken)); got != http.StatusTooManyRequests || retry != "60" {
+		t.Fatalf("after 3 failures: status %d, Retry-After %q", got, retry)
+	}
+	mu.Lock()
+	now = now.Add(30 * time.Second)
+	mu.Unlock()
+	if got, retry := get("/ws/cli", bearer(testToken)); got != http.StatusTooManyRequests || retry != "30" {
+		t.Fatalf("30 s later: status %d, Retry-After %q", got, retry)
+	}
+	mu.Lock()
+	now = now.Add(30 * time.Second)
+	mu.Unlock()
+	if got, _ := get("/health", bearer(testToken)); got != http.StatusOK {
+		t.Fatalf("after the window: status %d", got)
+	}
+	if strings.Contains(logs.String(), testToken) {
+		t.Fatal("the log holds the token")
+	}
+}
+
+// The failed-login counts are bounded: beyond maxLoginAddrs addresses,
+// new ones share one count (limited together); ended windows are dropped.
+func TestLoginLimiterBounded(t *testing.T) {
+	var ll loginLimiter
+	lim := Limits{LoginFailures: 2, LoginWindow: time.Minute}
+	now := time.Unix(1_700_000_000, 0)
+	for i := range maxLoginAddrs {
+		ll.failed(fmt.Sprint("10.0.", i/256, ".", i%256), now, lim)
+	}
+	ll.failed("192.0.2.1", now, lim)
+	if n := ll.failed("192.0.2.2", now, lim); n != 2 {
+		t.Fatalf("overflow count %d, want 2", n)
+	}
+	if _, blocked := ll.blocked("192.0.2.3", now, lim); !blocked {
+		t.Fatal("a new address beyond the bound is not limited with the others")
+	}
+	if len(ll.fails) != maxLoginAddrs+1 {
+		t.Fatalf("%d counts kept", len(ll.fails))
+	}
+	later := now.Add(time.Minute)
+	if n := ll.failed("192.0.2.4", later, lim); n != 1 || len(ll.fails) != 1 {
+		t.Fatalf("ended windows kept: count %d, %d kept", n, len(ll.fails))
 	}
 }
 

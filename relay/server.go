@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -41,7 +44,9 @@ type Server struct {
 	tokens map[string]string // token -> owner id
 	log    *slog.Logger
 
-	pongs atomic.Int64 // pings answered, over all connections
+	logins loginLimiter
+	now    func() time.Time // the clock of the login limits (tests replace it)
+	pongs  atomic.Int64     // pings answered, over all connections
 
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
@@ -81,7 +86,7 @@ func NewServer(store *Store, log *slog.Logger, tokens ...string) *Server {
 			ts[t] = OwnerID(t)
 		}
 	}
-	return &Server{store: store, tokens: ts, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
+	return &Server{store: store, tokens: ts, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
 		owners: map[string]*peer{}, watchers: map[string]*peer{}, delivered: map[string]delivery{}}
 }
 
@@ -128,10 +133,27 @@ func (s *Server) Handler() http.Handler {
 
 // auth refuses, before any handler runs, a request without the token in the
 // Authorization header or (websockets from a browser) the token subprotocol.
+// Each refusal is logged (address and endpoint, never what was offered as a
+// token); an address with LoginFailures refusals in a LoginWindow is
+// answered 429, without its token being looked at, until the window ends.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := s.Limits.withDefaults()
+		key, now := addrKey(r.RemoteAddr), s.now()
+		if until, blocked := s.logins.blocked(key, now, l); blocked {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(until.Sub(now).Seconds()))))
+			http.Error(w, "too many failed logins from this address; try again later", http.StatusTooManyRequests)
+			return
+		}
 		owner, ok := s.authorized(r)
 		if !ok {
+			n := s.logins.failed(key, now, l)
+			args := []any{"addr", r.RemoteAddr, "endpoint", endpointName(r.URL.Path), "reason", refusalReason(r), "failures", n}
+			if n >= l.LoginFailures {
+				s.log.Warn("login failed; further logins from this address refused", append(args, "for", l.LoginWindow)...)
+			} else {
+				s.log.Warn("login failed", args...)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ccrelay"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -161,6 +183,30 @@ func (s *Server) authorized(r *http.Request) (string, bool) {
 		}
 	}
 	return owner, found
+}
+
+// endpointName is the path of a refused request as logged: one of the
+// relay's endpoints, or "other" (a path is the client's to choose, and
+// could hold anything).
+func endpointName(path string) string {
+	switch path {
+	case "/health", "/ws/cli", "/ws/app":
+		return path
+	}
+	return "other"
+}
+
+// refusalReason says why a request was refused, without what it offered.
+func refusalReason(r *http.Request) string {
+	if r.Header.Get("Authorization") != "" {
+		return "unknown token"
+	}
+	for _, p := range websocketProtocols(r) {
+		if strings.HasPrefix(p, tokenProtocolPrefix) {
+			return "unknown token"
+		}
+	}
+	return "no token"
 }
 
 func websocketProtocols(r *http.Request) []string {
