@@ -324,36 +324,58 @@ func (ll *loginLimiter) failed(key string, now time.Time, l Limits) int {
 	return f.n
 }
 
-// keepAlive pings c every PingInterval until ctx ends, and closes c when a
+// keepAlive pings c every PingInterval until stopped, and closes c when a
 // pong does not come within PingTimeout: the peer is gone (a phone that
 // lost its network leaves a half-open connection that would otherwise last
 // until a write fails). Pongs are read by the connection's reader, which
-// every endpoint runs for as long as the connection is open.
-func (s *Server) keepAlive(ctx context.Context, c *websocket.Conn, remote, endpoint string) {
+// every endpoint runs for as long as the connection is open. It runs on a
+// timer, not on a goroutine of its own, so an idle connection pays no stack
+// for it. stop ends it and waits for a ping under way (cancel ctx first to
+// end that ping at once).
+func (s *Server) keepAlive(ctx context.Context, c *websocket.Conn, remote, endpoint string) (stop func()) {
 	l := s.Limits.withDefaults()
-	t := time.NewTicker(l.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	var (
+		mu      sync.Mutex
+		stopped bool
+		pinging sync.WaitGroup
+		t       *time.Timer
+	)
+	ping := func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
 			return
-		case <-t.C:
 		}
+		pinging.Add(1)
+		mu.Unlock()
+		defer pinging.Done()
 		pctx, cancel := context.WithTimeout(ctx, l.PingTimeout)
 		err := c.Ping(pctx)
 		timedOut := pctx.Err() != nil
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-			return
 		case err == nil:
 			s.pongs.Add(1)
+			mu.Lock()
+			if !stopped {
+				t.Reset(l.PingInterval)
+			}
+			mu.Unlock()
 		case timedOut:
 			s.log.Info("connection closed: no pong", "addr", remote, "endpoint", endpoint, "timeout", l.PingTimeout)
 			c.CloseNow()
-			return
 		default: // the connection ended
-			return
 		}
+	}
+	mu.Lock()
+	t = time.AfterFunc(l.PingInterval, ping)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		pinging.Wait()
 	}
 }

@@ -27,7 +27,7 @@ const (
 	MaxFrameBytes   = 8 << 20 // a frame larger than this closes the connection (1009)
 	maxBatch        = 1000    // envelopes in one FrameEnvelopes
 	historyPage     = 500
-	subscriberSlack = 1024 // live batches buffered per app before it is dropped
+	subscriberSlack = 256 // live batches (and session changes) buffered per app before it is dropped; each buffer is allocated whole, so it is most of an idle app's cost
 )
 
 // tokenProtocolPrefix: browsers cannot set headers on a websocket, so apps
@@ -228,17 +228,22 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.
 		s.conns.Done()
 		return nil, nil, err
 	}
-	ctx, stop := context.WithCancel(r.Context())
-	var pinger sync.WaitGroup
-	pinger.Go(func() { s.keepAlive(ctx, c, r.RemoteAddr, r.URL.Path) })
-	return c, func() { stop(); pinger.Wait(); c.CloseNow(); s.conns.Done() }, nil
+	ctx, cancel := context.WithCancel(r.Context())
+	stopPings := s.keepAlive(ctx, c, r.RemoteAddr, r.URL.Path)
+	return c, func() { cancel(); stopPings(); c.CloseNow(); s.conns.Done() }, nil
 }
 
 // appCompression: apps (browsers, which always offer permessage-deflate)
 // get compressed frames. Session JSON shrinks several times over, which
 // makes a long history arrive much sooner on a phone's network (and even on
 // loopback, in Chromium). CLIs do not ask for it and pay nothing.
-const appCompression = websocket.CompressionContextTakeover
+//
+// Each frame is compressed on its own (no context takeover): a connection
+// that kept its compression context would hold a 1.2 MB compressor for as
+// long as it is open, idle or not (TestIdleAppMemory); this way the
+// compressor comes from a pool for one frame and goes back. History
+// batches are large enough to compress well alone.
+const appCompression = websocket.CompressionNoContextTakeover
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, mode websocket.CompressionMode) (*websocket.Conn, error) {
 	opts := &websocket.AcceptOptions{CompressionMode: mode}
