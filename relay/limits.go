@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -57,11 +58,12 @@ const (
 	// one count (so they are limited together, not let through).
 	maxLoginAddrs = 4096
 
-	// refuseWriteTimeout bounds answering a connection over a cap;
+	// refuseTimeout bounds each step of answering a connection over a cap
+	// (reading its request, writing the answer, waiting for it to close);
 	// maxRefusing bounds the answers under way (beyond it, connections over
-	// a cap are closed after a write that does not wait for the client).
-	refuseWriteTimeout = time.Second
-	maxRefusing        = 64
+	// a cap are closed without an answer).
+	refuseTimeout = time.Second
+	maxRefusing   = 64
 )
 
 // Limits are the relay's bounds on connections. A zero field means its
@@ -157,7 +159,7 @@ type capListener struct {
 	max, perAddr int
 	log          *slog.Logger
 
-	refusers chan struct{} // refusals under way (each at most refuseWriteTimeout)
+	refusers chan struct{} // refusals under way (each at most 3 refuseTimeouts)
 	wg       sync.WaitGroup
 
 	mu       sync.Mutex
@@ -228,22 +230,32 @@ func (l *capListener) release(key string) {
 }
 
 // refuse answers a connection over a cap with a bare HTTP response and
-// closes it. With drain, it first reads (and drops) what the client sent,
-// for at most refuseWriteTimeout: closing with unread bytes resets the
-// connection, and the client might lose the response.
-func refuse(c net.Conn, status int, why string, drain bool) {
+// closes it. It reads the request first (for at most refuseTimeout): an
+// HTTP client may discard a response that comes before its request, and
+// closing with unread bytes resets the connection, which may lose the
+// response. Unless polite, it only closes the connection.
+func refuse(c net.Conn, status int, why string, polite bool) {
 	defer c.Close()
+	if !polite {
+		return
+	}
+	c.SetReadDeadline(time.Now().Add(refuseTimeout))
+	br := bufio.NewReaderSize(io.LimitReader(c, maxHeaderBytes), 4<<10)
+	if req, err := http.ReadRequest(br); err == nil {
+		req.Body.Close()
+	}
 	body := why + "\n"
-	c.SetDeadline(time.Now().Add(refuseWriteTimeout))
+	c.SetWriteDeadline(time.Now().Add(refuseTimeout))
 	_, err := fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nRetry-After: 10\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
-	if err != nil || !drain {
+	if err != nil {
 		return
 	}
 	if tc, ok := c.(interface{ CloseWrite() error }); ok {
 		tc.CloseWrite()
 	}
-	io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	c.SetReadDeadline(time.Now().Add(refuseTimeout))
+	io.Copy(io.Discard, io.LimitReader(c, maxHeaderBytes))
 }
 
 // cappedConn gives its place back to the caps when closed.
