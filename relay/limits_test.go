@@ -462,3 +462,31 @@ func TestAddrKey(t *testing.T) {
 		}
 	}
 }
+
+// An app is dropped when subscriberSlack batches wait for it, not before;
+// a lister likewise with session changes.
+func TestSubscriberSlack(t *testing.T) {
+	h := hub{subs: map[string]map[*subscriber]struct{}{}}
+	sub := h.add("s")
+	l := h.addLister("owner")
+	isClosed := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	for i := range subscriberSlack {
+		h.publish("s", published{live: true, frame: []byte("{}")})
+		h.sessionChanged(SessionInfo{ID: "s", Owner: "owner"})
+		if isClosed(sub.dropped) || isClosed(l.dropped) {
+			t.Fatalf("dropped after %d", i+1)
+		}
+	}
+	h.publish("s", published{live: true, frame: []byte("{}")})
+	h.sessionChanged(SessionInfo{ID: "s", Owner: "owner"})
+	if !isClosed(sub.dropped) || !isClosed(l.dropped) {
+		t.Fatalf("not dropped after %d", subscriberSlack+1)
+	}
+}
