@@ -132,6 +132,113 @@ func TestConnectionCaps(t *testing.T) {
 	}
 }
 
+// A client over a cap that sends nothing is answered after refuseTimeout;
+// beyond maxRefusing answers under way, clients over a cap are closed
+// unanswered.
+func TestRefusals(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	s := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	s.Limits = Limits{MaxConns: 1, MaxConnsPerAddr: 1}
+	cl := s.Listener(ln).(*capListener)
+	accepted := make(chan net.Conn, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := cl.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	})
+	defer func() {
+		cl.Close()
+		wg.Wait()
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	first, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	<-accepted
+	answer := func(send bool) string {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if send {
+			fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: relay\r\n\r\n")
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	start := time.Now()
+	if got := answer(false); !strings.HasPrefix(got, "HTTP/1.1 429 ") {
+		t.Fatalf("silent client: %q", got)
+	}
+	if took := time.Since(start); took < refuseTimeout || took > refuseTimeout+5*time.Second {
+		t.Fatalf("silent client answered after %v", took)
+	}
+	for range maxRefusing {
+		cl.refusers <- struct{}{}
+	}
+	if got := answer(true); got != "" {
+		t.Fatalf("with %d answers under way: %q", maxRefusing, got)
+	}
+	for range maxRefusing {
+		<-cl.refusers
+	}
+	if got := answer(true); !strings.HasPrefix(got, "HTTP/1.1 429 ") {
+		t.Fatalf("after: %q", got)
+	}
+}
+
+// HTTPServer carries the limits' timeouts (the defaults for zero fields).
+func TestHTTPServerSettings(t *testing.T) {
+	for _, tc := range []struct {
+		lim  Limits
+		want [4]time.Duration // read header, read, write, idle
+	}{
+		{Limits{}, [4]time.Duration{DefaultReadHeaderTimeout, DefaultReadTimeout, DefaultWriteTimeout, DefaultIdleTimeout}},
+		{Limits{ReadHeaderTimeout: 1, ReadTimeout: 2, WriteTimeout: 3, IdleTimeout: 4}, [4]time.Duration{1, 2, 3, 4}},
+	} {
+		s := NewServer(nil, nil)
+		s.Limits = tc.lim
+		srv := s.HTTPServer(context.Background())
+		if got := [4]time.Duration{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout}; got != tc.want || srv.MaxHeaderBytes != maxHeaderBytes {
+			t.Errorf("%+v: %v, %d header bytes", tc.lim, got, srv.MaxHeaderBytes)
+		}
+	}
+}
+
+// A request whose body does not come is closed after ReadTimeout, even if
+// the other timeouts are long.
+func TestReadTimeout(t *testing.T) {
+	_, addr := serveLimited(t, Limits{ReadTimeout: 100 * time.Millisecond, ReadHeaderTimeout: time.Hour, IdleTimeout: time.Hour}, nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: relay\r\nContent-Length: 1000\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("still open after 5 s")
+	}
+}
+
 // Request headers over maxHeaderBytes are refused.
 func TestHeaderLimit(t *testing.T) {
 	_, addr := serveLimited(t, Limits{}, nil)
