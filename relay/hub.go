@@ -64,13 +64,13 @@ func (h *hub) sessionChanged(si SessionInfo) {
 }
 
 type subscriber struct {
-	ch      chan published
+	ch      chan *published // pointers: the buffer is allocated whole, and small elements keep an idle app cheap
 	dropped chan struct{}
 	once    sync.Once
 }
 
 func (h *hub) add(session string) *subscriber {
-	sub := &subscriber{ch: make(chan published, subscriberSlack), dropped: make(chan struct{})}
+	sub := &subscriber{ch: make(chan *published, subscriberSlack), dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[session] == nil {
@@ -92,11 +92,12 @@ func (h *hub) remove(session string, sub *subscriber) {
 // publish never blocks: a subscriber whose buffer is full is dropped (its
 // app reconnects and catches up from its last sequence number).
 func (h *hub) publish(session string, batch published) {
+	p := &batch // shared by the subscribers, which only read it
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs[session] {
 		select {
-		case sub.ch <- batch:
+		case sub.ch <- p:
 		default:
 			sub.once.Do(func() { close(sub.dropped) })
 		}

@@ -8,9 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -23,7 +27,7 @@ const (
 	MaxFrameBytes   = 8 << 20 // a frame larger than this closes the connection (1009)
 	maxBatch        = 1000    // envelopes in one FrameEnvelopes
 	historyPage     = 500
-	subscriberSlack = 1024 // live batches buffered per app before it is dropped
+	subscriberSlack = 256 // live batches (and session changes) buffered per app before it is dropped; each buffer is allocated whole, so it is most of an idle app's cost
 )
 
 // tokenProtocolPrefix: browsers cannot set headers on a websocket, so apps
@@ -32,9 +36,17 @@ const tokenProtocolPrefix = "ccrelay-token."
 
 // Server is the relay: CLIs send envelopes, apps subscribe to sessions.
 type Server struct {
+	// Limits bound connections, their timeouts, pings and failed logins
+	// (zero fields: the defaults). Set them before serving.
+	Limits Limits
+
 	store  *Store
 	tokens map[string]string // token -> owner id
 	log    *slog.Logger
+
+	logins loginLimiter
+	now    func() time.Time // the clock of the login limits (tests replace it)
+	pongs  atomic.Int64     // pings answered, over all connections
 
 	appendMu sync.Mutex // appends and their publication happen in seq order
 	hub      hub
@@ -75,7 +87,7 @@ func NewServer(store *Store, log *slog.Logger, tokens ...string) *Server {
 			ts[t] = OwnerID(t)
 		}
 	}
-	return &Server{store: store, tokens: ts, log: log, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
+	return &Server{store: store, tokens: ts, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
 		owners: map[string]*peer{}, watchers: map[string]*peer{}, delivered: map[string]delivery{}}
 }
 
@@ -122,10 +134,27 @@ func (s *Server) Handler() http.Handler {
 
 // auth refuses, before any handler runs, a request without the token in the
 // Authorization header or (websockets from a browser) the token subprotocol.
+// Each refusal is logged (address and endpoint, never what was offered as a
+// token); an address with LoginFailures refusals in a LoginWindow is
+// answered 429, without its token being looked at, until the window ends.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := s.Limits.withDefaults()
+		key, now := addrKey(r.RemoteAddr), s.now()
+		if until, blocked := s.logins.blocked(key, now, l); blocked {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(until.Sub(now).Seconds()))))
+			http.Error(w, "too many failed logins from this address; try again later", http.StatusTooManyRequests)
+			return
+		}
 		owner, ok := s.authorized(r)
 		if !ok {
+			n := s.logins.failed(key, now, l)
+			args := []any{"addr", r.RemoteAddr, "endpoint", endpointName(r.URL.Path), "reason", refusalReason(r), "failures", n}
+			if n >= l.LoginFailures {
+				s.log.Warn("login failed; further logins from this address refused", append(args, "for", l.LoginWindow)...)
+			} else {
+				s.log.Warn("login failed", args...)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ccrelay"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -157,6 +186,30 @@ func (s *Server) authorized(r *http.Request) (string, bool) {
 	return owner, found
 }
 
+// endpointName is the path of a refused request as logged: one of the
+// relay's endpoints, or "other" (a path is the client's to choose, and
+// could hold anything).
+func endpointName(path string) string {
+	switch path {
+	case "/health", "/ws/cli", "/ws/app":
+		return path
+	}
+	return "other"
+}
+
+// refusalReason says why a request was refused, without what it offered.
+func refusalReason(r *http.Request) string {
+	if r.Header.Get("Authorization") != "" {
+		return "unknown token"
+	}
+	for _, p := range websocketProtocols(r) {
+		if strings.HasPrefix(p, tokenProtocolPrefix) {
+			return "unknown token"
+		}
+	}
+	return "no token"
+}
+
 func websocketProtocols(r *http.Request) []string {
 	var out []string
 	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
@@ -168,6 +221,7 @@ func websocketProtocols(r *http.Request) []string {
 }
 
 // upgrade accepts a websocket and counts it as open until done is called.
+// Until then the relay pings it (keepAlive).
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.CompressionMode) (*websocket.Conn, func(), error) {
 	s.conns.Add(1)
 	c, err := s.accept(w, r, mode)
@@ -175,14 +229,22 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.
 		s.conns.Done()
 		return nil, nil, err
 	}
-	return c, func() { c.CloseNow(); s.conns.Done() }, nil
+	ctx, cancel := context.WithCancel(r.Context())
+	stopPings := s.keepAlive(ctx, c, r.RemoteAddr, r.URL.Path)
+	return c, func() { cancel(); stopPings(); c.CloseNow(); s.conns.Done() }, nil
 }
 
 // appCompression: apps (browsers, which always offer permessage-deflate)
 // get compressed frames. Session JSON shrinks several times over, which
 // makes a long history arrive much sooner on a phone's network (and even on
 // loopback, in Chromium). CLIs do not ask for it and pay nothing.
-const appCompression = websocket.CompressionContextTakeover
+//
+// Each frame is compressed on its own (no context takeover): a connection
+// that kept its compression context would hold a 1.2 MB compressor for as
+// long as it is open, idle or not (TestIdleAppMemory); this way the
+// compressor comes from a pool for one frame and goes back. History
+// batches are large enough to compress well alone.
+const appCompression = websocket.CompressionNoContextTakeover
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, mode websocket.CompressionMode) (*websocket.Conn, error) {
 	opts := &websocket.AcceptOptions{CompressionMode: mode}

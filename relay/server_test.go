@@ -81,7 +81,12 @@ func envelopes(session string, from, to int) []json.RawMessage {
 }
 
 func TestAuthRefusedBeforeHandlers(t *testing.T) {
-	srv := startRelay(t)
+	// More refusals than the failed-login limit allows from one address:
+	// that limit has its own test (TestFailedLoginsLoggedAndLimited).
+	rs := NewServer(openTestStore(t, filepath.Join(t.TempDir(), "relay.db")), slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	rs.Limits.LoginFailures = 100
+	srv := httptest.NewServer(rs.Handler())
+	t.Cleanup(srv.Close)
 	for _, tc := range []struct {
 		name string
 		mod  func(*http.Request)

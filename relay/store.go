@@ -84,9 +84,13 @@ CREATE TABLE IF NOT EXISTS envelopes (
 ) WITHOUT ROWID;
 `
 
-// OpenStore opens (creating if needed) the database at path.
+// OpenStore opens (creating if needed) the database at path. The database
+// and its -wal and -shm files are mode 0600, whatever the umask.
 func OpenStore(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := privateFiles(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
@@ -118,6 +122,11 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
+	// SQLite made the -wal and -shm files with the database's mode; make sure.
+	if err := privateFiles(path); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	r, err := sql.Open("sqlite", dsn+"&mode=ro")
 	if err != nil {
 		w.Close()
@@ -125,6 +134,33 @@ func OpenStore(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	return &Store{w: w, r: r}, nil
+}
+
+// privateFiles creates the database file at path mode 0600 if it is
+// missing (SQLite would create it 0644 less the umask) and makes it and its
+// -wal and -shm files 0600 where they exist.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm() != 0o600 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -13,6 +13,54 @@ import (
 // TokenFile is the name of the token file in the relay's data folder.
 const TokenFile = "token"
 
+// StoreFile is the name of the database in the relay's data folder.
+const StoreFile = "relay.db"
+
+// SecureDataDir makes the relay's data folder private before anything is
+// stored in it: created mode 0700 if missing (whatever the umask); if it
+// exists and others may read, write or enter it, it is made 0700, and the
+// token and database files in it that others may read are made 0600. It
+// returns a note for each change, for the caller to warn with. A folder
+// that cannot be made private (one with the sticky bit, shared like /tmp,
+// or one this user may not change) is refused with an error.
+func SecureDataDir(dir string) ([]string, error) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data folder: %w", err)
+		}
+		return nil, os.Chmod(dir, 0o700)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("data folder %s is not a folder", dir)
+	}
+	var notes []string
+	if mode := fi.Mode(); mode.Perm()&0o077 != 0 {
+		if mode&os.ModeSticky != 0 {
+			return nil, fmt.Errorf("data folder %s (mode %v) is shared with other users; choose a folder of your own with --data", dir, mode.Perm())
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("data folder %s (mode %v) is open to other users and cannot be made private: %w", dir, mode.Perm(), err)
+		}
+		notes = append(notes, fmt.Sprintf("data folder %s was mode %v, open to other users: now 0700", dir, mode.Perm()))
+	}
+	for _, name := range []string{TokenFile, StoreFile, StoreFile + "-wal", StoreFile + "-shm"} {
+		path := filepath.Join(dir, name)
+		fi, err := os.Lstat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		if err := os.Chmod(path, 0o600); err != nil {
+			return notes, fmt.Errorf("make %s private: %w", path, err)
+		}
+		notes = append(notes, fmt.Sprintf("%s was mode %v, readable by other users: now 0600", path, fi.Mode().Perm()))
+	}
+	return notes, nil
+}
+
 // LoadOrCreateToken returns the token stored in dir, creating a fresh random
 // one (file mode 0600) on first start.
 func LoadOrCreateToken(dir string) (string, error) {

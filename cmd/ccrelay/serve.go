@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,14 +37,16 @@ func dataDir(flag string) (string, error) {
 
 func newServeCmd() *cobra.Command {
 	var listen, data string
+	var lim relay.Limits
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
 		Long: `Serve runs the relay: CLIs send session envelopes to it, apps follow and steer
 the sessions. It stores everything in SQLite under the data folder, where it
-also keeps its secret token (created on first start, mode 0600). It listens on
-127.0.0.1 unless told otherwise; the app URL it prints carries the token in
-its #fragment, which browsers never send to a server.`,
+also keeps its secret token (created on first start). The folder is private
+(0700, its files 0600): a folder that others can open is made private, with a
+warning. It listens on 127.0.0.1 unless told otherwise; the app URL it prints
+carries the token in its #fragment, which browsers never send to a server.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := dataDir(data)
@@ -51,7 +54,7 @@ its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			rl, err := startRelay(listen, dir, log)
+			rl, err := startRelayWith(listen, dir, log, lim)
 			if err != nil {
 				return err
 			}
@@ -65,6 +68,8 @@ its #fragment, which browsers never send to a server.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
+	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
+	cmd.Flags().IntVar(&lim.MaxConnsPerAddr, "max-conns-per-addr", relay.DefaultMaxConnsPerAddr, "open connections at most from one address (behind a proxy, all come from the proxy's)")
 	return cmd
 }
 
@@ -109,8 +114,42 @@ func (r *runningRelay) networkURLs() []string {
 	return out
 }
 
-// startRelay opens the store and token in dir and serves on listen.
+// startRelay serves a relay with the default limits: see startRelayWith.
 func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
+	return startRelayWith(listen, dir, log, relay.Limits{})
+}
+
+// portTaken says whether err (from startRelay) is a listen address
+// already in use: another relay, or another program, has the port.
+func portTaken(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+
+// startRelayWith listens on listen, then (and only if it can) makes the
+// data folder dir private, opens its token and store, and serves.
+func startRelayWith(listen, dir string, log *slog.Logger, lim relay.Limits) (*runningRelay, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		hint := "choose another address with --listen"
+		if portTaken(err) {
+			hint = "the port is taken (another relay running?): " + hint + ", e.g. --listen 127.0.0.1:0 for any free port"
+		}
+		return nil, fmt.Errorf("listen on %s: %w; %s", listen, err, hint)
+	}
+	r, err := openRelay(ln, dir, log, lim)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits) (*runningRelay, error) {
+	notes, err := relay.SecureDataDir(dir)
+	for _, n := range notes {
+		log.Warn(n)
+	}
+	if err != nil {
+		return nil, err
+	}
 	token, err := relay.LoadOrCreateToken(dir)
 	if err != nil {
 		return nil, err
@@ -119,16 +158,12 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := relay.OpenStore(filepath.Join(dir, "relay.db"))
+	store, err := relay.OpenStore(filepath.Join(dir, relay.StoreFile))
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("listen on %s: %w", listen, err)
-	}
 	rs := relay.NewServer(store, log, tokens...)
+	rs.Limits = lim
 	base, stopConns := context.WithCancel(context.Background())
 	addr := ln.Addr().(*net.TCPAddr)
 	everywhere := addr.IP.IsUnspecified()
@@ -136,10 +171,9 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
 	}
 	r := &runningRelay{base: "http://" + addr.String(), token: token, listening: ln.Addr().String(), everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
-		errc: make(chan error, 1), log: log,
-		srv: &http.Server{Handler: rs.Handler(), ReadHeaderTimeout: 10 * time.Second,
-			BaseContext: func(net.Listener) context.Context { return base }}}
-	go func() { r.errc <- r.srv.Serve(ln) }()
+		errc: make(chan error, 1), log: log, srv: rs.HTTPServer(base)}
+	capped := rs.Listener(ln)
+	go func() { r.errc <- r.srv.Serve(capped) }()
 	return r, nil
 }
 

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -52,10 +56,11 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// startServe runs `ccrelay serve` on a free port and returns its URL and token.
-func startServe(t *testing.T, data string) (*exec.Cmd, string, string) {
+// startServe runs `ccrelay serve` on a free port (with extra flags) and
+// returns its URL and token.
+func startServe(t *testing.T, data string, extra ...string) (*exec.Cmd, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data", data, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(binary, append([]string{"serve", "--data", data, "--listen", "127.0.0.1:0"}, extra...)...)
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
@@ -114,4 +119,90 @@ func TestServeEverywhere(t *testing.T) {
 		}
 	}
 	t.Logf("app %s, %d network URLs", app, len(phones))
+}
+
+// serve on a port that is taken fails before it creates anything, and says
+// which flag changes the port; portTaken recognises the error.
+func TestServePortTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	res := run(t, "serve", "--data", data, "--listen", ln.Addr().String())
+	if res.code == 0 || !strings.Contains(res.stderr, "--listen") || !strings.Contains(res.stderr, "port is taken") {
+		t.Fatalf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the data folder was created before listening: %v", err)
+	}
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		listen string
+		taken  bool
+	}{
+		{ln.Addr().String(), true},
+		{"127.0.0.1:99999", false}, // not an address
+	} {
+		_, err := startRelay(tc.listen, data, quiet)
+		if err == nil || portTaken(err) != tc.taken || !strings.Contains(err.Error(), "--listen") {
+			t.Errorf("%s: portTaken %v for %v", tc.listen, portTaken(err), err)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Fatalf("%s: the data folder was created before listening: %v", tc.listen, err)
+		}
+	}
+}
+
+// A data folder open to others is made private, with a warning.
+func TestServeDataFolderMadePrivate(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(data, 0o755)
+	var logs bytes.Buffer
+	rl, err := startRelay("127.0.0.1:0", data, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rl.wait(ctx)
+	if fi, err := os.Stat(data); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("data folder: %v %v", fi.Mode(), err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "now 0700") {
+		t.Fatalf("no warning:\n%s", logs.String())
+	}
+}
+
+// --max-conns-per-addr reaches the relay: the connection over it is
+// answered 429.
+func TestServeConnectionCapFlag(t *testing.T) {
+	cmd, base, token := startServe(t, t.TempDir(), "--max-conns-per-addr", "1")
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer %s\r\n\r\n", token)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, base+"/health", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second connection: status %d", resp.StatusCode)
+	}
 }

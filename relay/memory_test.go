@@ -1,0 +1,213 @@
+package relay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// relayProcessEnv makes the test binary a relay process (TestRelayProcess)
+// with its database in the folder it names.
+const relayProcessEnv = "CCRELAY_TEST_RELAY_PROCESS"
+
+// TestRelayProcess is not a test: run with relayProcessEnv set (by
+// startRelayProcess), it serves a relay on 127.0.0.1, prints "addr ADDR",
+// answers each "stats" line on stdin with its memory after a GC, and exits
+// when stdin closes. The memory figures are then the relay's alone.
+func TestRelayProcess(t *testing.T) {
+	dir := os.Getenv(relayProcessEnv)
+	if dir == "" {
+		return
+	}
+	st, err := OpenStore(filepath.Join(dir, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	s.Limits = Limits{MaxConns: 1 << 16, MaxConnsPerAddr: 1 << 16}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := s.HTTPServer(context.Background())
+	go srv.Serve(s.Listener(ln))
+	fmt.Printf("addr %s\n", ln.Addr())
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Printf("heap %d stack %d rss %d\n", ms.HeapInuse, ms.StackInuse, rss())
+	}
+	os.Exit(0) // the connections die with the process
+}
+
+// rss is this process's resident set in bytes (0 where /proc is missing).
+func rss() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// relayProcess is a relay in a child process.
+type relayProcess struct {
+	addr  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+type memStats struct{ heap, stack, rss int64 }
+
+func startRelayProcess(tb testing.TB) *relayProcess {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRelayProcess$")
+	cmd.Env = append(os.Environ(), relayProcessEnv+"="+tb.TempDir())
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	p := &relayProcess{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	tb.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	if !p.out.Scan() || !strings.HasPrefix(p.out.Text(), "addr ") {
+		tb.Fatalf("relay process: %q", p.out.Text())
+	}
+	p.addr = strings.TrimPrefix(p.out.Text(), "addr ")
+	return p
+}
+
+func (p *relayProcess) stats(tb testing.TB) memStats {
+	tb.Helper()
+	fmt.Fprintln(p.stdin, "stats")
+	var m memStats
+	if !p.out.Scan() {
+		tb.Fatal("relay process ended")
+	}
+	if _, err := fmt.Sscanf(p.out.Text(), "heap %d stack %d rss %d", &m.heap, &m.stack, &m.rss); err != nil {
+		tb.Fatalf("stats %q: %v", p.out.Text(), err)
+	}
+	return m
+}
+
+// idleApps opens n app connections to the relay process, each offering
+// compression as browsers do; each lists the sessions and reads a session's
+// history (compressed frames, so each connection has compressed at least
+// once), then idles. It returns the relay's memory growth.
+func idleApps(tb testing.TB, n int) (before, after memStats) {
+	p := startRelayProcess(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	cli, _, err := websocket.Dial(ctx, "ws://"+p.addr+"/ws/cli", &websocket.DialOptions{HTTPHeader: auth})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const session = s1
+	for i := 0; i < 300; i += 100 {
+		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameEnvelopes, Session: session, Envelopes: envelopes(session, i, i+100)})
+		if err := cli.Write(ctx, websocket.MessageText, f); err != nil {
+			tb.Fatal(err)
+		}
+		_, b, err := cli.Read(ctx)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var ack protocol.Frame
+		if err := json.Unmarshal(b, &ack); err != nil || ack.Type != protocol.FrameAck {
+			tb.Fatalf("storing the history: %s", b)
+		}
+	}
+	cli.Close(websocket.StatusNormalClosure, "")
+	before = p.stats(tb)
+	for range n {
+		c, _, err := websocket.Dial(ctx, "ws://"+p.addr+"/ws/app", &websocket.DialOptions{HTTPHeader: auth, CompressionMode: websocket.CompressionContextTakeover})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.SetReadLimit(MaxFrameBytes)
+		defer c.CloseNow()
+		for _, f := range []protocol.Frame{{V: 1, Type: protocol.FrameList}, {V: 1, Type: protocol.FrameSubscribe, Session: session}} {
+			b, _ := json.Marshal(f)
+			if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		for caughtUp := false; !caughtUp; {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			var f protocol.Frame
+			json.Unmarshal(b, &f)
+			if f.Type == protocol.FrameError {
+				tb.Fatalf("app %s: %s", f.Code, f.Message)
+			}
+			caughtUp = f.Type == protocol.FrameCaughtUp
+		}
+		c.CloseRead(ctx) // idle, answering pings
+	}
+	return before, p.stats(tb)
+}
+
+// maxIdleAppBytes is the budget of one idle compressed app connection in
+// the relay (heap and goroutine stacks): 1,000 apps in under 100 MB.
+const maxIdleAppBytes = 100 << 10
+
+// Idle app connections cost the relay a bounded amount each, compressed
+// or not (with the compression context kept, each held a 1.2 MB
+// compressor for as long as it was open).
+func TestIdleAppMemory(t *testing.T) {
+	const n = 200
+	before, after := idleApps(t, n)
+	per := (after.heap + after.stack - before.heap - before.stack) / n
+	t.Logf("%d idle apps: heap+stack %d KB per app, RSS +%.1f MB", n, per>>10, float64(after.rss-before.rss)/(1<<20))
+	if per > maxIdleAppBytes {
+		t.Fatalf("an idle app costs %d KB of heap and stack, budget %d KB", per>>10, maxIdleAppBytes>>10)
+	}
+}
+
+// BenchmarkIdleApps: the relay's memory growth with 1,000 idle app
+// connections (in a relay process of its own). It measures once, whatever
+// b.N is.
+func BenchmarkIdleApps(b *testing.B) {
+	const n = 1000
+	before, after := idleApps(b, n)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(after.rss-before.rss)/(1<<20), "rss-MB")
+	b.ReportMetric(float64(after.heap+after.stack-before.heap-before.stack)/(1<<20), "heap+stack-MB")
+	b.ReportMetric(float64(after.heap+after.stack-before.heap-before.stack)/n/(1<<10), "KB/app")
+}
