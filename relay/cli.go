@@ -82,7 +82,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if err := s.claim(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
 			}
-			si, err := s.store.Announce(ctx, f.Session, f.Info)
+			// Only the summary is kept: it is all that lists send, it costs
+			// nothing to list, and the relay holds no more than it needs.
+			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
 			if err != nil {
 				e := errorFrame("bad-announce", "%v", err)
 				e.Ref = f.Ref

@@ -234,7 +234,7 @@ func TestNewSessionIDAccepted(t *testing.T) {
 func TestListSendsBoundedSummaries(t *testing.T) {
 	r := startTestRelay(t)
 	cli := r.dial(t, testToken, "/ws/cli")
-	const sessions = 40
+	const sessions = 12
 	filler := strings.Repeat("z", 100<<10)
 	var perms []map[string]any
 	for i := range 10 {
