@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,10 +25,15 @@ import (
 // Outbox is an append-only log of envelopes on disk with an acknowledged
 // offset. Memory use does not depend on how much is waiting.
 type Outbox struct {
-	dir string
+	dir     string
+	openLog func(path string) (LogFile, error)
+	logger  *slog.Logger
+	// stop, when set (tests), is called at each named step of a durable
+	// change; an error stops the change there, as a crash would.
+	stop func(step string) error
 
 	mu     sync.Mutex
-	log    *os.File
+	log    LogFile
 	size   int64 // bytes in the log
 	acked  int64 // bytes of the log the relay acknowledged
 	notify chan struct{}
@@ -48,12 +54,45 @@ const (
 	compactAt = 1 << 20
 )
 
+// LogFile is what the outbox needs of its log file. *os.File implements
+// it; a test can wrap one to make writes fail as on a full disk.
+type LogFile interface {
+	io.ReaderAt
+	io.Writer
+	Truncate(size int64) error
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Close() error
+}
+
+// OutboxOptions configures OpenOutboxWith.
+type OutboxOptions struct {
+	// OpenLog opens the log file for reading and writing, creating it if
+	// needed (default: os.OpenFile, mode 0600).
+	OpenLog func(path string) (LogFile, error)
+	// Logger receives what the outbox repairs or skips (default: discard).
+	Logger *slog.Logger
+}
+
+func openLogFile(path string) (LogFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+}
+
 // OpenOutbox opens the outbox in dir (created if needed).
-func OpenOutbox(dir string) (*Outbox, error) {
+func OpenOutbox(dir string) (*Outbox, error) { return OpenOutboxWith(dir, OutboxOptions{}) }
+
+// OpenOutboxWith opens the outbox in dir (created if needed) with opts.
+func OpenOutboxWith(dir string, opts OutboxOptions) (*Outbox, error) {
+	if opts.OpenLog == nil {
+		opts.OpenLog = openLogFile
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	f, err := opts.OpenLog(filepath.Join(dir, logName))
 	if err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
@@ -62,7 +101,7 @@ func OpenOutbox(dir string) (*Outbox, error) {
 		f.Close()
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	o := &Outbox{dir: dir, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
+	o := &Outbox{dir: dir, openLog: opts.OpenLog, logger: opts.Logger, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
 	if b, err := os.ReadFile(filepath.Join(dir, ackedName)); err == nil {
 		n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 		if perr == nil && n >= 0 && n <= o.size {
@@ -214,6 +253,9 @@ func (o *Outbox) ack(end int64) error {
 		if err := o.log.Truncate(0); err != nil {
 			return fmt.Errorf("compact outbox: %w", err)
 		}
+		if err := o.step("compact-log-replaced"); err != nil {
+			return err
+		}
 		o.size, o.acked = 0, 0
 	}
 	return writeFileAtomic(filepath.Join(o.dir, ackedName), []byte(strconv.FormatInt(o.acked, 10)))
@@ -225,4 +267,12 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// step calls the test seam, if any, at a named step.
+func (o *Outbox) step(name string) error {
+	if o.stop == nil {
+		return nil
+	}
+	return o.stop(name)
 }
