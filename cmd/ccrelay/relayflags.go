@@ -50,10 +50,14 @@ func startRelaySender(url, token, stateDir, session string, log *slog.Logger) (*
 	return startRelaySenderNotice(url, token, stateDir, session, log, nil)
 }
 
+// openOutboxLog, when set (tests), opens the outbox's log file: a test
+// makes its writes fail as on a full disk.
+var openOutboxLog func(path string) (apiclient.LogFile, error)
+
 // startRelaySenderNotice starts sending; notice (stderr) hears when the
 // relay cannot be reached and when it is reached again.
 func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logger, notice io.Writer) (*relaySender, error) {
-	box, err := apiclient.OpenOutboxWith(stateDir, apiclient.OutboxOptions{Logger: log})
+	box, err := apiclient.OpenOutboxWith(stateDir, apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog})
 	if err != nil {
 		return nil, err
 	}
