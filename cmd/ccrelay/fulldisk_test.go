@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -238,4 +239,95 @@ func TestReplayToFullDisk(t *testing.T) {
 		t.Fatalf("only %d failed writes: not a test of a full disk", d.failed())
 	}
 	sameLines(t, storedLines(t, data, sess.ID), want)
+}
+
+// Remote mode on a disk that fills up during a turn and empties again:
+// what Claude did in the full-disk turn is kept by the pipeline and
+// appended first once the space is back; the relay ends with exactly the
+// envelopes of `ccrelay replay --format jsonl` of the transcript Claude
+// wrote (ids, in order).
+func TestRemoteModeFullDiskToRelay(t *testing.T) {
+	buildFakeClaude(t)
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	home, project := t.TempDir(), t.TempDir()
+	turn := func(k string) map[string]any {
+		return map[string]any{"steps": []any{
+			map[string]any{"text": "answer " + k},
+			map[string]any{"tool": map[string]any{"id": "toolu_" + k, "name": "Bash", "input": map[string]any{"command": "ls"}, "result": "ran " + k}},
+			map[string]any{"text": "done " + k},
+		}}
+	}
+	b, _ := json.Marshal(map[string]any{"turns": []any{turn("1"), turn("2"), turn("3")}})
+	script := write(t, "stream.json", b)
+	const session = "44444444-2222-4333-8444-555555555555"
+	d := &disk{}
+	s := startSender(t, filepath.Join(t.TempDir(), "outbox"), d, base, token)
+	pipe := launcher.NewPipeline("", s.box)
+	r := launcher.NewRemote(session, launcher.RemoteOptions{Claude: fakeClaude, Dir: project, StopTimeout: time.Second, Logger: discard,
+		Env: []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + script}}, pipe, nil)
+	defer r.Stop(protocol.StatusCancelled)
+	prompt := func(text string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := r.Prompt(ctx, text); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turnEnds := func() int {
+		n := 0
+		for _, l := range storedLines(t, data, session) {
+			if strings.Contains(l, `"t":"turn-end"`) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s; relay has %d envelopes", what, len(storedLines(t, data, session)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	prompt("one")
+	waitFor("the first turn", func() bool { return turnEnds() == 1 })
+	d.setFull(true)
+	prompt("two")
+	waitFor("the full disk", func() bool { return d.failed() >= 2 && r.State().Status == launcher.StatusIdle })
+	d.setFull(false)
+	prompt("three")
+	waitFor("three turns", func() bool { return turnEnds() == 3 && r.State().Status == launcher.StatusIdle })
+	r.Stop(protocol.StatusCompleted)
+	s.stop(t, true)
+
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", claude.TranscriptPath(projectDir, session)).stdout, "\n"), "\n")
+	got := storedLines(t, data, session)
+	id := func(line string) string {
+		var e protocol.Envelope
+		json.Unmarshal([]byte(line), &e)
+		return e.ID + " " + string(e.Ev.T)
+	}
+	// The last turn's end comes from Claude's result, which the transcript
+	// does not hold: replay leaves that turn open.
+	if len(got) != len(want)+1 || !strings.HasSuffix(id(got[len(want)]), " turn-end") {
+		for i := range got {
+			t.Logf("relay %d: %s", i+1, id(got[i]))
+		}
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)", len(got), len(want))
+	}
+	for i := range want {
+		if id(got[i]) != id(want[i]) {
+			t.Fatalf("envelope %d: relay %s, replay %s", i+1, id(got[i]), id(want[i]))
+		}
+	}
 }
