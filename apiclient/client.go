@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,6 +31,11 @@ type Config struct {
 	// delay (defaults 100 ms and 30 s).
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// Notice is where the user hears about the relay (stderr): at once
+	// when it cannot be reached, and why, and that sending goes on being
+	// retried; once when it is reached again; when it refuses the token.
+	// Once per outage, not on every retry. nil: silent.
+	Notice io.Writer
 }
 
 // Client sends the outbox to the relay: oldest first, one batch in flight,
@@ -45,6 +53,8 @@ type Client struct {
 	conn     *conn             // the current connection, nil while offline
 	announce map[string][]byte // session -> latest announced info
 	changed  chan struct{}     // an announcement to send
+
+	unreachable bool // the user was told the relay cannot be reached
 }
 
 // Inbound is a command from an app for one of this CLI's sessions. Answer
@@ -228,7 +238,13 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, ErrUnauthorized) {
+			c.notice("ccrelay: the relay at %s refused the token (wrong or revoked): nothing is sent to it in this run; the envelopes are kept on disk for a run with the right token", c.cfg.URL)
 			return err
+		}
+		var de *dialError
+		if errors.As(err, &de) && !c.unreachable {
+			c.unreachable = true
+			c.notice("ccrelay: cannot reach the relay at %s: %s; retrying in the background until it answers (the envelopes are kept on disk)", c.cfg.URL, de.reason())
 		}
 		if errors.Is(err, errProgress) {
 			backoff = c.cfg.MinBackoff
@@ -258,12 +274,49 @@ func (c *Client) Flush(ctx context.Context) error {
 	return nil
 }
 
+// notice tells the user something about the relay, if Config.Notice is set.
+func (c *Client) notice(format string, args ...any) {
+	if c.cfg.Notice != nil {
+		fmt.Fprintf(c.cfg.Notice, format+"\n", args...)
+	}
+}
+
+// dialError is a failure to connect to the relay (as opposed to a
+// connection that ended).
+type dialError struct {
+	err    error
+	status int // the HTTP status of a refused upgrade, or 0
+}
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// reason says in a few words why the relay could not be reached.
+func (e *dialError) reason() string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.Is(e.err, syscall.ECONNREFUSED):
+		return "connection refused (nothing listens there: is the relay running?)"
+	case errors.As(e.err, &dns):
+		return "host not found (" + dns.Name + ")"
+	case errors.Is(e.err, context.DeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout():
+		return "no answer within " + dialTimeout.String()
+	case e.status != 0:
+		return fmt.Sprintf("it answered HTTP %d %s instead of accepting the connection (is that the relay's address?)", e.status, http.StatusText(e.status))
+	}
+	return e.err.Error()
+}
+
+// dialTimeout bounds one attempt to connect to the relay.
+const dialTimeout = 10 * time.Second
+
 // errProgress marks a connection that acknowledged something before it
 // ended, so the backoff starts over.
 var errProgress = errors.New("connection ended after progress")
 
 func (c *Client) session(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	ws, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.cfg.Token}}})
 	cancel()
@@ -271,9 +324,17 @@ func (c *Client) session(ctx context.Context) error {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return ErrUnauthorized
 		}
-		return fmt.Errorf("connect to %s: %w", c.cfg.URL, err)
+		de := &dialError{err: fmt.Errorf("connect to %s: %w", c.cfg.URL, err)}
+		if resp != nil {
+			de.status = resp.StatusCode
+		}
+		return de
 	}
 	defer ws.CloseNow()
+	if c.unreachable {
+		c.unreachable = false
+		c.notice("ccrelay: reached the relay at %s again; sending what waited", c.cfg.URL)
+	}
 	ws.SetReadLimit(16 << 20)
 	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{})}
 	rctx, stopRead := context.WithCancel(ctx)

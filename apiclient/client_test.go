@@ -188,7 +188,8 @@ func TestOutboxDurable(t *testing.T) {
 	if b, _ := box.next(10); b != nil || box.Pending() != 0 {
 		t.Fatalf("left %+v, pending %d", b, box.Pending())
 	}
-	// Compaction: a large, fully acknowledged log is truncated.
+	// Compaction: a large, fully acknowledged log is replaced by an empty
+	// one (a header line).
 	big := envs("C", 0, 10000)
 	box.Append(ctx, "C", big)
 	for {
@@ -198,7 +199,7 @@ func TestOutboxDurable(t *testing.T) {
 		}
 		box.ack(b.end)
 	}
-	if fi, _ := os.Stat(filepath.Join(dir, logName)); fi.Size() != 0 {
+	if fi, _ := os.Stat(filepath.Join(dir, logName)); fi.Size() > 64 {
 		t.Fatalf("log not compacted: %d bytes", fi.Size())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,14 +24,31 @@ import (
 
 // Outbox is an append-only log of envelopes on disk with an acknowledged
 // offset. Memory use does not depend on how much is waiting.
+//
+// The log is a file of JSON lines, one envelope each. A log that was
+// compacted starts with a header line naming its generation; the
+// acknowledged offset is saved with the generation of the log it counts
+// in, so an offset saved for an earlier log is never applied to a later
+// one. The log's length is always what the outbox counts: a write that
+// fails, even part-way (a full disk), is cut off again before Append
+// returns its error.
 type Outbox struct {
-	dir string
+	dir     string
+	openLog func(path string) (LogFile, error)
+	logger  *slog.Logger
+	// stop, when set (tests), is called at each named step of a durable
+	// change; an error stops the change there, as a crash would.
+	stop func(step string) error
 
-	mu     sync.Mutex
-	log    *os.File
-	size   int64 // bytes in the log
-	acked  int64 // bytes of the log the relay acknowledged
-	notify chan struct{}
+	mu       sync.Mutex
+	log      LogFile
+	gen      int64 // the log's generation (0: never compacted, no header)
+	start    int64 // bytes of the header line
+	size     int64 // bytes in the log
+	acked    int64 // bytes of the log the relay acknowledged
+	dirty    bool  // the file may be longer than size: cut it before writing
+	reported int64 // skipped lines before this offset were logged
+	notify   chan struct{}
 }
 
 // entry is one line of the log.
@@ -40,20 +58,58 @@ type entry struct {
 	Envelope json.RawMessage `json:"e"`
 }
 
+// header is the first line of a compacted log.
+type header struct {
+	Gen int64 `json:"gen"`
+}
+
 const (
 	logName   = "outbox.log"
 	ackedName = "outbox.acked"
 	// compactAt: when everything is acknowledged and the log is larger than
-	// this, it is truncated.
+	// this, it is replaced by an empty one.
 	compactAt = 1 << 20
 )
 
+// LogFile is what the outbox needs of its log file. *os.File implements
+// it; a test can wrap one to make writes fail as on a full disk.
+type LogFile interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Close() error
+}
+
+// OutboxOptions configures OpenOutboxWith.
+type OutboxOptions struct {
+	// OpenLog opens a log file for reading and writing, creating it if
+	// needed (default: os.OpenFile, mode 0600).
+	OpenLog func(path string) (LogFile, error)
+	// Logger receives what the outbox repairs or skips (default: discard).
+	Logger *slog.Logger
+}
+
+func openLogFile(path string) (LogFile, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+}
+
 // OpenOutbox opens the outbox in dir (created if needed).
-func OpenOutbox(dir string) (*Outbox, error) {
+func OpenOutbox(dir string) (*Outbox, error) { return OpenOutboxWith(dir, OutboxOptions{}) }
+
+// OpenOutboxWith opens the outbox in dir (created if needed) with opts.
+func OpenOutboxWith(dir string, opts OutboxOptions) (*Outbox, error) {
+	if opts.OpenLog == nil {
+		opts.OpenLog = openLogFile
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, logName), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	f, err := opts.OpenLog(filepath.Join(dir, logName))
 	if err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
@@ -62,19 +118,124 @@ func OpenOutbox(dir string) (*Outbox, error) {
 		f.Close()
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	o := &Outbox{dir: dir, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
-	if b, err := os.ReadFile(filepath.Join(dir, ackedName)); err == nil {
-		n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		if perr == nil && n >= 0 && n <= o.size {
-			o.acked = n
-		}
-	}
-	// A torn last line (crash mid-append) is cut off.
-	if err := o.repairTail(); err != nil {
+	o := &Outbox{dir: dir, openLog: opts.OpenLog, logger: opts.Logger, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
+	if err := o.load(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return o, nil
+}
+
+// load reads the log's header and the acknowledged offset, cuts a torn
+// last line, and puts the offset on a line boundary.
+func (o *Outbox) load() error {
+	if err := o.readHeader(); err != nil {
+		return err
+	}
+	// A torn last line (crash mid-append) is cut off.
+	if err := o.repairTail(); err != nil {
+		return err
+	}
+	o.acked = o.start
+	b, err := os.ReadFile(filepath.Join(o.dir, ackedName))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("open outbox: %w", err)
+	}
+	n, gen, ok := parseAcked(b)
+	switch {
+	case !ok:
+		o.logger.Warn("outbox: acknowledged offset unreadable; sending the whole log again", "offset", 0, "content", string(b))
+		return nil
+	case gen != o.gen:
+		// Saved for an earlier log (a compaction stopped before the new
+		// offset was written): everything in this log is unsent.
+		o.logger.Warn("outbox: acknowledged offset belongs to an earlier log; sending this log whole",
+			"offset", n, "offsetGeneration", gen, "logGeneration", o.gen)
+		return nil
+	case n < o.start || n > o.size:
+		o.logger.Warn("outbox: acknowledged offset outside the log; sending the whole log again", "offset", n, "size", o.size)
+		return nil
+	}
+	o.acked = n
+	if o.acked > o.start {
+		// The offset must end a line: otherwise go back to the start of
+		// that line (sending it again is harmless; ids are derived).
+		c := make([]byte, 1)
+		if _, err := o.log.ReadAt(c, o.acked-1); err != nil {
+			return fmt.Errorf("check outbox: %w", err)
+		}
+		if c[0] != '\n' {
+			lineStart, err := o.lastLineEnd(o.acked)
+			if err != nil {
+				return err
+			}
+			o.logger.Warn("outbox: acknowledged offset is not on a line boundary; sending that line again",
+				"offset", o.acked, "lineStart", max(lineStart, o.start))
+			o.acked = max(lineStart, o.start)
+		}
+	}
+	return nil
+}
+
+// parseAcked reads "offset" (a log never compacted) or "offset gen".
+func parseAcked(b []byte) (offset, gen int64, ok bool) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 || len(f) > 2 {
+		return 0, 0, false
+	}
+	offset, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || offset < 0 {
+		return 0, 0, false
+	}
+	if len(f) == 2 {
+		if gen, err = strconv.ParseInt(f[1], 10, 64); err != nil || gen < 0 {
+			return 0, 0, false
+		}
+	}
+	return offset, gen, true
+}
+
+// readHeader reads the generation from the log's first line, if it is a
+// header.
+func (o *Outbox) readHeader() error {
+	if o.size == 0 {
+		return nil
+	}
+	buf := make([]byte, min(o.size, 64))
+	if _, err := o.log.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read outbox: %w", err)
+	}
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 {
+		return nil
+	}
+	var h header
+	if json.Unmarshal(buf[:i], &h) != nil || h.Gen <= 0 || bytes.Contains(buf[:i], []byte(`"s"`)) {
+		return nil
+	}
+	o.gen, o.start = h.Gen, int64(i+1)
+	return nil
+}
+
+// lastLineEnd returns the offset just past the last newline before end
+// (0 if there is none).
+func (o *Outbox) lastLineEnd(end int64) (int64, error) {
+	const chunk = 64 << 10
+	for end > 0 {
+		start := max(end-chunk, 0)
+		b := make([]byte, end-start)
+		if _, err := o.log.ReadAt(b, start); err != nil {
+			return 0, fmt.Errorf("check outbox: %w", err)
+		}
+		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
 }
 
 func (o *Outbox) repairTail() error {
@@ -88,26 +249,19 @@ func (o *Outbox) repairTail() error {
 	if buf[0] == '\n' {
 		return nil
 	}
-	// Find the last newline and truncate after it.
-	const chunk = 64 << 10
-	end := o.size
-	for end > 0 {
-		start := max(end-chunk, 0)
-		b := make([]byte, end-start)
-		if _, err := o.log.ReadAt(b, start); err != nil {
-			return fmt.Errorf("check outbox: %w", err)
-		}
-		if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-			end = start + int64(i) + 1
-			break
-		}
-		end = start
+	end, err := o.lastLineEnd(o.size)
+	if err != nil {
+		return err
 	}
+	o.logger.Warn("outbox: cutting a torn last line (written part-way before a crash or a full disk)",
+		"offset", end, "bytes", o.size-end)
 	if err := o.log.Truncate(end); err != nil {
 		return fmt.Errorf("repair outbox: %w", err)
 	}
+	if err := o.log.Sync(); err != nil {
+		return fmt.Errorf("repair outbox: %w", err)
+	}
 	o.size = end
-	o.acked = min(o.acked, end)
 	return nil
 }
 
@@ -115,7 +269,8 @@ func (o *Outbox) repairTail() error {
 func (o *Outbox) Close() error { return o.log.Close() }
 
 // Append writes envelopes of session durably (fsync) before returning. It
-// implements the launcher's Outbox.
+// implements the launcher's Outbox. On error nothing was appended: the
+// caller keeps the envelopes and appends them again later.
 func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
 	var buf []byte
 	for i := range envs {
@@ -135,17 +290,50 @@ func (o *Outbox) appendRaw(buf []byte) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, err := o.log.Write(buf); err != nil {
-		return fmt.Errorf("write outbox: %w", err)
+	if o.dirty {
+		if err := o.cutBack(); err != nil {
+			return fmt.Errorf("write outbox: the log could not be restored after an earlier failed write: %w", err)
+		}
+	}
+	if _, err := o.log.WriteAt(buf, o.size); err != nil {
+		return o.undo(fmt.Errorf("write outbox: %w", err))
 	}
 	if err := o.log.Sync(); err != nil {
-		return fmt.Errorf("sync outbox: %w", err)
+		return o.undo(fmt.Errorf("sync outbox: %w", err))
 	}
 	o.size += int64(len(buf))
 	select {
 	case o.notify <- struct{}{}:
 	default:
 	}
+	return nil
+}
+
+// undo cuts what a failed write may have left beyond size and returns
+// err (with the cut's failure, if any). Called with mu held.
+func (o *Outbox) undo(err error) error {
+	if cerr := o.cutBack(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("restore outbox: %w", cerr))
+	}
+	return err
+}
+
+// cutBack truncates the log to size and checks that it is that long. Until
+// it succeeds the log counts as dirty and nothing is written. Called with
+// mu held.
+func (o *Outbox) cutBack() error {
+	o.dirty = true
+	if err := o.log.Truncate(o.size); err != nil {
+		return err
+	}
+	fi, err := o.log.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != o.size {
+		return fmt.Errorf("log is %d bytes after truncating to %d", fi.Size(), o.size)
+	}
+	o.dirty = false
 	return nil
 }
 
@@ -165,10 +353,11 @@ type batch struct {
 }
 
 // next reads the oldest unacknowledged run of at most max envelopes of one
-// session, or nil when everything is acknowledged.
+// session, or nil when everything is acknowledged. Lines it cannot read are
+// skipped (they would block everything behind them) and logged once each.
 func (o *Outbox) next(max int) (*batch, error) {
 	o.mu.Lock()
-	from, size := o.acked, o.size
+	from, size, gen := o.acked, o.size, o.gen
 	o.mu.Unlock()
 	if from >= size {
 		return nil, nil
@@ -181,8 +370,17 @@ func (o *Outbox) next(max int) (*batch, error) {
 			break
 		}
 		var e entry
-		if json.Unmarshal(line, &e) != nil {
-			// Unreadable line: skip it rather than block the outbox.
+		switch {
+		case line[len(line)-1] != '\n':
+			o.skipped(gen, b.end, len(line), "torn line: no newline at the end of the log")
+			b.end += int64(len(line))
+			continue
+		case json.Unmarshal(line, &e) != nil:
+			o.skipped(gen, b.end, len(line), "unreadable line: not JSON")
+			b.end += int64(len(line))
+			continue
+		case e.ID == "" || e.Session == "" || len(e.Envelope) == 0:
+			o.skipped(gen, b.end, len(line), "unreadable line: no session, id or envelope")
 			b.end += int64(len(line))
 			continue
 		}
@@ -202,7 +400,24 @@ func (o *Outbox) next(max int) (*batch, error) {
 	return b, nil
 }
 
-// ack records that everything up to end was acknowledged.
+// skipped logs a line next skips, unless it was logged before.
+func (o *Outbox) skipped(gen, offset int64, n int, why string) {
+	o.mu.Lock()
+	fresh := gen == o.gen && offset >= o.reported
+	if fresh {
+		o.reported = offset + int64(n)
+	}
+	o.mu.Unlock()
+	if fresh {
+		o.logger.Warn("outbox: skipping a line", "offset", offset, "bytes", n, "why", why)
+	}
+}
+
+// ack records that everything up to end was acknowledged. When that is the
+// whole log and the log is large, it is replaced by an empty log of the
+// next generation first, then the new offset is saved: a crash between the
+// two leaves an offset of an earlier generation, which the next open
+// ignores.
 func (o *Outbox) ack(end int64) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -210,19 +425,106 @@ func (o *Outbox) ack(end int64) error {
 		return nil
 	}
 	o.acked = end
-	if o.acked == o.size && o.size > compactAt {
-		if err := o.log.Truncate(0); err != nil {
-			return fmt.Errorf("compact outbox: %w", err)
+	if o.acked == o.size && o.size > compactAt && !o.dirty {
+		if err := o.compact(); err != nil {
+			return err
 		}
-		o.size, o.acked = 0, 0
 	}
-	return writeFileAtomic(filepath.Join(o.dir, ackedName), []byte(strconv.FormatInt(o.acked, 10)))
+	return writeFileDurable(filepath.Join(o.dir, ackedName), []byte(strconv.FormatInt(o.acked, 10)+" "+strconv.FormatInt(o.gen, 10)))
 }
 
-func writeFileAtomic(path string, data []byte) error {
+// compact replaces the fully acknowledged log by an empty one of the next
+// generation. Called with mu held.
+func (o *Outbox) compact() error {
+	gen := o.gen + 1
+	h, _ := json.Marshal(header{Gen: gen})
+	h = append(h, '\n')
+	f, err := replaceFile(filepath.Join(o.dir, logName), o.openLog, func(f LogFile) error {
+		_, err := f.WriteAt(h, 0)
+		return err
+	})
+	if f == nil {
+		return fmt.Errorf("compact outbox: %w", err)
+	}
+	// The log was replaced: from here on the outbox counts in the new one.
+	o.log.Close()
+	o.log = f
+	if serr := o.step("compact-log-replaced"); serr != nil {
+		return serr
+	}
+	o.gen, o.start, o.size, o.acked, o.reported = gen, int64(len(h)), int64(len(h)), int64(len(h)), 0
+	if err != nil {
+		return fmt.Errorf("compact outbox: %w", err)
+	}
+	return nil
+}
+
+// replaceFile durably replaces the file at path with one that write fills:
+// the new content goes to a temporary file in the same folder, which is
+// fsynced, renamed over path, and then the folder is fsynced. A crash
+// leaves the old file or the new one, never a mix, and once replaceFile
+// returns nil the new one survives power loss. It returns the new file,
+// open, whenever the rename happened (also with the folder's fsync error).
+// Every file the outbox replaces goes through here.
+func replaceFile(path string, open func(string) (LogFile, error), write func(LogFile) error) (LogFile, error) {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	f, err := open(tmp)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (LogFile, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if err := f.Truncate(0); err != nil { // a leftover of a crash
+		return fail(err)
+	}
+	if err := write(f); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		// The rename happened (the new file is returned); only its
+		// durability is in doubt.
+		return f, fmt.Errorf("sync folder %s: %w", filepath.Dir(path), err)
+	}
+	return f, nil
+}
+
+// writeFileDurable replaces path with data through replaceFile.
+func writeFileDurable(path string, data []byte) error {
+	f, err := replaceFile(path, openLogFile, func(f LogFile) error {
+		_, err := f.WriteAt(data, 0)
+		return err
+	})
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// syncDir fsyncs a folder, making a rename in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	defer d.Close()
+	return d.Sync()
+}
+
+// step calls the test seam, if any, at a named step.
+func (o *Outbox) step(name string) error {
+	if o.stop == nil {
+		return nil
+	}
+	return o.stop(name)
 }

@@ -41,6 +41,11 @@ type Pipeline struct {
 	// streamed remembers what remote mode mapped, so that the scanner does
 	// not map it again after a switch back to local mode.
 	streamed map[string]*claude.Dedupe
+	// unsent holds, per session, envelopes whose append failed (a full
+	// disk): they go first in the session's next append, or at Close.
+	// Remote mode cannot read them again; the scanner would, but order
+	// needs them first either way (ids are derived: a repeat is harmless).
+	unsent map[string][]protocol.Envelope
 }
 
 // NewPipeline returns a pipeline writing to out. A non-empty sessionID maps
@@ -48,7 +53,25 @@ type Pipeline struct {
 // it); "" follows the session of each batch.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
 	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
-		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}}
+		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{}}
+}
+
+// appendTo appends envs of session after what an earlier failed append of
+// it left; on failure it keeps them all for the next try. Called with mu
+// held.
+func (p *Pipeline) appendTo(ctx context.Context, session string, envs []protocol.Envelope) error {
+	if held := p.unsent[session]; len(held) > 0 {
+		envs = append(held[:len(held):len(held)], envs...)
+	}
+	if len(envs) == 0 {
+		return nil
+	}
+	if err := p.outbox.Append(ctx, session, envs); err != nil {
+		p.unsent[session] = envs
+		return err
+	}
+	delete(p.unsent, session)
+	return nil
 }
 
 func (p *Pipeline) mapperFor(session string) (string, *mapper.Mapper) {
@@ -87,10 +110,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 			envs = append(envs, out...)
 		}
 	}
-	if len(envs) == 0 {
-		return nil
-	}
-	return p.outbox.Append(ctx, session, envs)
+	return p.appendTo(ctx, session, envs)
 }
 
 // SetRemote hands session to remote mode (true) or back to the scanner.
@@ -122,10 +142,7 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 		}
 		envs = append(envs, m.Map(r)...)
 	}
-	if len(envs) == 0 {
-		return nil
-	}
-	return p.outbox.Append(ctx, session, envs)
+	return p.appendTo(ctx, session, envs)
 }
 
 // CloseTurn ends the open turn of one session with status.
@@ -134,10 +151,7 @@ func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protoco
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
-	if envs := m.Close(status); len(envs) > 0 {
-		return p.outbox.Append(ctx, session, envs)
-	}
-	return nil
+	return p.appendTo(ctx, session, m.Close(status))
 }
 
 // Note adds a service message of the launcher's own to the session (in its
@@ -147,21 +161,19 @@ func (p *Pipeline) Note(ctx context.Context, session, source, text string, nowMS
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
-	return p.outbox.Append(ctx, session, m.Note(source, text))
+	return p.appendTo(ctx, session, m.Note(source, text))
 }
 
 // Close ends the open turn of every session with status and appends what
-// that produced.
+// that produced, after what failed to append before.
 func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, session := range p.order {
 		m := p.mappers[session]
 		m.SetTime(nowMS)
-		if envs := m.Close(status); len(envs) > 0 {
-			if err := p.outbox.Append(ctx, session, envs); err != nil {
-				return err
-			}
+		if err := p.appendTo(ctx, session, m.Close(status)); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -108,12 +108,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		if err != nil {
 			return err
 		}
-		box, err := apiclient.OpenOutbox(filepath.Join(runDir, "outbox"))
+		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log})
 		if err != nil {
 			return err
 		}
 		defer box.Close()
-		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log}, box)
+		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: os.Stderr}, box)
 		app = &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command)}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})

@@ -91,12 +91,22 @@ type relaySender struct {
 }
 
 func startRelaySender(url, token, stateDir, session string, log *slog.Logger) (*relaySender, error) {
-	box, err := apiclient.OpenOutbox(stateDir)
+	return startRelaySenderNotice(url, token, stateDir, session, log, nil)
+}
+
+// openOutboxLog, when set (tests), opens the outbox's log file: a test
+// makes its writes fail as on a full disk.
+var openOutboxLog func(path string) (apiclient.LogFile, error)
+
+// startRelaySenderNotice starts sending; notice (stderr) hears when the
+// relay cannot be reached and when it is reached again.
+func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logger, notice io.Writer) (*relaySender, error) {
+	box, err := apiclient.OpenOutboxWith(stateDir, apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog})
 	if err != nil {
 		return nil, err
 	}
 	rs := &relaySender{box: box, session: session, done: make(chan error, 1),
-		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log}, box)}
+		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log, Notice: notice}, box)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rs.cancel = cancel
 	go func() { rs.done <- rs.client.Run(ctx) }()

@@ -97,7 +97,7 @@ and chat (a readable transcript; default on a terminal).`,
 				if verbose {
 					log = slog.New(slog.NewTextHandler(stderr, nil))
 				}
-				sender, err = startRelaySender(to, tok, filepath.Join(st, "replay", s.ID), s.ID, log)
+				sender, err = startRelaySenderNotice(to, tok, filepath.Join(st, "replay", s.ID), s.ID, log, stderr)
 				if err != nil {
 					return err
 				}

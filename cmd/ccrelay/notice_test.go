@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stderrLines collects a process's stderr lines as they come.
+type stderrLines struct {
+	lines chan string
+	all   []string
+}
+
+func watchStderr(t *testing.T, cmd *exec.Cmd) *stderrLines {
+	t.Helper()
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stderrLines{lines: make(chan string, 1024)}
+	go func() {
+		defer close(s.lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.lines <- sc.Text()
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	return s
+}
+
+// waitFor reads lines until one contains want (or the deadline passes).
+func (s *stderrLines) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("stderr ended without %q:\n%s", want, strings.Join(s.all, "\n"))
+			}
+			s.all = append(s.all, l)
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q on stderr:\n%s", want, strings.Join(s.all, "\n"))
+		}
+	}
+}
+
+// rest reads the remaining lines (the process ended).
+func (s *stderrLines) rest() string {
+	for l := range s.lines {
+		s.all = append(s.all, l)
+	}
+	return strings.Join(s.all, "\n")
+}
+
+// stoppedRelay runs `ccrelay serve` once (for its token and address) and
+// stops it: its address then refuses connections.
+func stoppedRelay(t *testing.T) (data, base, token string) {
+	data = t.TempDir()
+	srv, base, token := startServe(t, data)
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	return data, base, token
+}
+
+// replay --to says at once when the relay cannot be reached (and why) and
+// that it keeps trying, once; says when it is reached; and sends all.
+func TestReplayToSaysWhenRelayUnreachable(t *testing.T) {
+	data, base, token := stoppedRelay(t)
+	session := pacedSession(t, 300)
+	id := strings.TrimSuffix(filepath.Base(session), ".jsonl")
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", session).stdout, "\n"), "\n")
+	cmd := exec.Command(binary, "replay", "-q", "--format", "jsonl", "--to", base, "--relay-token", token, "--state", t.TempDir(), session)
+	errs := watchStderr(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	errs.waitFor(t, "cannot reach the relay at "+base+": connection refused")
+	if !strings.Contains(errs.all[len(errs.all)-1], "retrying") {
+		t.Fatalf("the notice does not say it keeps trying: %s", errs.all[len(errs.all)-1])
+	}
+	srv := restartServe(t, data, strings.TrimPrefix(base, "http://"))
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	errs.waitFor(t, "reached the relay at "+base)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("replay --to: %v\n%s", err, errs.rest())
+	}
+	if out := errs.rest(); strings.Count(out, "cannot reach") != 1 || strings.Count(out, "reached the relay") != 1 {
+		t.Fatalf("not once each:\n%s", out)
+	}
+	sameLines(t, storedLines(t, data, id), want)
+}
+
+// Local mode says at once, on stderr, that the relay cannot be reached
+// and that it keeps trying, then that it reached it; what Claude wrote
+// reaches the relay.
+func TestLocalModeSaysWhenRelayUnreachable(t *testing.T) {
+	data, base, token := stoppedRelay(t)
+	const session = "33333333-2222-4333-8444-555555555555"
+	r := newLocalRun(t, recLines(0, 5), map[string]any{"hang": true})
+	cmd := r.command("--relay", base, "--relay-token", token, "--", "--session-id", session)
+	errs := watchStderr(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	errs.waitFor(t, "cannot reach the relay at "+base+": connection refused")
+	srv := restartServe(t, data, strings.TrimPrefix(base, "http://"))
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	errs.waitFor(t, "reached the relay at "+base)
+	waitStored(t, data, session, 5)
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	if out := errs.rest(); strings.Count(out, "cannot reach") != 1 || strings.Count(out, "reached the relay") != 1 {
+		t.Fatalf("not once each:\n%s", out)
+	}
+}
