@@ -38,8 +38,8 @@ func TestClientSaysWhenRelayUnreachable(t *testing.T) {
 	}
 	defer box.Close()
 	ctx := context.Background()
-	all := envs("N", 0, 20)
-	box.Append(ctx, "N", all[:10])
+	all := envs(sessN, 0, 20)
+	box.Append(ctx, sessN, all[:10])
 	var notices, logs logRecords
 	cl := NewClient(Config{URL: "http://" + addr, Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		Logger: logs.logger(), Notice: &notices}, box)
@@ -60,7 +60,7 @@ func TestClientSaysWhenRelayUnreachable(t *testing.T) {
 	r.start()
 	t.Cleanup(r.halt)
 	waitLog(t, &notices, "reached the relay", 1)
-	box.Append(ctx, "N", all[10:])
+	box.Append(ctx, sessN, all[10:])
 	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer fcancel()
 	if err := cl.Flush(fctx); err != nil {
@@ -78,7 +78,7 @@ func TestClientSaysWhenRelayUnreachable(t *testing.T) {
 	cancel()
 	<-done
 	r.halt()
-	checkStored(t, "N", r.ids("N"), all)
+	checkStored(t, sessN, r.ids(sessN), all)
 
 	// A refused token is said at once, as such.
 	notices = logRecords{}

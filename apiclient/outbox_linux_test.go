@@ -110,10 +110,10 @@ func tmpfsChild(t *testing.T, mnt string) {
 	}
 	box := open()
 	ctx := context.Background()
-	all := envs("T", 0, 3000)
+	all := envs(sessT, 0, 3000)
 	next := 0
 	appendSome := func(n int) error {
-		err := box.Append(ctx, "T", all[next:next+n])
+		err := box.Append(ctx, sessT, all[next:next+n])
 		if err == nil {
 			next += n
 		}
@@ -199,6 +199,6 @@ func tmpfsChild(t *testing.T, mnt string) {
 		t.Fatalf("a reopened outbox sends %d envelopes again", len(rest))
 	}
 	r.halt()
-	checkStored(t, "T", r.ids("T"), all)
+	checkStored(t, sessT, r.ids(sessT), all)
 	t.Logf("tmpfs: full disk survived: %d failed appends (%d part-way), %d envelopes stored once", failures, partial, len(all))
 }

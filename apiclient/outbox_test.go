@@ -146,20 +146,20 @@ func TestOutboxFullDisk(t *testing.T) {
 			box, disk := openFull(t, dir, quiet)
 			defer func() { box.Close() }()
 			ctx := context.Background()
-			all := envs("F", 0, 30)
-			if err := box.Append(ctx, "F", all[:10]); err != nil {
+			all := envs(sessF, 0, 30)
+			if err := box.Append(ctx, sessF, all[:10]); err != nil {
 				t.Fatal(err)
 			}
 			before := logSize(t, dir)
 			room := tc.room
 			if room == -2 { // all but the last byte (its newline)
 				scratch, _ := OpenOutbox(t.TempDir())
-				scratch.Append(ctx, "F", all[10:20])
+				scratch.Append(ctx, sessF, all[10:20])
 				room = scratch.Pending() - 1
 				scratch.Close()
 			}
 			disk.set(room, tc.syncErr)
-			err := box.Append(ctx, "F", all[10:20])
+			err := box.Append(ctx, sessF, all[10:20])
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Append on a full disk = %v, want %v", err, tc.want)
 			}
@@ -171,10 +171,10 @@ func TestOutboxFullDisk(t *testing.T) {
 			}
 			// Space returns: the caller appends the same envelopes again.
 			disk.set(-1, nil)
-			if err := box.Append(ctx, "F", all[10:20]); err != nil {
+			if err := box.Append(ctx, sessF, all[10:20]); err != nil {
 				t.Fatal(err)
 			}
-			if err := box.Append(ctx, "F", all[20:]); err != nil {
+			if err := box.Append(ctx, sessF, all[20:]); err != nil {
 				t.Fatal(err)
 			}
 			// What a restart would send is every envelope, once.
@@ -183,7 +183,7 @@ func TestOutboxFullDisk(t *testing.T) {
 			rc := runClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 7, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}, box)
 			rc.finish(t)
 			r.halt()
-			checkStored(t, "F", r.ids("F"), all)
+			checkStored(t, sessF, r.ids(sessF), all)
 		})
 	}
 }
