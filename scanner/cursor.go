@@ -58,14 +58,14 @@ func (c *Cursor) prune(projectDir string) {
 		c.Sessions = c.Sessions[n-MaxCursorSessions:]
 	}
 	kept := c.Sessions[:0:0]
-	var mains []string
+	mains := map[string]bool{}
 	for _, id := range c.Sessions {
 		main := c.mainPath(projectDir, id)
 		if _, err := os.Lstat(main); errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		kept = append(kept, id)
-		mains = append(mains, main)
+		mains[main] = true
 	}
 	c.Sessions = kept
 	for id := range c.Mains {
@@ -74,10 +74,22 @@ func (c *Cursor) prune(projectDir string) {
 		}
 	}
 	for p := range c.Files {
-		if !slices.ContainsFunc(mains, func(m string) bool { return sessionFile(m, p) }) {
+		if !mains[p] && !mains[subagentOwner(p, strings.Index)] && !mains[subagentOwner(p, strings.LastIndex)] {
 			delete(c.Files, p)
 		}
 	}
+}
+
+// subagentOwner is the main transcript of the session a subagent
+// transcript (<session>/subagents/…) belongs to, or "", taking the folder
+// named subagents that index finds.
+func subagentOwner(p string, index func(s, sep string) int) string {
+	sep := string(filepath.Separator) + "subagents" + string(filepath.Separator)
+	i := index(p, sep)
+	if i < 0 {
+		return ""
+	}
+	return p[:i] + ".jsonl"
 }
 
 // LoadCursor reads a cursor file; a missing file is an empty cursor.

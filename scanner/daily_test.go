@@ -405,7 +405,7 @@ func TestScannerTranscriptPathThroughSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolved, _ := filepath.EvalSymlinks(link)
-	seenDir, _ := claude.ProjectDir(config, link)     // where ccrelay looks
+	seenDir, _ := claude.ProjectDir(config, link)      // where ccrelay looks
 	writeDir, _ := claude.ProjectDir(config, resolved) // where Claude writes
 	if seenDir == writeDir {
 		t.Fatal("the symlink did not change the project folder")

@@ -15,8 +15,8 @@ import (
 	"github.com/ccrelay/ccrelay/claude"
 )
 
-// Defaults of Config, and the scanner's limits (docs/protocol.md, "Local
-// mode: the transcript scanner").
+// Defaults of Config, and the scanner's limits (docs/protocol.md, "Limits:
+// the transcript scanner").
 const (
 	DefaultPollInterval   = 2 * time.Second
 	DefaultMissingTimeout = 60 * time.Second

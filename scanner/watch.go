@@ -11,7 +11,7 @@ import (
 )
 
 // Watching when the inotify watch limit is reached (docs/protocol.md,
-// "Local mode: the transcript scanner").
+// "Limits: the transcript scanner").
 const (
 	// FallbackPollInterval replaces a longer PollInterval while a folder
 	// cannot be watched because the inotify watch limit was reached.
