@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"sync"
 
@@ -41,6 +43,10 @@ type Pipeline struct {
 	// streamed remembers what remote mode mapped, so that the scanner does
 	// not map it again after a switch back to local mode.
 	streamed map[string]*claude.Dedupe
+	// unsent holds, per session, the envelopes of a batch the outbox
+	// refused: the scanner delivers the same batch again (Retry), and it
+	// must not go through the mapper twice.
+	unsent map[string][]protocol.Envelope
 }
 
 // NewPipeline returns a pipeline writing to out. A non-empty sessionID maps
@@ -48,7 +54,7 @@ type Pipeline struct {
 // it); "" follows the session of each batch.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
 	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
-		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}}
+		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{}}
 }
 
 func (p *Pipeline) mapperFor(session string) (string, *mapper.Mapper) {
@@ -76,6 +82,13 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 		// copy is dropped, and the cursor moves past it.
 		return nil
 	}
+	if envs, ok := p.unsent[session]; ok && b.Retry {
+		if err := p.outbox.Append(ctx, session, envs); err != nil {
+			return err
+		}
+		delete(p.unsent, session)
+		return nil
+	}
 	seen := p.streamed[session]
 	var envs []protocol.Envelope
 	for _, r := range b.Records {
@@ -90,7 +103,11 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	if len(envs) == 0 {
 		return nil
 	}
-	return p.outbox.Append(ctx, session, envs)
+	if err := p.outbox.Append(ctx, session, envs); err != nil {
+		p.unsent[session] = envs
+		return err
+	}
+	return nil
 }
 
 // SetRemote hands session to remote mode (true) or back to the scanner.
@@ -206,11 +223,13 @@ func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelop
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var buf []byte
+	ids := map[string]struct{}{}
 	for i := range envs {
-		if _, dup := o.have[envs[i].ID]; dup {
+		_, dup := o.have[envs[i].ID]
+		if _, again := ids[envs[i].ID]; dup || again {
 			continue
 		}
-		o.have[envs[i].ID] = struct{}{}
+		ids[envs[i].ID] = struct{}{}
 		var err error
 		if buf, err = envs[i].AppendJSON(buf); err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
@@ -220,12 +239,20 @@ func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelop
 	if len(buf) == 0 {
 		return nil
 	}
-	if _, err := o.f.Write(buf); err != nil {
+	// The ids count as stored only once the write is durable: a failed
+	// write is retried in full (and what it left is cut off).
+	before, statErr := o.f.Seek(0, io.SeekEnd)
+	_, err := o.f.Write(buf)
+	if err == nil {
+		err = o.f.Sync()
+	}
+	if err != nil {
+		if statErr == nil {
+			o.f.Truncate(before)
+		}
 		return fmt.Errorf("write outbox: %w", err)
 	}
-	if err := o.f.Sync(); err != nil {
-		return fmt.Errorf("sync outbox: %w", err)
-	}
+	maps.Copy(o.have, ids)
 	return nil
 }
 
