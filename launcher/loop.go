@@ -27,7 +27,8 @@ type Command struct {
 // Scanner is what the switching loop needs of the transcript scanner.
 type Scanner interface {
 	AddSession(id string)
-	Synced() <-chan struct{}
+	// Flush delivers at once everything on disk (Claude has stopped).
+	Flush(ctx context.Context) error
 }
 
 // LoopOptions configure RunLoop.
@@ -191,17 +192,13 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	}
 }
 
-// settle waits until the scanner has read everything on disk (two full
-// passes), or a few seconds.
+// settle waits until the scanner has delivered everything on disk (a pass
+// made at once), or a few seconds.
 func (l *loop) settle() {
-	timeout := time.After(5 * time.Second)
-	for range 2 {
-		select {
-		case <-l.o.Scanner.Synced():
-		case <-timeout:
-			l.o.Logger.Warn("scanner did not catch up before the switch")
-			return
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.o.Scanner.Flush(ctx); err != nil {
+		l.o.Logger.Warn("scanner did not catch up before the switch", "err", err)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"sync"
 
@@ -43,8 +45,8 @@ type Pipeline struct {
 	streamed map[string]*claude.Dedupe
 	// unsent holds, per session, envelopes whose append failed (a full
 	// disk): they go first in the session's next append, or at Close.
-	// Remote mode cannot read them again; the scanner would, but order
-	// needs them first either way (ids are derived: a repeat is harmless).
+	// Remote mode cannot read them again; the scanner delivers the same
+	// batch again (Retry), which must not go through the mapper twice.
 	unsent map[string][]protocol.Envelope
 }
 
@@ -98,6 +100,9 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 		// Remote mode reads this session from stream-json; the scanner's
 		// copy is dropped, and the cursor moves past it.
 		return nil
+	}
+	if _, ok := p.unsent[session]; ok && b.Retry {
+		return p.appendTo(ctx, session, nil) // mapped already
 	}
 	seen := p.streamed[session]
 	var envs []protocol.Envelope
@@ -218,11 +223,13 @@ func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelop
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var buf []byte
+	ids := map[string]struct{}{}
 	for i := range envs {
-		if _, dup := o.have[envs[i].ID]; dup {
+		_, dup := o.have[envs[i].ID]
+		if _, again := ids[envs[i].ID]; dup || again {
 			continue
 		}
-		o.have[envs[i].ID] = struct{}{}
+		ids[envs[i].ID] = struct{}{}
 		var err error
 		if buf, err = envs[i].AppendJSON(buf); err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
@@ -232,12 +239,20 @@ func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelop
 	if len(buf) == 0 {
 		return nil
 	}
-	if _, err := o.f.Write(buf); err != nil {
+	// The ids count as stored only once the write is durable: a failed
+	// write is retried in full (and what it left is cut off).
+	before, statErr := o.f.Seek(0, io.SeekEnd)
+	_, err := o.f.Write(buf)
+	if err == nil {
+		err = o.f.Sync()
+	}
+	if err != nil {
+		if statErr == nil {
+			o.f.Truncate(before)
+		}
 		return fmt.Errorf("write outbox: %w", err)
 	}
-	if err := o.f.Sync(); err != nil {
-		return fmt.Errorf("sync outbox: %w", err)
-	}
+	maps.Copy(o.have, ids)
 	return nil
 }
 

@@ -116,3 +116,86 @@ func mustParse(t *testing.T, line string) *claude.Record {
 	}
 	return r
 }
+
+// failOnce refuses its first Append, then stores in a MemOutbox.
+type failOnce struct {
+	MemOutbox
+	failed bool
+}
+
+func (f *failOnce) Append(ctx context.Context, session string, envs []protocol.Envelope) error {
+	if !f.failed {
+		f.failed = true
+		return os.ErrPermission
+	}
+	return f.MemOutbox.Append(ctx, session, envs)
+}
+
+// A batch the outbox refused comes back from the scanner as a Retry: its
+// envelopes are appended as first mapped, not mapped a second time (which
+// would move the mapper's turn state twice).
+func TestPipelineRetryMapsOnce(t *testing.T) {
+	u1 := `{"type":"user","uuid":"u1","timestamp":"2026-01-01T10:00:00Z","message":{"content":"hi"}}`
+	a1 := `{"type":"assistant","uuid":"a1","timestamp":"2026-01-01T10:00:01Z","message":{"content":[{"type":"text","text":"x"}]}}`
+	u2 := `{"type":"user","uuid":"u2","timestamp":"2026-01-01T10:00:02Z","message":{"content":"again"}}`
+	ids := func(envs []protocol.Envelope) string {
+		var out []string
+		for _, e := range envs {
+			out = append(out, e.ID)
+		}
+		return strings.Join(out, ",")
+	}
+	var want MemOutbox
+	ref := NewPipeline("", &want)
+	ref.Deliver(context.Background(), batch(t, false, u1, a1))
+	ref.Deliver(context.Background(), batch(t, false, u2))
+
+	out := &failOnce{}
+	p := NewPipeline("", out)
+	if err := p.Deliver(context.Background(), batch(t, false, u1, a1)); err == nil {
+		t.Fatal("the refused append was not reported")
+	}
+	retry := batch(t, false, u1, a1)
+	retry.Retry = true
+	if err := p.Deliver(context.Background(), retry); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Deliver(context.Background(), batch(t, false, u2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(out.Envelopes()); got != ids(want.Envelopes()) {
+		t.Fatalf("after a retry:\n got %s\nwant %s", got, ids(want.Envelopes()))
+	}
+}
+
+// A failed write to the file outbox does not count its envelopes as
+// stored: the retry writes them.
+func TestFileOutboxFailedWriteIsRetried(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	o, err := OpenFileOutbox(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := o.f
+	ro, err := os.Open(path) // writes to it fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.f = ro
+	var mem MemOutbox
+	NewPipeline("", &mem).Deliver(context.Background(), batch(t, false, `{"type":"user","uuid":"u1","message":{"content":"hi"}}`))
+	env := mem.Envelopes()[0]
+	if err := o.Append(context.Background(), "s1", []protocol.Envelope{env}); err == nil {
+		t.Fatal("write to a read-only file succeeded")
+	}
+	ro.Close()
+	o.f = good
+	if err := o.Append(context.Background(), "s1", []protocol.Envelope{env}); err != nil {
+		t.Fatal(err)
+	}
+	o.Close()
+	data, _ := os.ReadFile(path)
+	if strings.Count(string(data), `"`+env.ID+`"`) != 1 {
+		t.Fatalf("outbox holds:\n%s", data)
+	}
+}

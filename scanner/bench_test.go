@@ -91,3 +91,124 @@ func benchAppend(b *testing.B, size int64, noWatch, durable bool) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkStartWithHistory measures the time from a scanner's start to the
+// first record of a new session, with a cursor that knows 0 or 300 earlier
+// sessions of the folder (their transcripts still there): "earlier=300"
+// as this version leaves its cursor (MaxCursorSessions kept), "300-old" a
+// cursor of all 300 as earlier versions wrote it. Start cost must not grow
+// with history.
+func BenchmarkStartWithHistory(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		old  bool
+	}{{"earlier=0", 0, false}, {"earlier=300", 300, false}, {"earlier=300-old", 300, true}} {
+		n := tc.n
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			cursor := filepath.Join(b.TempDir(), "cursor.json")
+			earlierSessions(b, dir, cursor, n, true)
+			if !tc.old {
+				c, _ := LoadCursor(cursor)
+				c.prune(dir)
+				c.trim(dir)
+				c.Save(cursor)
+			}
+			pristine, _ := os.ReadFile(cursor)
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				if n > 0 {
+					os.WriteFile(cursor, pristine, 0o600)
+				} else {
+					os.Remove(cursor)
+				}
+				id := fmt.Sprintf("new-%d", i)
+				appendTo(b, filepath.Join(dir, id+".jsonl"), userLine("first-"+id, "x"))
+				sink := make(chanSink, 16)
+				b.StartTimer()
+				sc, _ := New(Config{ProjectDir: dir, CursorFile: cursor, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { sc.Run(ctx); close(done) }()
+				sc.AddSession(id)
+				<-sink
+				b.StopTimer()
+				cancel()
+				<-done
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkExitLatency measures, over 20 runs, the time from "Claude has
+// exited, stop" to Run returning with Claude's last record delivered, with
+// the default poll interval: "flush" is what the launcher does now (Flush,
+// then stop); "two-passes" is what it did before (wait for two passes,
+// then stop). Claude's last record was written just before it exited
+// ("at-exit") or had been read already ("read-before").
+func BenchmarkExitLatency(b *testing.B) {
+	for _, mode := range []string{"flush", "two-passes"} {
+		for _, last := range []string{"at-exit", "read-before"} {
+			b.Run(mode+"/"+last, func(b *testing.B) {
+				var lat []time.Duration
+				for range b.N {
+					for run := range 20 {
+						lat = append(lat, exitOnce(b, run, mode == "flush", last == "read-before"))
+					}
+				}
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			})
+		}
+	}
+}
+
+func exitOnce(b *testing.B, run int, flush, readBefore bool) time.Duration {
+	dir := b.TempDir()
+	main := filepath.Join(dir, "s.jsonl")
+	appendTo(b, main, userLine("u0", "x"))
+	sink := make(chanSink, 16)
+	sc, _ := New(Config{ProjectDir: dir, CursorFile: filepath.Join(b.TempDir(), "cursor.json"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, sink)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sc.Run(ctx); close(done) }()
+	sc.AddSession("s")
+	<-sink
+	// Claude's last record, then Claude exits.
+	appendTo(b, main, userLine(fmt.Sprint("last-", run), "bye"))
+	var r Record
+	if readBefore {
+		r = <-sink
+		// Let the passes its events cause end: the scanner is idle, as
+		// when Claude's last write was a while before it exited.
+		for idle := false; !idle; {
+			select {
+			case <-sc.Synced():
+			case <-time.After(100 * time.Millisecond):
+				idle = true
+			}
+		}
+	}
+	t0 := time.Now()
+	if flush {
+		sc.Flush(context.Background())
+	} else {
+		<-sc.Synced()
+		<-sc.Synced()
+	}
+	cancel()
+	<-done
+	d := time.Since(t0)
+	if !readBefore {
+		r = <-sink
+	}
+	if !strings.HasPrefix(r.UUID, "last-") {
+		b.Fatalf("last record not delivered: %s", r.UUID)
+	}
+	return d
+}

@@ -41,6 +41,13 @@ type Line struct {
 	// not kept.
 	TooLong bool
 	Size    int64 // the line's length in bytes
+	Start   int64 // offset of the line's first byte
+	// Partial marks a last line without a newline, read only when the
+	// Tail is Final.
+	Partial bool
+	// Reread marks a line read again from the start of a file that was
+	// truncated or replaced during this call.
+	Reread bool
 }
 
 // Tail reads the complete lines appended to one file since its position.
@@ -49,6 +56,12 @@ type Line struct {
 type Tail struct {
 	Path    string
 	MaxLine int
+	// Final means the writer has stopped: a last line without a newline
+	// is read too (as replay reads it), and the position moves past it.
+	Final bool
+	// Through is an offset up to which a last line without a newline is
+	// read even when not Final: it was read before (a replay).
+	Through int64
 
 	pos   int64 // offset of the next unread byte (start of a partial line)
 	line  int   // number of the last line read
@@ -84,7 +97,7 @@ var ErrReset = errors.New("file truncated or replaced; reading it again from the
 
 // ReadNew reads every complete line appended since the last call and calls
 // fn for each, in order. A partial last line (no newline yet) is left for a
-// later call. When the file shrank below the position or is another file
+// later call, unless the Tail is Final. When the file shrank below the position or is another file
 // under the same name, it is read from the start and reset is true (rely on
 // dedupe for lines seen before). A missing file returns an error wrapping
 // os.ErrNotExist. If fn fails, reading stops and the position stays before
@@ -100,7 +113,7 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 		return false, fmt.Errorf("stat %s: %w", t.Path, err)
 	}
 	id := fileID(fi)
-	if (t.id != FileID{} && id != t.id) || fi.Size() < t.pos || !t.guardHolds(f) {
+	if !t.holds(f, fi) {
 		t.pos, t.line, t.guard, reset = 0, 0, nil, true
 	}
 	t.id = id
@@ -117,20 +130,51 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 	lr := lines.NewReader(f, 64<<10, max)
 	for {
 		ln, err := lr.Next()
-		if err == io.EOF || (err == nil && !ln.Complete) {
+		if err == io.EOF || (err == nil && !ln.Complete && !t.Final && t.pos+ln.Size > t.Through) {
 			return reset, nil // a partial line waits for its newline
 		}
 		if err != nil {
 			return reset, fmt.Errorf("read %s: %w", t.Path, err)
 		}
-		l := Line{Data: ln.Data, Num: t.line + 1, Next: t.pos + ln.Size, Size: ln.Size - 1, TooLong: ln.TooLong}
+		l := Line{Data: ln.Data, Num: t.line + 1, Next: t.pos + ln.Size, Size: ln.Size - 1, TooLong: ln.TooLong,
+			Start: t.pos, Partial: !ln.Complete, Reread: reset}
+		if l.Partial {
+			l.Size = ln.Size
+		}
 		if err := fn(l); err != nil {
 			return reset, err
 		}
 		t.pos, t.line = l.Next, l.Num
-		t.keepGuard(ln.Data, ln.Size)
+		t.keepGuard(ln.Data, ln.Size, l.Partial)
 	}
 }
+
+// holds reports whether the position still belongs to the open file f: the
+// same file (device and inode), not shorter, and the same bytes before it.
+func (t *Tail) holds(f *os.File, fi os.FileInfo) bool {
+	id := fileID(fi)
+	return (t.id == FileID{} || id == t.id) && fi.Size() >= t.pos && t.guardHolds(f)
+}
+
+// Verify reports whether the file at Path is still the one the position was
+// taken in (see holds), without reading it. A missing file returns an error
+// wrapping os.ErrNotExist.
+func (t *Tail) Verify() (bool, error) {
+	f, err := os.Open(t.Path)
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", t.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("stat %s: %w", t.Path, err)
+	}
+	return t.holds(f, fi), nil
+}
+
+// Rewind moves the Tail back to the start of the same file (its identity is
+// kept), to read again what lies before the position.
+func (t *Tail) Rewind() { t.pos, t.line, t.guard = 0, 0, nil }
 
 // guardHolds reports whether the bytes before the position are still those
 // that were read there.
@@ -147,7 +191,11 @@ func (t *Tail) guardHolds(f *os.File) bool {
 
 // keepGuard remembers the last bytes of the line just consumed (its data
 // plus the newline) as the guard for the new position.
-func (t *Tail) keepGuard(data []byte, size int64) {
+func (t *Tail) keepGuard(data []byte, size int64, partial bool) {
+	if partial && data != nil && int64(len(data)) == size {
+		t.guard = append(t.guard[:0], data[max(0, len(data)-guardSize):]...)
+		return
+	}
 	if data == nil || int64(len(data))+1 != size {
 		// A too-long line or a CRLF ending: the exact bytes are not at hand;
 		// check nothing rather than something wrong.

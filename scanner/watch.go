@@ -1,0 +1,98 @@
+package scanner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Watching when the inotify watch limit is reached (docs/protocol.md,
+// "Limits: the transcript scanner").
+const (
+	// FallbackPollInterval replaces a longer PollInterval while a folder
+	// cannot be watched because the inotify watch limit was reached.
+	FallbackPollInterval = 250 * time.Millisecond
+	// WatchRetryInterval is how often watches are tried again after the
+	// limit was reached.
+	WatchRetryInterval = 10 * time.Second
+	// watchAncestors is how many missing folder levels a watch climbs to
+	// find a folder that exists (the project folder of a first session,
+	// a session's subagents/ folder): the missing folder's creation is
+	// then seen at once.
+	watchAncestors = 3
+)
+
+type watchState struct {
+	watcher  *fsnotify.Watcher
+	watchAdd func(dir string) error // the watcher's Add (a seam for tests)
+	watched  map[string]bool
+	// The watch limit was reached: no watch is tried before nextTry.
+	limited      bool
+	limitEpisode bool // logged, not yet over
+	nextTry      time.Time
+	retryEvery   time.Duration
+}
+
+func newWatchState() watchState {
+	return watchState{watched: map[string]bool{}, retryEvery: WatchRetryInterval}
+}
+
+// pollInterval is the periodic check's interval: faster while watches are
+// missing for the limit.
+func (w *watchState) pollInterval(configured time.Duration) time.Duration {
+	if w.limitEpisode {
+		return min(configured, FallbackPollInterval)
+	}
+	return configured
+}
+
+// beginWatchPass allows watches to be tried again once nextTry has come.
+func (w *watchState) beginWatchPass() {
+	if w.limited && !time.Now().Before(w.nextTry) {
+		w.limited = false
+	}
+}
+
+// endWatchPass ends a limit episode when a pass added its watches.
+func (s *Scanner) endWatchPass() {
+	if s.limitEpisode && !s.limited {
+		s.limitEpisode = false
+		s.log.Info("file watching works again (inotify watches were added)")
+	}
+}
+
+// watch watches dir, or the nearest existing folder above it.
+func (s *Scanner) watch(dir string) { s.watchUp(dir, watchAncestors) }
+
+func (s *Scanner) watchUp(dir string, up int) {
+	if s.watcher == nil || s.watched[dir] || s.limited {
+		return
+	}
+	err := s.watchAdd(dir)
+	switch {
+	case err == nil:
+		s.watched[dir] = true
+	case errors.Is(err, os.ErrNotExist):
+		if parent := filepath.Dir(dir); up > 0 && parent != dir {
+			s.watchUp(parent, up-1)
+		}
+	case errors.Is(err, syscall.ENOSPC):
+		// inotify says ENOSPC ("no space left on device") when the
+		// user's watch limit is reached.
+		s.limited, s.nextTry = true, time.Now().Add(s.retryEvery)
+		if !s.limitEpisode {
+			s.limitEpisode = true
+			s.log.Warn("the inotify watch limit was reached (other programs, often IDEs, use the watches up): "+
+				"checking for changes every "+FallbackPollInterval.String()+" instead and trying to watch again every "+
+				s.retryEvery.String()+". Raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "+
+				"(and a line fs.inotify.max_user_watches=524288 in /etc/sysctl.d/ to keep it)", "dir", dir)
+		}
+	default:
+		s.log.Warn("cannot watch folder; the periodic check covers it", "dir", dir, "err", err)
+		s.watched[dir] = true // don't retry every pass
+	}
+}
