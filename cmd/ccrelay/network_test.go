@@ -7,7 +7,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -302,4 +304,65 @@ func TestAppHiddenTab(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('.blocks [data-id]').length`); n != 6+2*round {
 		t.Errorf("%d rows, want %d", n, 6+2*round)
 	}
+}
+
+// The relay answers but the session's machine is not connected: the page
+// says so (not that the relay is unreachable), and stops saying it when
+// the machine is back.
+func TestAppSaysMachineOffline(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "local", "status": "idle"})
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	openVia(t, ctx, r.base, r.token, "", id)
+	const note = `(() => { const n = document.querySelector('.machine-note'); return !!n && !n.hidden })()`
+	if eval[bool](t, ctx, note) {
+		t.Fatal("machine said offline while its CLI is connected")
+	}
+	// The machine goes away; the page, opened afresh, says so.
+	cli.c.CloseNow()
+	waitStatus := time.Now().Add(10 * time.Second)
+	for {
+		if !cliConnected(t, r, id) {
+			break
+		}
+		if time.Now().After(waitStatus) {
+			t.Fatal("the relay still has the CLI")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	must(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#/s/"+id))
+	waitFor(t, ctx, "the machine said offline", note, 5*time.Second)
+	if b := eval[string](t, ctx, banner); b != "" {
+		t.Errorf("connection banner %q while the relay is reachable", b)
+	}
+	text := eval[string](t, ctx, `document.querySelector('.machine-note').textContent`)
+	if !strings.Contains(text, "machine is offline") || !strings.Contains(text, "relay is reachable") {
+		t.Errorf("note %q", text)
+	}
+	screenshot(t, ctx, "machine-offline-phone")
+	// It comes back and announces itself.
+	cli2 := dialCLI(t, r)
+	cli2.announce(id, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "local", "status": "idle"})
+	waitFor(t, ctx, "the note gone", `!`+note, 5*time.Second)
+}
+
+// cliConnected asks the relay's GET /status whether session's CLI is
+// connected.
+func cliConnected(t *testing.T, r *appRelay, session string) bool {
+	t.Helper()
+	req, _ := http.NewRequest("GET", r.base+"/status?session="+session, nil)
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct{ CLI bool }
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		t.Fatal(err)
+	}
+	return a.CLI
 }
