@@ -19,7 +19,7 @@ export const STUCK_TRIES = 3;
 export const STUCK_WINDOW_MS = 3000;
 
 // Timing of the link, in milliseconds. The defaults are what users get
-// (docs/protocol.md, "The web app: liveness and status"); a test may
+// (docs/protocol.md, "Liveness and status"); a test may
 // override any of them in the app's URL fragment: #…&timing=connect:2000,silence:3000.
 export const TIMING = {
   // A visible, open socket with no frame for this long is dead: the relay
