@@ -24,6 +24,9 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if r.URL.Query().Get("heartbeat") == "1" {
+		wg.Go(func() { s.heartbeat(ctx, c) })
+	}
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameCommand:
@@ -95,6 +98,49 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	})
 	cancel()
 	s.closeStatus(c, err)
+}
+
+// App liveness (docs/protocol.md, "Liveness and status"). Browsers do not
+// let a page see websocket pings, so an app that asks for it (connects to
+// /ws/app?heartbeat=1) gets a small frame it can see every
+// HeartbeatInterval, and knows its socket is dead when they stop. The relay
+// pings such an app after each heartbeat and closes it when the pong does
+// not come within HeartbeatDeadline: a dead path is noticed by both sides
+// within HeartbeatInterval + HeartbeatDeadline.
+const (
+	HeartbeatInterval = 5 * time.Second
+	HeartbeatDeadline = 10 * time.Second
+)
+
+// heartbeatFrame is the whole heartbeat: no other field.
+var heartbeatFrame = []byte(`{"v":` + strconv.Itoa(protocol.FrameVersion) + `,"type":"heartbeat"}`)
+
+// heartbeat sends c a heartbeat frame and a ping every HeartbeatInterval
+// until ctx ends, and closes c when either is not through (frame written,
+// pong back) within HeartbeatDeadline.
+func (s *Server) heartbeat(ctx context.Context, c *websocket.Conn) {
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, HeartbeatDeadline)
+		err := c.Write(hctx, websocket.MessageText, heartbeatFrame)
+		if err == nil {
+			err = c.Ping(hctx)
+		}
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("app missed its heartbeat deadline; closing it", "err", err)
+				c.CloseNow()
+			}
+			return
+		}
+	}
 }
 
 // stream sends the history of session after `after`, then live envelopes,

@@ -121,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
+	mux.Handle("GET /status", s.auth(http.HandlerFunc(s.serveStatus)))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

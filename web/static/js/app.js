@@ -4,7 +4,7 @@
 // localStorage and removed from the address bar.
 
 import { fill, h, icon } from './dom.js';
-import { Connection } from './conn.js';
+import { Connection, parseTiming } from './conn.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
@@ -22,8 +22,23 @@ const app = {
   skipped: [], // what was left out, why
   skippedKeys: new Set(),
   page: null, // the current page's handlers
+  renders: 0, // times the page was drawn from the model (a hidden tab draws nothing)
 };
 window.ccrelay = app; // for people (and tests) poking at the console
+
+// readTiming reads timing overrides from the URL fragment (…&timing=name:ms,…;
+// see TIMING in conn.js), before the token is taken out of it.
+function readTiming() {
+  const m = /(?:^#|[#&?])timing=([^&]+)/.exec(location.hash);
+  return m ? parseTiming(decodeURIComponent(m[1])) : {};
+}
+
+// hidden: a hidden tab keeps its model current but draws nothing; it
+// draws once when it is visible again (page.onVisible).
+const hidden = () => document.visibilityState === 'hidden';
+
+// rendered counts a drawing of the page (app.renders, read by tests).
+function rendered() { app.renders++; }
 
 function readToken() {
   const m = /(?:^#|[#&])token=([^&]+)/.exec(location.hash);
@@ -42,9 +57,10 @@ function parseRoute() {
 const root = document.getElementById('app');
 
 function start() {
+  const timing = readTiming();
   const token = readToken();
   if (!token) { showTokenPage(); return; }
-  app.conn = new Connection(token);
+  app.conn = new Connection(token, { timing });
   app.conn.addEventListener('frame', (e) => onFrame(e.detail));
   app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
   app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
@@ -53,9 +69,10 @@ function start() {
     app.page?.onConn?.(e.detail);
   });
   addEventListener('hashchange', () => navigate());
+  document.addEventListener('visibilitychange', () => { if (!hidden()) app.page?.onVisible?.(); });
   navigate();
   app.conn.start();
-  setInterval(() => app.page?.tick?.(), 30000);
+  setInterval(() => { if (!hidden()) app.page?.tick?.(); }, 30000);
 }
 
 function navigate() {
@@ -177,13 +194,28 @@ function topBar({ back, title, subtitle, right = [] }) {
   return { bar, titleEl, subEl };
 }
 
+// What the banner says in each state of the connection (see conn.js): what
+// is wrong, and what to do. A relay that cannot be reached is never
+// reported as a refused credential: only the relay's 401 says that.
+const CONN_TEXT = {
+  connecting: 'Connecting to the relay…',
+  reconnecting: 'Offline — reconnecting…',
+  offline: 'Offline — the relay cannot be reached from this device. Check this device\'s network, and that `ccrelay serve` is running and reachable from it. Retrying…',
+  refused: 'The relay refused this device\'s credential (it is wrong, or was revoked). Open the app link `ccrelay serve` prints again, or paste it:',
+  limited: 'The relay is refusing this address for a while after too many failed logins. Wait a minute; if this device\'s credential is wrong, open the app link `ccrelay serve` prints again.',
+  paused: 'Paused while hidden — reconnecting…',
+};
+
 function connBanner() {
-  const el = h('div', { class: 'conn-banner', hidden: true });
+  const text = h('span');
+  const fix = h('button', { class: 'link', type: 'button', text: 'Enter the link', hidden: true, onclick: () => { app.conn?.stop(); showTokenPage(); } });
+  const el = h('div', { class: 'conn-banner', role: 'status', hidden: true }, text, ' ', fix);
   return {
     el,
     set(state) {
       el.hidden = state === 'open';
-      el.textContent = state === 'unauthorized' ? 'Cannot reach the relay with this token. Reopen the link `ccrelay serve` printed.' : state === 'connecting' ? 'Connecting…' : 'Offline — reconnecting…';
+      text.textContent = CONN_TEXT[state] || CONN_TEXT.reconnecting;
+      fix.hidden = state !== 'refused';
       el.dataset.state = state;
     },
   };
@@ -206,7 +238,11 @@ function listPage() {
   root.replaceChildren(bar, banner.el, note.el, main);
   window.scrollTo(0, 0);
 
+  let stale = false;
   function render() {
+    if (hidden()) { stale = true; return; }
+    stale = false;
+    rendered();
     const items = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
@@ -243,7 +279,7 @@ function listPage() {
               h('span', { class: 'status-dot ' + status, title: status })))));
   }
   render();
-  return { onSessions: render, tick: render, onConn: (s) => banner.set(s), onSkip: note.update };
+  return { onSessions: render, tick: render, onConn: (s) => banner.set(s), onSkip: note.update, onVisible: () => { if (stale) render(); } };
 }
 
 // --- one session -----------------------------------------------------------------
@@ -281,7 +317,10 @@ function sessionPage(id) {
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
   const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
-  root.replaceChildren(top.bar, banner.el, note.el, main, dock, dialog);
+  // Said when the relay answers but no CLI is connected for this session.
+  const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
+    text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
+  root.replaceChildren(top.bar, banner.el, machine, note.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -315,8 +354,15 @@ function sessionPage(id) {
     if (stick) newPill.hidden = true;
   }
 
+  // A hidden tab applies envelopes to the model and draws nothing: stale
+  // says the page is behind the model, redrawn once when visible.
+  let stale = false;
+  let caughtUp = false;
+
   function showView() {
     if (view) return;
+    if (hidden()) { stale = true; return; }
+    rendered();
     loading.hidden = true;
     view = new ConversationView(model, conv, viewOpts());
     scrollToEnd();
@@ -384,6 +430,8 @@ function sessionPage(id) {
   }
 
   function renderHeader() {
+    if (hidden()) { stale = true; return; }
+    rendered();
     const s = summary();
     const i = info();
     top.titleEl.textContent = oneLine(sessionTitle(s), 80);
@@ -527,26 +575,32 @@ function sessionPage(id) {
         try {
           if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) throw new BadEnvelope('a batch item without a sequence number');
           const ch = model.apply(it.seq, it.envelope);
-          if (ch && view && ch.length) { view.apply(ch); changed = true; }
+          if (ch && view && ch.length) {
+            if (hidden()) stale = true;
+            else { view.apply(ch); changed = true; }
+          }
         } catch (e) {
           if (!(e instanceof BadEnvelope)) console.error(e);
           skip(e instanceof BadEnvelope ? e.message : 'an envelope it could not show', 'envelope:' + id + ':' + (it && it.seq));
         }
       }
       if (view && changed) {
+        rendered();
         settlePending();
         renderHeader();
         if (wasEnd) scrollToEnd(); else newPill.hidden = false;
-      } else if (!view) {
+      } else if (!view && !hidden()) {
         const total = summary().lastSeq;
         loading.querySelector('.loading-text').textContent = total ? `Loading ${model.lastSeq.toLocaleString()} of ${total.toLocaleString()}…` : 'Loading session…';
       }
     } else if (f.type === 'caught-up') {
       performance.mark('ccrelay:caught-up');
+      caughtUp = true;
       showView();
       settlePending();
       renderHeader();
     } else if (f.type === 'live') {
+      if (hidden()) return; // a typing preview: the envelopes follow
       view?.delta(f.payload);
       if (stick) scrollToEnd();
     } else if (f.type === 'error') {
@@ -572,10 +626,49 @@ function sessionPage(id) {
   }
   renderHeader();
 
+  // redraw brings the page up to the model after the tab was hidden: one
+  // drawing, where the reader was (at the end if they were there).
+  function redraw() {
+    if (!stale || hidden()) return;
+    stale = false;
+    if (view) {
+      const shown = model.blocks.length - view.from;
+      view.destroy();
+      view = new ConversationView(model, conv, viewOpts(shown));
+      rendered();
+      settlePending();
+      if (stick) scrollToEnd(); else newPill.hidden = false;
+    } else if (caughtUp || model.envelopes > 0) {
+      showView();
+    }
+    renderHeader();
+  }
+
+  // Whether this session's machine is connected, asked of the relay when
+  // the connection opens, every tick, and when a prompt is queued.
+  function showMachine(on) { if (machine.hidden === on) machine.hidden = !on; }
+  let machineCheck = 0;
+  let machineChecked = false;
+  async function checkMachine() {
+    const n = ++machineCheck;
+    if (app.conn.state !== 'open' || !info().mode) { showMachine(false); return; }
+    const r = await app.conn.status(id);
+    if (n !== machineCheck || left) return;
+    machineChecked = true;
+    showMachine(r.code === 200 && r.cli === false && app.conn.state === 'open');
+  }
+  checkMachine();
+
   return {
-    onFrame,
-    onSessions: () => { subscribe(); renderHeader(); },
-    onConn: (s) => banner.set(s),
+    onFrame: (f) => {
+      onFrame(f);
+      if (f.type === 'command-status' && f.status === 'queued') checkMachine();
+    },
+    // A session change after the machine was said offline may be its
+    // return (it announces itself again).
+    onSessions: () => { subscribe(); renderHeader(); if (!machine.hidden || !machineChecked) checkMachine(); },
+    onConn: (s) => { banner.set(s); if (s === 'open') checkMachine(); else showMachine(false); },
+    onVisible: redraw,
     onSkip: note.update,
     // The connection keeps dying when this session's next frame arrives:
     // the browser cannot read it. Go on after the envelope it starts with.
@@ -584,7 +677,7 @@ function sessionPage(id) {
       model.lastSeq = d.after + 1;
       skip(`envelope ${d.after + 1}, in a frame this browser could not read`, 'envelope:' + id + ':' + (d.after + 1));
     },
-    tick: renderHeader,
+    tick: () => { renderHeader(); checkMachine(); },
     leave() {
       left = true;
       earlierWS?.close();

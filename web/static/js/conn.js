@@ -1,9 +1,12 @@
 // The app's link to the relay: one websocket at a time, authenticated by the
-// "ccrelay-token.<token>" subprotocol (never the URL). It reconnects by
-// itself (backoff with jitter; at once when the network comes back or the
-// page becomes visible) and, on every (re)connection, lists sessions and
-// subscribes again from the last sequence number the caller saw, so nothing
-// is missed or shown twice.
+// "ccrelay-token.<token>" subprotocol (never the URL). It knows when the
+// link is dead (the relay sends a heartbeat every 5 s; a visible socket
+// silent for longer than TIMING.silence is closed), tells an unreachable
+// relay from a refused credential (GET /status), and reconnects by itself:
+// after a connect timeout, with capped backoff and jitter, and at once when
+// the network comes back or changes or the page becomes visible. On every
+// (re)connection it lists sessions and subscribes again from the last
+// sequence number the caller saw, so nothing is missed or shown twice.
 
 const V = 1;
 
@@ -15,55 +18,128 @@ export const STUCK_TRIES = 3;
 // "Right after": within this many milliseconds of subscribing.
 export const STUCK_WINDOW_MS = 3000;
 
+// Timing of the link, in milliseconds. The defaults are what users get
+// (docs/protocol.md, "Liveness and status"); a test may
+// override any of them in the app's URL fragment: #…&timing=connect:2000,silence:3000.
+export const TIMING = {
+  // A visible, open socket with no frame for this long is dead: the relay
+  // sends a heartbeat every 5 s. The app says "Offline — reconnecting",
+  // closes it and connects again.
+  silence: 15000,
+  // How often a visible, open socket's silence is checked.
+  check: 1000,
+  // On becoming visible, a socket silent for this long is replaced at once.
+  stale: 7000,
+  // A websocket not open within this is abandoned and tried again.
+  connect: 10000,
+  // The status check (GET /status) gives up after this: relay unreachable.
+  status: 5000,
+  // Retries: the first after backoffMin, doubling to at most backoffMax,
+  // each jittered (between half and all of it).
+  backoffMin: 400,
+  backoffMax: 4000,
+  // While the relay refuses the credential, it is checked again this often.
+  refusedRetry: 30000,
+  // A tab hidden for this long closes its socket (no heartbeats wake the
+  // radio); it reconnects and catches up when it is visible again.
+  hiddenClose: 60000,
+};
+
+// parseTiming reads "name:ms,name:ms" (unknown names and bad values are
+// ignored).
+export function parseTiming(spec) {
+  const t = {};
+  for (const kv of String(spec || '').split(',')) {
+    const [k, v] = kv.split(':');
+    if (Object.hasOwn(TIMING, k) && Number(v) > 0) t[k] = Number(v);
+  }
+  return t;
+}
+
+// States of a Connection:
+//   connecting    the first connection is being made
+//   open          connected
+//   reconnecting  a socket died or could not open; the relay answers (or
+//                 has not been asked yet): trying again
+//   offline       the relay cannot be reached from here (no answer, or an
+//                 error from something in front of it): trying again
+//   refused       the relay refused this device's credential (401)
+//   limited       the relay refuses this address for a while after failed
+//                 logins (429)
+//   paused        hidden long enough to close the socket; back when visible
 export class Connection extends EventTarget {
   /**
    * @param {string} token the relay's token
-   * @param {{url?: string}} [opts]
+   * @param {{url?: string, base?: string, timing?: object}} [opts]
    */
   constructor(token, opts = {}) {
     super();
     this.token = token;
     this.url = opts.url || (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws/app';
+    this.base = opts.base || location.origin;
+    this.timing = { ...TIMING, ...(opts.timing || {}) };
     this.ws = null;
-    this.state = 'connecting'; // connecting | open | closed | unauthorized
-    this.attempt = 0;
-    this.timer = null;
+    this.state = 'connecting';
+    this.failures = 0; // failed tries in a row (backoff)
+    this.attempts = 0; // websockets opened, ever (for people and tests)
+    this.timeouts = 0; // of which abandoned after the connect timeout
+    this.deaths = 0; // open sockets found silent and closed
+    this.timer = null; // the next try
+    this.watcher = null; // the silence check
+    this.hiddenTimer = null;
+    this.paused = false;
+    this.checking = null; // a status check under way (a promise)
     this.lastMessage = 0;
     this.subscription = null; // {session, after: () => number}
     this.pending = new Map(); // command id -> command frame, resent on reconnect until answered
     this.stopped = false;
-    this.probe = null;
     this.stuck = 0; // connections in a row that died right after subscribing
     this.sent = null; // {ws, session, after, at}: a subscribe sent, until its first frame
-    this.onOnline = () => this.reconnectNow();
-    this.onVisible = () => { if (document.visibilityState === 'visible') this.check(); };
+    this.onOnline = () => this.reconnectNow(false);
+    this.onOffline = () => { if (this.state !== 'open') this.setState('offline'); };
+    this.onNetwork = () => this.reconnectNow(true);
+    this.onVisibility = () => this.visibilityChanged();
     addEventListener('online', this.onOnline);
-    document.addEventListener('visibilitychange', this.onVisible);
-    addEventListener('pageshow', this.onVisible);
+    addEventListener('offline', this.onOffline);
+    navigator.connection?.addEventListener?.('change', this.onNetwork);
+    document.addEventListener('visibilitychange', this.onVisibility);
+    addEventListener('pageshow', this.onVisibility);
   }
 
-  start() { this.connect(); }
+  start() {
+    this.connect();
+    if (document.visibilityState === 'hidden') this.visibilityChanged();
+  }
 
   connect() {
     clearTimeout(this.timer);
     this.timer = null;
-    if (this.stopped) return;
+    if (this.stopped || this.paused) return;
+    this.attempts++;
     let ws;
     try {
-      ws = new WebSocket(this.url, ['ccrelay-token.' + this.token]);
+      ws = new WebSocket(this.url + '?heartbeat=1', ['ccrelay-token.' + this.token]);
     } catch (e) {
-      this.retry();
+      this.failed();
       return;
     }
     this.ws = ws;
-    this.setState('connecting');
+    if (this.state === 'open') this.setState('reconnecting');
     let opened = false;
+    const connectTimer = setTimeout(() => {
+      if (this.ws !== ws || ws.readyState !== WebSocket.CONNECTING) return;
+      this.timeouts++;
+      this.drop();
+      this.failed();
+    }, this.timing.connect);
     ws.onopen = () => {
+      clearTimeout(connectTimer);
       if (this.ws !== ws) return;
       opened = true;
-      this.attempt = 0;
+      this.failures = 0;
       this.lastMessage = Date.now();
       this.setState('open');
+      this.watch();
       this.send({ type: 'list' });
       if (this.subscription) this.sendSubscribe();
       for (const f of this.pending.values()) this.send(f);
@@ -71,66 +147,192 @@ export class Connection extends EventTarget {
     ws.onmessage = (e) => {
       if (this.ws !== ws) return;
       this.lastMessage = Date.now();
-      clearTimeout(this.probe);
-      this.probe = null;
       let f;
       try { f = JSON.parse(e.data); } catch { this.bad('a frame that is not JSON', e.data); return; }
       if (!f || typeof f !== 'object' || Array.isArray(f) || typeof f.type !== 'string') { this.bad('a frame without a type', e.data); return; }
       if (f.v !== V) { this.bad('a frame of protocol version ' + String(f.v).slice(0, 10), e.data); return; }
+      if (f.type === 'heartbeat') return;
       if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
       this.dispatchEvent(new CustomEvent('frame', { detail: f }));
     };
     ws.onclose = () => {
+      clearTimeout(connectTimer);
       if (this.ws !== ws) return;
       this.ws = null;
       const sent = this.sent?.ws === ws ? this.sent : null;
       this.sent = null;
-      if (sent && this.subscription?.session === sent.session && Date.now() - sent.at < STUCK_WINDOW_MS) {
+      if (opened && sent && this.subscription?.session === sent.session && Date.now() - sent.at < STUCK_WINDOW_MS) {
         if (++this.stuck >= STUCK_TRIES) {
           this.stuck = 0;
           this.dispatchEvent(new CustomEvent('stuck', { detail: { session: sent.session, after: sent.after } }));
         }
-      } else {
+      } else if (opened) {
         this.stuck = 0;
       }
-      // A refused upgrade looks like 1006 before open; after a few tries in
-      // a row without ever opening, say that the token may be wrong.
-      if (!opened && this.attempt >= 3) this.setState('unauthorized');
-      else this.setState('closed');
-      this.retry();
+      this.failed();
     };
     ws.onerror = () => {};
   }
 
-  retry() {
-    if (this.stopped || this.timer) return;
-    const base = Math.min(10000, 400 * 2 ** Math.min(this.attempt, 5));
-    this.attempt++;
-    this.timer = setTimeout(() => { this.timer = null; this.connect(); }, base / 2 + Math.random() * base / 2);
-  }
-
-  /** reconnectNow drops a waiting retry and connects at once. */
-  reconnectNow() {
-    if (this.stopped) return;
-    if (this.ws && this.ws.readyState <= WebSocket.OPEN) return;
-    this.attempt = 0;
-    this.connect();
+  /** drop closes the current socket, whose events are ignored from now on. */
+  drop() {
+    const w = this.ws;
+    this.ws = null;
+    this.sent = null;
+    this.unwatch();
+    if (w) w.close();
   }
 
   /**
-   * check runs when the page comes back (phone unlocked): a socket that
-   * looks open may be dead after sleep, so ask for something and reconnect
-   * if no answer comes.
+   * failed runs when a socket died or could not open: it tries again (with
+   * backoff) and meanwhile asks the relay's status, to say why (a refused
+   * upgrade and an unreachable relay look alike to a page).
    */
-  check() {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) { this.reconnectNow(); return; }
-    if (Date.now() - this.lastMessage < 15000 || this.probe) return;
-    this.send({ type: 'list' });
-    this.probe = setTimeout(() => {
-      this.probe = null;
-      if (this.ws) { const w = this.ws; this.ws = null; w.close(); this.setState('closed'); this.reconnectNow(); }
-    }, 4000);
+  failed() {
+    this.unwatch();
+    if (this.stopped || this.paused) return;
+    if (this.state === 'open' || this.state === 'connecting') this.setState('reconnecting');
+    this.diagnose();
+    this.retry();
+  }
+
+  /**
+   * diagnose asks the relay's status and says what it learnt: a refused
+   * credential stops the websocket tries (each would be another failed
+   * login) until a later check finds it accepted.
+   */
+  async diagnose() {
+    if (this.checking) return;
+    this.checking = this.status();
+    const r = await this.checking;
+    this.checking = null;
+    if (this.stopped || this.paused || this.state === 'open') return;
+    const wasRefused = this.state === 'refused' || this.state === 'limited';
+    if (r.code === 401 || r.code === 403 || r.code === 429) {
+      this.setState(r.code === 429 ? 'limited' : 'refused');
+      if (!wasRefused) {
+        clearTimeout(this.timer);
+        this.timer = null;
+        this.drop();
+      }
+      this.retry();
+    } else if (r.code === 200) {
+      this.setState('reconnecting');
+      if (wasRefused) this.reconnectNow(false);
+    } else {
+      this.setState('offline');
+      if (wasRefused) this.retry();
+    }
+  }
+
+  /**
+   * status asks GET /status (with the session's id, whether its CLI is
+   * connected): {code, cli?}; code 0 when the relay did not answer in time.
+   */
+  async status(session) {
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), this.timing.status);
+    try {
+      const res = await fetch(this.base + '/status' + (session ? '?session=' + encodeURIComponent(session) : ''), {
+        headers: { Authorization: 'Bearer ' + this.token }, cache: 'no-store', signal: ctl.signal,
+      });
+      let body = {};
+      try { body = await res.json(); } catch { /* a proxy's error page */ }
+      return { code: res.status, cli: typeof body?.cli === 'boolean' ? body.cli : undefined };
+    } catch {
+      return { code: 0 };
+    } finally {
+      clearTimeout(t);
+    }
+  }
+
+  retry() {
+    if (this.stopped || this.timer || this.paused || this.ws) return;
+    if (navigator.onLine === false) { this.setState('offline'); return; } // 'online' reconnects
+    const refused = this.state === 'refused' || this.state === 'limited';
+    const base = refused ? this.timing.refusedRetry : Math.min(this.timing.backoffMax, this.timing.backoffMin * 2 ** Math.min(this.failures, 16));
+    this.failures++;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      // A refused credential is checked first: no websocket (another failed
+      // login) until the relay takes it.
+      if (refused) this.diagnose(); else this.connect();
+    }, base / 2 + Math.random() * base / 2);
+  }
+
+  /**
+   * reconnectNow drops a waiting retry and connects at once (the network
+   * is back, or changed: with force, an open socket is replaced too, as it
+   * may be on the old network).
+   */
+  reconnectNow(force) {
+    if (this.stopped || this.paused) return;
+    if (this.ws) {
+      if (this.ws.readyState === WebSocket.OPEN && !force) return;
+      this.drop();
+    }
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.failures = 0;
+    this.connect();
+  }
+
+  /** watch checks, while the page is visible, that the socket is not silent. */
+  watch() {
+    this.unwatch();
+    this.watcher = setInterval(() => {
+      if (document.visibilityState !== 'visible' || !this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+      if (Date.now() - this.lastMessage > this.timing.silence) this.dead();
+    }, this.timing.check);
+  }
+
+  unwatch() {
+    clearInterval(this.watcher);
+    this.watcher = null;
+  }
+
+  /** dead closes an open socket that went silent, and connects again. */
+  dead() {
+    this.deaths++;
+    this.drop();
+    this.setState('reconnecting');
+    this.failures = 0;
+    this.failed();
+  }
+
+  /**
+   * visibilityChanged: a hidden tab closes its socket after hiddenClose; a
+   * visible one reconnects at once if it has no socket, or one silent for
+   * longer than a heartbeat (phone unlocked, tab back).
+   */
+  visibilityChanged() {
+    if (this.stopped) return;
+    if (document.visibilityState === 'hidden') {
+      clearTimeout(this.hiddenTimer);
+      this.hiddenTimer = setTimeout(() => this.pause(), this.timing.hiddenClose);
+      return;
+    }
+    clearTimeout(this.hiddenTimer);
+    this.hiddenTimer = null;
+    if (this.paused) {
+      this.paused = false;
+      this.setState('reconnecting');
+      this.reconnectNow(false);
+      return;
+    }
+    if (this.ws?.readyState === WebSocket.OPEN && Date.now() - this.lastMessage > this.timing.stale) { this.dead(); return; }
+    if (!this.ws && this.state !== 'refused' && this.state !== 'limited') this.reconnectNow(false);
+  }
+
+  /** pause closes the socket of a tab hidden for hiddenClose. */
+  pause() {
+    if (this.stopped || document.visibilityState !== 'hidden') return;
+    this.paused = true;
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.drop();
+    this.setState('paused');
   }
 
   /** bad reports a frame that was skipped, and why. */
@@ -160,9 +362,7 @@ export class Connection extends EventTarget {
     this.stuck = 0;
     this.subscription = session ? { session, after } : null;
     if (had && had.session !== session && this.ws) {
-      const w = this.ws;
-      this.ws = null;
-      w.close();
+      this.drop();
       this.connect();
       return;
     }
@@ -187,10 +387,14 @@ export class Connection extends EventTarget {
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.hiddenTimer);
+    this.unwatch();
     removeEventListener('online', this.onOnline);
-    document.removeEventListener('visibilitychange', this.onVisible);
-    removeEventListener('pageshow', this.onVisible);
-    if (this.ws) this.ws.close();
+    removeEventListener('offline', this.onOffline);
+    navigator.connection?.removeEventListener?.('change', this.onNetwork);
+    document.removeEventListener('visibilitychange', this.onVisibility);
+    removeEventListener('pageshow', this.onVisibility);
+    this.drop();
   }
 }
 
