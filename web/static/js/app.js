@@ -8,6 +8,7 @@ import { Connection } from './conn.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
+import { permissionLabels, taskStrip, toolInput } from './tools.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
@@ -281,7 +282,8 @@ function sessionPage(id) {
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
   const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
-  root.replaceChildren(top.bar, banner.el, note.el, main, dock, dialog);
+  const tasks = taskStrip();
+  root.replaceChildren(top.bar, banner.el, note.el, tasks.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -407,6 +409,7 @@ function sessionPage(id) {
     hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.' : '';
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
+    tasks.update(model);
     view?.refreshOpenTurn();
   }
 
@@ -422,26 +425,30 @@ function sessionPage(id) {
   function renderPerms(list) {
     const open = list.filter((p) => !answered.has(p.id));
     perms.replaceChildren(...open.map((p) => {
-      const inp = p.input || {};
-      const detail = typeof inp.command === 'string' ? h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + inp.command }))
-        : typeof inp.file_path === 'string' ? h('div', { class: 'path', text: inp.file_path })
-          : h('pre', { class: 'code args' }, h('code', { text: JSON.stringify(inp, null, 2).slice(0, 2000) }));
-      const answer = (allow, forSession) => {
+      // The request names its tool call, whose start holds the whole input
+      // (the list's summary may cut it).
+      const call = p.call ? model.calls.get(p.call) : null;
+      const inp = call?.args && typeof call.args === 'object' ? call.args : p.input && typeof p.input === 'object' ? p.input : {};
+      const labels = permissionLabels(p.tool);
+      const answer = (allow, forSession, input) => {
         answered.add(p.id);
-        command(allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: 'Denied from the ccrelay app' }, allow ? 'Allow' : 'Deny', () => answered.delete(p.id));
+        const cmd = allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: 'Denied from the ccrelay app' };
+        if (input) cmd.input = input;
+        command(cmd, allow ? labels.allow : labels.deny, () => answered.delete(p.id));
         renderHeader();
       };
+      const detail = toolInput(p.tool, inp, { model, answer: p.tool === 'AskUserQuestion' ? (input) => answer(true, false, input) : null }, call);
       const sub = p.subagent ? model.subs.get(p.subagent) : null;
       return h('div', { class: 'perm', 'data-request': p.id },
-        h('div', { class: 'perm-head' }, icon('shield'), h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
+        h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
           sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
         p.description ? h('div', { class: 'perm-desc', text: p.description }) : null,
         detail,
         p.blockedPath ? h('div', { class: 'meta', text: 'Outside the project: ' + p.blockedPath }) : null,
         h('div', { class: 'perm-actions' },
-          h('button', { class: 'deny', type: 'button', text: 'Deny', onclick: () => answer(false) }),
+          h('button', { class: 'deny', type: 'button', text: labels.deny, onclick: () => answer(false) }),
           (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
-          h('button', { class: 'allow primary', type: 'button', text: 'Allow', onclick: () => answer(true) })));
+          h('button', { class: 'allow primary', type: 'button', text: labels.allow, onclick: () => answer(true) })));
     }));
   }
 
