@@ -715,7 +715,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		{"id": "req-plan", "tool": "ExitPlanMode", "call": "toolu_perm_plan", "input": map[string]any{"plan": plan[:20]}},
 	}})
 	waitJS(t, ctx, "the plan request", `!!document.querySelector('.perm[data-request="req-plan"] .plan')`)
-	got := eval[[]string](t, ctx, `[...document.querySelectorAll('.perm .plan h3, .perm .plan h4, .perm button')].map((e) => e.textContent)`)
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('.perm .plan h3, .perm .plan h4, .perm .perm-actions button')].map((e) => e.textContent)`)
 	if want := []string{"Add the shout flag", "Steps", "Tests", "Keep planning", "Approve"}; !slices.Equal(got, want) {
 		t.Errorf("plan request shows %q, want %q", got, want)
 	}
@@ -735,6 +735,110 @@ func TestAppPermissionShowsTool(t *testing.T) {
 	var in struct{ Answers map[string]string }
 	json.Unmarshal(c.Input, &in)
 	if c.RequestID != "req-ask" || !c.Allow || in.Answers["Which colour?"] != "Blue" {
+		t.Fatalf("answer %+v (input %s)", c, c.Input)
+	}
+}
+
+// env is one envelope (JSON) of the session protocol at time ms.
+func env(id string, ms int64, role, turn, ev string) string {
+	s := fmt.Sprintf(`{"id":%q,"time":%d,"role":%q`, id, ms, role)
+	if turn != "" {
+		s += fmt.Sprintf(`,"turn":%q`, turn)
+	}
+	return s + `,"ev":` + ev + `}`
+}
+
+func textEv(s string) string {
+	b, _ := json.Marshal(s)
+	return `{"t":"text","text":` + string(b) + `}`
+}
+
+// A recorded session reads as what it is: Claude Code's markup in user
+// records shows as chips (a slash command with its arguments, its output,
+// an editor selection, a system reminder), never as tags; a turn's
+// duration runs from its prompt (a turn cancelled 2.5 s after the prompt
+// says 2.5s, not the 500 ms between its first and last envelope); the last
+// turn, left open by the file, says the recording ends there (no spinner);
+// the prompt box is off, since no machine runs the session; the context
+// meter is hidden without usage.
+func TestAppRecordingIsHonest(t *testing.T) {
+	r := startAppRelay(t)
+	const id = "0c0c0c0c-1111-4222-8333-444444444444"
+	cli := dialCLI(t, r)
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	cli.envelopes(id,
+		env("cm1", t0-20, "user", "", textEv("<command-message>model is running…</command-message>\n<command-name>/model</command-name>\n<command-args>opus</command-args>")),
+		env("cm2", t0-10, "user", "", textEv("<local-command-stdout>Set model to opus</local-command-stdout>")),
+		env("cm3", t0, "user", "", textEv("<ide_selection>The user selected the lines 12 to 40 from /home/dev/project/file.go:\nfunc main() {}\n\nThis may or may not be related.</ide_selection>\nexplain this\n<system-reminder>Do not mention this.</system-reminder>")),
+		env("cs1", t0+2000, "agent", "ct1", `{"t":"turn-start"}`),
+		env("ca1", t0+2100, "agent", "ct1", textEv("Looking at it")),
+		env("ce1", t0+2500, "agent", "ct1", `{"t":"turn-end","status":"cancelled"}`),
+		env("cm4", t0+5000, "user", "", textEv("go on")),
+		env("cs2", t0+6000, "agent", "ct2", `{"t":"turn-start"}`),
+		env("ca2", t0+6100, "agent", "ct2", textEv("Continuing with the file")),
+	)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	text := eval[string](t, ctx, `document.querySelector('.blocks').innerText`)
+	for _, tag := range []string{"<command-", "<local-command", "<ide_selection", "<system-reminder", "Do not mention"} {
+		if strings.Contains(text, tag) {
+			t.Errorf("the page shows %q:\n%s", tag, text)
+		}
+	}
+	chips := eval[[]string](t, ctx, `[...document.querySelectorAll('.markup-chips .mchip')].map((c) => c.dataset.kind + ':' + (c.querySelector('summary') || c).textContent)`)
+	if want := []string{"command:/model opus", "output:Set model to opus", "selection:selection in file.go:12-40", "reminder:system reminder"}; !slices.Equal(chips, want) {
+		t.Errorf("chips %q, want %q", chips, want)
+	}
+	if users := eval[[]string](t, ctx, `[...document.querySelectorAll('.msg.user .bubble')].map((b) => b.textContent)`); !slices.Equal(users, []string{"explain this", "go on"}) {
+		t.Errorf("prompts %q", users)
+	}
+	footers := eval[[]string](t, ctx, `[...document.querySelectorAll('.turn')].map((t) => t.dataset.status + ':' + t.querySelector('.turn-end').textContent + ':' + !!t.querySelector('.turn-end .spinner'))`)
+	if want := []string{"cancelled:Cancelled2.5s:false", "open:The recording ends here:false"}; !slices.Equal(footers, want) {
+		t.Errorf("turn footers %q, want %q", footers, want)
+	}
+	if got := eval[string](t, ctx, `(() => { const i = document.querySelector('.composer textarea'); return i.disabled + ':' + i.placeholder + ':' + document.querySelector('.meter').hidden })()`); got != "true:A recording: it takes no prompts:true" {
+		t.Errorf("composer and meter: %s", got)
+	}
+	screenshot(t, ctx, "recording-chips-phone")
+}
+
+// A permission card takes a reason for a denial, which reaches the CLI, and
+// an edited input before allowing (a command as text); what is being typed
+// stays when the session's state is announced again meanwhile.
+func TestAppPermissionDenyReasonAndEdit(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	perm := func(req, cmd string) {
+		cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+			{"id": req, "tool": "Bash", "input": map[string]any{"command": cmd, "description": "Clean"}}}})
+	}
+	perm("req-a", "rm -rf build")
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-a"]')`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm button.deny-why`)), chromedp.SendKeys(chromedp.CSS(`.perm .perm-reason-text`), "keep the cache"))
+	perm("req-a", "rm -rf build") // announced again while typing
+	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "model": "opus", "permissions": []map[string]any{
+		{"id": "req-a", "tool": "Bash", "input": map[string]any{"command": "rm -rf build", "description": "Clean"}}}})
+	screenshot(t, ctx, "permission-reason-phone")
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`.perm .perm-reason-text`), " please"), chromedp.Click(chromedp.CSS(`.perm-reason button.deny`)))
+	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-a" || c.Allow || c.Reason != "keep the cache please" {
+		t.Fatalf("answer %+v", c)
+	}
+
+	perm("req-b", "rm -rf build")
+	waitJS(t, ctx, "the second request", `!!document.querySelector('.perm[data-request="req-b"]')`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-b"] button.edit-first`)))
+	eval[bool](t, ctx, `(() => { const ta = document.querySelector('.perm[data-request="req-b"] .perm-edit-text'); ta.value = 'rm -rf build/tmp'; return true })()`)
+	screenshot(t, ctx, "permission-edit-input-phone")
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-b"] .perm-edit button.allow`)))
+	c := cli.command(protocol.StatusDone, "")
+	var in struct{ Command, Description string }
+	json.Unmarshal(c.Input, &in)
+	if c.RequestID != "req-b" || !c.Allow || in.Command != "rm -rf build/tmp" || in.Description != "Clean" {
 		t.Fatalf("answer %+v (input %s)", c, c.Input)
 	}
 }

@@ -611,3 +611,38 @@ export function taskStrip() {
     },
   };
 }
+
+/**
+ * permissionExtras are a permission card's second answers: deny with a
+ * reason Claude reads, and edit the input before allowing (a command as
+ * text, a plan as Markdown, anything else as JSON).
+ */
+export function permissionExtras(tool, input, { allow, deny }) {
+  const a = obj(input);
+  const reason = h('input', { type: 'text', class: 'perm-reason-text', placeholder: 'Tell Claude why, or what to do instead', 'aria-label': 'Reason for denying', enterkeyhint: 'send' });
+  const denyForm = h('form', { class: 'perm-form perm-reason', hidden: true, onsubmit: (e) => { e.preventDefault(); deny(reason.value.trim()); } },
+    reason, h('button', { class: 'deny', type: 'submit', text: 'Deny' }));
+  const field = tool === 'Bash' ? 'command' : tool === 'ExitPlanMode' ? 'plan' : '';
+  const ta = h('textarea', { class: 'perm-edit-text', rows: field === 'command' ? 3 : 8, 'aria-label': field ? 'Edited ' + field : 'Edited input (JSON)', spellcheck: 'false' });
+  ta.value = field ? str(a[field]) : JSON.stringify(a, null, 2);
+  const err = h('div', { class: 'perm-edit-error', role: 'alert', hidden: true });
+  const editForm = h('form', {
+    class: 'perm-form perm-edit', hidden: true,
+    onsubmit: (e) => {
+      e.preventDefault();
+      let edited;
+      if (field) edited = { ...a, [field]: ta.value };
+      else {
+        try { edited = JSON.parse(ta.value); } catch { edited = null; }
+        if (!edited || typeof edited !== 'object' || Array.isArray(edited)) { err.hidden = false; err.textContent = 'The input must be a JSON object.'; return; }
+      }
+      allow(edited);
+    },
+  }, ta, err, h('button', { class: 'allow primary', type: 'submit', text: 'Allow edited' }));
+  const toggle = (form, focus) => () => { form.hidden = !form.hidden; if (!form.hidden) focus.focus(); };
+  return h('div', { class: 'perm-extras' },
+    h('div', { class: 'perm-more' },
+      h('button', { class: 'link deny-why', type: 'button', text: 'Deny with a reason…', onclick: toggle(denyForm, reason) }),
+      tool === 'AskUserQuestion' ? null : h('button', { class: 'link edit-first', type: 'button', text: 'Edit, then allow…', onclick: toggle(editForm, ta) })),
+    denyForm, editForm);
+}

@@ -6,6 +6,7 @@
 import { fill, h, icon } from './dom.js';
 import { renderMarkdown } from './markdown.js';
 import { toolBody, toolPreview, toolTitle } from './tools.js';
+import { parseMarkup, renderChips } from './markup.js';
 import { duration, oneLine, tokens } from './format.js';
 
 const CHUNK = 60; // rows rendered at a time
@@ -92,6 +93,13 @@ export class ConversationView {
         bubble.classList.add('clamped');
         bubble.append(h('button', { class: 'more', type: 'button', text: 'Show more', onclick: (e) => { e.currentTarget.remove(); bubble.classList.remove('clamped'); } }));
       }
+      // Claude Code's markup (slash commands, selections, reminders) as chips.
+      const mk = ev.t === 'text' ? parseMarkup(ev.text) : null;
+      if (mk?.chips.length) {
+        const el = h('div', { class: 'msg user markup', 'data-id': b.id }, renderChips(mk.chips), mk.rest ? h('div', { class: 'bubble', text: mk.rest }) : null);
+        this.dom.set(b, { el });
+        return el;
+      }
       const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble);
       this.dom.set(b, { el });
       return el;
@@ -112,14 +120,28 @@ export class ConversationView {
     // not working.
     const st = t.status || (this.opts.live?.() === false || t !== this.model.openTurn ? 'open' : 'running');
     d.el.dataset.status = st;
-    const label = { completed: 'Completed', failed: 'Failed', cancelled: 'Cancelled', running: 'Working…', open: 'Unfinished' }[st] || st;
+    // The last turn of a recording that simply stops is not unfinished work.
+    const endOfRecording = st === 'open' && t === this.model.openTurn;
+    const label = { completed: 'Completed', failed: 'Failed', cancelled: 'Cancelled', running: 'Working…', open: endOfRecording ? 'The recording ends here' : 'Unfinished' }[st] || st;
     const bits = [];
-    if (t.status && t.end && t.start) bits.push(duration(t.end - t.start));
+    // A turn lasts from the prompt that started it to its end.
+    const from = this.promptTime(t) ?? t.start;
+    if (t.status && t.end && from) bits.push(duration(t.end - from));
     if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
     fill(d.end,
-      h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? 'dots' : 'stop'), label),
+      h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? (endOfRecording ? 'stop' : 'dots') : 'stop'), label),
       bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
     );
+  }
+
+  /** promptTime is the time of the prompt just before turn t, if any. */
+  promptTime(t) {
+    if (!('promptTime' in t)) {
+      const i = this.model.blocks.lastIndexOf(t);
+      const prev = i > 0 ? this.model.blocks[i - 1] : null;
+      t.promptTime = prev?.kind === 'user' && prev.time && (!t.start || prev.time <= t.start) ? prev.time : null;
+    }
+    return t.promptTime;
   }
 
   // --- items --------------------------------------------------------------
