@@ -7,6 +7,7 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strings"
 	"time"
 )
 
@@ -35,14 +37,48 @@ func Files() fs.FS {
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
+// MinGzipBytes is the smallest file served gzip-compressed: below it the
+// header costs about what compression saves.
+const MinGzipBytes = 1024
+
 type file struct {
 	body  []byte
+	gz    []byte // gzip of body, made once; nil when not worth it
 	etag  string
 	ctype string
 }
 
+// gzipped compresses b at the best level; nil when it would not be smaller.
+func gzipped(b []byte) []byte {
+	if len(b) < MinGzipBytes {
+		return nil
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if _, err := zw.Write(b); err != nil || zw.Close() != nil || buf.Len() >= len(b) {
+		return nil
+	}
+	return buf.Bytes()
+}
+
+// acceptsGzip says whether a request's Accept-Encoding allows gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept-Encoding") {
+		for _, part := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(name), "gzip") || strings.TrimSpace(name) == "*" {
+				q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+				return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+			}
+		}
+	}
+	return false
+}
+
 // Handler serves the app. Files are revalidated on every load (by a strong
-// ETag of their content), so a new binary's app is picked up at once.
+// ETag of their content), so a new binary's app is picked up at once. Files
+// of MinGzipBytes or more are compressed once, here, and served gzipped to
+// clients that accept it.
 func Handler() http.Handler {
 	files := map[string]file{}
 	root := Files()
@@ -62,7 +98,7 @@ func Handler() http.Handler {
 		case ".webmanifest":
 			ct = "application/manifest+json"
 		}
-		files["/"+p] = file{body: b, etag: `"` + hex.EncodeToString(sum[:12]) + `"`, ctype: ct}
+		files["/"+p] = file{body: b, gz: gzipped(b), etag: hex.EncodeToString(sum[:12]), ctype: ct}
 		return nil
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,10 +116,19 @@ func Handler() http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
-		h.Set("ETag", f.etag)
 		if f.ctype != "" {
 			h.Set("Content-Type", f.ctype)
 		}
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(f.body))
+		body, etag := f.body, `"`+f.etag+`"`
+		if f.gz != nil {
+			h.Add("Vary", "Accept-Encoding")
+			if acceptsGzip(r) {
+				// The compressed copy is another representation: its own ETag.
+				body, etag = f.gz, `"`+f.etag+`-gz"`
+				h.Set("Content-Encoding", "gzip")
+			}
+		}
+		h.Set("ETag", etag)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	})
 }

@@ -1,6 +1,9 @@
 package web
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -78,5 +81,80 @@ func TestNoExternalResources(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Files are served gzipped to clients that accept gzip (compressed once,
+// when the handler is made), plain to others, each with its own ETag and
+// Vary: Accept-Encoding; files under MinGzipBytes are never compressed.
+func TestHandlerGzip(t *testing.T) {
+	h := Handler()
+	get := func(path, accept, etag string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	var plainTotal, gzTotal int
+	err := fs.WalkDir(Files(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		want, _ := fs.ReadFile(Files(), p)
+		plain := get("/"+p, "", "")
+		if plain.Header().Get("Content-Encoding") != "" || !bytes.Equal(plain.Body.Bytes(), want) {
+			t.Errorf("%s without gzip: encoding %q", p, plain.Header().Get("Content-Encoding"))
+		}
+		for _, accept := range []string{"gzip", "gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.8", "*"} {
+			w := get("/"+p, accept, "")
+			if len(want) < MinGzipBytes {
+				if w.Header().Get("Content-Encoding") != "" {
+					t.Errorf("%s (%d bytes) compressed", p, len(want))
+				}
+				continue
+			}
+			if w.Header().Get("Content-Encoding") != "gzip" || w.Header().Get("Vary") != "Accept-Encoding" {
+				t.Errorf("%s with %q: encoding %q, vary %q", p, accept, w.Header().Get("Content-Encoding"), w.Header().Get("Vary"))
+				continue
+			}
+			size := w.Body.Len()
+			zr, err := gzip.NewReader(w.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(zr)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%s: the gzip body is not the file (%v)", p, err)
+			}
+			if w.Header().Get("ETag") == plain.Header().Get("ETag") {
+				t.Errorf("%s: the same ETag for the gzip and plain bodies", p)
+			}
+			if nm := get("/"+p, accept, w.Header().Get("ETag")); nm.Code != http.StatusNotModified {
+				t.Errorf("%s: revalidating the gzip body: %d", p, nm.Code)
+			}
+			if accept == "gzip" {
+				plainTotal += len(want)
+				gzTotal += size
+			}
+		}
+		if len(want) >= MinGzipBytes {
+			if w := get("/"+p, "gzip;q=0, identity", ""); w.Header().Get("Content-Encoding") != "" {
+				t.Errorf("%s: gzip;q=0 got gzip", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compressible files: %d bytes plain, %d gzipped", plainTotal, gzTotal)
+	if gzTotal == 0 || gzTotal > plainTotal/2 {
+		t.Errorf("gzip: %d of %d bytes", gzTotal, plainTotal)
 	}
 }

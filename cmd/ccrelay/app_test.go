@@ -190,7 +190,7 @@ const readPage = `(() => {
   for (const d of q('details.sub')) if (!d.open) d.open = true;
   return {
     turns: q('.blocks > .turn').map((t) => t.dataset.status),
-    users: q('.blocks > .msg.user .bubble').map((b) => b.textContent),
+    users: q('.blocks > .msg.user').map((b) => b.textContent), // a bubble, or chips of Claude Code's markup
     tools: q('.turn-body > .tool').length,
     failed: q('.turn-body > .tool[data-status="failed"]').length,
     thinking: q('.turn-body > .thinking').length,

@@ -8,6 +8,7 @@ import { Connection, parseTiming } from './conn.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
+import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
@@ -320,7 +321,8 @@ function sessionPage(id) {
   // Said when the relay answers but no CLI is connected for this session.
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
-  root.replaceChildren(top.bar, banner.el, machine, note.el, main, dock, dialog);
+  const tasks = taskStrip();
+  root.replaceChildren(top.bar, banner.el, machine, note.el, tasks.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -450,11 +452,17 @@ function sessionPage(id) {
       meter.title = 'Context in use: ' + use.label;
     }
     const remote = i.mode === 'remote';
+    // A recording (no machine ever announced it) cannot take prompts.
+    const recording = app.listed && !i.mode;
+    input.disabled = recording;
+    input.placeholder = recording ? 'A recording: it takes no prompts' : 'Message Claude…';
+    if (recording) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
     hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.' : '';
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
+    tasks.update(model);
     view?.refreshOpenTurn();
   }
 
@@ -467,30 +475,46 @@ function sessionPage(id) {
   }
 
   const answered = new Set(); // permission ids answered here, hidden until the CLI confirms
+  const permCards = new Map(); // request id -> {key, el}: kept while unchanged (a reason being typed stays)
   function renderPerms(list) {
     const open = list.filter((p) => !answered.has(p.id));
-    perms.replaceChildren(...open.map((p) => {
-      const inp = p.input || {};
-      const detail = typeof inp.command === 'string' ? h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + inp.command }))
-        : typeof inp.file_path === 'string' ? h('div', { class: 'path', text: inp.file_path })
-          : h('pre', { class: 'code args' }, h('code', { text: JSON.stringify(inp, null, 2).slice(0, 2000) }));
-      const answer = (allow, forSession) => {
-        answered.add(p.id);
-        command(allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: 'Denied from the ccrelay app' }, allow ? 'Allow' : 'Deny', () => answered.delete(p.id));
-        renderHeader();
-      };
-      const sub = p.subagent ? model.subs.get(p.subagent) : null;
-      return h('div', { class: 'perm', 'data-request': p.id },
-        h('div', { class: 'perm-head' }, icon('shield'), h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
-          sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
-        p.description ? h('div', { class: 'perm-desc', text: p.description }) : null,
-        detail,
-        p.blockedPath ? h('div', { class: 'meta', text: 'Outside the project: ' + p.blockedPath }) : null,
-        h('div', { class: 'perm-actions' },
-          h('button', { class: 'deny', type: 'button', text: 'Deny', onclick: () => answer(false) }),
-          (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
-          h('button', { class: 'allow primary', type: 'button', text: 'Allow', onclick: () => answer(true) })));
-    }));
+    const cards = open.map((p) => {
+      const key = JSON.stringify(p) + '|' + !!(p.call && model.calls.get(p.call));
+      const was = permCards.get(p.id);
+      if (was && was.key === key) return [p.id, was];
+      return [p.id, { key, el: permCard(p) }];
+    });
+    permCards.clear();
+    for (const [pid, c] of cards) permCards.set(pid, c);
+    const els = cards.map(([, c]) => c.el);
+    if (els.length !== perms.children.length || els.some((el, i) => perms.children[i] !== el)) perms.replaceChildren(...els);
+  }
+  function permCard(p) {
+    // The request names its tool call, whose start holds the whole input
+    // (the list's summary may cut it).
+    const call = p.call ? model.calls.get(p.call) : null;
+    const inp = call?.args && typeof call.args === 'object' ? call.args : p.input && typeof p.input === 'object' ? p.input : {};
+    const labels = permissionLabels(p.tool);
+    const answer = (allow, forSession, input, reason) => {
+      answered.add(p.id);
+      const cmd = allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: reason || 'Denied from the ccrelay app' };
+      if (input) cmd.input = input;
+      command(cmd, allow ? labels.allow : labels.deny, () => answered.delete(p.id));
+      renderHeader();
+    };
+    const detail = toolInput(p.tool, inp, { model, answer: p.tool === 'AskUserQuestion' ? (input) => answer(true, false, input) : null }, call);
+    const sub = p.subagent ? model.subs.get(p.subagent) : null;
+    return h('div', { class: 'perm', 'data-request': p.id },
+      h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
+        sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
+      p.description ? h('div', { class: 'perm-desc', text: p.description }) : null,
+      detail,
+      p.blockedPath ? h('div', { class: 'meta', text: 'Outside the project: ' + p.blockedPath }) : null,
+      h('div', { class: 'perm-actions' },
+        h('button', { class: 'deny', type: 'button', text: labels.deny, onclick: () => answer(false) }),
+        (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
+        h('button', { class: 'allow primary', type: 'button', text: labels.allow, onclick: () => answer(true) })),
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason) }));
   }
 
   function sendPrompt() {
@@ -518,10 +542,10 @@ function sessionPage(id) {
     const c = commandTitles.get(f.command?.id);
     if (!c) return;
     if (c.el) {
-      const label = { queued: 'Queued — waiting for ccrelay to connect', delivered: 'Delivered', done: 'Sent', rejected: 'Not sent: ' + (f.message || 'rejected') }[f.status] || f.status;
+      const label = { queued: 'No machine is connected to this session; your prompt waits for it', delivered: 'Delivered', done: 'Sent', rejected: 'Not sent: ' + (f.message || 'rejected') }[f.status] || f.status;
       c.el.querySelector('.pending-status').textContent = label;
       c.el.dataset.status = f.status;
-      if (f.status === 'rejected') {
+      if (f.status === 'rejected' && !c.el.querySelector('button.link')) {
         c.el.append(h('button', { class: 'link', type: 'button', text: 'Dismiss', onclick: () => { c.el.remove(); pendings.delete(f.command.id); } }));
       }
     }

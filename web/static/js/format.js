@@ -10,10 +10,11 @@ export function ago(ms, now = Date.now()) {
   return new Date(ms).toLocaleDateString(undefined, { month: 'short', day: 'numeric' });
 }
 
-/** duration formats milliseconds as "850ms", "12s", "3m 20s", "1h 5m". */
+/** duration formats milliseconds as "850ms", "2.5s", "12s", "3m 20s", "1h 5m". */
 export function duration(ms) {
   if (!(ms >= 0)) return '';
   if (ms < 1000) return Math.round(ms) + 'ms';
+  if (ms < 9950) return (ms / 1000).toFixed(1).replace(/\.0$/, '') + 's';
   const s = Math.round(ms / 1000);
   if (s < 60) return s + 's';
   if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';

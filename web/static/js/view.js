@@ -5,6 +5,8 @@
 
 import { fill, h, icon } from './dom.js';
 import { renderMarkdown } from './markdown.js';
+import { toolBody, toolPreview, toolTitle } from './tools.js';
+import { parseMarkup, renderChips } from './markup.js';
 import { duration, oneLine, tokens } from './format.js';
 
 const CHUNK = 60; // rows rendered at a time
@@ -91,6 +93,13 @@ export class ConversationView {
         bubble.classList.add('clamped');
         bubble.append(h('button', { class: 'more', type: 'button', text: 'Show more', onclick: (e) => { e.currentTarget.remove(); bubble.classList.remove('clamped'); } }));
       }
+      // Claude Code's markup (slash commands, selections, reminders) as chips.
+      const mk = ev.t === 'text' ? parseMarkup(ev.text) : null;
+      if (mk?.chips.length) {
+        const el = h('div', { class: 'msg user markup', 'data-id': b.id }, renderChips(mk.chips), mk.rest ? h('div', { class: 'bubble', text: mk.rest }) : null);
+        this.dom.set(b, { el });
+        return el;
+      }
       const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble);
       this.dom.set(b, { el });
       return el;
@@ -111,14 +120,28 @@ export class ConversationView {
     // not working.
     const st = t.status || (this.opts.live?.() === false || t !== this.model.openTurn ? 'open' : 'running');
     d.el.dataset.status = st;
-    const label = { completed: 'Completed', failed: 'Failed', cancelled: 'Cancelled', running: 'Working…', open: 'Unfinished' }[st] || st;
+    // The last turn of a recording that simply stops is not unfinished work.
+    const endOfRecording = st === 'open' && t === this.model.openTurn;
+    const label = { completed: 'Completed', failed: 'Failed', cancelled: 'Cancelled', running: 'Working…', open: endOfRecording ? 'The recording ends here' : 'Unfinished' }[st] || st;
     const bits = [];
-    if (t.status && t.end && t.start) bits.push(duration(t.end - t.start));
+    // A turn lasts from the prompt that started it to its end.
+    const from = this.promptTime(t) ?? t.start;
+    if (t.status && t.end && from) bits.push(duration(t.end - from));
     if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
     fill(d.end,
-      h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? 'dots' : 'stop'), label),
+      h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? (endOfRecording ? 'stop' : 'dots') : 'stop'), label),
       bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
     );
+  }
+
+  /** promptTime is the time of the prompt just before turn t, if any. */
+  promptTime(t) {
+    if (!('promptTime' in t)) {
+      const i = this.model.blocks.lastIndexOf(t);
+      const prev = i > 0 ? this.model.blocks[i - 1] : null;
+      t.promptTime = prev?.kind === 'user' && prev.time && (!t.start || prev.time <= t.start) ? prev.time : null;
+    }
+    return t.promptTime;
   }
 
   // --- items --------------------------------------------------------------
@@ -171,10 +194,9 @@ export class ConversationView {
 
   tool(t) {
     const status = h('span', { class: 'status' });
-    const subject = typeof t.args?.subject === 'string' ? t.args.subject : ''; // a task of the task list
-    const title = h('span', { class: 'title', text: subject || (t.title && t.title !== t.name + ' call' ? t.title : argSummary(t)) });
+    const title = h('span', { class: 'title' }, toolTitle(t, this.model));
     const preview = h('div', { class: 'result-preview' });
-    const el = h('details', { class: 'tool', 'data-id': t.env.id, 'data-call': t.call },
+    const el = h('details', { class: 'tool', 'data-id': t.env.id, 'data-call': t.call, 'data-tool': t.name },
       h('summary', null, status, h('span', { class: 'name', text: toolName(t.name) }), title, icon('chevron', 'chev')),
       preview);
     const body = h('div', { class: 'tool-body' });
@@ -191,33 +213,14 @@ export class ConversationView {
     if (!d) return;
     d.el.dataset.status = t.status;
     fill(d.status, t.status === 'running' ? h('span', { class: 'spinner' }) : icon(t.status === 'failed' ? 'cross' : 'check'));
-    const r = (t.result || '').trim();
+    const r = toolPreview(t);
     d.preview.hidden = !r;
-    d.preview.textContent = r.split('\n').slice(0, 3).join('\n').slice(0, 300);
+    d.preview.textContent = r;
     if (d.body.isConnected) this.fillTool(t, d.body);
   }
 
   fillTool(t, body) {
-    const args = t.args || {};
-    const parts = [];
-    if (typeof args.command === 'string') parts.push(h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + args.command })));
-    if (typeof args.file_path === 'string') parts.push(h('div', { class: 'path', text: args.file_path }));
-    if (typeof args.old_string === 'string' && typeof args.new_string === 'string') {
-      parts.push(h('pre', { class: 'code diff' }, h('code', null,
-        args.old_string.split('\n').map((l) => h('span', { class: 'tk-del', text: '- ' + l + '\n' })),
-        args.new_string.split('\n').map((l) => h('span', { class: 'tk-add', text: '+ ' + l + '\n' })))));
-    }
-    const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !['command', 'file_path', 'old_string', 'new_string', 'description'].includes(k)));
-    if (Object.keys(rest).length) parts.push(h('pre', { class: 'code args' }, h('code', { text: JSON.stringify(rest, null, 2) })));
-    if (t.result != null && t.result !== '') {
-      parts.push(h('div', { class: 'label', text: t.status === 'failed' ? 'Error' : 'Result' }));
-      parts.push(h('pre', { class: 'code result' + (t.status === 'failed' ? ' error' : '') }, h('code', { text: t.result })));
-      if (t.truncated) parts.push(h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' }));
-    } else if (t.status === 'done') {
-      parts.push(h('div', { class: 'meta', text: 'No output.' }));
-    }
-    if (t.end && t.start) parts.push(h('div', { class: 'meta', text: 'Took ' + duration(t.end - t.start) }));
-    body.replaceChildren(...parts);
+    body.replaceChildren(...toolBody(t, this.model));
   }
 
   sub(s) {
@@ -321,14 +324,6 @@ function weight(b) {
 export function toolName(name) {
   const m = /^mcp__(.+?)__(.+)$/.exec(name || '');
   return m ? m[2] + ' (' + m[1] + ')' : name || 'Tool';
-}
-
-function argSummary(t) {
-  const a = t.args || {};
-  // The task list of Claude Code 2.1 (TaskCreate, TaskUpdate).
-  if (typeof a.taskId === 'string' && typeof a.status === 'string') return '#' + a.taskId + ' → ' + a.status.replace('_', ' ');
-  const v = a.command ?? a.file_path ?? a.path ?? a.pattern ?? a.url ?? a.query ?? a.prompt;
-  return typeof v === 'string' ? oneLine(v, 90) : t.title || '';
 }
 
 /** contextMeter describes usage as context in use over the window. */
