@@ -77,7 +77,7 @@ type Event struct {
 
 	// text, service
 	Text     string
-	Thinking bool     // text only
+	Thinking bool          // text only
 	Command  *SlashCommand // text of the user: a slash command (ccrelay)
 
 	// service (ccrelay): what the note is about, when it is one of these.
