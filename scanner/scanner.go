@@ -86,10 +86,13 @@ type Scanner struct {
 	cursor   Cursor
 	sessions []*session
 	files    map[string]*file
-	dedupe   claude.Dedupe
-	watcher  *fsnotify.Watcher
-	watched  map[string]bool
-	final    bool // the last pass: nothing waits
+	// dedupe holds one set per session: a fork (or a resume into a new
+	// session) copies its parent's records with their uuids, and they
+	// belong to the new session as much as to the old one (D21).
+	dedupe  map[string]*claude.Dedupe
+	watcher *fsnotify.Watcher
+	watched map[string]bool
+	final   bool // the last pass: nothing waits
 }
 
 type session struct {
@@ -428,7 +431,15 @@ func (s *Scanner) readFile(ss *session, path string, isMain bool) *file {
 		if r.Timestamp > f.lastTS {
 			f.lastTS = r.Timestamp
 		}
-		if s.dedupe.Seen(r) {
+		dd := s.dedupe[ss.id]
+		if dd == nil {
+			if s.dedupe == nil {
+				s.dedupe = map[string]*claude.Dedupe{}
+			}
+			dd = &claude.Dedupe{}
+			s.dedupe[ss.id] = dd
+		}
+		if dd.Seen(r) {
 			return nil
 		}
 		if isMain && launchesSubagent(r) {
