@@ -60,6 +60,15 @@ func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
 				a.rooted = true
 				return []*claude.Record{c.root(m.System.ToolUseID, m.System.TaskID, 0)}
 			}
+		case claude.SubtypeAPIRetry, claude.SubtypeCompactBoundary:
+			// A retry of a failed API call and a compaction boundary are
+			// system records in the transcript too (D18, D19).
+			if r, err := claude.Parse(m.Raw); err == nil {
+				if r.SessionID == "" {
+					r.SessionID = c.session
+				}
+				return []*claude.Record{r}
+			}
 		case claude.SystemTaskNotification:
 			a := c.agents[m.System.ToolUseID]
 			if a == nil || !a.background {
