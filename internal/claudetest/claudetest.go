@@ -46,6 +46,9 @@ type Env struct {
 	Home    string
 	Project string
 	API     *fakeapi.Server
+	// Extra is added to Claude's environment (e.g.
+	// CLAUDE_CODE_MAX_RETRIES=1 to make a failing API give up soon).
+	Extra []string
 }
 
 // New starts the fake API with rules and makes a scratch HOME and project.
@@ -79,7 +82,7 @@ func New(t testing.TB, rules ...fakeapi.Rule) *Env {
 
 // Environ is the process environment for Claude.
 func (e *Env) Environ() []string {
-	return []string{
+	return append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + e.Home,
 		"TERM=xterm-256color",
@@ -89,7 +92,7 @@ func (e *Env) Environ() []string {
 		"DISABLE_AUTOUPDATER=1",
 		"IS_SANDBOX=1",
 		"CLAUDE_CODE_TMPDIR=" + filepath.Join(e.Home, "tmp"),
-	}
+	}, e.Extra...)
 }
 
 // ProjectDir is where Claude writes this project's transcripts.
@@ -104,6 +107,16 @@ func (e *Env) ProjectDir(t testing.TB) string {
 // Run runs claude with args (and stdin, if not nil) and returns its stdout.
 func (e *Env) Run(t testing.TB, stdin []byte, args ...string) []byte {
 	t.Helper()
+	out, errOut, err := e.RunStatus(stdin, args...)
+	if err != nil {
+		t.Fatalf("claude %v: %v\nstderr: %s\nstdout: %.2000s", args, err, errOut, out)
+	}
+	return out
+}
+
+// RunStatus runs claude like Run but returns how it exited instead of
+// failing the test: for runs that end on an error (an API error exits 1).
+func (e *Env) RunStatus(stdin []byte, args ...string) (stdout []byte, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Claude, args...)
@@ -113,8 +126,6 @@ func (e *Env) Run(t testing.TB, stdin []byte, args ...string) []byte {
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("claude %v: %v\nstderr: %s\nstdout: %.2000s", args, err, errb.String(), out.String())
-	}
-	return out.Bytes()
+	err = cmd.Run()
+	return out.Bytes(), errb.String(), err
 }
