@@ -73,6 +73,10 @@ type Record struct {
 	Raw []byte
 }
 
+// SyntheticModel is the model of the messages Claude Code writes itself
+// (an API error, "No response requested.").
+const SyntheticModel = "<synthetic>"
+
 // System record subtypes the mapper reads.
 const (
 	SubtypeAPIError        = "api_error"        // transcript: an API call failed (retried when retryAttempt > 0)
@@ -171,6 +175,7 @@ func Parse(line []byte) (*Record, error) {
 		toolUseResultAlt                            []byte
 		retry                                       APIRetry
 		compact                                     []byte
+		apiErrorFlag, errorString                   bool
 	)
 	err = eachKey(line, func(k, v []byte) error {
 		switch string(k) {
@@ -203,6 +208,7 @@ func Parse(line []byte) (*Record, error) {
 		case "isCompactSummary":
 			r.IsCompactSummary = truthy(v)
 		case "isApiErrorMessage", "is_api_error_message":
+			apiErrorFlag = true
 			r.IsAPIError = r.IsAPIError || truthy(v)
 		case "apiErrorStatus", "api_error_status", "error_status":
 			r.APIErrorStatus = jsonInt(v)
@@ -213,6 +219,7 @@ func Parse(line []byte) (*Record, error) {
 		case "retryInMs", "retry_delay_ms":
 			retry.RetryInMs = jsonInt(v)
 		case "error":
+			errorString = len(v) > 2 && v[0] == '"'
 			if typ == TypeSystem && len(v) > 0 && v[0] == '{' {
 				_ = eachKey(v, func(k, v []byte) error {
 					if string(k) == "status" {
@@ -264,6 +271,11 @@ func Parse(line []byte) (*Record, error) {
 	}
 	if r.ToolUseResult == nil {
 		r.ToolUseResult = toolUseResultAlt
+	}
+	if typ == TypeAssistant && !apiErrorFlag && errorString && r.Message != nil && r.Message.Model == SyntheticModel {
+		// Older versions (2.1.197) print the API error message on
+		// stream-json without is_api_error_message, with error set.
+		r.IsAPIError = true
 	}
 	if typ == TypeSystem {
 		switch r.Subtype {
