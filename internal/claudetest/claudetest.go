@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,6 +41,44 @@ func Find(t testing.TB) string {
 	return ""
 }
 
+// AlsoEnv names the environment variable that lists more Claude Code
+// installs to run the real-Claude scenarios against (paths to their claude
+// binaries, separated like PATH): .ci/run sets it to the older pinned
+// versions.
+const AlsoEnv = "CCRELAY_TEST_CLAUDE_ALSO"
+
+// Install is one installed Claude Code.
+type Install struct {
+	Version string // as `claude --version` prints it: "2.1.330"
+	Path    string
+}
+
+// Installs returns the Claude Code installs to run the real-Claude
+// scenarios against, oldest first: Find's and those $CCRELAY_TEST_CLAUDE_ALSO
+// lists. Each must answer --version; one that does not fails the test.
+func Installs(t testing.TB) []Install {
+	t.Helper()
+	paths := []string{Find(t)}
+	for _, p := range filepath.SplitList(os.Getenv(AlsoEnv)) {
+		if p != "" && !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	var out []Install
+	for _, p := range paths {
+		v, err := claude.InstalledVersion(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Claude Code install: %v", err)
+		}
+		out = append(out, Install{Version: v, Path: p})
+	}
+	slices.SortStableFunc(out, func(a, b Install) int {
+		c, _ := claude.CompareVersions(a.Version, b.Version)
+		return c
+	})
+	return out
+}
+
 // Env is one offline Claude Code setup.
 type Env struct {
 	Claude  string
@@ -51,15 +90,22 @@ type Env struct {
 	Extra []string
 }
 
-// New starts the fake API with rules and makes a scratch HOME and project.
+// New starts the fake API with rules and makes a scratch HOME and project,
+// for the Claude Code Find returns.
 func New(t testing.TB, rules ...fakeapi.Rule) *Env {
+	t.Helper()
+	return NewWith(t, Find(t), rules...)
+}
+
+// NewWith is New for the claude binary at bin.
+func NewWith(t testing.TB, bin string, rules ...fakeapi.Rule) *Env {
 	t.Helper()
 	api, err := fakeapi.Start(rules...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { api.Close() })
-	e := &Env{Claude: Find(t), Home: t.TempDir(), Project: filepath.Join(t.TempDir(), "project"), API: api}
+	e := &Env{Claude: bin, Home: t.TempDir(), Project: filepath.Join(t.TempDir(), "project"), API: api}
 	if err := os.MkdirAll(e.Project, 0o755); err != nil {
 		t.Fatal(err)
 	}
