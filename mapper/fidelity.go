@@ -48,7 +48,9 @@ func (m *Mapper) apiRetry(r *claude.Record, sub *subagent) {
 	if m.turn == "" {
 		src := source(r)
 		if m.lastPrompt != "" {
-			src = "retry-after:" + m.lastPrompt
+			// Once per prompt: a later turn a retry opens (after a
+			// turn_duration, say) falls back to the record.
+			src = m.derive("retry-after:"+m.lastPrompt, src)
 		}
 		m.turn = protocol.DeriveID(m.session, "turn", src)
 		m.stats.Turns++
