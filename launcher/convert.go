@@ -158,10 +158,10 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 	return append(out, r)
 }
 
-// isPrompt reports whether r is a top-level user message that is not a
-// tool result.
+// isPrompt reports whether r is a top-level user message that is neither a
+// tool result nor Claude's interrupt marker.
 func isPrompt(r *claude.Record) bool {
-	if r.Type != claude.TypeUser || r.ParentToolUseID != "" || r.Message == nil {
+	if r.Type != claude.TypeUser || r.ParentToolUseID != "" || r.Message == nil || isInterruptMarker(r) {
 		return false
 	}
 	for _, b := range r.Message.Content.Blocks {
