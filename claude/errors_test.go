@@ -64,3 +64,29 @@ func TestParseAPIErrorsRetriesCompaction(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFileEdit(t *testing.T) {
+	tests := []struct {
+		raw  string
+		ok   bool
+		path string
+	}{
+		{`{"filePath":"/p/a","oldString":"a","originalFile":"a\n\"big\"\n","structuredPatch":[{"oldStart":1,"lines":["-a"]}]}`, true, "/p/a"},
+		{`{"type":"create","filePath":"/p/c","content":"x\ny","structuredPatch":[]}`, true, "/p/c"},
+		{`{"filePath":"/p/a"}`, false, "/p/a"},
+		{`{"structuredPatch":[]}`, false, ""},
+		{`{"filePath":"/p/a","structuredPatch":"no"}`, false, "/p/a"},
+		{`"Error: not found"`, false, ""},
+		{`{"filePath":"/p/a","structuredPatch":[`, false, "/p/a"},
+	}
+	for _, tt := range tests {
+		fe, ok := ParseFileEdit([]byte(tt.raw))
+		if ok != tt.ok || (ok && fe.FilePath != tt.path) {
+			t.Errorf("ParseFileEdit(%s) = %+v, %v", tt.raw, fe, ok)
+		}
+	}
+	fe, _ := ParseFileEdit([]byte(`{"type":"create","filePath":"/p/c","content":"x\ny","structuredPatch":[]}`))
+	if fe.Type != "create" || fe.Content == nil || *fe.Content != "x\ny" || string(fe.Patch) != "[]" {
+		t.Fatalf("%+v", fe)
+	}
+}

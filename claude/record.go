@@ -676,3 +676,39 @@ func (p *peeker) key() ([]byte, error) {
 	p.ws()
 	return key, nil
 }
+
+// FileEdit is what an Edit/Write/MultiEdit toolUseResult says about the
+// file it changed. Patch is the raw structuredPatch array.
+type FileEdit struct {
+	Type     string // Write: "create" or "update"; Edit: ""
+	FilePath string
+	Content  *string // Write: the new file
+	Patch    json.RawMessage
+}
+
+// ParseFileEdit reads a toolUseResult that holds a structuredPatch. It
+// skips the values it does not need (the original file) without decoding
+// them. ok is false for anything else.
+func ParseFileEdit(raw []byte) (fe FileEdit, ok bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return fe, false
+	}
+	err := eachKey(raw, func(k, v []byte) error {
+		switch string(k) {
+		case "type":
+			fe.Type = jsonStr(v)
+		case "filePath":
+			fe.FilePath = jsonStr(v)
+		case "content":
+			if s, ok := unquote(v); ok {
+				fe.Content = &s
+			}
+		case "structuredPatch":
+			if len(v) > 0 && v[0] == '[' {
+				fe.Patch = v
+			}
+		}
+		return nil
+	})
+	return fe, err == nil && fe.FilePath != "" && fe.Patch != nil
+}

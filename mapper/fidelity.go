@@ -155,18 +155,13 @@ func (m *Mapper) command(r *claude.Record, src string, cmd *protocol.SlashComman
 
 var structuredPatchKey = []byte(`"structuredPatch"`)
 
-// fileEdit is the part of an Edit/Write/MultiEdit toolUseResult a diff needs.
-type fileEdit struct {
-	Type            string  `json:"type"` // Write: "create" or "update"; Edit: absent
-	FilePath        string  `json:"filePath"`
-	Content         *string `json:"content"` // Write: the new file
-	StructuredPatch []struct {
-		OldStart int64    `json:"oldStart"`
-		OldLines int64    `json:"oldLines"`
-		NewStart int64    `json:"newStart"`
-		NewLines int64    `json:"newLines"`
-		Lines    []string `json:"lines"`
-	} `json:"structuredPatch"`
+// hunkJSON is one hunk of a structuredPatch.
+type hunkJSON struct {
+	OldStart int64    `json:"oldStart"`
+	OldLines int64    `json:"oldLines"`
+	NewStart int64    `json:"newStart"`
+	NewLines int64    `json:"newLines"`
+	Lines    []string `json:"lines"`
 }
 
 // diffOf is the bounded diff of a file edit's result (D20), nil when the
@@ -176,8 +171,12 @@ func diffOf(r *claude.Record) *protocol.Diff {
 	if len(raw) == 0 || raw[0] != '{' || !bytes.Contains(raw, structuredPatchKey) {
 		return nil
 	}
-	var fe fileEdit
-	if json.Unmarshal(raw, &fe) != nil || fe.FilePath == "" {
+	fe, ok := claude.ParseFileEdit(raw)
+	if !ok {
+		return nil
+	}
+	var patch []hunkJSON
+	if json.Unmarshal(fe.Patch, &patch) != nil {
 		return nil
 	}
 	path, cut := Preview(fe.FilePath, protocol.MaxDetailBytes)
@@ -186,12 +185,12 @@ func diffOf(r *claude.Record) *protocol.Diff {
 		d.Op = protocol.DiffCreate
 	}
 	var b diffBounds
-	for _, h := range fe.StructuredPatch {
+	for _, h := range patch {
 		if !b.hunk(d, protocol.Hunk{OldStart: h.OldStart, OldLines: h.OldLines, NewStart: h.NewStart, NewLines: h.NewLines}, h.Lines) {
 			break
 		}
 	}
-	if d.Op == protocol.DiffCreate && len(fe.StructuredPatch) == 0 && fe.Content != nil && *fe.Content != "" {
+	if d.Op == protocol.DiffCreate && len(patch) == 0 && fe.Content != nil && *fe.Content != "" {
 		// A created file has no patch: the whole file is the hunk.
 		lines := strings.Split(strings.TrimSuffix(*fe.Content, "\n"), "\n")
 		plus := make([]string, len(lines))
