@@ -43,7 +43,17 @@ type Record struct {
 	IsSidechain      bool
 	IsMeta           bool
 	IsCompactSummary bool
-	IsAPIError       bool
+	// IsAPIError marks the assistant message Claude writes when an API
+	// call failed for good (isApiErrorMessage, is_api_error_message);
+	// APIErrorStatus is its HTTP status (0 when none was recorded).
+	IsAPIError     bool
+	APIErrorStatus int64
+
+	// Retry is set on a system record that says Claude retries a failed
+	// API call: api_error in transcripts, api_retry in stream-json.
+	Retry *APIRetry
+	// Compact is set on a compact_boundary system record.
+	Compact *CompactBoundary
 
 	// OriginKind is origin.kind ("task-notification" for background-task
 	// follow-ups).
@@ -61,6 +71,33 @@ type Record struct {
 
 	// Raw is the line the record was parsed from (without the newline).
 	Raw []byte
+}
+
+// SyntheticModel is the model of the messages Claude Code writes itself
+// (an API error, "No response requested.").
+const SyntheticModel = "<synthetic>"
+
+// System record subtypes the mapper reads.
+const (
+	SubtypeAPIError        = "api_error"        // transcript: an API call failed (retried when retryAttempt > 0)
+	SubtypeAPIRetry        = "api_retry"        // stream-json: Claude retries a failed API call
+	SubtypeCompactBoundary = "compact_boundary" // the conversation was compacted
+	SubtypeTurnDuration    = "turn_duration"    // interactive: the turn is over
+)
+
+// APIRetry is one retry of a failed API call.
+type APIRetry struct {
+	Attempt    int64 // 1 for the first retry
+	MaxRetries int64
+	RetryInMs  int64
+	Status     int64 // HTTP status, 0 for none (connection error)
+}
+
+// CompactBoundary is where Claude compacted the conversation.
+type CompactBoundary struct {
+	Trigger    string // "manual" or "auto"
+	PreTokens  *int64
+	PostTokens *int64
 }
 
 // Message is the API message inside a user or assistant record.
@@ -136,6 +173,9 @@ func Parse(line []byte) (*Record, error) {
 	var (
 		parentAlt, sessionAlt, agentAlt, toolUseAlt string
 		toolUseResultAlt                            []byte
+		retry                                       APIRetry
+		compact                                     []byte
+		apiErrorFlag, errorString                   bool
 	)
 	err = eachKey(line, func(k, v []byte) error {
 		switch string(k) {
@@ -167,8 +207,29 @@ func Parse(line []byte) (*Record, error) {
 			r.IsMeta = r.IsMeta || truthy(v)
 		case "isCompactSummary":
 			r.IsCompactSummary = truthy(v)
-		case "isApiErrorMessage":
-			r.IsAPIError = truthy(v)
+		case "isApiErrorMessage", "is_api_error_message":
+			apiErrorFlag = true
+			r.IsAPIError = r.IsAPIError || truthy(v)
+		case "apiErrorStatus", "api_error_status", "error_status":
+			r.APIErrorStatus = jsonInt(v)
+		case "retryAttempt", "attempt":
+			retry.Attempt = jsonInt(v)
+		case "maxRetries", "max_retries":
+			retry.MaxRetries = jsonInt(v)
+		case "retryInMs", "retry_delay_ms":
+			retry.RetryInMs = jsonInt(v)
+		case "error":
+			errorString = len(v) > 2 && v[0] == '"'
+			if typ == TypeSystem && len(v) > 0 && v[0] == '{' {
+				_ = eachKey(v, func(k, v []byte) error {
+					if string(k) == "status" {
+						retry.Status = jsonInt(v)
+					}
+					return nil
+				})
+			}
+		case "compactMetadata", "compact_metadata":
+			compact = v
 		case "origin":
 			if len(v) > 0 && v[0] == '{' {
 				_ = eachKey(v, func(k, v []byte) error {
@@ -210,6 +271,24 @@ func Parse(line []byte) (*Record, error) {
 	}
 	if r.ToolUseResult == nil {
 		r.ToolUseResult = toolUseResultAlt
+	}
+	if typ == TypeAssistant && !apiErrorFlag && errorString && r.Message != nil && r.Message.Model == SyntheticModel {
+		// Older versions (2.1.197) print the API error message on
+		// stream-json without is_api_error_message, with error set.
+		r.IsAPIError = true
+	}
+	if typ == TypeSystem {
+		switch r.Subtype {
+		case SubtypeAPIError, SubtypeAPIRetry:
+			if retry.Status == 0 {
+				retry.Status = r.APIErrorStatus
+			}
+			if retry.Attempt > 0 {
+				r.Retry = &retry
+			}
+		case SubtypeCompactBoundary:
+			r.Compact = parseCompact(compact)
+		}
 	}
 	return r, nil
 }
@@ -298,6 +377,43 @@ func parseBlock(it []byte) Block {
 		return Block{Type: "invalid"}
 	}
 	return b
+}
+
+func parseCompact(v []byte) *CompactBoundary {
+	c := &CompactBoundary{}
+	if len(v) == 0 || v[0] != '{' {
+		return c
+	}
+	_ = eachKey(v, func(k, v []byte) error {
+		switch string(k) {
+		case "trigger":
+			c.Trigger = jsonStr(v)
+		case "preTokens", "pre_tokens":
+			if n, ok := jsonIntOK(v); ok {
+				c.PreTokens = &n
+			}
+		case "postTokens", "post_tokens":
+			if n, ok := jsonIntOK(v); ok {
+				c.PostTokens = &n
+			}
+		}
+		return nil
+	})
+	return c
+}
+
+// jsonInt is the value of v as a non-negative integer, 0 when it is not one.
+func jsonInt(v []byte) int64 {
+	n, _ := jsonIntOK(v)
+	return n
+}
+
+func jsonIntOK(v []byte) (int64, bool) {
+	var f float64
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &f) != nil || f < 0 || f > 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // jsonStr is the string value of v, or "" when v is not a string.
@@ -559,4 +675,40 @@ func (p *peeker) key() ([]byte, error) {
 	p.i++
 	p.ws()
 	return key, nil
+}
+
+// FileEdit is what an Edit/Write/MultiEdit toolUseResult says about the
+// file it changed. Patch is the raw structuredPatch array.
+type FileEdit struct {
+	Type     string // Write: "create" or "update"; Edit: ""
+	FilePath string
+	Content  *string // Write: the new file
+	Patch    json.RawMessage
+}
+
+// ParseFileEdit reads a toolUseResult that holds a structuredPatch. It
+// skips the values it does not need (the original file) without decoding
+// them. ok is false for anything else.
+func ParseFileEdit(raw []byte) (fe FileEdit, ok bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return fe, false
+	}
+	err := eachKey(raw, func(k, v []byte) error {
+		switch string(k) {
+		case "type":
+			fe.Type = jsonStr(v)
+		case "filePath":
+			fe.FilePath = jsonStr(v)
+		case "content":
+			if s, ok := unquote(v); ok {
+				fe.Content = &s
+			}
+		case "structuredPatch":
+			if len(v) > 0 && v[0] == '[' {
+				fe.Patch = v
+			}
+		}
+		return nil
+	})
+	return fe, err == nil && fe.FilePath != "" && fe.Patch != nil
 }

@@ -20,6 +20,9 @@ type Converter struct {
 	open    map[string]string     // tool_use id -> parent tool_use id ("" top level), no result yet
 	order   []string              // open calls in start order
 	parents map[string]string     // tool_use id -> parent tool_use id, for every call seen
+	// retries wait for the next conversation message: Claude prints a
+	// retry before it echoes the prompt the retried call answers (D18).
+	retries []*claude.Record
 }
 
 type agentCall struct {
@@ -60,6 +63,21 @@ func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
 				a.rooted = true
 				return []*claude.Record{c.root(m.System.ToolUseID, m.System.TaskID, 0)}
 			}
+		case claude.SubtypeAPIRetry, claude.SubtypeCompactBoundary:
+			// A retry of a failed API call and a compaction boundary are
+			// system records in the transcript too (D18, D19).
+			r, err := claude.Parse(m.Raw)
+			if err != nil {
+				return nil
+			}
+			if r.SessionID == "" {
+				r.SessionID = c.session
+			}
+			if m.Subtype == claude.SubtypeAPIRetry {
+				c.retries = append(c.retries, r)
+				return nil
+			}
+			return []*claude.Record{r}
 		case claude.SystemTaskNotification:
 			a := c.agents[m.System.ToolUseID]
 			if a == nil || !a.background {
@@ -128,7 +146,30 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 			out = append(out, c.Interrupted()...)
 		}
 	}
+	if len(c.retries) > 0 {
+		retries := c.retries
+		c.retries = nil
+		if isPrompt(r) {
+			// The transcript has the prompt first, then the retries.
+			return append(append(out, r), retries...)
+		}
+		out = append(out, retries...)
+	}
 	return append(out, r)
+}
+
+// isPrompt reports whether r is a top-level user message that is neither a
+// tool result nor Claude's interrupt marker.
+func isPrompt(r *claude.Record) bool {
+	if r.Type != claude.TypeUser || r.ParentToolUseID != "" || r.Message == nil || isInterruptMarker(r) {
+		return false
+	}
+	for _, b := range r.Message.Content.Blocks {
+		if b.Type == "tool_result" {
+			return false
+		}
+	}
+	return true
 }
 
 func isInterruptMarker(r *claude.Record) bool {

@@ -37,13 +37,14 @@ func TestD17IDsFromSubagentNotRecord(t *testing.T) {
 	}
 }
 
-// D17: the output of Claude's own slash commands is not the user's words.
+// D17: the output of Claude's own slash commands is not the user's words;
+// the command itself is the user's prompt, as typed (D19).
 func TestD17LocalCommandOutputSkipped(t *testing.T) {
 	runCase(t, []string{
 		`{"type":"user","uuid":"u1","message":{"role":"user","content":"<command-name>/model</command-name>\n<command-message>model</command-message>\n<command-args>sonnet</command-args>"}}`,
 		`{"type":"user","uuid":"u2","message":{"role":"user","content":"<local-command-stdout>Set model to sonnet</local-command-stdout>"}}`,
 		`{"type":"user","uuid":"u3","message":{"role":"user","content":"hello"}}`,
-	}, []string{"U(<command-name>/model</command-name>\n<command-message>model</command-message>\n<command-args>sonnet</command-args>)", "U(hello)"})
+	}, []string{"U(/model sonnet)[cmd=/model|sonnet]", "U(hello)"})
 }
 
 // D17 ids stay unique when a transcript reuses a tool id (copied or

@@ -64,7 +64,7 @@ func FuzzMapperOps(f *testing.F) {
 		m.SetMaxBuffered(int(len(data)%5) + 1)
 		var envs []protocol.Envelope
 		for i := 0; i+3 < len(data); i += 4 {
-			op, a, b, c := data[i]%16, int(data[i+1]%4), int(data[i+2]%4), data[i+3]
+			op, a, b, c := data[i]%20, int(data[i+1]%4), int(data[i+2]%4), data[i+3]
 			line := opLine(i, op, a, b, c)
 			if op == 15 {
 				envs = append(envs, m.Close([]protocol.TurnStatus{protocol.StatusCompleted, protocol.StatusFailed, protocol.StatusCancelled}[c%3])...)
@@ -132,6 +132,17 @@ func opLine(i int, op byte, a, b int, c byte) string {
 		return asst(uuid, bl(text("compact")), append(kv, "isCompactSummary", true)...)
 	case 13:
 		return user(uuid, bl(toolResult(tools[a], "r", false), text("note")), kv...)
+	case 14:
+		return r("type", "system", "uuid", uuid, "subtype", "api_error", "error", map[string]any{"status": 529}, "retryAttempt", a+1, "maxRetries", 4)
+	case 16:
+		return asst(uuid, bl(text("API Error: 500 boom")), append(kv, "isApiErrorMessage", true, "apiErrorStatus", 500)...)
+	case 17:
+		return r("type", "system", "uuid", uuid, "subtype", "compact_boundary", "compactMetadata", map[string]any{"trigger": "auto", "preTokens": a})
+	case 18:
+		return user(uuid, "<command-name>/"+prompts[a]+"</command-name><command-args>"+prompts[b]+"</command-args>", kv...)
+	case 19:
+		return user(uuid, bl(toolResult(tools[a], "ok", false)),
+			append(kv, "toolUseResult", map[string]any{"filePath": "/f", "type": "create", "content": "a\nb", "structuredPatch": []any{}})...)
 	default:
 		return r("type", "attachment", "uuid", uuid)
 	}

@@ -61,6 +61,10 @@ type Mapper struct {
 	nBuffered   int
 
 	usageSeen map[string]struct{} // API message ids that carried usage (D6)
+	retries   int64               // API retries in the open turn (D18)
+	// lastPrompt is the source of the last user prompt: a turn that an API
+	// retry opens takes its id from it (D18).
+	lastPrompt string
 	// derived holds the id sources taken from a subagent or task rather
 	// than a record (D17); a source used once falls back to the record, so
 	// ids stay unique even if a transcript reuses tool ids.
@@ -113,6 +117,7 @@ func (m *Mapper) reset() {
 	m.bufferOrder = nil
 	m.nBuffered = 0
 	m.usageSeen = map[string]struct{}{}
+	m.retries = 0
 }
 
 // Stats returns the counters so far.
@@ -232,14 +237,21 @@ func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
 	case r.IsCompactSummary:
 		return
 	case r.Type == claude.TypeSystem:
-		if r.Subtype == "turn_duration" {
+		switch {
+		case r.Subtype == claude.SubtypeTurnDuration:
 			// Interactive Claude writes turn_duration when a turn is over
 			// (D15): close it now rather than at the next prompt.
 			m.closeTurn(protocol.StatusCompleted)
+		case r.Retry != nil:
+			m.apiRetry(r, sub)
+		case r.Compact != nil:
+			m.compacted(r, sub)
 		}
 		return
 	case r.Type == claude.TypeSummary:
 		return
+	case r.Type == claude.TypeAssistant && r.IsAPIError:
+		m.apiError(r, sub)
 	case r.Type == claude.TypeAssistant:
 		m.assistant(r, sub)
 	case r.Type == claude.TypeUser:
@@ -623,6 +635,12 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 	if isCommandRecord(r) {
 		return // D17: slash-command output, not words to the model
 	}
+	if !sidechain {
+		if cmd := slashCommand(r); cmd != nil {
+			m.command(r, src, cmd)
+			return
+		}
+	}
 	if c.IsString {
 		if sidechain {
 			if sub != nil && !sub.rooted && !sub.active {
@@ -646,6 +664,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 			return
 		}
 		m.closeTurn(protocol.StatusCompleted)
+		m.lastPrompt = src
 		m.emitOwn(protocol.RoleUser, blockID(m.session, src, -1, "text"), nil, r.UUID,
 			protocol.Event{T: protocol.KindText, Text: c.String})
 		return
@@ -673,6 +692,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 			return
 		}
 		m.closeTurn(protocol.StatusCompleted)
+		m.lastPrompt = src
 		for i := range c.Blocks {
 			b := &c.Blocks[i]
 			if b.Type == "text" && b.Text != nil && strings.TrimSpace(*b.Text) != "" {
@@ -733,7 +753,22 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 		preview, cut := Preview(text, protocol.MaxResultBytes)
 		ev.Result, ev.Truncated = &preview, cut
 	}
+	if !b.IsError && onlyResult(r) {
+		ev.Diff = diffOf(r)
+	}
 	m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "tool-call-end"), sub, "", ev)
+}
+
+// onlyResult reports whether r holds a single tool_result block, so that
+// its toolUseResult belongs to that result.
+func onlyResult(r *claude.Record) bool {
+	n := 0
+	for i := range r.Message.Content.Blocks {
+		if r.Message.Content.Blocks[i].Type == "tool_result" {
+			n++
+		}
+	}
+	return n == 1
 }
 
 // interrupted handles Claude's "[Request interrupted by user…]" marker

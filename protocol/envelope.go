@@ -77,7 +77,12 @@ type Event struct {
 
 	// text, service
 	Text     string
-	Thinking bool // text only
+	Thinking bool          // text only
+	Command  *SlashCommand // text of the user: a slash command (ccrelay)
+
+	// service (ccrelay): what the note is about, when it is one of these.
+	APIError   *APIError
+	Compaction *Compaction
 
 	// tool-call-start, tool-call-end
 	Call        string
@@ -88,6 +93,7 @@ type Event struct {
 	Error       bool            // tool-call-end (D8)
 	Result      *string         // tool-call-end (D8): text preview, at most MaxResultBytes
 	Truncated   bool            // tool-call-end (D8): Result was cut
+	Diff        *Diff           // tool-call-end (ccrelay): the file change an edit made
 
 	// file
 	Ref      string
@@ -158,9 +164,27 @@ func (e *Envelope) Validate() error {
 	ev := &e.Ev
 	switch ev.T {
 	case KindText:
+		if ev.Command != nil {
+			if e.Role != RoleUser {
+				return invalid("a command must have role user")
+			}
+			if err := ev.Command.validate(); err != nil {
+				return err
+			}
+		}
 	case KindService, KindStart, KindStop:
 		if e.Role != RoleAgent {
 			return invalid("%s must have role agent", ev.T)
+		}
+		if ev.APIError != nil {
+			if err := ev.APIError.validate(); err != nil {
+				return err
+			}
+		}
+		if ev.Compaction != nil {
+			if err := ev.Compaction.validate(); err != nil {
+				return err
+			}
 		}
 	case KindToolCallStart:
 		if ev.Call == "" {
@@ -181,6 +205,11 @@ func (e *Envelope) Validate() error {
 		}
 		if ev.Truncated && ev.Result == nil {
 			return invalid("tool-call-end truncated without result")
+		}
+		if ev.Diff != nil {
+			if err := ev.Diff.validate(); err != nil {
+				return err
+			}
 		}
 	case KindFile:
 		if ev.Ref == "" || ev.Name == "" {
@@ -274,9 +303,21 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 		if ev.Thinking {
 			b = append(b, `,"thinking":true`...)
 		}
+		if ev.Command != nil {
+			b = append(b, `,"command":`...)
+			b = ev.Command.appendJSON(b)
+		}
 	case KindService:
 		b = append(b, `,"text":`...)
 		b = appendString(b, ev.Text)
+		if ev.APIError != nil {
+			b = append(b, `,"apiError":`...)
+			b = ev.APIError.appendJSON(b)
+		}
+		if ev.Compaction != nil {
+			b = append(b, `,"compaction":`...)
+			b = ev.Compaction.appendJSON(b)
+		}
 	case KindToolCallStart:
 		b = append(b, `,"call":`...)
 		b = appendString(b, ev.Call)
@@ -307,6 +348,10 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 		}
 		if ev.Truncated {
 			b = append(b, `,"truncated":true`...)
+		}
+		if ev.Diff != nil {
+			b = append(b, `,"diff":`...)
+			b = ev.Diff.appendJSON(b)
 		}
 	case KindFile:
 		b = append(b, `,"ref":`...)
@@ -507,8 +552,23 @@ func (ev *Event) UnmarshalJSON(data []byte) error {
 	switch ev.T {
 	case KindText:
 		err = errors.Join(getString(m, "text", &ev.Text, true), getBool(m, "thinking", &ev.Thinking))
+		if raw, ok := m["command"]; ok && !isNull(raw) {
+			var e error
+			ev.Command, e = decodeCommand(raw)
+			err = errors.Join(err, e)
+		}
 	case KindService:
 		err = getString(m, "text", &ev.Text, true)
+		if raw, ok := m["apiError"]; ok && !isNull(raw) {
+			var e error
+			ev.APIError, e = decodeAPIError(raw)
+			err = errors.Join(err, e)
+		}
+		if raw, ok := m["compaction"]; ok && !isNull(raw) {
+			var e error
+			ev.Compaction, e = decodeCompaction(raw)
+			err = errors.Join(err, e)
+		}
 	case KindToolCallStart:
 		err = errors.Join(getString(m, "call", &ev.Call, true), getString(m, "name", &ev.Name, true),
 			getString(m, "title", &ev.Title, true), getString(m, "description", &ev.Description, true))
@@ -526,6 +586,11 @@ func (ev *Event) UnmarshalJSON(data []byte) error {
 				err = errors.Join(err, invalid("tool-call-end result is not a string"))
 			}
 			ev.Result = &s
+		}
+		if raw, ok := m["diff"]; ok && !isNull(raw) {
+			var e error
+			ev.Diff, e = decodeDiff(raw)
+			err = errors.Join(err, e)
 		}
 	case KindFile:
 		err = errors.Join(getString(m, "ref", &ev.Ref, true), getString(m, "name", &ev.Name, true),

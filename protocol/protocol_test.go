@@ -44,6 +44,28 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 			`{"id":"ca","time":9,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"start"}}`},
 		{"stop", Envelope{ID: "ca", Time: 10, Role: RoleAgent, Turn: "ct", Subagent: "cs", Ev: Event{T: KindStop}},
 			`{"id":"ca","time":10,"role":"agent","turn":"ct","subagent":"cs","ev":{"t":"stop"}}`},
+		{"slash command", Envelope{ID: "ca", Time: 12, Role: RoleUser, Ev: Event{T: KindText, Text: "/compact keep it short", Command: &SlashCommand{Name: "/compact", Args: "keep it short"}}},
+			`{"id":"ca","time":12,"role":"user","ev":{"t":"text","text":"/compact keep it short","command":{"name":"/compact","args":"keep it short"}}}`},
+		{"slash command without args", Envelope{ID: "ca", Time: 12, Role: RoleUser, Ev: Event{T: KindText, Text: "/mcp", Command: &SlashCommand{Name: "/mcp"}}},
+			`{"id":"ca","time":12,"role":"user","ev":{"t":"text","text":"/mcp","command":{"name":"/mcp"}}}`},
+		{"api error retrying", Envelope{ID: "ca", Time: 13, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindService, Text: "API error 529, retrying",
+			APIError: &APIError{Status: 529, Message: "overloaded", Retries: 1, Retrying: true, MaxRetries: 10, RetryInMs: 508}}},
+			`{"id":"ca","time":13,"role":"agent","turn":"ct","ev":{"t":"service","text":"API error 529, retrying","apiError":{"status":529,"message":"overloaded","retries":1,"retrying":true,"maxRetries":10,"retryInMs":508}}}`},
+		{"api error final", Envelope{ID: "ca", Time: 13, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindService, Text: "API Error: 400 bad",
+			APIError: &APIError{Status: 400, Message: "bad"}}},
+			`{"id":"ca","time":13,"role":"agent","turn":"ct","ev":{"t":"service","text":"API Error: 400 bad","apiError":{"status":400,"message":"bad","retries":0}}}`},
+		{"compaction", Envelope{ID: "ca", Time: 14, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindService, Text: "Conversation compacted",
+			Compaction: &Compaction{Trigger: "manual", PreTokens: ptr(int64(19)), PostTokens: ptr(int64(2544))}}},
+			`{"id":"ca","time":14,"role":"agent","turn":"ct","ev":{"t":"service","text":"Conversation compacted","compaction":{"trigger":"manual","preTokens":19,"postTokens":2544}}}`},
+		{"compaction without counts", Envelope{ID: "ca", Time: 14, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindService, Text: "Conversation compacted",
+			Compaction: &Compaction{Trigger: "auto"}}},
+			`{"id":"ca","time":14,"role":"agent","turn":"ct","ev":{"t":"service","text":"Conversation compacted","compaction":{"trigger":"auto"}}}`},
+		{"tool-call-end diff", Envelope{ID: "ca", Time: 15, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallEnd, Call: "toolu_1", Result: ptr("ok"),
+			Diff: &Diff{Path: "/p/a.txt", Op: DiffUpdate, Hunks: []Hunk{{OldStart: 1, OldLines: 1, NewStart: 1, NewLines: 2, Lines: []string{"-a", "+A", "+b"}}}, Truncated: true}}},
+			`{"id":"ca","time":15,"role":"agent","turn":"ct","ev":{"t":"tool-call-end","call":"toolu_1","result":"ok","diff":{"path":"/p/a.txt","op":"update","hunks":[{"oldStart":1,"oldLines":1,"newStart":1,"newLines":2,"lines":["-a","+A","+b"]}],"truncated":true}}}`},
+		{"tool-call-end diff of an empty file", Envelope{ID: "ca", Time: 15, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallEnd, Call: "toolu_1",
+			Diff: &Diff{Path: "/p/e.txt", Op: DiffCreate}}},
+			`{"id":"ca","time":15,"role":"agent","turn":"ct","ev":{"t":"tool-call-end","call":"toolu_1","diff":{"path":"/p/e.txt","op":"create","hunks":[]}}}`},
 		{"usage with unknown keys", Envelope{ID: "ca", Time: 11, Role: RoleAgent, Turn: "ct",
 			Usage: &Usage{InputTokens: 3, OutputTokens: 4, CacheReadInputTokens: ptr(int64(5)), Extra: map[string]json.RawMessage{"server_tool_use": json.RawMessage(`{"web_search_requests": 0}`)}},
 			Ev:    Event{T: KindText, Text: "x"}},
@@ -117,6 +139,39 @@ func TestValidateRejects(t *testing.T) {
 			e.Ev = Event{T: KindToolCallEnd, Call: "t", Result: ptr(strings.Repeat("x", MaxResultBytes+1))}
 		}},
 		{"file without size", func(e *Envelope) { e.Ev = Event{T: KindFile, Ref: "r", Name: "n"} }},
+		{"command from agent", func(e *Envelope) { e.Ev = Event{T: KindText, Text: "/x", Command: &SlashCommand{Name: "/x"}} }},
+		{"command without name", func(e *Envelope) { e.Role = RoleUser; e.Ev = Event{T: KindText, Command: &SlashCommand{}} }},
+		{"command args too long", func(e *Envelope) {
+			e.Role = RoleUser
+			e.Ev = Event{T: KindText, Command: &SlashCommand{Name: "/x", Args: strings.Repeat("a", MaxDetailBytes+1)}}
+		}},
+		{"api error negative status", func(e *Envelope) { e.Ev = Event{T: KindService, APIError: &APIError{Status: -1}} }},
+		{"api error message too long", func(e *Envelope) {
+			e.Ev = Event{T: KindService, APIError: &APIError{Message: strings.Repeat("a", MaxDetailBytes+1)}}
+		}},
+		{"compaction negative tokens", func(e *Envelope) { e.Ev = Event{T: KindService, Compaction: &Compaction{PreTokens: ptr(int64(-1))}} }},
+		{"diff bad op", func(e *Envelope) { e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: "delete"}} }},
+		{"diff too many hunks", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: DiffUpdate, Hunks: make([]Hunk, MaxDiffHunks+1)}}
+		}},
+		{"diff too many lines", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: DiffUpdate, Hunks: []Hunk{{Lines: make([]string, MaxDiffLines+1)}}}}
+		}},
+		{"diff too many bytes", func(e *Envelope) {
+			line := "+" + strings.Repeat("a", MaxDiffLineBytes-1)
+			n := MaxDiffBytes/len(line) + 1
+			lines := make([]string, n)
+			for i := range lines {
+				lines[i] = line
+			}
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: DiffUpdate, Hunks: []Hunk{{Lines: lines}}}}
+		}},
+		{"diff line too long", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: DiffUpdate, Hunks: []Hunk{{Lines: []string{strings.Repeat("a", MaxDiffLineBytes+1)}}}}}
+		}},
+		{"diff negative line number", func(e *Envelope) {
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Diff: &Diff{Op: DiffUpdate, Hunks: []Hunk{{OldStart: -1}}}}
+		}},
 		{"unknown kind", func(e *Envelope) { e.Ev = Event{T: "bogus"} }},
 		{"negative usage", func(e *Envelope) { e.Usage = &Usage{InputTokens: -1} }},
 		{"zero context window", func(e *Envelope) { e.Usage = &Usage{ContextWindow: ptr(int64(0))} }},
@@ -146,6 +201,10 @@ func TestDecodeRejects(t *testing.T) {
 		`{"id":"a","time":1,"role":"agent","ev":{"t":"nope"}}`,
 		`{"time":1,"role":"agent","ev":{"t":"stop"}}`,
 		`{"id":"a","time":1,"role":"agent","usage":{"input_tokens":"lots","output_tokens":1},"ev":{"t":"stop"}}`,
+		`{"id":"ca","time":1,"role":"agent","ev":{"t":"service","text":"x","apiError":{"status":500}}}`,
+		`{"id":"ca","time":1,"role":"agent","ev":{"t":"service","text":"x","compaction":[]}}`,
+		`{"id":"ca","time":1,"role":"user","ev":{"t":"text","text":"x","command":"/x"}}`,
+		`{"id":"ca","time":1,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"update","hunks":[{"lines":[1]}]}}}`,
 	} {
 		var e Envelope
 		if err := json.Unmarshal([]byte(in), &e); err == nil {

@@ -113,7 +113,10 @@ type Scanner struct {
 	dirty    bool // a committed position changed since the last save
 	sessions []*session
 	files    map[string]*file
-	dedupe   claude.Dedupe
+	// dedupe holds one set per session: a fork (or a resume into a new
+	// session) copies its parent's records with their uuids, and they
+	// belong to the new session as much as to the old one (D21).
+	dedupe   map[string]*claude.Dedupe
 	final    bool // the last pass: nothing waits, a last line without newline is read
 	flushing bool // a pass for Flush: nothing waits
 
@@ -721,7 +724,15 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 		if r.Timestamp > f.lastTS {
 			f.lastTS = r.Timestamp
 		}
-		if s.dedupe.Seen(r) {
+		dd := s.dedupe[ss.id]
+		if dd == nil {
+			if s.dedupe == nil {
+				s.dedupe = map[string]*claude.Dedupe{}
+			}
+			dd = &claude.Dedupe{}
+			s.dedupe[ss.id] = dd
+		}
+		if dd.Seen(r) {
 			return nil
 		}
 		if isMain && launchesSubagent(r) {

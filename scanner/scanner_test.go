@@ -72,6 +72,19 @@ func (m *memSink) uuids(replayed bool) []string {
 	return out
 }
 
+// fileUUIDs returns the uuids delivered from file path, in order.
+func (m *memSink) fileUUIDs(path string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, r := range m.recs {
+		if r.File == path {
+			out = append(out, r.UUID)
+		}
+	}
+	return out
+}
+
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -159,15 +172,26 @@ func TestScannerFollowsSessions(t *testing.T) {
 			}
 			appendTo(t, sub, userLine("sub-1", "task"))
 			waitFor(t, "subagent record", func() bool { return len(h.sink.uuids(false)) == 3 })
-			// A resumed session copies history with the same uuids: only
-			// its new record is delivered; the old file is still followed.
+			// A forked session copies history with the same uuids: it is
+			// delivered for the fork as well (dedupe is per session, D21);
+			// the old file is still followed.
 			h.sc.AddSession("s2")
-			appendTo(t, filepath.Join(dir, "s2.jsonl"), userLine("u1", "one")+userLine("u2", "two")+userLine("u3", "three"))
+			fork := filepath.Join(dir, "s2.jsonl")
+			appendTo(t, fork, userLine("u1", "one")+userLine("u2", "two")+userLine("u3", "three"))
 			appendTo(t, main, userLine("u4", "late in the old file"))
-			waitFor(t, "u3 and u4", func() bool { return len(h.sink.uuids(false)) == 5 })
+			waitFor(t, "u3 and u4", func() bool { return len(h.sink.uuids(false)) == 7 })
 			got := strings.Join(h.sink.uuids(false), ",")
 			if !strings.HasPrefix(got, "u1,u2,sub-1,") || !strings.Contains(got, "u3") || !strings.Contains(got, "u4") {
 				t.Fatalf("delivered %s", got)
+			}
+			if f := strings.Join(h.sink.fileUUIDs(fork), ","); f != "u1,u2,u3" {
+				t.Fatalf("fork delivered %s, want u1,u2,u3", f)
+			}
+			// Within one session a record is still delivered once.
+			appendTo(t, fork, userLine("u3", "three again")+userLine("u5", "five"))
+			waitFor(t, "u5", func() bool { return len(h.sink.uuids(false)) == 8 })
+			if f := strings.Join(h.sink.fileUUIDs(fork), ","); f != "u1,u2,u3,u5" {
+				t.Fatalf("fork delivered %s, want u1,u2,u3,u5", f)
 			}
 		})
 	}

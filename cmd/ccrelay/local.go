@@ -94,6 +94,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
+	claudeVersion, versionWarning := checkClaudeVersion(ctx, f.claude, log, os.Stderr)
 
 	if f.remote && f.relay == "" {
 		return errors.New("--remote needs --relay: the prompts come from the app")
@@ -114,7 +115,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		defer box.Close()
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: os.Stderr}, box)
-		app = &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command)}
+		app = &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command),
+			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
@@ -236,13 +238,7 @@ func newHookCmd() *cobra.Command {
 // sessionInfo is the description of a session announced to the relay:
 // where it runs, and its state.
 func sessionInfo(cwd string, st launcher.SessionState) json.RawMessage {
-	host, _ := os.Hostname()
-	b, _ := json.Marshal(struct {
-		Cwd     string `json:"cwd"`
-		Machine string `json:"machine"`
-		launcher.SessionState
-	}{cwd, host, st})
-	return b
+	return sessionInfoWith(cwd, st, "", "")
 }
 
 // appLink connects the session loop with the relay: state and live deltas
@@ -252,6 +248,8 @@ type appLink struct {
 	cwd    string
 	log    *slog.Logger
 	cmds   chan launcher.Command
+	// claudeVersion and versionWarning go into every session info.
+	claudeVersion, versionWarning string
 
 	mu      sync.Mutex
 	current string // the session the loop runs now
@@ -261,7 +259,7 @@ func (a *appLink) State(session string, st launcher.SessionState) {
 	a.mu.Lock()
 	a.current = session
 	a.mu.Unlock()
-	a.sender.Announce(session, sessionInfo(a.cwd, st))
+	a.sender.Announce(session, sessionInfoWith(a.cwd, st, a.claudeVersion, a.versionWarning))
 }
 
 func (a *appLink) Live(session string, payload json.RawMessage) { a.sender.Live(session, payload) }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,23 +41,71 @@ func Find(t testing.TB) string {
 	return ""
 }
 
+// AlsoEnv names the environment variable that lists more Claude Code
+// installs to run the real-Claude scenarios against (paths to their claude
+// binaries, separated like PATH): .ci/run sets it to the older pinned
+// versions.
+const AlsoEnv = "CCRELAY_TEST_CLAUDE_ALSO"
+
+// Install is one installed Claude Code.
+type Install struct {
+	Version string // as `claude --version` prints it: "2.1.330"
+	Path    string
+}
+
+// Installs returns the Claude Code installs to run the real-Claude
+// scenarios against, oldest first: Find's and those $CCRELAY_TEST_CLAUDE_ALSO
+// lists. Each must answer --version; one that does not fails the test.
+func Installs(t testing.TB) []Install {
+	t.Helper()
+	paths := []string{Find(t)}
+	for _, p := range filepath.SplitList(os.Getenv(AlsoEnv)) {
+		if p != "" && !slices.Contains(paths, p) {
+			paths = append(paths, p)
+		}
+	}
+	var out []Install
+	for _, p := range paths {
+		v, err := claude.InstalledVersion(context.Background(), p)
+		if err != nil {
+			t.Fatalf("Claude Code install: %v", err)
+		}
+		out = append(out, Install{Version: v, Path: p})
+	}
+	slices.SortStableFunc(out, func(a, b Install) int {
+		c, _ := claude.CompareVersions(a.Version, b.Version)
+		return c
+	})
+	return out
+}
+
 // Env is one offline Claude Code setup.
 type Env struct {
 	Claude  string
 	Home    string
 	Project string
 	API     *fakeapi.Server
+	// Extra is added to Claude's environment (e.g.
+	// CLAUDE_CODE_MAX_RETRIES=1 to make a failing API give up soon).
+	Extra []string
 }
 
-// New starts the fake API with rules and makes a scratch HOME and project.
+// New starts the fake API with rules and makes a scratch HOME and project,
+// for the Claude Code Find returns.
 func New(t testing.TB, rules ...fakeapi.Rule) *Env {
+	t.Helper()
+	return NewWith(t, Find(t), rules...)
+}
+
+// NewWith is New for the claude binary at bin.
+func NewWith(t testing.TB, bin string, rules ...fakeapi.Rule) *Env {
 	t.Helper()
 	api, err := fakeapi.Start(rules...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { api.Close() })
-	e := &Env{Claude: Find(t), Home: t.TempDir(), Project: filepath.Join(t.TempDir(), "project"), API: api}
+	e := &Env{Claude: bin, Home: t.TempDir(), Project: filepath.Join(t.TempDir(), "project"), API: api}
 	if err := os.MkdirAll(e.Project, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +128,7 @@ func New(t testing.TB, rules ...fakeapi.Rule) *Env {
 
 // Environ is the process environment for Claude.
 func (e *Env) Environ() []string {
-	return []string{
+	return append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
 		"HOME=" + e.Home,
 		"TERM=xterm-256color",
@@ -89,7 +138,7 @@ func (e *Env) Environ() []string {
 		"DISABLE_AUTOUPDATER=1",
 		"IS_SANDBOX=1",
 		"CLAUDE_CODE_TMPDIR=" + filepath.Join(e.Home, "tmp"),
-	}
+	}, e.Extra...)
 }
 
 // ProjectDir is where Claude writes this project's transcripts.
@@ -104,6 +153,16 @@ func (e *Env) ProjectDir(t testing.TB) string {
 // Run runs claude with args (and stdin, if not nil) and returns its stdout.
 func (e *Env) Run(t testing.TB, stdin []byte, args ...string) []byte {
 	t.Helper()
+	out, errOut, err := e.RunStatus(stdin, args...)
+	if err != nil {
+		t.Fatalf("claude %v: %v\nstderr: %s\nstdout: %.2000s", args, err, errOut, out)
+	}
+	return out
+}
+
+// RunStatus runs claude like Run but returns how it exited instead of
+// failing the test: for runs that end on an error (an API error exits 1).
+func (e *Env) RunStatus(stdin []byte, args ...string) (stdout []byte, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Claude, args...)
@@ -113,8 +172,6 @@ func (e *Env) Run(t testing.TB, stdin []byte, args ...string) []byte {
 	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("claude %v: %v\nstderr: %s\nstdout: %.2000s", args, err, errb.String(), out.String())
-	}
-	return out.Bytes()
+	err = cmd.Run()
+	return out.Bytes(), errb.String(), err
 }

@@ -55,6 +55,32 @@ func Describe(e protocol.Envelope) string {
 	if e.Ev.Result != nil {
 		s += "[result=" + *e.Ev.Result + "]"
 	}
+	if c := e.Ev.Command; c != nil {
+		s += "[cmd=" + c.Name + "|" + c.Args + "]"
+	}
+	if a := e.Ev.APIError; a != nil {
+		s += fmt.Sprintf("[api=%d,%s,retries=%d,retrying=%v]", a.Status, a.Message, a.Retries, a.Retrying)
+	}
+	if c := e.Ev.Compaction; c != nil {
+		s += "[compaction=" + c.Trigger
+		if c.PreTokens != nil {
+			s += fmt.Sprintf(",pre=%d", *c.PreTokens)
+		}
+		if c.PostTokens != nil {
+			s += fmt.Sprintf(",post=%d", *c.PostTokens)
+		}
+		s += "]"
+	}
+	if d := e.Ev.Diff; d != nil {
+		s += fmt.Sprintf("[diff=%s,%s", d.Op, d.Path)
+		for _, h := range d.Hunks {
+			s += fmt.Sprintf(",@@-%d,%d+%d,%d:%d", h.OldStart, h.OldLines, h.NewStart, h.NewLines, len(h.Lines))
+		}
+		if d.Truncated {
+			s += ",truncated"
+		}
+		s += "]"
+	}
 	return s
 }
 

@@ -57,6 +57,9 @@ type Rule struct {
 	// Usage, if set, is the token usage the reply reports (else 12 input
 	// and 7 output tokens): what a context meter reads.
 	Usage *Usage
+	// StopReason, if set, replaces the stop reason the reply's blocks imply
+	// (end_turn, or tool_use after a tool call): e.g. "max_tokens".
+	StopReason string
 
 	used int
 }
@@ -128,6 +131,18 @@ func Start(rules ...Rule) (*Server, error) {
 	return s, nil
 }
 
+// SetRules replaces the rules, e.g. with ones that name files of a project
+// made after the server started.
+func (s *Server) SetRules(rules ...Rule) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = s.rules[:0]
+	for i := range rules {
+		r := rules[i]
+		s.rules = append(s.rules, &r)
+	}
+}
+
 // Close stops the server.
 func (s *Server) Close() error { return s.srv.Close() }
 
@@ -187,6 +202,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		reply = rule.Reply
 	}
 	msg := s.build(req.Model, reply, usage)
+	if rule != nil && rule.StopReason != "" {
+		msg.StopReason = rule.StopReason
+	}
 	if !req.Stream {
 		writeJSON(w, msg)
 		return

@@ -35,6 +35,15 @@ type script struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		// As Claude Code prints it; FAKE_CLAUDE_VERSION plays another.
+		v := os.Getenv("FAKE_CLAUDE_VERSION")
+		if v == "" {
+			v = claude.TestedVersion
+		}
+		fmt.Println(v + " (Claude Code)")
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "hook" {
 		file := ""
 		if len(os.Args) > 2 {

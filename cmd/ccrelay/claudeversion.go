@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/launcher"
+)
+
+// checkClaudeVersion reads the version of the Claude Code at bin and, when
+// it is newer than the newest version ccrelay was tested with, says so once:
+// in the log and on notice. It returns the version ("" when it cannot be
+// read) and the warning ("" for none); the app gets both in the session
+// info.
+func checkClaudeVersion(ctx context.Context, bin string, log *slog.Logger, notice io.Writer) (version, warning string) {
+	v, err := claude.InstalledVersion(ctx, bin)
+	if err != nil {
+		log.Info("could not read Claude Code's version", "err", err)
+		return "", ""
+	}
+	warning = claude.VersionWarning(v)
+	if warning != "" {
+		log.Warn(warning, "claudeVersion", v, "testedVersion", claude.TestedVersion)
+		fmt.Fprintln(notice, "ccrelay: warning:", warning)
+	}
+	return v, warning
+}
+
+// sessionInfoWith is sessionInfo with the Claude Code version and the
+// warning about it, if any.
+func sessionInfoWith(cwd string, st launcher.SessionState, claudeVersion, versionWarning string) json.RawMessage {
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(struct {
+		Cwd            string `json:"cwd"`
+		Machine        string `json:"machine"`
+		ClaudeVersion  string `json:"claudeVersion,omitempty"`
+		VersionWarning string `json:"versionWarning,omitempty"`
+		launcher.SessionState
+	}{cwd, host, claudeVersion, versionWarning, st})
+	return b
+}

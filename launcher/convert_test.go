@@ -1,0 +1,67 @@
+package launcher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/claude"
+)
+
+// D18/D19: stream-json's api_retry and compact_boundary become system
+// records; a retry printed before the prompt's echo comes after it, as in
+// the transcript, and before anything else.
+func TestConverterRetriesAndCompaction(t *testing.T) {
+	const (
+		retry1  = `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":508,"error_status":529,"error":"overloaded","uuid":"r1"}`
+		retry2  = `{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1170.5,"error_status":529,"error":"overloaded","uuid":"r2"}`
+		echo    = `{"type":"user","message":{"role":"user","content":"hello"},"uuid":"p1","isReplay":true}`
+		answer  = `{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"hi"}]},"parent_tool_use_id":null,"uuid":"a1"}`
+		cut     = `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]},"uuid":"i1"}`
+		result  = `{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]},"uuid":"tr1"}`
+		compact = `{"type":"system","subtype":"compact_boundary","uuid":"cb","compact_metadata":{"trigger":"manual","pre_tokens":19,"post_tokens":2544}}`
+		other   = `{"type":"system","subtype":"status","status":"compacting","uuid":"s1"}`
+	)
+	tests := []struct {
+		name  string
+		lines []string
+		want  string
+	}{
+		{"retries before the prompt's echo", []string{retry1, retry2, echo, answer}, "p1 r1 r2 a1"},
+		{"retries before an answer", []string{echo, retry1, answer}, "p1 r1 a1"},
+		{"retries before a tool result", []string{retry1, result}, "r1 tr1"},
+		{"retries before an interrupt", []string{echo, retry1, cut}, "p1 r1 i1"},
+		{"compaction at once", []string{compact, echo}, "cb p1"},
+		{"other system messages give nothing", []string{other}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewConverter("11111111-2222-4333-8444-555555555555")
+			var got []string
+			for _, l := range tt.lines {
+				m, err := claude.ParseStream([]byte(l))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range c.Convert(m) {
+					got = append(got, r.UUID)
+					if r.SessionID == "" {
+						t.Fatalf("record %s without session", r.UUID)
+					}
+					switch r.UUID {
+					case "r1", "r2":
+						if r.Retry == nil || r.Retry.Status != 529 {
+							t.Fatalf("retry %+v", r.Retry)
+						}
+					case "cb":
+						if r.Compact == nil || r.Compact.Trigger != "manual" || *r.Compact.PostTokens != 2544 {
+							t.Fatalf("compaction %+v", r.Compact)
+						}
+					}
+				}
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Fatalf("got %q, want %q", g, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,233 @@
+package mapper
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// apiError maps the message Claude writes when an API call failed for good
+// (D18): a service envelope with the status, the message and the retries
+// made so far in the turn, then the turn ends failed. In a subagent only
+// the subagent failed: the note goes under it and the turn goes on.
+func (m *Mapper) apiError(r *claude.Record, sub *subagent) {
+	src := source(r)
+	m.ensureTurn(r)
+	m.ensureStarted(sub, src)
+	text := strings.TrimSpace(userText(r))
+	status := r.APIErrorStatus
+	msg := strings.TrimSpace(strings.TrimPrefix(text, "API Error:"))
+	if n, rest, ok := strings.Cut(msg, " "); ok && n == strconv.FormatInt(status, 10) {
+		msg = strings.TrimSpace(rest)
+	} else if status == 0 {
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v >= 100 && v < 600 {
+			status, msg = v, strings.TrimSpace(rest)
+		}
+	}
+	if text == "" {
+		text = "API error"
+	}
+	msg, _ = Preview(msg, protocol.MaxDetailBytes)
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "api-error"), sub, r.UUID,
+		protocol.Event{T: protocol.KindService, Text: text,
+			APIError: &protocol.APIError{Status: status, Message: msg, Retries: m.retries}})
+	if sub == nil && !r.IsSidechain && r.ParentToolUseID == "" {
+		m.closeTurn(protocol.StatusFailed)
+	}
+}
+
+// apiRetry maps a retry of a failed API call (D18). Transcripts and
+// stream-json give the retry different uuids, so its ids come from the turn
+// and the retry's number in it; a turn a retry opens takes its id from the
+// prompt before it.
+func (m *Mapper) apiRetry(r *claude.Record, sub *subagent) {
+	if m.turn == "" {
+		src := source(r)
+		if m.lastPrompt != "" {
+			// Once per prompt: a later turn a retry opens (after a
+			// turn_duration, say) falls back to the record.
+			src = m.derive("retry-after:"+m.lastPrompt, src)
+		}
+		m.turn = protocol.DeriveID(m.session, "turn", src)
+		m.stats.Turns++
+		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
+			protocol.Event{T: protocol.KindTurnStart})
+	}
+	m.retries++
+	n := strconv.FormatInt(m.retries, 10)
+	m.ensureStarted(sub, "retry:"+m.turn+":"+n)
+	rt := r.Retry
+	what := "API error " + strconv.FormatInt(rt.Status, 10)
+	if rt.Status == 0 {
+		what = "API connection error"
+	}
+	word := statusText(rt.Status)
+	text := what + " (" + word + "), retrying: attempt " + strconv.FormatInt(rt.Attempt, 10)
+	if rt.MaxRetries > 0 {
+		text += " of " + strconv.FormatInt(rt.MaxRetries, 10)
+	}
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, m.turn, "api-retry", n), sub, "",
+		protocol.Event{T: protocol.KindService, Text: text, APIError: &protocol.APIError{
+			Status: rt.Status, Message: word, Retries: m.retries, Retrying: true,
+			MaxRetries: rt.MaxRetries, RetryInMs: rt.RetryInMs}})
+}
+
+// statusText names an HTTP status of the Messages API in a few words.
+func statusText(status int64) string {
+	switch {
+	case status == 0:
+		return "no response"
+	case status == 529:
+		return "overloaded"
+	case status == 429:
+		return "rate limited"
+	case status == 408:
+		return "request timeout"
+	case status == 401 || status == 403:
+		return "not authorised"
+	case status >= 500:
+		return "server error"
+	}
+	return "request error"
+}
+
+// compacted maps a compaction boundary (D19): a service envelope saying the
+// conversation was compacted, with the token counts Claude recorded.
+func (m *Mapper) compacted(r *claude.Record, sub *subagent) {
+	src := source(r)
+	m.ensureTurn(r)
+	m.ensureStarted(sub, src)
+	c := r.Compact
+	text := "Conversation compacted"
+	switch {
+	case c.PreTokens != nil && c.PostTokens != nil:
+		text += " (" + strconv.FormatInt(*c.PreTokens, 10) + " tokens before, " + strconv.FormatInt(*c.PostTokens, 10) + " after)"
+	case c.PreTokens != nil:
+		text += " (" + strconv.FormatInt(*c.PreTokens, 10) + " tokens before)"
+	}
+	trigger, _ := Preview(c.Trigger, protocol.MaxDetailBytes)
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "compacted"), sub, "",
+		protocol.Event{T: protocol.KindService, Text: text, Compaction: &protocol.Compaction{
+			Trigger: trigger, PreTokens: c.PreTokens, PostTokens: c.PostTokens}})
+}
+
+// slashCommand returns the command a user record holds as Claude's
+// <command-name> markup (D19), or nil.
+func slashCommand(r *claude.Record) *protocol.SlashCommand {
+	t := userText(r)
+	if !strings.Contains(t, "<command-name>") {
+		return nil
+	}
+	name := tag(t, "command-name")
+	if name == "" {
+		return nil
+	}
+	name, _ = Preview(name, protocol.MaxDetailBytes)
+	args, _ := Preview(tag(t, "command-args"), protocol.MaxDetailBytes)
+	return &protocol.SlashCommand{Name: name, Args: args}
+}
+
+// command maps a slash command the user typed: their prompt, shown as the
+// command line with the command marked, never as markup.
+func (m *Mapper) command(r *claude.Record, src string, cmd *protocol.SlashCommand) {
+	m.closeTurn(protocol.StatusCompleted)
+	idx := -1
+	if c := &r.Message.Content; !c.IsString {
+		for i := range c.Blocks {
+			if c.Blocks[i].Type == "text" {
+				idx = i
+				break
+			}
+		}
+	}
+	text := cmd.Name
+	if cmd.Args != "" {
+		text += " " + cmd.Args
+	}
+	m.lastPrompt = src
+	m.emitOwn(protocol.RoleUser, blockID(m.session, src, idx, "text"), nil, r.UUID,
+		protocol.Event{T: protocol.KindText, Text: text, Command: cmd})
+}
+
+var structuredPatchKey = []byte(`"structuredPatch"`)
+
+// hunkJSON is one hunk of a structuredPatch.
+type hunkJSON struct {
+	OldStart int64    `json:"oldStart"`
+	OldLines int64    `json:"oldLines"`
+	NewStart int64    `json:"newStart"`
+	NewLines int64    `json:"newLines"`
+	Lines    []string `json:"lines"`
+}
+
+// diffOf is the bounded diff of a file edit's result (D20), nil when the
+// record's toolUseResult is not one.
+func diffOf(r *claude.Record) *protocol.Diff {
+	raw := r.ToolUseResult
+	if len(raw) == 0 || raw[0] != '{' || !bytes.Contains(raw, structuredPatchKey) {
+		return nil
+	}
+	fe, ok := claude.ParseFileEdit(raw)
+	if !ok {
+		return nil
+	}
+	var patch []hunkJSON
+	if json.Unmarshal(fe.Patch, &patch) != nil {
+		return nil
+	}
+	path, cut := Preview(fe.FilePath, protocol.MaxDetailBytes)
+	d := &protocol.Diff{Path: path, Op: protocol.DiffUpdate, Truncated: cut}
+	if fe.Type == protocol.DiffCreate {
+		d.Op = protocol.DiffCreate
+	}
+	var b diffBounds
+	for _, h := range patch {
+		if !b.hunk(d, protocol.Hunk{OldStart: h.OldStart, OldLines: h.OldLines, NewStart: h.NewStart, NewLines: h.NewLines}, h.Lines) {
+			break
+		}
+	}
+	if d.Op == protocol.DiffCreate && len(patch) == 0 && fe.Content != nil && *fe.Content != "" {
+		// A created file has no patch: the whole file is the hunk.
+		lines := strings.Split(strings.TrimSuffix(*fe.Content, "\n"), "\n")
+		plus := make([]string, len(lines))
+		for i, l := range lines {
+			plus[i] = "+" + l
+		}
+		b.hunk(d, protocol.Hunk{NewStart: 1, NewLines: int64(len(lines))}, plus)
+	}
+	return d
+}
+
+// diffBounds keeps a diff within protocol.MaxDiffHunks, MaxDiffLines and
+// MaxDiffBytes, cutting long lines to MaxDiffLineBytes.
+type diffBounds struct{ lines, bytes int }
+
+// hunk appends h with as many of lines as fit and reports whether more
+// may follow.
+func (b *diffBounds) hunk(d *protocol.Diff, h protocol.Hunk, lines []string) bool {
+	if len(d.Hunks) >= protocol.MaxDiffHunks {
+		d.Truncated = true
+		return false
+	}
+	h.Lines = make([]string, 0, min(len(lines), protocol.MaxDiffLines-b.lines))
+	for _, l := range lines {
+		l, cut := Preview(l, protocol.MaxDiffLineBytes)
+		if b.lines >= protocol.MaxDiffLines || b.bytes+len(l) > protocol.MaxDiffBytes {
+			d.Truncated = true
+			if len(h.Lines) > 0 {
+				d.Hunks = append(d.Hunks, h)
+			}
+			return false
+		}
+		d.Truncated = d.Truncated || cut
+		h.Lines = append(h.Lines, l)
+		b.lines++
+		b.bytes += len(l)
+	}
+	d.Hunks = append(d.Hunks, h)
+	return true
+}
