@@ -122,7 +122,7 @@ type Remote struct {
 	turnOpen    bool
 	interrupted bool
 	nextReq     int
-	waiters     map[string]chan *claude.ControlResponse
+	waiters     map[string]waiter
 	closed      bool
 }
 
@@ -151,7 +151,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]chan *claude.ControlResponse{},
+		waiters: map[string]waiter{},
 		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
 	return r
@@ -223,10 +223,22 @@ var ErrClosed = errors.New("the remote session is stopped")
 // Prompt sends a prompt, starting Claude first if it is not running. It
 // returns once Claude took the prompt, or with why it could not.
 func (r *Remote) Prompt(ctx context.Context, text string) error {
+	wait, err := r.SendPrompt(text)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// SendPrompt writes a prompt to Claude's stdin, starting Claude first if
+// it is not running, and returns at once: prompts sent one after another
+// reach Claude in that order. wait returns once Claude took the prompt, or
+// with why it could not.
+func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p := r.proc
 	if p == nil {
@@ -235,7 +247,7 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 			r.state.Error = err.Error()
 			r.publish()
 			r.mu.Unlock()
-			return err
+			return nil, err
 		}
 	}
 	r.state.Error = ""
@@ -243,18 +255,20 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 	r.publish()
 	r.mu.Unlock()
 	if err := p.write(claude.PromptLine(text)); err != nil {
-		return fmt.Errorf("send the prompt to Claude: %w", err)
+		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
-	// Claude echoes the prompt (--replay-user-messages) once it took it;
-	// if it dies first, say why.
-	select {
-	case <-p.accepted:
-		return nil
-	case <-p.exited:
-		return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return func(ctx context.Context) error {
+		// Claude echoes the prompt (--replay-user-messages) once it took
+		// it; if it dies first, say why.
+		select {
+		case <-p.accepted:
+			return nil
+		case <-p.exited:
+			return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, nil
 }
 
 // start runs Claude. Called with mu held.
@@ -383,9 +397,12 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 	case claude.StreamControlRequest:
 		r.controlRequest(p, m.Control)
 	case claude.StreamControlResponse:
-		if ch, ok := r.waiters[m.Response.Response.RequestID]; ok {
+		if w, ok := r.waiters[m.Response.Response.RequestID]; ok {
 			delete(r.waiters, m.Response.Response.RequestID)
-			ch <- m.Response
+			if w.onSuccess != nil && m.Response.Response.Subtype == "success" {
+				w.onSuccess()
+			}
+			w.ch <- m.Response
 		}
 	case claude.StreamResult:
 		r.result(m.Result)
@@ -605,67 +622,122 @@ func (r *Remote) Interrupt(ctx context.Context) error {
 // otherwise from the next start. A model that is not a plain name or alias
 // is refused (CheckModel).
 func (r *Remote) SetModel(ctx context.Context, model string) error {
-	if err := CheckModel(model); err != nil {
+	wait, err := r.SendModel(model)
+	if err != nil {
 		return err
 	}
-	return r.setting(ctx, claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
+	return wait(ctx)
 }
 
 // SetPermissionMode changes the permission mode the same way. Only the
 // modes Claude Code knows are taken, and bypassPermissions only with
 // AllowBypass (CheckPermissionMode).
 func (r *Remote) SetPermissionMode(ctx context.Context, mode string) error {
-	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+	wait, err := r.SendPermissionMode(mode)
+	if err != nil {
 		return err
 	}
-	return r.setting(ctx, claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
+	return wait(ctx)
 }
 
-func (r *Remote) setting(ctx context.Context, subtype, field, value string, apply func(*SessionState)) error {
+// SendModel writes the model change to Claude's stdin and returns at once
+// (SendPrompt); wait returns Claude's answer. The state shows the new
+// model when Claude confirms it, in the order Claude answers.
+func (r *Remote) SendModel(model string) (wait func(context.Context) error, err error) {
+	if err := CheckModel(model); err != nil {
+		return nil, err
+	}
+	return r.sendSetting(claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
+}
+
+// SendPermissionMode is SendModel for the permission mode.
+func (r *Remote) SendPermissionMode(mode string) (wait func(context.Context) error, err error) {
+	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+		return nil, err
+	}
+	return r.sendSetting(claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
+}
+
+// sendSetting sends a setting to the running Claude, or keeps it for the
+// next start. apply runs under mu when Claude confirms it (from the
+// reader, in Claude's order) or at once when no Claude runs.
+func (r *Remote) sendSetting(subtype, field, value string, apply func(*SessionState)) (func(context.Context) error, error) {
 	r.mu.Lock()
 	p := r.proc
-	r.mu.Unlock()
-	if p != nil {
-		if _, err := r.control(ctx, p, subtype, map[string]string{field: value}); err != nil {
-			return err
-		}
+	if p == nil {
+		apply(&r.state)
+		r.publish()
+		r.mu.Unlock()
+		return func(context.Context) error { return nil }, nil
 	}
-	r.mu.Lock()
-	apply(&r.state)
-	r.publish()
 	r.mu.Unlock()
-	return nil
+	wait, err := r.sendControl(p, subtype, map[string]string{field: value}, func() {
+		apply(&r.state)
+		r.publish()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := wait(ctx)
+		return err
+	}, nil
 }
 
 // control sends a control request and waits for Claude's answer.
 func (r *Remote) control(ctx context.Context, p *process, subtype string, fields map[string]string) (*claude.ControlResponse, error) {
+	wait, err := r.sendControl(p, subtype, fields, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// ControlTimeout is how long Claude gets to answer a control request
+// (interrupt, model, permission mode).
+const ControlTimeout = 30 * time.Second
+
+// sendControl writes a control request to Claude and returns the wait for
+// its answer. onSuccess, if set, runs under mu in the reader when Claude
+// answers success.
+func (r *Remote) sendControl(p *process, subtype string, fields map[string]string, onSuccess func()) (func(context.Context) (*claude.ControlResponse, error), error) {
 	r.mu.Lock()
 	r.nextReq++
 	id := "ccrelay-" + strconv.Itoa(r.nextReq)
 	ch := make(chan *claude.ControlResponse, 1)
-	r.waiters[id] = ch
+	r.waiters[id] = waiter{ch: ch, onSuccess: onSuccess}
 	r.mu.Unlock()
-	defer func() {
+	forget := func() {
 		r.mu.Lock()
 		delete(r.waiters, id)
 		r.mu.Unlock()
-	}()
+	}
 	if err := p.write(claude.ControlRequestLine(id, subtype, fields)); err != nil {
+		forget()
 		return nil, fmt.Errorf("send %s to Claude: %w", subtype, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	select {
-	case resp := <-ch:
-		if resp.Response.Subtype != "success" {
-			return resp, fmt.Errorf("Claude refused %s: %s", subtype, resp.Response.Error)
+	return func(ctx context.Context) (*claude.ControlResponse, error) {
+		defer forget()
+		ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
+		defer cancel()
+		select {
+		case resp := <-ch:
+			if resp.Response.Subtype != "success" {
+				return resp, fmt.Errorf("Claude refused %s: %s", subtype, resp.Response.Error)
+			}
+			return resp, nil
+		case <-p.exited:
+			return nil, fmt.Errorf("Claude Code stopped before answering %s", subtype)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer from Claude to %s: %w", subtype, ctx.Err())
 		}
-		return resp, nil
-	case <-p.exited:
-		return nil, fmt.Errorf("Claude Code stopped before answering %s", subtype)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no answer from Claude to %s: %w", subtype, ctx.Err())
-	}
+	}, nil
+}
+
+// waiter is a control request waiting for Claude's answer.
+type waiter struct {
+	ch        chan *claude.ControlResponse
+	onSuccess func()
 }
 
 // exited handles the end of a Claude process. An end we did not ask for
