@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
@@ -17,8 +18,13 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	ctx := r.Context()
-	me := &peer{c: c}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	me := newPeer(c, ownerFrom(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { me.run(ctx) })
+	defer wg.Wait()
+	defer cancel()
 	defer s.disown(me)
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
@@ -68,7 +74,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if s.mine(ctx, f.Session) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
 			}
-			if !s.answer(ctx, me, f) {
+			if s.answer(ctx, me, f) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "not-delivered", Message: fmt.Sprintf("command %s of session %s was not delivered to this connection, or is answered already", f.Command.ID, f.Session)})
 			}
 			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
