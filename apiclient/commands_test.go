@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -155,5 +156,22 @@ func TestClientLive(t *testing.T) {
 			// not queued, for apps that are not watching.
 			rc.cl.Live(sessS, json.RawMessage(`{"type":"delta","text":"hel"}`))
 		}
+	}
+}
+
+// Replies that could not be sent are kept to send again, at most
+// MaxUnsentReplies of them.
+func TestUnsentRepliesBounded(t *testing.T) {
+	c := NewClient(Config{URL: "http://127.0.0.1:1"}, nil)
+	for i := range MaxUnsentReplies + 5 {
+		if err := c.Reply(context.Background(), "s", fmt.Sprint("c", i), true, ""); err == nil {
+			t.Fatal("a reply while not connected succeeded")
+		}
+	}
+	c.mu.Lock()
+	n := len(c.unsent)
+	c.mu.Unlock()
+	if n != MaxUnsentReplies {
+		t.Fatalf("%d replies kept, want %d", n, MaxUnsentReplies)
 	}
 }
