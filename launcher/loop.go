@@ -127,7 +127,7 @@ func (l *loop) publish(st SessionState) {
 func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	lo := l.o.Local
 	if l.resumed {
-		lo.Args = append(append([]string(nil), lo.Args...), "--resume="+l.session)
+		lo.Args = append(ResumeArgs(lo.Args), "--resume="+l.session)
 	}
 	sessions := make(chan string, 8)
 	lo.OnSession = func(s SessionStart) {
@@ -219,6 +219,9 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 	}
 	if ro.Env == nil {
 		ro.Env = l.o.Local.Env
+	}
+	if ro.Args == nil {
+		ro.Args = l.o.Local.Args // the setting-like ones are kept (RemoteArgs)
 	}
 	if ro.Logger == nil {
 		ro.Logger = l.o.Logger

@@ -81,7 +81,7 @@ type PermissionRequest struct {
 // RemoteOptions configure a remote session.
 type RemoteOptions struct {
 	Claude string   // path or name of the claude binary ("claude")
-	Args   []string // the user's extra arguments
+	Args   []string // the user's arguments: the setting-like ones are passed (RemoteArgs)
 	Dir    string
 	Env    []string // nil: this process's environment; CCRELAY_* is never passed
 	// Model and PermissionMode for the next start ("" = Claude's default).
@@ -298,7 +298,15 @@ func (r *Remote) start() (*process, error) {
 		}
 		args = append(args, "--permission-mode="+r.state.PermissionMode)
 	}
-	args = append(args, r.opts.Args...)
+	// The user's setting-like options, minus those the app changed since.
+	var set []string
+	if r.state.Model != "" {
+		set = append(set, "--model")
+	}
+	if r.state.PermissionMode != "" {
+		set = append(set, "--permission-mode")
+	}
+	args = append(args, RemoteArgs(r.opts.Args, set...)...)
 	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
 	if err != nil {
 		return nil, err
