@@ -119,7 +119,12 @@ type Remote struct {
 	proc        *process
 	state       SessionState
 	pending     []*PermissionRequest
+	// Turns as Claude's own stream shows them: one opens on the first
+	// main-chain message after an idle result (a prompt's, or one Claude
+	// starts by itself after a background task) and closes on result.
+	// queued counts the prompts written that no turn took yet.
 	turnOpen    bool
+	queued      int
 	interrupted bool
 	nextReq     int
 	waiters     map[string]waiter
@@ -183,7 +188,7 @@ func (r *Remote) snapshot() SessionState {
 	switch {
 	case len(r.pending) > 0:
 		st.Status = StatusPermission
-	case r.turnOpen:
+	case r.turnOpen || r.queued > 0:
 		st.Status = StatusBusy
 	default:
 		st.Status = StatusIdle
@@ -251,10 +256,16 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 		}
 	}
 	r.state.Error = ""
-	r.turnOpen, r.interrupted = true, false
+	r.queued++
 	r.publish()
 	r.mu.Unlock()
 	if err := p.write(claude.PromptLine(text)); err != nil {
+		r.mu.Lock()
+		if r.proc == p && r.queued > 0 {
+			r.queued--
+			r.publish()
+		}
+		r.mu.Unlock()
 		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
 	return func(ctx context.Context) error {
@@ -365,6 +376,12 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		}
 		p.accept()
 		rec := m.Record
+		if !r.turnOpen && rec.ParentToolUseID == "" && !rec.IsSidechain {
+			// A turn opens: a queued prompt's, or one Claude started.
+			r.turnOpen = true
+			r.queued = max(r.queued-1, 0)
+			r.publish()
+		}
 		if rec.Type == claude.TypeUser && rec.Message != nil {
 			for _, b := range rec.Message.Content.Blocks {
 				if b.Type == "tool_result" {
@@ -611,7 +628,7 @@ var ErrIdle = errors.New("Claude is not working on anything")
 func (r *Remote) Interrupt(ctx context.Context) error {
 	r.mu.Lock()
 	p := r.proc
-	if p == nil || !r.turnOpen {
+	if p == nil || (!r.turnOpen && r.queued == 0) {
 		r.mu.Unlock()
 		return ErrIdle
 	}
@@ -776,7 +793,7 @@ func (r *Remote) exited(p *process) {
 		r.q.Push(item{close: protocol.StatusFailed, time: now})
 	}
 	r.q.Flush()
-	r.turnOpen = false
+	r.turnOpen, r.queued = false, 0
 	r.publish()
 }
 
@@ -801,7 +818,7 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 		r.q.Push(item{close: status, time: time.Now().UnixMilli()})
 	}
 	r.q.Close()
-	r.turnOpen, r.pending = false, nil
+	r.turnOpen, r.queued, r.pending = false, 0, nil
 }
 
 // process is one running Claude.
