@@ -115,10 +115,10 @@ type Remote struct {
 	conv   *Converter
 	q      *queue.Queue[item]
 
-	mu          sync.Mutex
-	proc        *process
-	state       SessionState
-	pending     []*PermissionRequest
+	mu      sync.Mutex
+	proc    *process
+	state   SessionState
+	pending []*PermissionRequest
 	// Turns as Claude's own stream shows them: one opens on the first
 	// main-chain message after an idle result (a prompt's, or one Claude
 	// starts by itself after a background task) and closes on result.
