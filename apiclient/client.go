@@ -329,15 +329,23 @@ func (c *Client) session(ctx context.Context) error {
 	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
-		if err := c.sendAnnouncements(ctx, cn, sent); err != nil {
-			return err
-		}
-		if err := c.sendUnsent(ctx, cn); err != nil {
-			return err
-		}
 		b, err := c.box.next(c.cfg.BatchSize)
 		if err != nil {
 			return err
+		}
+		if b == nil {
+			// Announcements and results follow every envelope appended
+			// before them: a state never reaches the relay before what it
+			// refers to (a permission request's tool call, a turn's end).
+			if err := c.sendAnnouncements(ctx, cn, sent); err != nil {
+				return err
+			}
+			if err := c.sendUnsent(ctx, cn); err != nil {
+				return err
+			}
+			if b, err = c.box.next(c.cfg.BatchSize); err != nil {
+				return err
+			}
 		}
 		if b == nil {
 			select {
@@ -393,6 +401,10 @@ func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
 	return c.box.ack(b.end)
 }
 
+// retryable reports whether an error code from the relay is about the
+// relay, not the frame: the same frame may be taken later.
+func retryable(code string) bool { return code == "store" }
+
 func wsURL(u string) string {
 	switch {
 	case len(u) > 7 && u[:7] == "http://":
@@ -422,6 +434,11 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 			return err
 		}
 		if reply.Type == protocol.FrameError {
+			if retryable(reply.Code) {
+				// A failure of the relay's (its store): sent again after
+				// a reconnect.
+				return fmt.Errorf("relay refused an announcement of %s for now: %s: %s", session, reply.Code, reply.Message)
+			}
 			c.log.Error("relay refused an announcement", "session", session, "code", reply.Code, "message", reply.Message)
 		}
 		sent[session] = string(info)

@@ -138,6 +138,7 @@ type item struct {
 	source string // the note's identity
 	close  protocol.TurnStatus
 	time   int64
+	state  *SessionState // the session's state, told to the app in turn
 }
 
 // NewRemote returns the remote driver of session id. Nothing starts until
@@ -196,10 +197,14 @@ func (r *Remote) snapshot() SessionState {
 	return st
 }
 
-// publish tells the app the state. Called with mu held.
+// publish tells the app the state, in the same ordered queue as what
+// Claude did: a state never goes out before the envelopes before it (a
+// permission request before its tool call, usage before its turn-end).
+// Called with mu held.
 func (r *Remote) publish() {
 	if r.events != nil {
-		r.events.State(r.id, r.snapshot())
+		st := r.snapshot()
+		r.q.Push(item{state: &st})
 	}
 }
 
@@ -215,6 +220,8 @@ func (r *Remote) deliver(items []item) {
 			err = r.feed.Note(ctx, r.id, it.source, it.note, it.time)
 		case it.close != "":
 			err = r.feed.CloseTurn(ctx, r.id, it.close, it.time)
+		case it.state != nil:
+			r.events.State(r.id, *it.state)
 		}
 		if err != nil {
 			r.log.Error("remote: could not store what Claude did", "session", r.id, "err", err)
@@ -421,6 +428,18 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		r.live(m)
 	case claude.StreamControlRequest:
 		r.controlRequest(p, m.Control)
+	case claude.StreamControlCancel:
+		// Claude withdrew a request (the tool call was cancelled): it
+		// waits for no answer any more.
+		var c struct {
+			RequestID string `json:"request_id"`
+		}
+		if json.Unmarshal(m.Raw, &c) == nil {
+			if i := r.pendingIndex(c.RequestID); i >= 0 {
+				r.pending = append(r.pending[:i], r.pending[i+1:]...)
+				r.publish()
+			}
+		}
 	case claude.StreamControlResponse:
 		if w, ok := r.waiters[m.Response.Response.RequestID]; ok {
 			delete(r.waiters, m.Response.Response.RequestID)
@@ -467,6 +486,15 @@ func (r *Remote) result(res *claude.Result) {
 			r.q.Push(item{recs: recs})
 		}
 	}
+	// The turn's requests end with it; a background subagent's stay.
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		if p.Subagent != "" {
+			kept = append(kept, p)
+		}
+	}
+	r.pending = kept
+	r.publish() // the usage, before the turn-end
 	r.q.Push(item{close: status, time: time.Now().UnixMilli()})
 	r.q.Flush()
 	r.turnOpen, r.interrupted = false, false

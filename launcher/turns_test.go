@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,4 +81,80 @@ func TestRemoteSelfStartedTurnDies(t *testing.T) {
 	envtest.Eq(t, d, "U(go)", "TS", "A(Launched.)", "TE(completed)", "TS", "A(The helper is done.)",
 		"S(Claude Code stopped unexpectedly: exit status 3)", "TE(failed)")
 	rig.checkTurns()
+}
+
+// stateLog records each state told to the app with the envelopes in the
+// outbox at that moment.
+type stateLog struct {
+	mu     sync.Mutex
+	out    *MemOutbox
+	states []SessionState
+	seen   [][]string
+}
+
+func (l *stateLog) State(_ string, st SessionState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.states = append(l.states, st)
+	l.seen = append(l.seen, describeAll(l.out.Envelopes()))
+}
+
+func (l *stateLog) Live(string, json.RawMessage) {}
+
+func (l *stateLog) last() SessionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.states) == 0 {
+		return SessionState{}
+	}
+	return l.states[len(l.states)-1]
+}
+
+// The state goes out in the same order as the envelopes: a permission
+// request after its tool call, the usage before its turn-end; a request
+// Claude withdraws leaves the state.
+func TestRemoteStateInOrderWithEnvelopes(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(map[string]any{"withdraw": map[string]any{"id": "toolu_w", "name": "Bash", "input": map[string]any{"command": "ls"}}},
+			bash("toolu_k", "make", true)),
+	}}, RemoteOptions{})
+	log := &stateLog{out: rig.out}
+	rig.r.events = log
+	rig.prompt("go")
+	var req string
+	waitFor(t, "the second request", func() bool {
+		st := log.last()
+		for _, p := range st.Permissions {
+			if p.Call == "toolu_k" {
+				req = p.ID
+			}
+		}
+		return req != ""
+	})
+	if st := log.last(); len(st.Permissions) != 1 {
+		t.Fatalf("the withdrawn request is still shown: %+v", st.Permissions)
+	}
+	if err := rig.r.Answer(req, true, nil, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	rig.until("the turn's end", has("TE(completed)", 1))
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	usage := false
+	for i, st := range log.states {
+		for _, p := range st.Permissions {
+			if count(log.seen[i], "TCS("+p.Call+" ") == 0 {
+				t.Errorf("request for %s told before its tool call: %v", p.Call, log.seen[i])
+			}
+		}
+		if len(st.Usage) > 0 && !usage {
+			usage = true
+			if count(log.seen[i], "TE(") != 0 {
+				t.Errorf("usage told after the turn-end: %v", log.seen[i])
+			}
+		}
+	}
+	if !usage {
+		t.Error("no usage told")
+	}
 }

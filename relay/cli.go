@@ -90,7 +90,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			si, err := s.store.Announce(ctx, f.Session, f.Info)
 			if err != nil {
-				e := errorFrame("bad-announce", "%v", err)
+				// The frame was valid: the store failed (the CLI retries).
+				s.storeFailed("announce", f.Session, err)
+				e := errorFrame("store", "%v", err)
 				e.Ref = f.Ref
 				return writeFrame(ctx, c, e)
 			}

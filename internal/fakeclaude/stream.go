@@ -20,6 +20,7 @@ package main
 //	{"agent": {...}}                   an Agent call (background unless "foreground")
 //	{"sub": {"parent": "toolu_A", "agentId": "a1", "text": "…"}}  a subagent's text
 //	{"notify": {"parent": "toolu_A", "agentId": "a1", "summary": "…"}}  task_notification
+//	{"withdraw": {...}}                a tool call asked, then the request withdrawn (control_cancel_request) and the call failed
 //	{"sleepMs": 100}
 //	{"exit": 3}                        exit now, mid-turn
 //
@@ -55,16 +56,17 @@ type streamScript struct {
 }
 
 type step struct {
-	Text    string   `json:"text"`
-	Stream  string   `json:"stream"`
-	ChunkMS int      `json:"chunkMs"`
-	Tool    *tool    `json:"tool"`
-	AskPair []tool   `json:"askPair"`
-	Agent   *agent   `json:"agent"`
-	Sub     *subText `json:"sub"`
-	Notify  *subText `json:"notify"`
-	SleepMS int      `json:"sleepMs"`
-	Exit    *int     `json:"exit"`
+	Text     string   `json:"text"`
+	Stream   string   `json:"stream"`
+	ChunkMS  int      `json:"chunkMs"`
+	Tool     *tool    `json:"tool"`
+	AskPair  []tool   `json:"askPair"`
+	Agent    *agent   `json:"agent"`
+	Sub      *subText `json:"sub"`
+	Notify   *subText `json:"notify"`
+	SleepMS  int      `json:"sleepMs"`
+	Withdraw *tool    `json:"withdraw"`
+	Exit     *int     `json:"exit"`
 }
 
 type tool struct {
@@ -443,6 +445,12 @@ func (s *streamer) play(steps []step) (ok bool) {
 					"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": w}}}, false)
 			}
 			s.text(st.Stream, "", "")
+		case st.Withdraw != nil:
+			t := *st.Withdraw
+			s.toolUse(t)
+			id := s.ask(t)
+			s.emit(map[string]any{"type": "control_cancel_request", "request_id": id}, false)
+			s.toolResult(t.ID, t.Parent, t.Agent, "The tool call was cancelled.", true, nil)
 		case st.Tool != nil:
 			t := *st.Tool
 			s.toolUse(t)
