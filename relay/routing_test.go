@@ -41,17 +41,29 @@ func nextStatus(t *testing.T, c *websocket.Conn) protocol.Frame {
 // is never told delivered after done.
 func TestCommandDoneBeforeDelivered(t *testing.T) {
 	r := startTestRelay(t)
-	cli := announceCLI(t, r, s1)
+	// Announced twice: the second ack comes once the relay's CLI handler
+	// is done with the first (it hands out queued commands after it), so
+	// the handler reads the answer below.
+	cli := announceCLI(t, r, s1, s1)
 	answered := make(chan protocol.Frame, 1)
 	hook := func(id string) {
 		// The seam: the CLI answers, and the relay acknowledges it, while
-		// "delivered" is not recorded yet.
-		f := recv(t, cli)
-		if f.Type != protocol.FrameCommand || f.Command.ID != id {
+		// "delivered" is not recorded yet. (Not t.Fatal: another goroutine.)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		read := func() protocol.Frame {
+			var f protocol.Frame
+			if _, b, err := cli.Read(ctx); err == nil {
+				json.Unmarshal(b, &f)
+			}
+			return f
+		}
+		if f := read(); f.Type != protocol.FrameCommand || f.Command.ID != id {
 			t.Errorf("the CLI got %+v", f)
 		}
-		send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r1", Session: s1, Command: &protocol.Command{ID: id}, Status: protocol.StatusDone})
-		answered <- recv(t, cli)
+		b, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameResult, Ref: "r1", Session: s1, Command: &protocol.Command{ID: id}, Status: protocol.StatusDone})
+		cli.Write(ctx, websocket.MessageText, b)
+		answered <- read()
 	}
 	r.relay.beforeDelivered.Store(&hook)
 	app := r.dial(t, testToken, "/ws/app")

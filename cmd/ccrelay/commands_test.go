@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,5 +201,82 @@ func TestRemoteLostAnswerNotRunTwice(t *testing.T) {
 	b, _ := os.ReadFile(inlog)
 	if n := strings.Count(string(b), "prompt only once"); n != 1 {
 		t.Fatalf("Claude got the prompt %d times:\n%s", n, b)
+	}
+}
+
+// 50 prompts queued at the relay while the session's CLI is away reach
+// Claude in the order sent once it is back, each done once.
+func TestRemoteQueuedPromptsInOrder(t *testing.T) {
+	buildFakeClaude(t)
+	srv, base, token := startServe(t, t.TempDir())
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	home, project, state := t.TempDir(), t.TempDir(), t.TempDir()
+	inlog := filepath.Join(t.TempDir(), "in")
+	const session = "55555555-2222-4333-8444-555555555555"
+	startCLI := func() *exec.Cmd {
+		cmd := exec.Command(binary, "--remote", "--session", session, "--claude", fakeClaude, "--state", state, "--relay", base, "--relay-token", token)
+		cmd.Dir = project
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_INLOG=" + inlog}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	cli := startCLI()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	app, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.CloseNow()
+	rc := &remoteCLI{t: t, session: session, ctx: ctx, app: app}
+	rc.send(protocol.Frame{Type: protocol.FrameList})
+	for listed := false; !listed; {
+		for _, s := range rc.read().Sessions {
+			listed = listed || s.ID == session
+		}
+	}
+	cli.Process.Signal(syscall.SIGTERM)
+	cli.Wait()
+	const n = 50
+	ids := map[string]bool{}
+	for i := range n {
+		id := protocol.New()
+		ids[id] = true
+		rc.send(protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: fmt.Sprint("p", i)}})
+	}
+	queued := 0
+	for queued < n {
+		f := rc.read()
+		if f.Type == protocol.FrameStatus && ids[f.Command.ID] {
+			if f.Status != protocol.StatusQueued {
+				t.Fatalf("prompt %s: %s %s", f.Command.ID, f.Status, f.Message)
+			}
+			queued++
+		}
+	}
+	startCLI()
+	done := map[string]int{}
+	for len(done) < n {
+		f := rc.read()
+		if f.Type != protocol.FrameStatus || !ids[f.Command.ID] {
+			continue
+		}
+		switch f.Status {
+		case protocol.StatusRejected:
+			t.Fatalf("rejected: %s", f.Message)
+		case protocol.StatusDone:
+			done[f.Command.ID]++
+		}
+	}
+	b, _ := os.ReadFile(inlog)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprint("prompt p", i))
+	}
+	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("Claude got the prompts in another order:\n%s", b)
 	}
 }
