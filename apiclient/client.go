@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -50,9 +51,10 @@ type Client struct {
 	live    chan protocol.Frame
 
 	mu       sync.Mutex
-	conn     *conn             // the current connection, nil while offline
-	announce map[string][]byte // session -> latest announced info
-	changed  chan struct{}     // an announcement to send
+	conn     *conn                     // the current connection, nil while offline
+	announce map[string][]byte         // session -> latest announced info
+	changed  chan struct{}             // an announcement to send
+	unsent   map[string]protocol.Frame // session/command id -> a result not acknowledged
 
 	unreachable bool // the user was told the relay cannot be reached
 }
@@ -88,7 +90,7 @@ func NewClient(cfg Config, box *Outbox) *Client {
 		cfg.Logger = slog.Default()
 	}
 	return &Client{cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
-		announce: map[string][]byte{}, changed: make(chan struct{}, 1)}
+		announce: map[string][]byte{}, changed: make(chan struct{}, 1), unsent: map[string]protocol.Frame{}}
 }
 
 // Commands delivers the commands apps send to this CLI's sessions.
@@ -141,21 +143,58 @@ func (c *Client) sendLive(ctx context.Context) {
 	}
 }
 
+// MaxUnsentReplies bounds the results kept to send again on the next
+// connection; past it the oldest is forgotten (the relay delivers its
+// command again, and the CLI's ledger answers it).
+const MaxUnsentReplies = 1024
+
 // Reply tells the relay (and the app) what became of a command: done, or
-// rejected with a reason. It fails while the relay is not connected.
+// rejected with a reason. A reply that fails (the relay is not connected,
+// or the connection is lost before the relay acknowledged it) is sent
+// again on the next connection, after the announcements.
 func (c *Client) Reply(ctx context.Context, session, id string, ok bool, message string) error {
-	c.mu.Lock()
-	cn := c.conn
-	c.mu.Unlock()
-	if cn == nil {
-		return errors.New("not connected to the relay")
-	}
 	status := protocol.StatusDone
 	if !ok {
 		status = protocol.StatusRejected
 	}
-	_, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
+	f := protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message}
+	c.mu.Lock()
+	cn := c.conn
+	c.mu.Unlock()
+	err := errors.New("not connected to the relay")
+	if cn != nil {
+		_, err = cn.request(ctx, f)
+	}
+	if err != nil {
+		c.mu.Lock()
+		if len(c.unsent) >= MaxUnsentReplies {
+			for k := range c.unsent { // any one: the relay delivers its command again
+				delete(c.unsent, k)
+				break
+			}
+		}
+		c.unsent[session+"/"+id] = f
+		c.mu.Unlock()
+	}
 	return err
+}
+
+// sendUnsent sends again the results that were not acknowledged.
+func (c *Client) sendUnsent(ctx context.Context, cn *conn) error {
+	c.mu.Lock()
+	todo := make(map[string]protocol.Frame, len(c.unsent))
+	maps.Copy(todo, c.unsent)
+	c.mu.Unlock()
+	for k, f := range todo {
+		if _, err := cn.request(ctx, f); err != nil {
+			return err
+		}
+		// Acknowledged, or refused (answered meanwhile): either way done.
+		c.mu.Lock()
+		delete(c.unsent, k)
+		c.mu.Unlock()
+	}
+	return nil
 }
 
 // request sends f with a fresh ref and waits for the relay's reply.
@@ -351,12 +390,23 @@ func (c *Client) session(ctx context.Context) error {
 	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
-		if err := c.sendAnnouncements(ctx, cn, sent); err != nil {
-			return err
-		}
 		b, err := c.box.next(c.cfg.BatchSize)
 		if err != nil {
 			return err
+		}
+		if b == nil {
+			// Announcements and results follow every envelope appended
+			// before them: a state never reaches the relay before what it
+			// refers to (a permission request's tool call, a turn's end).
+			if err := c.sendAnnouncements(ctx, cn, sent); err != nil {
+				return err
+			}
+			if err := c.sendUnsent(ctx, cn); err != nil {
+				return err
+			}
+			if b, err = c.box.next(c.cfg.BatchSize); err != nil {
+				return err
+			}
 		}
 		if b == nil {
 			select {
@@ -412,6 +462,10 @@ func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
 	return c.box.ack(b.end)
 }
 
+// retryable reports whether an error code from the relay is about the
+// relay, not the frame: the same frame may be taken later.
+func retryable(code string) bool { return code == "store" }
+
 func wsURL(u string) string {
 	switch {
 	case len(u) > 7 && u[:7] == "http://":
@@ -441,6 +495,11 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 			return err
 		}
 		if reply.Type == protocol.FrameError {
+			if retryable(reply.Code) {
+				// A failure of the relay's (its store): sent again after
+				// a reconnect.
+				return fmt.Errorf("relay refused an announcement of %s for now: %s: %s", session, reply.Code, reply.Message)
+			}
 			c.log.Error("relay refused an announcement", "session", session, "code", reply.Code, "message", reply.Message)
 		}
 		sent[session] = string(info)

@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
+	"github.com/coder/websocket"
 )
 
 const token = "test-token"
@@ -242,4 +245,60 @@ func checkStored(t *testing.T, session string, got []string, want []protocol.Env
 			t.Fatalf("session %s position %d: %s, want %s", session, i, got[i], want[i].ID)
 		}
 	}
+}
+
+// An announcement made after envelopes reaches the relay after them: when
+// the app hears the new state, every envelope before it is stored.
+func TestAnnouncementAfterEnvelopes(t *testing.T) {
+	r := newRelay(t)
+	const session = "5e55a001-0000-4000-8000-0000000000a1"
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	// The session exists, and an app lists sessions.
+	first := runClient(Config{URL: "http://" + r.addr, Token: token}, box)
+	first.cl.Announce(session, json.RawMessage(`{"status":"idle"}`))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if owner, _ := r.st.OwnerOf(ctx, session); owner != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session was never announced")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	first.finish(t)
+	app, _, err := websocket.Dial(ctx, "ws://"+r.addr+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.CloseNow()
+	b, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameList})
+	app.Write(ctx, websocket.MessageText, b)
+	// Envelopes, then a state that refers to them.
+	const n = 2000
+	if err := box.Append(ctx, session, envs(session, 0, n)); err != nil {
+		t.Fatal(err)
+	}
+	run := runClient(Config{URL: "http://" + r.addr, Token: token, BatchSize: 100}, box)
+	run.cl.Announce(session, json.RawMessage(`{"status":"waiting-for-permission"}`))
+	for {
+		_, b, err := app.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f protocol.Frame
+		json.Unmarshal(b, &f)
+		if f.Type == protocol.FrameSession && strings.Contains(string(f.Sessions[0].Info), "waiting-for-permission") {
+			if seq, _ := r.st.LastSeq(ctx, session); seq != n {
+				t.Fatalf("the state reached the app with %d of the %d envelopes before it stored", seq, n)
+			}
+			break
+		}
+	}
+	run.finish(t)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -127,7 +128,7 @@ func (l *loop) publish(st SessionState) {
 func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	lo := l.o.Local
 	if l.resumed {
-		lo.Args = append(append([]string(nil), lo.Args...), "--resume="+l.session)
+		lo.Args = append(ResumeArgs(lo.Args), "--resume="+l.session)
 	}
 	sessions := make(chan string, 8)
 	lo.OnSession = func(s SessionStart) {
@@ -216,6 +217,9 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 	if ro.Env == nil {
 		ro.Env = l.o.Local.Env
 	}
+	if ro.Args == nil {
+		ro.Args = l.o.Local.Args // the setting-like ones are kept (RemoteArgs)
+	}
 	if ro.Logger == nil {
 		ro.Logger = l.o.Logger
 	}
@@ -241,9 +245,16 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 		l.resumed = l.resumed || r.started()
 		l.o.Pipeline.SetRemote(l.session, false)
 	}
-	cmds := make(chan Command, 1)
+	w := newOrdered(ctx, r)
+	finish = func(finishRemote func(protocol.TurnStatus)) func(protocol.TurnStatus) {
+		return func(status protocol.TurnStatus) {
+			w.stop()             // nothing more is written to Claude
+			finishRemote(status) // Claude ends: what waits for it returns
+			w.waits.Wait()
+		}
+	}(finish)
 	if first != nil && first.Kind == protocol.CommandPrompt {
-		cmds <- *first
+		w.push(*first)
 	} else if first != nil {
 		first.Reply(nil)
 	}
@@ -257,27 +268,19 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 			finish(protocol.StatusCancelled)
 			fmt.Fprint(l.o.Notice, "ccrelay: back in the terminal.\r\n")
 			return true, nil
-		case c = <-cmds:
 		case c = <-l.o.Commands:
 			if !l.fresh(c) {
 				continue
 			}
 		}
 		switch c.Kind {
-		case protocol.CommandPrompt:
-			go func(c Command) {
-				pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-				defer cancel()
-				c.Reply(r.Prompt(pctx, c.Text))
-			}(c)
+		case protocol.CommandPrompt, protocol.CommandModel, protocol.CommandPermissionMode:
+			// In arrival order, through the session's one writer.
+			w.push(c)
 		case protocol.CommandPermission:
 			c.Reply(r.Answer(c.RequestID, c.Allow, c.Input, c.ForSession, c.Reason))
 		case protocol.CommandAbort:
 			c.Reply(r.Interrupt(ctx))
-		case protocol.CommandModel:
-			go func(c Command) { c.Reply(r.SetModel(ctx, c.Model)) }(c)
-		case protocol.CommandPermissionMode:
-			go func(c Command) { c.Reply(r.SetPermissionMode(ctx, c.Mode)) }(c)
 		case protocol.CommandSwitch:
 			if c.Mode != "local" {
 				c.Reply(nil)
@@ -292,6 +295,110 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 			return true, nil
 		default:
 			c.Reply(fmt.Errorf("unknown command %q", c.Kind))
+		}
+	}
+}
+
+// PromptTimeout is how long a prompt written to Claude may wait for Claude
+// to take it before the app is told it failed.
+const PromptTimeout = 2 * time.Minute
+
+// MaxOrderedCommands bounds the prompts and settings waiting for the
+// session's writer; one more is rejected at once.
+const MaxOrderedCommands = 256
+
+// ordered is the session's one writer of prompts and settings: a FIFO that
+// writes each command to Claude's stdin in arrival order. Only the wait for
+// Claude to take it, and the reply, run asynchronously.
+type ordered struct {
+	ctx        context.Context // the session's: the waits end with it
+	stopWrites context.CancelFunc
+	r          orderedRemote
+	fifo       chan Command
+	done       chan struct{}  // run returned
+	waits      sync.WaitGroup // the waits for Claude's answers
+}
+
+// orderedRemote is what the writer needs of a Remote.
+type orderedRemote interface {
+	SendPrompt(text string) (func(context.Context) error, error)
+	SendModel(model string) (func(context.Context) error, error)
+	SendPermissionMode(mode string) (func(context.Context) error, error)
+}
+
+func newOrdered(ctx context.Context, r orderedRemote) *ordered {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &ordered{ctx: ctx, stopWrites: cancel, r: r, fifo: make(chan Command, MaxOrderedCommands), done: make(chan struct{})}
+	go w.run(wctx)
+	return w
+}
+
+// errTooManyOrdered is the reason given for a command past
+// MaxOrderedCommands.
+var errTooManyOrdered = fmt.Errorf("%d commands already wait to reach Claude; send it again later", MaxOrderedCommands)
+
+// push queues c behind the commands before it, or rejects it when the
+// queue is full. Called from one goroutine (the loop).
+func (w *ordered) push(c Command) {
+	select {
+	case w.fifo <- c:
+	default:
+		c.Reply(errTooManyOrdered)
+	}
+}
+
+func (w *ordered) run(ctx context.Context) {
+	defer close(w.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-w.fifo:
+			w.write(c)
+		}
+	}
+}
+
+// write sends one command to Claude; the wait for Claude's answer and the
+// reply go on in the background, owned by w.
+func (w *ordered) write(c Command) {
+	var wait func(context.Context) error
+	var err error
+	timeout := ControlTimeout
+	switch c.Kind {
+	case protocol.CommandPrompt:
+		wait, err = w.r.SendPrompt(c.Text)
+		timeout = PromptTimeout
+	case protocol.CommandModel:
+		wait, err = w.r.SendModel(c.Model)
+	case protocol.CommandPermissionMode:
+		wait, err = w.r.SendPermissionMode(c.Mode)
+	default:
+		err = fmt.Errorf("unknown command %q", c.Kind)
+	}
+	if err != nil {
+		c.Reply(err)
+		return
+	}
+	w.waits.Go(func() {
+		ctx, cancel := context.WithTimeout(w.ctx, timeout)
+		defer cancel()
+		c.Reply(wait(ctx))
+	})
+}
+
+// stop ends the writer: what was not written yet is rejected. The waits
+// for what was written go on until Claude answers or ends (wait for them
+// with w.waits after stopping Claude).
+func (w *ordered) stop() {
+	w.stopWrites()
+	<-w.done
+	for {
+		select {
+		case c := <-w.fifo:
+			c.Reply(ErrClosed)
+		default:
+			return
 		}
 	}
 }

@@ -81,7 +81,7 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 	done := make(chan res, 1)
 	go func() {
 		code, err := RunLoop(ctx, LoopOptions{
-			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
+			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess, "--permission-mode", "plan", "--model", "opus-x"}, Dir: project, Env: env,
 				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
 			Remote:   RemoteOptions{StopTimeout: time.Second},
 			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
@@ -149,6 +149,14 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 		slices.Contains(argv[1], "--resume") || slices.Contains(argv[2], "--resume") {
 		t.Fatalf("argv of the three starts: %q", argv)
 	}
+	// The user's permission mode and model survive the take-over and the
+	// way back; --session-id is not given with --resume (Claude refuses
+	// both together).
+	for i, args := range argv[1:] {
+		if !hasFlag(args, "--permission-mode", "plan") || !hasFlag(args, "--model", "opus-x") || slices.Contains(args, "--session-id") {
+			t.Errorf("start %d: %q", i+2, args)
+		}
+	}
 	// Every Claude started (local, remote, local) is gone.
 	b, _ := os.ReadFile(pidlog)
 	pids := strings.Fields(string(b))
@@ -161,6 +169,17 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 			t.Errorf("claude %d outlived its mode", pid)
 		}
 	}
+}
+
+// hasFlag reports whether args set name to value (--name value or
+// --name=value).
+func hasFlag(args []string, name, value string) bool {
+	for i, a := range args {
+		if a == name+"="+value || (a == name && i+1 < len(args) && args[i+1] == value) {
+			return true
+		}
+	}
+	return false
 }
 
 func writeJSON(t *testing.T, path string, v any) {

@@ -81,7 +81,7 @@ type PermissionRequest struct {
 // RemoteOptions configure a remote session.
 type RemoteOptions struct {
 	Claude string   // path or name of the claude binary ("claude")
-	Args   []string // the user's extra arguments
+	Args   []string // the user's arguments: the setting-like ones are passed (RemoteArgs)
 	Dir    string
 	Env    []string // nil: this process's environment; CCRELAY_* is never passed
 	// Model and PermissionMode for the next start ("" = Claude's default).
@@ -115,14 +115,19 @@ type Remote struct {
 	conv   *Converter
 	q      *queue.Queue[item]
 
-	mu          sync.Mutex
-	proc        *process
-	state       SessionState
-	pending     []*PermissionRequest
+	mu      sync.Mutex
+	proc    *process
+	state   SessionState
+	pending []*PermissionRequest
+	// Turns as Claude's own stream shows them: one opens on the first
+	// main-chain message after an idle result (a prompt's, or one Claude
+	// starts by itself after a background task) and closes on result.
+	// queued counts the prompts written that no turn took yet.
 	turnOpen    bool
+	queued      int
 	interrupted bool
 	nextReq     int
-	waiters     map[string]chan *claude.ControlResponse
+	waiters     map[string]waiter
 	closed      bool
 }
 
@@ -133,6 +138,7 @@ type item struct {
 	source string // the note's identity
 	close  protocol.TurnStatus
 	time   int64
+	state  *SessionState // the session's state, told to the app in turn
 }
 
 // NewRemote returns the remote driver of session id. Nothing starts until
@@ -151,7 +157,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]chan *claude.ControlResponse{},
+		waiters: map[string]waiter{},
 		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
 	return r
@@ -183,7 +189,7 @@ func (r *Remote) snapshot() SessionState {
 	switch {
 	case len(r.pending) > 0:
 		st.Status = StatusPermission
-	case r.turnOpen:
+	case r.turnOpen || r.queued > 0:
 		st.Status = StatusBusy
 	default:
 		st.Status = StatusIdle
@@ -191,10 +197,14 @@ func (r *Remote) snapshot() SessionState {
 	return st
 }
 
-// publish tells the app the state. Called with mu held.
+// publish tells the app the state, in the same ordered queue as what
+// Claude did: a state never goes out before the envelopes before it (a
+// permission request before its tool call, usage before its turn-end).
+// Called with mu held.
 func (r *Remote) publish() {
 	if r.events != nil {
-		r.events.State(r.id, r.snapshot())
+		st := r.snapshot()
+		r.q.Push(item{state: &st})
 	}
 }
 
@@ -210,6 +220,8 @@ func (r *Remote) deliver(items []item) {
 			err = r.feed.Note(ctx, r.id, it.source, it.note, it.time)
 		case it.close != "":
 			err = r.feed.CloseTurn(ctx, r.id, it.close, it.time)
+		case it.state != nil:
+			r.events.State(r.id, *it.state)
 		}
 		if err != nil {
 			r.log.Error("remote: could not store what Claude did", "session", r.id, "err", err)
@@ -223,10 +235,22 @@ var ErrClosed = errors.New("the remote session is stopped")
 // Prompt sends a prompt, starting Claude first if it is not running. It
 // returns once Claude took the prompt, or with why it could not.
 func (r *Remote) Prompt(ctx context.Context, text string) error {
+	wait, err := r.SendPrompt(text)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// SendPrompt writes a prompt to Claude's stdin, starting Claude first if
+// it is not running, and returns at once: prompts sent one after another
+// reach Claude in that order. wait returns once Claude took the prompt, or
+// with why it could not.
+func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	p := r.proc
 	if p == nil {
@@ -235,26 +259,34 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 			r.state.Error = err.Error()
 			r.publish()
 			r.mu.Unlock()
-			return err
+			return nil, err
 		}
 	}
 	r.state.Error = ""
-	r.turnOpen, r.interrupted = true, false
+	r.queued++
 	r.publish()
 	r.mu.Unlock()
 	if err := p.write(claude.PromptLine(text)); err != nil {
-		return fmt.Errorf("send the prompt to Claude: %w", err)
+		r.mu.Lock()
+		if r.proc == p && r.queued > 0 {
+			r.queued--
+			r.publish()
+		}
+		r.mu.Unlock()
+		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
-	// Claude echoes the prompt (--replay-user-messages) once it took it;
-	// if it dies first, say why.
-	select {
-	case <-p.accepted:
-		return nil
-	case <-p.exited:
-		return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return func(ctx context.Context) error {
+		// Claude echoes the prompt (--replay-user-messages) once it took
+		// it; if it dies first, say why.
+		select {
+		case <-p.accepted:
+			return nil
+		case <-p.exited:
+			return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, nil
 }
 
 // start runs Claude. Called with mu held.
@@ -284,7 +316,15 @@ func (r *Remote) start() (*process, error) {
 		}
 		args = append(args, "--permission-mode="+r.state.PermissionMode)
 	}
-	args = append(args, r.opts.Args...)
+	// The user's setting-like options, minus those the app changed since.
+	var set []string
+	if r.state.Model != "" {
+		set = append(set, "--model")
+	}
+	if r.state.PermissionMode != "" {
+		set = append(set, "--permission-mode")
+	}
+	args = append(args, RemoteArgs(r.opts.Args, set...)...)
 	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
 	if err != nil {
 		return nil, err
@@ -343,6 +383,12 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		}
 		p.accept()
 		rec := m.Record
+		if !r.turnOpen && rec.ParentToolUseID == "" && !rec.IsSidechain {
+			// A turn opens: a queued prompt's, or one Claude started.
+			r.turnOpen = true
+			r.queued = max(r.queued-1, 0)
+			r.publish()
+		}
 		if rec.Type == claude.TypeUser && rec.Message != nil {
 			for _, b := range rec.Message.Content.Blocks {
 				if b.Type == "tool_result" {
@@ -382,10 +428,25 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		r.live(m)
 	case claude.StreamControlRequest:
 		r.controlRequest(p, m.Control)
+	case claude.StreamControlCancel:
+		// Claude withdrew a request (the tool call was cancelled): it
+		// waits for no answer any more.
+		var c struct {
+			RequestID string `json:"request_id"`
+		}
+		if json.Unmarshal(m.Raw, &c) == nil {
+			if i := r.pendingIndex(c.RequestID); i >= 0 {
+				r.pending = append(r.pending[:i], r.pending[i+1:]...)
+				r.publish()
+			}
+		}
 	case claude.StreamControlResponse:
-		if ch, ok := r.waiters[m.Response.Response.RequestID]; ok {
+		if w, ok := r.waiters[m.Response.Response.RequestID]; ok {
 			delete(r.waiters, m.Response.Response.RequestID)
-			ch <- m.Response
+			if w.onSuccess != nil && m.Response.Response.Subtype == "success" {
+				w.onSuccess()
+			}
+			w.ch <- m.Response
 		}
 	case claude.StreamResult:
 		r.result(m.Result)
@@ -425,6 +486,15 @@ func (r *Remote) result(res *claude.Result) {
 			r.q.Push(item{recs: recs})
 		}
 	}
+	// The turn's requests end with it; a background subagent's stay.
+	kept := r.pending[:0]
+	for _, p := range r.pending {
+		if p.Subagent != "" {
+			kept = append(kept, p)
+		}
+	}
+	r.pending = kept
+	r.publish() // the usage, before the turn-end
 	r.q.Push(item{close: status, time: time.Now().UnixMilli()})
 	r.q.Flush()
 	r.turnOpen, r.interrupted = false, false
@@ -586,7 +656,7 @@ var ErrIdle = errors.New("Claude is not working on anything")
 func (r *Remote) Interrupt(ctx context.Context) error {
 	r.mu.Lock()
 	p := r.proc
-	if p == nil || !r.turnOpen {
+	if p == nil || (!r.turnOpen && r.queued == 0) {
 		r.mu.Unlock()
 		return ErrIdle
 	}
@@ -605,67 +675,122 @@ func (r *Remote) Interrupt(ctx context.Context) error {
 // otherwise from the next start. A model that is not a plain name or alias
 // is refused (CheckModel).
 func (r *Remote) SetModel(ctx context.Context, model string) error {
-	if err := CheckModel(model); err != nil {
+	wait, err := r.SendModel(model)
+	if err != nil {
 		return err
 	}
-	return r.setting(ctx, claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
+	return wait(ctx)
 }
 
 // SetPermissionMode changes the permission mode the same way. Only the
 // modes Claude Code knows are taken, and bypassPermissions only with
 // AllowBypass (CheckPermissionMode).
 func (r *Remote) SetPermissionMode(ctx context.Context, mode string) error {
-	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+	wait, err := r.SendPermissionMode(mode)
+	if err != nil {
 		return err
 	}
-	return r.setting(ctx, claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
+	return wait(ctx)
 }
 
-func (r *Remote) setting(ctx context.Context, subtype, field, value string, apply func(*SessionState)) error {
+// SendModel writes the model change to Claude's stdin and returns at once
+// (SendPrompt); wait returns Claude's answer. The state shows the new
+// model when Claude confirms it, in the order Claude answers.
+func (r *Remote) SendModel(model string) (wait func(context.Context) error, err error) {
+	if err := CheckModel(model); err != nil {
+		return nil, err
+	}
+	return r.sendSetting(claude.ControlSetModel, "model", model, func(st *SessionState) { st.Model = model })
+}
+
+// SendPermissionMode is SendModel for the permission mode.
+func (r *Remote) SendPermissionMode(mode string) (wait func(context.Context) error, err error) {
+	if err := CheckPermissionMode(mode, r.opts.AllowBypass); err != nil {
+		return nil, err
+	}
+	return r.sendSetting(claude.ControlSetPermissionMode, "mode", mode, func(st *SessionState) { st.PermissionMode = mode })
+}
+
+// sendSetting sends a setting to the running Claude, or keeps it for the
+// next start. apply runs under mu when Claude confirms it (from the
+// reader, in Claude's order) or at once when no Claude runs.
+func (r *Remote) sendSetting(subtype, field, value string, apply func(*SessionState)) (func(context.Context) error, error) {
 	r.mu.Lock()
 	p := r.proc
-	r.mu.Unlock()
-	if p != nil {
-		if _, err := r.control(ctx, p, subtype, map[string]string{field: value}); err != nil {
-			return err
-		}
+	if p == nil {
+		apply(&r.state)
+		r.publish()
+		r.mu.Unlock()
+		return func(context.Context) error { return nil }, nil
 	}
-	r.mu.Lock()
-	apply(&r.state)
-	r.publish()
 	r.mu.Unlock()
-	return nil
+	wait, err := r.sendControl(p, subtype, map[string]string{field: value}, func() {
+		apply(&r.state)
+		r.publish()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := wait(ctx)
+		return err
+	}, nil
 }
 
 // control sends a control request and waits for Claude's answer.
 func (r *Remote) control(ctx context.Context, p *process, subtype string, fields map[string]string) (*claude.ControlResponse, error) {
+	wait, err := r.sendControl(p, subtype, fields, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// ControlTimeout is how long Claude gets to answer a control request
+// (interrupt, model, permission mode).
+const ControlTimeout = 30 * time.Second
+
+// sendControl writes a control request to Claude and returns the wait for
+// its answer. onSuccess, if set, runs under mu in the reader when Claude
+// answers success.
+func (r *Remote) sendControl(p *process, subtype string, fields map[string]string, onSuccess func()) (func(context.Context) (*claude.ControlResponse, error), error) {
 	r.mu.Lock()
 	r.nextReq++
 	id := "ccrelay-" + strconv.Itoa(r.nextReq)
 	ch := make(chan *claude.ControlResponse, 1)
-	r.waiters[id] = ch
+	r.waiters[id] = waiter{ch: ch, onSuccess: onSuccess}
 	r.mu.Unlock()
-	defer func() {
+	forget := func() {
 		r.mu.Lock()
 		delete(r.waiters, id)
 		r.mu.Unlock()
-	}()
+	}
 	if err := p.write(claude.ControlRequestLine(id, subtype, fields)); err != nil {
+		forget()
 		return nil, fmt.Errorf("send %s to Claude: %w", subtype, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	select {
-	case resp := <-ch:
-		if resp.Response.Subtype != "success" {
-			return resp, fmt.Errorf("Claude refused %s: %s", subtype, resp.Response.Error)
+	return func(ctx context.Context) (*claude.ControlResponse, error) {
+		defer forget()
+		ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
+		defer cancel()
+		select {
+		case resp := <-ch:
+			if resp.Response.Subtype != "success" {
+				return resp, fmt.Errorf("Claude refused %s: %s", subtype, resp.Response.Error)
+			}
+			return resp, nil
+		case <-p.exited:
+			return nil, fmt.Errorf("Claude Code stopped before answering %s", subtype)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer from Claude to %s: %w", subtype, ctx.Err())
 		}
-		return resp, nil
-	case <-p.exited:
-		return nil, fmt.Errorf("Claude Code stopped before answering %s", subtype)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("no answer from Claude to %s: %w", subtype, ctx.Err())
-	}
+	}, nil
+}
+
+// waiter is a control request waiting for Claude's answer.
+type waiter struct {
+	ch        chan *claude.ControlResponse
+	onSuccess func()
 }
 
 // exited handles the end of a Claude process. An end we did not ask for
@@ -696,7 +821,7 @@ func (r *Remote) exited(p *process) {
 		r.q.Push(item{close: protocol.StatusFailed, time: now})
 	}
 	r.q.Flush()
-	r.turnOpen = false
+	r.turnOpen, r.queued = false, 0
 	r.publish()
 }
 
@@ -721,7 +846,7 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 		r.q.Push(item{close: status, time: time.Now().UnixMilli()})
 	}
 	r.q.Close()
-	r.turnOpen, r.pending = false, nil
+	r.turnOpen, r.queued, r.pending = false, 0, nil
 }
 
 // process is one running Claude.

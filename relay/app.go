@@ -27,17 +27,31 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("heartbeat") == "1" {
 		wg.Go(func() { s.heartbeat(ctx, c) })
 	}
+	me := newPeer(c, ownerFrom(ctx))
+	wg.Go(func() { me.run(ctx) })
+	defer s.unfollow(me)
+	var listing *lister // one per connection, however many list frames come
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameCommand:
-			return s.command(ctx, &peer{c: c}, f)
+			return s.command(ctx, me, f)
 		case protocol.FrameList:
 			// Register first, then list: no change is missed in between
 			// (a change may arrive twice; it carries the whole state).
-			l := s.hub.addLister(ownerFrom(ctx))
+			fresh := listing == nil
+			if fresh {
+				listing = s.hub.addLister(ownerFrom(ctx))
+			}
+			l := listing
+			forget := func() {
+				if fresh {
+					s.hub.removeLister(l)
+					listing = nil
+				}
+			}
 			all, err := s.store.SessionsOf(ctx, ownerFrom(ctx))
 			if err != nil {
-				s.hub.removeLister(l)
+				forget()
 				return writeFrame(ctx, c, errorFrame("store", "%v", err))
 			}
 			sums := make([]protocol.SessionSummary, len(all))
@@ -45,8 +59,11 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 				sums[i] = summary(si)
 			}
 			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameSessions, Sessions: sums}); err != nil {
-				s.hub.removeLister(l)
+				forget()
 				return err
+			}
+			if !fresh {
+				return nil
 			}
 			wg.Go(func() {
 				defer s.hub.removeLister(l)
@@ -75,6 +92,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if err := s.mine(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
 			}
+			s.follow(me, f.Session) // statuses of its commands, too
 			sub := s.hub.add(f.Session)
 			wg.Go(func() {
 				defer s.hub.remove(f.Session, sub)

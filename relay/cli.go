@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
@@ -17,8 +18,13 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	ctx := r.Context()
-	me := &peer{c: c}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	me := newPeer(c, ownerFrom(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { me.run(ctx) })
+	defer wg.Wait()
+	defer cancel()
 	defer s.disown(me)
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
@@ -68,7 +74,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if s.mine(ctx, f.Session) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: "not a session of this token"})
 			}
-			if !s.answer(ctx, me, f) {
+			if s.answer(ctx, me, f) != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "not-delivered", Message: fmt.Sprintf("command %s of session %s was not delivered to this connection, or is answered already", f.Command.ID, f.Session)})
 			}
 			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
@@ -86,7 +92,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			// nothing to list, and the relay holds no more than it needs.
 			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
 			if err != nil {
-				e := errorFrame("bad-announce", "%v", err)
+				// The frame was valid: the store failed (the CLI retries).
+				s.storeFailed("announce", f.Session, err)
+				e := errorFrame("store", "%v", err)
 				e.Ref = f.Ref
 				return writeFrame(ctx, c, e)
 			}

@@ -3,8 +3,11 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -15,9 +18,9 @@ import (
 const (
 	// MaxQueuedPrompts is how many prompts may wait for a session's CLI;
 	// one more is rejected.
-	MaxQueuedPrompts = 32
-	// QueuedPromptTTL is how long a prompt waits for its CLI; it is then
-	// rejected.
+	MaxQueuedPrompts = 64
+	// QueuedPromptTTL is how long a command waits for a CLI's answer
+	// (queued, or delivered and not answered); it is then rejected.
 	QueuedPromptTTL = 24 * time.Hour
 	// CommandRetention is how long a command that reached done or rejected
 	// is kept (a resent id is answered with its status meanwhile).
@@ -37,6 +40,27 @@ func splitCmdKey(k string) (owner, session, id string) {
 	return p[0], p[1], p[2]
 }
 
+// routes is where commands go: which CLI connection owns each session,
+// which command was handed to which connection, and which app connections
+// follow each session's commands. peersMu guards the maps only; nothing
+// waits on a socket under it (frames go through each peer's queue).
+type routes struct {
+	cmdMu     sync.Mutex // taking and handing out commands is one at a time: no double delivery
+	statusMu  sync.Mutex // a status change is told in the order it is stored
+	peersMu   sync.Mutex
+	owners    map[string]*peer              // session -> the CLI connection that owns it
+	followers map[string]map[*peer]struct{} // owner/session -> app connections told its commands' statuses
+	delivered map[string]*peer              // owner/session/id -> the CLI it was handed to, not answered yet
+
+	// beforeDelivered, when set (tests), runs after a command is handed to
+	// a CLI and before "delivered" is recorded.
+	beforeDelivered atomic.Pointer[func(id string)]
+}
+
+func newRoutes() routes {
+	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}}
+}
+
 // setOwner makes cli the owner of session (commands go to it from now on)
 // and reports whether it is new in that role.
 func (s *Server) setOwner(session string, cli *peer) bool {
@@ -47,105 +71,126 @@ func (s *Server) setOwner(session string, cli *peer) bool {
 	return prev != cli
 }
 
-// deliverQueued hands a session's queued commands to its new owner.
+// follow makes app hear the statuses of the commands of the owner's
+// session, from now on, until it disconnects.
+func (s *Server) follow(app *peer, session string) {
+	k := app.owner + "/" + session
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	if s.followers[k] == nil {
+		s.followers[k] = map[*peer]struct{}{}
+	}
+	s.followers[k][app] = struct{}{}
+}
+
+// unfollow forgets an app connection that ended.
+func (s *Server) unfollow(app *peer) {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	for k, fs := range s.followers {
+		delete(fs, app)
+		if len(fs) == 0 {
+			delete(s.followers, k)
+		}
+	}
+}
+
+// deliverQueued hands a session's new owner every command of the session
+// that no CLI answered yet, oldest first: those queued, and those handed to
+// an earlier CLI that did not answer (its answer may have been lost with
+// the connection: the CLI answers a repeat with the outcome it recorded).
 func (s *Server) deliverQueued(ctx context.Context, session string, cli *peer) {
 	owner := ownerFrom(ctx)
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.sweepCommands(ctx)
-	queued, err := s.store.QueuedCommands(ctx, owner, session)
+	pending, err := s.store.PendingCommands(ctx, owner, session)
 	if err != nil {
-		s.storeFailed("queued commands", session, err)
+		s.storeFailed("pending commands", session, err)
 		return
 	}
-	for _, q := range queued {
+	for _, q := range pending {
 		var cmd protocol.Command
 		if json.Unmarshal(q.Body, &cmd) != nil {
+			continue
+		}
+		// A command an app sent between this CLI's claim and now went to
+		// it already (command runs under cmdMu too): not twice.
+		s.peersMu.Lock()
+		already := s.delivered[cmdKey(owner, session, cmd.ID)] == cli
+		s.peersMu.Unlock()
+		if already {
 			continue
 		}
 		if !s.handOver(ctx, cli, owner, session, &cmd) {
 			return
 		}
-		s.commandStatus(ctx, owner, session, cmd.ID, protocol.StatusDelivered, "")
 	}
 }
 
-// handOver sends a command to cli, recorded as delivered to it first (the
-// CLI may answer before send returns), and reports whether it was sent.
+// handOver queues a command for cli and records it delivered, and reports
+// whether it was queued (false: cli's queue is full, and cli is dropped).
 func (s *Server) handOver(ctx context.Context, cli *peer, owner, session string, cmd *protocol.Command) bool {
 	key := cmdKey(owner, session, cmd.ID)
 	s.peersMu.Lock()
-	s.delivered[key] = delivery{cli: cli, session: session}
+	s.delivered[key] = cli
 	s.peersMu.Unlock()
-	if cli.send(ctx, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: cmd}) != nil {
+	if !cli.send(protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: cmd}) {
 		s.peersMu.Lock()
-		if d, ok := s.delivered[key]; ok && d.cli == cli {
+		if s.delivered[key] == cli {
 			delete(s.delivered, key)
 		}
 		s.peersMu.Unlock()
 		return false
 	}
-	return true
-}
-
-// answer records a CLI's result for a command of the request's session,
-// if that command was delivered to cli and is not answered yet (a CLI
-// answers only those). It waits for the command's hand-over to be recorded
-// (cmdMu), so that a quick answer is not overwritten by "delivered".
-func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) bool {
-	owner := ownerFrom(ctx)
-	s.cmdMu.Lock()
-	defer s.cmdMu.Unlock()
-	s.peersMu.Lock()
-	d, ok := s.delivered[cmdKey(owner, f.Session, f.Command.ID)]
-	s.peersMu.Unlock()
-	if !ok || d.cli != cli {
-		return false
+	if hook := s.beforeDelivered.Load(); hook != nil {
+		(*hook)(cmd.ID)
 	}
-	s.commandStatus(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message)
+	// The CLI may have answered already: then this changes nothing.
+	s.commandStatus(ctx, owner, session, cmd.ID, protocol.StatusDelivered, "")
 	return true
 }
 
-// disown forgets cli as the owner of its sessions. Commands it received
-// and never answered go back to the queue (prompts, delivered again to the
-// next CLI: at least once, the id lets a CLI drop a repeat) or are rejected.
+// errNotDelivered is why a CLI's result is refused.
+var errNotDelivered = errors.New("not delivered to this connection, or answered already")
+
+// answer records a CLI's result for a command of the request's session
+// that was handed to cli (or whose session cli owns), and that is not
+// answered yet. The same result again is accepted (a CLI resends a result
+// whose acknowledgement it lost); another one is refused.
+func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error {
+	owner := ownerFrom(ctx)
+	key := cmdKey(owner, f.Session, f.Command.ID)
+	s.peersMu.Lock()
+	ok := s.delivered[key] == cli || s.owners[f.Session] == cli
+	s.peersMu.Unlock()
+	if !ok {
+		return errNotDelivered
+	}
+	moved, c, err := s.commandStatus(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message)
+	switch {
+	case err != nil:
+		return errNotDelivered
+	case !moved && c.Status != f.Status:
+		return errNotDelivered
+	}
+	return nil
+}
+
+// disown forgets cli as the owner of its sessions. What it was handed and
+// did not answer stays delivered, never goes back: the session's next
+// owner gets it again (deliverQueued).
 func (s *Server) disown(cli *peer) {
 	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
 	for session, p := range s.owners {
 		if p == cli {
 			delete(s.owners, session)
 		}
 	}
-	var pending []string
-	for k, d := range s.delivered {
-		if d.cli == cli {
-			pending = append(pending, k)
+	for k, p := range s.delivered {
+		if p == cli {
 			delete(s.delivered, k)
-		}
-	}
-	s.peersMu.Unlock()
-	ctx := context.Background()
-	s.cmdMu.Lock()
-	defer s.cmdMu.Unlock()
-	for _, k := range pending {
-		owner, session, id := splitCmdKey(k)
-		c, err := s.store.Command(ctx, owner, session, id)
-		if err != nil {
-			s.storeFailed("command", session, err)
-			continue
-		}
-		var cmd protocol.Command
-		if json.Unmarshal(c.Body, &cmd) == nil && cmd.Kind == protocol.CommandPrompt {
-			s.commandStatus(ctx, owner, session, id, protocol.StatusQueued, "")
-			// Another CLI may own the session by now: hand it over.
-			s.peersMu.Lock()
-			next := s.owners[session]
-			s.peersMu.Unlock()
-			if next != nil && s.handOver(ctx, next, owner, session, &cmd) {
-				s.commandStatus(ctx, owner, session, id, protocol.StatusDelivered, "")
-			}
-		} else {
-			s.commandStatus(ctx, owner, session, id, protocol.StatusRejected, "the CLI disconnected before answering")
 		}
 	}
 }
@@ -153,25 +198,26 @@ func (s *Server) disown(cli *peer) {
 // command takes a command from an app: stored once per id in its session,
 // handed to the CLI that owns the session, or queued (prompts, up to
 // MaxQueuedPrompts) or rejected (everything else) while no CLI is connected
-// for it.
+// for it. The app follows the session's command statuses from then on.
 func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error {
 	cmd := f.Command
 	if err := checkSession(f.Session); err != nil {
-		return app.send(ctx, errorFrame("bad-command", "%v", err))
+		return writeFrame(ctx, app.c, errorFrame("bad-command", "%v", err))
 	}
 	if cmd == nil {
-		return app.send(ctx, errorFrame("bad-command", "a command frame needs a command"))
+		return writeFrame(ctx, app.c, errorFrame("bad-command", "a command frame needs a command"))
 	}
 	if err := cmd.Validate(); err != nil {
-		return app.send(ctx, errorFrame("bad-command", "%v", err))
+		return writeFrame(ctx, app.c, errorFrame("bad-command", "%v", err))
 	}
 	body, _ := json.Marshal(cmd)
 	if len(body) > protocol.MaxCommandBytes {
-		return app.send(ctx, errorFrame("bad-command", "the command is %d bytes, more than %d", len(body), protocol.MaxCommandBytes))
+		return writeFrame(ctx, app.c, errorFrame("bad-command", "the command is %d bytes, more than %d", len(body), protocol.MaxCommandBytes))
 	}
 	if err := s.mine(ctx, f.Session); err != nil {
-		return app.send(ctx, errorFrame("not-found", "no session %s for this token", f.Session))
+		return writeFrame(ctx, app.c, errorFrame("not-found", "no session %s for this token", f.Session))
 	}
+	s.follow(app, f.Session)
 	owner := ownerFrom(ctx)
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
@@ -181,7 +227,8 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 		n, err := s.store.CountQueued(ctx, owner, f.Session)
 		if err != nil {
 			s.storeFailed("count queued commands", f.Session, err)
-			return app.send(ctx, errorFrame("store", "%v", err))
+			app.send(errorFrame("store", "%v", err)) // queued: cmdMu is held
+			return nil
 		}
 		if n >= MaxQueuedPrompts {
 			status, message = protocol.StatusRejected, fmt.Sprintf("%d prompts already wait for this session's CLI (at most %d)", n, MaxQueuedPrompts)
@@ -190,70 +237,77 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	stored, isNew, err := s.store.AddCommand(ctx, owner, f.Session, cmd.ID, body, status, message)
 	if err != nil {
 		s.storeFailed("add command", f.Session, err)
-		return app.send(ctx, errorFrame("store", "%v", err))
+		app.send(errorFrame("store", "%v", err))
+		return nil
 	}
 	if !isNew || status == protocol.StatusRejected { // a resend, or refused: say where it stands
-		return app.send(ctx, protocol.Frame{Type: protocol.FrameStatus, Session: f.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message})
+		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: f.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message})
+		return nil
 	}
-	key := cmdKey(owner, f.Session, cmd.ID)
 	s.peersMu.Lock()
-	s.watchers[key] = app
 	cli := s.owners[f.Session]
 	s.peersMu.Unlock()
 	switch {
 	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
-		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusDelivered, "")
 	case cmd.Kind == protocol.CommandPrompt:
-		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusQueued, "")
+		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "")
 	default:
 		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusRejected, "no CLI is connected for this session")
 	}
 	return nil
 }
 
-// sweepCommands rejects the prompts that waited longer than
+// sweepCommands rejects the commands that no CLI answered within
 // QueuedPromptTTL (telling their apps) and deletes the commands that
 // reached done or rejected more than CommandRetention ago. Called with
 // cmdMu held, whenever commands are taken or handed out.
 func (s *Server) sweepCommands(ctx context.Context) {
 	now := s.store.clock()
-	expired, err := s.store.ExpireQueued(ctx, now.Add(-QueuedPromptTTL), fmt.Sprintf("no CLI took this prompt within %v", QueuedPromptTTL))
+	expired, err := s.store.ExpirePending(ctx, now.Add(-QueuedPromptTTL), fmt.Sprintf("no CLI carried this command out within %v", QueuedPromptTTL))
 	if err != nil {
-		s.storeFailed("expire queued commands", "", err)
+		s.storeFailed("expire pending commands", "", err)
 	}
 	for _, c := range expired {
-		s.notify(ctx, c.Owner, c.Session, c.ID, c.Status, c.Message)
+		s.notify(c.Owner, c.Session, c.ID, c.Status, c.Message)
 	}
 	if _, err := s.store.PruneCommands(ctx, now.Add(-CommandRetention)); err != nil {
 		s.storeFailed("prune commands", "", err)
 	}
 }
 
-// commandStatus records a command's status and tells the app that sent it.
-// An answered command is no longer pending on the CLI it was delivered to.
-func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, message string) {
-	if status == protocol.StatusDone || status == protocol.StatusRejected {
+// commandStatus moves a command forward to status (AdvanceCommand) and,
+// if it moved, tells the apps that follow its session. It returns where
+// the command stands.
+func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, message string) (bool, StoredCommand, error) {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	moved, c, err := s.store.AdvanceCommand(ctx, owner, session, id, status, message)
+	if err != nil {
+		s.storeFailed("command status", session, err)
+		return false, c, err
+	}
+	if status == protocol.StatusDone || status == protocol.StatusRejected || c.Status == protocol.StatusDone || c.Status == protocol.StatusRejected {
 		s.peersMu.Lock()
 		delete(s.delivered, cmdKey(owner, session, id))
 		s.peersMu.Unlock()
 	}
-	if err := s.store.SetCommandStatus(ctx, owner, session, id, status, message); err != nil {
-		s.storeFailed("command status", session, err)
+	if moved {
+		s.notify(owner, session, id, status, message)
 	}
-	s.notify(ctx, owner, session, id, status, message)
+	return moved, c, nil
 }
 
-// notify tells the app that sent a command where it stands.
-func (s *Server) notify(ctx context.Context, owner, session, id, status, message string) {
-	key := cmdKey(owner, session, id)
+// notify tells every app connection that follows the session where a
+// command stands. It never blocks (peer queues).
+func (s *Server) notify(owner, session, id, status, message string) {
 	s.peersMu.Lock()
-	app := s.watchers[key]
-	if status == protocol.StatusDone || status == protocol.StatusRejected {
-		delete(s.watchers, key)
+	var apps []*peer
+	for p := range s.followers[owner+"/"+session] {
+		apps = append(apps, p)
 	}
 	s.peersMu.Unlock()
-	if app != nil {
-		_ = app.send(ctx, protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
+	for _, app := range apps {
+		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
 	}
 }
 

@@ -39,7 +39,7 @@ type testRelay struct {
 	log   *testutil.SyncBuffer
 }
 
-func startTestRelay(t *testing.T, tokens ...string) *testRelay {
+func startTestRelay(t testing.TB, tokens ...string) *testRelay {
 	t.Helper()
 	if len(tokens) == 0 {
 		tokens = []string{testToken}
@@ -52,7 +52,30 @@ func startTestRelay(t *testing.T, tokens ...string) *testRelay {
 	return &testRelay{srv: srv, relay: rs, store: st, log: buf}
 }
 
+// waitNoOwner waits until the relay has let every closed CLI go: a command
+// sent before that is handed to the leaving CLI (and stays delivered).
+func (r *testRelay) waitNoOwner(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r.relay.peersMu.Lock()
+		owned := len(r.relay.owners)
+		r.relay.peersMu.Unlock()
+		if owned == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the relay still holds a closed CLI as an owner")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func (r *testRelay) dial(t *testing.T, token, path string) *websocket.Conn {
+	t.Helper()
+	return r.dialTB(t, token, path)
+}
+
+func (r *testRelay) dialTB(t testing.TB, token, path string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -491,6 +514,7 @@ func TestCommandIDsScoped(t *testing.T) {
 	aliceCLI.Close(websocket.StatusNormalClosure, "") // offline: prompts wait
 	bobCLI := announce("bob-token", s1)
 	bobCLI.Close(websocket.StatusNormalClosure, "")
+	r.waitNoOwner(t)
 	alice := r.dial(t, "alice-token", "/ws/app")
 	send(t, alice, protocol.Frame{Type: protocol.FrameCommand, Session: a1, Command: &protocol.Command{ID: "k1", Kind: protocol.CommandPrompt, Text: "the secret plan"}})
 	if f := recv(t, alice); f.Status != protocol.StatusQueued || f.Session != a1 {
@@ -602,20 +626,7 @@ func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
 		recv(t, cli)
 	}
 	cli.Close(websocket.StatusNormalClosure, "")
-	// Wait until the relay has let the CLI go: a prompt sent before that
-	// would be delivered to it and queued again when it leaves.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r.relay.peersMu.Lock()
-		owned := len(r.relay.owners)
-		r.relay.peersMu.Unlock()
-		if owned == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the relay still holds the closed CLI as an owner")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.waitNoOwner(t)
 	app := r.dial(t, testToken, "/ws/app")
 	prompt := func(session, id string) protocol.Frame {
 		t.Helper()
@@ -654,7 +665,7 @@ func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
 			rejected[f.Command.ID] = f.Message
 		}
 	}
-	if len(rejected) != 1 || !strings.Contains(rejected["q0"], "no CLI took this prompt within") {
+	if len(rejected) != 1 || !strings.Contains(rejected["q0"], "no CLI carried this command out within") {
 		t.Fatalf("expired: %v", rejected)
 	}
 	// Its CLI comes back: it gets the prompts that did not expire, in
@@ -695,7 +706,9 @@ func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
 			t.Fatalf("%s kept after %v", id, CommandRetention)
 		}
 	}
-	if n := count(protocol.StatusRejected); n != 2 { // s2's, rejected just now
+	// Rejected just now: s2's two queued prompts, and s1's prompts its CLI
+	// took and never answered.
+	if n := count(protocol.StatusRejected); n != 2+MaxQueuedPrompts-1 {
 		t.Fatalf("%d rejected commands", n)
 	}
 }

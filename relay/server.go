@@ -53,23 +53,8 @@ type Server struct {
 	conns    sync.WaitGroup // open websocket connections
 	dp       dataPath       // counters (Stats)
 
-	cmdMu     sync.Mutex // command routing is one at a time: no double delivery
-	peersMu   sync.Mutex
-	owners    map[string]*peer    // session -> the CLI connection that owns it
-	watchers  map[string]*peer    // command id -> the app connection that sent it
-	delivered map[string]delivery // command id -> where it was delivered
+	routes // command routing (commands.go)
 }
-
-// peer is one websocket connection, for writes from other goroutines.
-type peer struct{ c *websocket.Conn }
-
-// delivery is a command handed to a CLI and not answered yet.
-type delivery struct {
-	cli     *peer
-	session string
-}
-
-func (p *peer) send(ctx context.Context, f protocol.Frame) error { return writeFrame(ctx, p.c, f) }
 
 // Wait blocks until every websocket connection has ended. Cancel the
 // requests' base context first (http.Server.BaseContext) to end them.
@@ -88,7 +73,7 @@ func NewServer(store *Store, log *slog.Logger, tokens ...string) *Server {
 		}
 	}
 	return &Server{store: store, tokens: ts, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
-		owners: map[string]*peer{}, watchers: map[string]*peer{}, delivered: map[string]delivery{}}
+		routes: newRoutes()}
 }
 
 // OwnerID is the id under which a token's sessions are stored (a hash, so

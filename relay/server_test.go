@@ -289,12 +289,14 @@ func TestAnnounceAndList(t *testing.T) {
 // (everything else); delivered when the CLI connects; acknowledged end to
 // end; a resent command id is answered with where it stands.
 func TestCommands(t *testing.T) {
-	srv := startRelay(t)
+	r := startTestRelay(t)
+	srv := r.srv
 	// The session exists (its CLI announced it once) but its CLI is offline.
 	first := dial(t, srv, "/ws/cli")
 	send(t, first, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, first)
 	first.Close(websocket.StatusNormalClosure, "")
+	r.waitNoOwner(t)
 	app := dial(t, srv, "/ws/app")
 	cmd := func(id, kind string) protocol.Frame {
 		return protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: id, Kind: kind, Text: "hello"}}
@@ -434,28 +436,50 @@ func TestTokensIsolateSessions(t *testing.T) {
 
 // A prompt delivered to a CLI that goes away unanswered returns to the
 // queue and reaches the next CLI of the session.
-func TestUnansweredPromptRequeued(t *testing.T) {
+// A command handed to a CLI that leaves without answering stays delivered
+// (never goes back to queued) and is handed to the session's next CLI,
+// which answers it once; any command it did not answer, prompt or not.
+func TestUnansweredCommandRedelivered(t *testing.T) {
 	srv := startRelay(t)
 	cli1 := dial(t, srv, "/ws/cli")
 	send(t, cli1, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, cli1)
 	app := dial(t, srv, "/ws/app")
-	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "go"}})
-	if f := recv(t, cli1); f.Type != protocol.FrameCommand {
-		t.Fatalf("%+v", f)
-	}
-	if f := recv(t, app); f.Status != protocol.StatusDelivered {
-		t.Fatalf("%+v", f)
+	for _, c := range []protocol.Command{{ID: "p1", Kind: protocol.CommandPrompt, Text: "go"}, {ID: "m1", Kind: protocol.CommandModel, Model: "opus"}} {
+		send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &c})
+		if f := recv(t, cli1); f.Type != protocol.FrameCommand || f.Command.ID != c.ID {
+			t.Fatalf("%+v %+v", f, f.Command)
+		}
+		if f := recv(t, app); f.Status != protocol.StatusDelivered {
+			t.Fatalf("%+v", f)
+		}
 	}
 	cli1.Close(websocket.StatusNormalClosure, "") // gone without answering
-	if f := recv(t, app); f.Status != protocol.StatusQueued {
-		t.Fatalf("not re-queued: %+v", f)
-	}
 	cli2 := dial(t, srv, "/ws/cli")
 	send(t, cli2, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{}`)})
 	recv(t, cli2)
-	if f := recv(t, cli2); f.Type != protocol.FrameCommand || f.Command.ID != "p1" {
-		t.Fatalf("not delivered again: %+v", f)
+	for _, id := range []string{"p1", "m1"} {
+		if f := recv(t, cli2); f.Type != protocol.FrameCommand || f.Command.ID != id {
+			t.Fatalf("not delivered again: %+v", f)
+		}
+	}
+	send(t, cli2, protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
+	if f := recv(t, cli2); f.Type != protocol.FrameAck {
+		t.Fatalf("%+v", f)
+	}
+	// The app heard nothing between delivered and done: no step back.
+	if f := recv(t, app); f.Command.ID != "p1" || f.Status != protocol.StatusDone {
+		t.Fatalf("%+v", f)
+	}
+	// The same result again (its ack was lost) is acknowledged; another
+	// one is refused.
+	send(t, cli2, protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
+	if f := recv(t, cli2); f.Type != protocol.FrameAck {
+		t.Fatalf("a repeated result: %+v", f)
+	}
+	send(t, cli2, protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected})
+	if f := recv(t, cli2); f.Type != protocol.FrameError || f.Code != "not-delivered" {
+		t.Fatalf("another result: %+v", f)
 	}
 }
 

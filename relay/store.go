@@ -394,29 +394,51 @@ func (s *Store) AddCommand(ctx context.Context, owner, session, id string, body 
 	return c, false, err
 }
 
-// SetCommandStatus records where a command stands.
-func (s *Store) SetCommandStatus(ctx context.Context, owner, session, id, status, message string) error {
-	_, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, updated_ms = ? WHERE owner = ? AND session = ? AND id = ?`,
-		status, message, s.clock().UnixMilli(), owner, session, id)
-	if err != nil {
-		return fmt.Errorf("command %s of %s: %w", id, session, err)
-	}
-	return nil
+// A command's status moves one way only: queued → delivered → done or
+// rejected (queued may also go straight to done or rejected); done and
+// rejected are final. advanceFrom lists, for each status, the statuses it
+// may replace.
+var advanceFrom = map[string]string{
+	"delivered": `('queued')`,
+	"done":      `('queued', 'delivered')`,
+	"rejected":  `('queued', 'delivered')`,
 }
 
-// QueuedCommands returns the queued commands of the owner's session, oldest
-// first, as (id, body) pairs.
-func (s *Store) QueuedCommands(ctx context.Context, owner, session string) ([]Item, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE owner = ? AND session = ? AND status = 'queued' ORDER BY created_ms, rowid`, owner, session)
+// AdvanceCommand moves a command to status (with message) if that is a
+// step forward from where it stands, in one conditional UPDATE: whatever
+// order the steps arrive in, a command never goes back, and a final status
+// stays. It reports whether the command moved, and where it stands.
+func (s *Store) AdvanceCommand(ctx context.Context, owner, session, id, status, message string) (moved bool, _ StoredCommand, _ error) {
+	from, ok := advanceFrom[status]
+	if !ok {
+		return false, StoredCommand{}, fmt.Errorf("command %s of %s: no step to status %q", id, session, status)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, updated_ms = ? WHERE owner = ? AND session = ? AND id = ? AND status IN `+from,
+		status, message, s.clock().UnixMilli(), owner, session, id)
 	if err != nil {
-		return nil, fmt.Errorf("queued commands of %s: %w", session, err)
+		return false, StoredCommand{}, fmt.Errorf("command %s of %s: %w", id, session, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return true, StoredCommand{Owner: owner, Session: session, ID: id, Status: status, Message: message}, nil
+	}
+	c, err := s.Command(ctx, owner, session, id)
+	return false, c, err
+}
+
+// PendingCommands returns the commands of the owner's session that no CLI
+// answered yet (queued, or delivered to a CLI that did not answer), oldest
+// first.
+func (s *Store) PendingCommands(ctx context.Context, owner, session string) ([]Item, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE owner = ? AND session = ? AND status IN ('queued', 'delivered') ORDER BY created_ms, rowid`, owner, session)
+	if err != nil {
+		return nil, fmt.Errorf("pending commands of %s: %w", session, err)
 	}
 	defer rows.Close()
 	var out []Item
 	for rows.Next() {
 		var it Item
 		if err := rows.Scan(&it.ID, &it.Body); err != nil {
-			return nil, fmt.Errorf("queued commands of %s: %w", session, err)
+			return nil, fmt.Errorf("pending commands of %s: %w", session, err)
 		}
 		out = append(out, it)
 	}
@@ -432,20 +454,21 @@ func (s *Store) CountQueued(ctx context.Context, owner, session string) (int, er
 	return n, nil
 }
 
-// ExpireQueued rejects, with message, the commands queued before before,
-// and returns them.
-func (s *Store) ExpireQueued(ctx context.Context, before time.Time, message string) ([]StoredCommand, error) {
-	rows, err := s.w.QueryContext(ctx, `UPDATE commands SET status = 'rejected', message = ?, updated_ms = ? WHERE status = 'queued' AND created_ms < ?
+// ExpirePending rejects, with message, the commands made before before
+// that no CLI answered (queued, or delivered and never answered), and
+// returns them.
+func (s *Store) ExpirePending(ctx context.Context, before time.Time, message string) ([]StoredCommand, error) {
+	rows, err := s.w.QueryContext(ctx, `UPDATE commands SET status = 'rejected', message = ?, updated_ms = ? WHERE status IN ('queued', 'delivered') AND created_ms < ?
 		RETURNING owner, session, id`, message, s.clock().UnixMilli(), before.UnixMilli())
 	if err != nil {
-		return nil, fmt.Errorf("expire queued commands: %w", err)
+		return nil, fmt.Errorf("expire pending commands: %w", err)
 	}
 	defer rows.Close()
 	var out []StoredCommand
 	for rows.Next() {
 		c := StoredCommand{Status: "rejected", Message: message}
 		if err := rows.Scan(&c.Owner, &c.Session, &c.ID); err != nil {
-			return nil, fmt.Errorf("expire queued commands: %w", err)
+			return nil, fmt.Errorf("expire pending commands: %w", err)
 		}
 		out = append(out, c)
 	}

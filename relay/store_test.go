@@ -18,7 +18,7 @@ func items(ids ...string) []Item {
 	return out
 }
 
-func openTestStore(t *testing.T, path string) *Store {
+func openTestStore(t testing.TB, path string) *Store {
 	t.Helper()
 	s, err := OpenStore(path)
 	if err != nil {
@@ -203,7 +203,7 @@ func TestStoreMigratesCommands(t *testing.T) {
 	}
 	db.Close()
 	st := openTestStore(t, path)
-	q, err := st.QueuedCommands(context.Background(), "o1", s1)
+	q, err := st.PendingCommands(context.Background(), "o1", s1)
 	if err != nil || len(q) != 1 || q[0].ID != "p1" {
 		t.Fatalf("%v %v", q, err)
 	}

@@ -114,8 +114,13 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			return err
 		}
 		defer box.Close()
+		ledger, err := launcher.OpenLedger(filepath.Join(runDir, "commands.jsonl"))
+		if err != nil {
+			return err
+		}
+		defer ledger.Close()
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: os.Stderr}, box)
-		app = &appLink{sender: sender, cwd: cwd, log: log, cmds: make(chan launcher.Command),
+		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
@@ -245,6 +250,7 @@ func sessionInfo(cwd string, st launcher.SessionState) json.RawMessage {
 // out, the app's commands in (each answered with its outcome).
 type appLink struct {
 	sender *apiclient.Client
+	ledger *launcher.Ledger // each command's outcome: a repeat is answered, never run again
 	cwd    string
 	log    *slog.Logger
 	cmds   chan launcher.Command
@@ -274,14 +280,32 @@ func (a *appLink) run(ctx context.Context) {
 			a.mu.Lock()
 			cur := a.current
 			a.mu.Unlock()
-			reply := func(err error) {
+			send := func(err error) {
 				msg := ""
 				if err != nil {
 					msg = err.Error()
 				}
 				if rerr := a.sender.Reply(ctx, in.Session, in.Command.ID, err == nil, msg); rerr != nil {
-					a.log.Warn("could not answer a command", "id", in.Command.ID, "err", rerr)
+					a.log.Warn("could not answer a command; the answer is sent again on the next connection", "id", in.Command.ID, "err", rerr)
 				}
+			}
+			fresh, outcome, lerr := a.ledger.Begin(in.Command.ID)
+			switch {
+			case lerr != nil:
+				// Not recorded: not carried out either (it could run twice).
+				send(fmt.Errorf("ccrelay could not record the command: %w", lerr))
+				continue
+			case !fresh && errors.Is(outcome, launcher.ErrInProgress):
+				continue // its answer follows when it ends
+			case !fresh:
+				send(outcome) // a repeat: the recorded outcome
+				continue
+			}
+			reply := func(err error) {
+				if lerr := a.ledger.Finish(in.Command.ID, err); lerr != nil {
+					a.log.Error("could not record a command's outcome", "id", in.Command.ID, "err", lerr)
+				}
+				send(err)
 			}
 			if in.Session != cur {
 				reply(errors.New("this session is no longer running here; use the current one"))

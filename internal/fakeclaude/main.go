@@ -92,6 +92,7 @@ func run(sigs chan os.Signal) error {
 	}
 	var settings, session, source = "", "", "startup"
 	streamMode := false
+	withID, resuming := false, false
 	streamModel, streamMode2 := "fake-model", "default"
 	args := os.Args[1:]
 	if p := os.Getenv("FAKE_CLAUDE_ARGLOG"); p != "" {
@@ -128,9 +129,16 @@ func run(sigs chan os.Signal) error {
 			settings = next()
 		case "--session-id":
 			session = next()
+			withID = true
 		case "--resume", "-r":
 			session, source = next(), "resume"
+			resuming = true
 		}
+	}
+	if withID && resuming {
+		// As Claude Code refuses it.
+		fmt.Fprintln(os.Stderr, "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.")
+		os.Exit(1)
 	}
 	if session == "" {
 		session = claude.NewSessionID()

@@ -20,6 +20,7 @@ package main
 //	{"agent": {...}}                   an Agent call (background unless "foreground")
 //	{"sub": {"parent": "toolu_A", "agentId": "a1", "text": "…"}}  a subagent's text
 //	{"notify": {"parent": "toolu_A", "agentId": "a1", "summary": "…"}}  task_notification
+//	{"withdraw": {...}}                a tool call asked, then the request withdrawn (control_cancel_request) and the call failed
 //	{"sleepMs": 100}
 //	{"exit": 3}                        exit now, mid-turn
 //
@@ -27,6 +28,10 @@ package main
 // background task finishing between turns); if they include a text, a
 // result with origin task-notification follows. An interrupt control request
 // cuts a step that waits (stream, ask, sleep) the way Claude does.
+//
+// $FAKE_CLAUDE_INLOG names a file where every prompt and setting read on
+// stdin is appended as it arrives, one a line: "prompt TEXT", "model M",
+// "mode M" (for tests of the order in which Claude gets them).
 
 import (
 	"bufio"
@@ -51,16 +56,17 @@ type streamScript struct {
 }
 
 type step struct {
-	Text    string   `json:"text"`
-	Stream  string   `json:"stream"`
-	ChunkMS int      `json:"chunkMs"`
-	Tool    *tool    `json:"tool"`
-	AskPair []tool   `json:"askPair"`
-	Agent   *agent   `json:"agent"`
-	Sub     *subText `json:"sub"`
-	Notify  *subText `json:"notify"`
-	SleepMS int      `json:"sleepMs"`
-	Exit    *int     `json:"exit"`
+	Text     string   `json:"text"`
+	Stream   string   `json:"stream"`
+	ChunkMS  int      `json:"chunkMs"`
+	Tool     *tool    `json:"tool"`
+	AskPair  []tool   `json:"askPair"`
+	Agent    *agent   `json:"agent"`
+	Sub      *subText `json:"sub"`
+	Notify   *subText `json:"notify"`
+	SleepMS  int      `json:"sleepMs"`
+	Withdraw *tool    `json:"withdraw"`
+	Exit     *int     `json:"exit"`
 }
 
 type tool struct {
@@ -98,6 +104,9 @@ type streamer struct {
 	interrupts chan struct{}
 	msgN       int
 	reqN       int
+	setMu      sync.Mutex
+	model      string // as set_model left it
+	permMode   string
 	lastUUID   string
 }
 
@@ -116,7 +125,7 @@ func runStream(session string, transcript *os.File, path, model, permMode string
 		fmt.Fprintln(os.Stderr, sc.Stderr)
 		os.Exit(sc.StartupExit)
 	}
-	s := &streamer{session: session, transcript: transcript, prompts: make(chan string, 16),
+	s := &streamer{session: session, transcript: transcript, model: model, permMode: permMode, prompts: make(chan string, 16),
 		answers: make(chan map[string]any, 16), interrupts: make(chan struct{}, 4)}
 	go s.readStdin()
 	// Turns count across processes of the session (a resumed session goes
@@ -130,7 +139,11 @@ func runStream(session string, transcript *os.File, path, model, permMode string
 			return nil // stdin closed: Claude exits
 		}
 		os.WriteFile(counter, []byte(strconv.Itoa(n+1)), 0o644)
-		s.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": model, "permissionMode": permMode}, false)
+		// The settings as they are when init goes out (a change comes
+		// before or after it on stdout, never in between).
+		s.setMu.Lock()
+		s.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": s.model, "permissionMode": s.permMode}, false)
+		s.setMu.Unlock()
 		s.conv(map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": prompt}}}})
 		if len(sc.Turns) == 0 {
 			s.text("ok", "", "")
@@ -182,6 +195,7 @@ func (s *streamer) readStdin() {
 			for _, c := range m.Message.Content {
 				text += c.Text
 			}
+			inlog("prompt " + text)
 			s.prompts <- text
 		case "control_response":
 			a := m.Response.Response
@@ -202,13 +216,36 @@ func (s *streamer) readStdin() {
 				}
 			case "set_model":
 				resp["model"] = m.Request["model"]
+				inlog(fmt.Sprint("model ", m.Request["model"]))
+				s.setMu.Lock()
+				s.model = fmt.Sprint(m.Request["model"])
 			case "set_permission_mode":
 				resp["mode"] = m.Request["mode"]
+				inlog(fmt.Sprint("mode ", m.Request["mode"]))
+				s.setMu.Lock()
+				s.permMode = fmt.Sprint(m.Request["mode"])
 			}
 			s.emit(map[string]any{"type": "control_response", "response": map[string]any{
 				"subtype": "success", "request_id": m.RequestID, "response": resp}}, false)
+			if sub == "set_model" || sub == "set_permission_mode" {
+				s.setMu.Unlock()
+			}
 		}
 	}
+}
+
+// inlog appends line to $FAKE_CLAUDE_INLOG, if set.
+func inlog(line string) {
+	p := os.Getenv("FAKE_CLAUDE_INLOG")
+	if p == "" {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintln(f, line)
+	f.Close()
 }
 
 func (s *streamer) emit(m map[string]any, record bool) {
@@ -408,6 +445,12 @@ func (s *streamer) play(steps []step) (ok bool) {
 					"event": map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": w}}}, false)
 			}
 			s.text(st.Stream, "", "")
+		case st.Withdraw != nil:
+			t := *st.Withdraw
+			s.toolUse(t)
+			id := s.ask(t)
+			s.emit(map[string]any{"type": "control_cancel_request", "request_id": id}, false)
+			s.toolResult(t.ID, t.Parent, t.Agent, "The tool call was cancelled.", true, nil)
 		case st.Tool != nil:
 			t := *st.Tool
 			s.toolUse(t)

@@ -1,0 +1,122 @@
+package launcher
+
+import "strings"
+
+// Claude Code's options that take a value (--flag value or --flag=value);
+// variadic ones take every following argument that is not an option. Any
+// other option is taken as a switch.
+var (
+	valueFlags = map[string]bool{
+		"--model": true, "--permission-mode": true, "--session-id": true, "--settings": true,
+		"--append-system-prompt": true, "--system-prompt": true, "--output-format": true, "--input-format": true,
+		"--fallback-model": true, "--agents": true, "--agent": true, "--setting-sources": true,
+		"--permission-prompt-tool": true, "--max-turns": true, "--max-budget-usd": true, "--json-schema": true,
+	}
+	variadicFlags = map[string]bool{
+		"--allowedTools": true, "--allowed-tools": true, "--disallowedTools": true, "--disallowed-tools": true,
+		"--add-dir": true, "--mcp-config": true, "--plugin-dir": true, "--betas": true, "--tools": true,
+	}
+	// optionalValueFlags take a value only when one follows.
+	optionalValueFlags = map[string]bool{"--resume": true, "-r": true, "--debug": true, "-d": true}
+)
+
+// settingFlags are the user's options that remote mode keeps: what Claude
+// runs with (model, permission mode, tool rules, folders, MCP servers,
+// settings), never what it does at start (a prompt, a session to resume).
+var settingFlags = map[string]bool{
+	"--model": true, "--permission-mode": true,
+	"--allowedTools": true, "--allowed-tools": true, "--disallowedTools": true, "--disallowed-tools": true,
+	"--add-dir": true, "--mcp-config": true, "--settings": true,
+}
+
+// argItem is one option with its values (or a positional argument: name
+// "").
+type argItem struct {
+	name string
+	args []string // as given
+}
+
+// splitArgs cuts a command line into options with their values and
+// positional arguments.
+func splitArgs(args []string) []argItem {
+	var out []argItem
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			for _, p := range args[i+1:] {
+				out = append(out, argItem{args: []string{"--", p}})
+			}
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			out = append(out, argItem{args: []string{a}})
+			continue
+		}
+		name, _, joined := strings.Cut(a, "=")
+		it := argItem{name: name, args: []string{a}}
+		switch {
+		case joined:
+		case valueFlags[name] && i+1 < len(args):
+			i++
+			it.args = append(it.args, args[i])
+		case variadicFlags[name]:
+			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+				it.args = append(it.args, args[i])
+			}
+		case optionalValueFlags[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-"):
+			i++
+			it.args = append(it.args, args[i])
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func joinArgs(items []argItem) []string {
+	var out []string
+	for _, it := range items {
+		if it.name == "" && len(it.args) == 2 && it.args[0] == "--" {
+			continue // a positional after --: a prompt, dropped
+		}
+		out = append(out, it.args...)
+	}
+	return out
+}
+
+// RemoteArgs are the user's arguments that remote mode passes on: the
+// setting-like options (settingFlags), minus those named in drop (set by
+// ccrelay itself).
+func RemoteArgs(user []string, drop ...string) []string {
+	var keep []argItem
+	for _, it := range splitArgs(user) {
+		if settingFlags[it.name] && !contains(drop, it.name) {
+			keep = append(keep, it)
+		}
+	}
+	return joinArgs(keep)
+}
+
+// ResumeArgs are the user's arguments for a Claude that continues a
+// session: without --session-id, --continue, --resume (ccrelay adds its
+// own) or a prompt.
+func ResumeArgs(user []string) []string {
+	var keep []argItem
+	for _, it := range splitArgs(user) {
+		switch it.name {
+		case "", "--session-id", "--continue", "-c", "--resume", "-r", "--fork-session":
+			continue
+		}
+		keep = append(keep, it)
+	}
+	return joinArgs(keep)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

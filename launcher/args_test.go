@@ -1,0 +1,36 @@
+package launcher
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestRemoteAndResumeArgs(t *testing.T) {
+	for _, tc := range []struct {
+		user, remote, resume []string
+	}{
+		{[]string{"--session-id", "S", "--permission-mode", "plan", "--model=opus"},
+			[]string{"--permission-mode", "plan", "--model=opus"},
+			[]string{"--permission-mode", "plan", "--model=opus"}},
+		{[]string{"--resume", "S", "--allowedTools", "Bash(go test:*)", "Read", "--verbose", "fix it"},
+			[]string{"--allowedTools", "Bash(go test:*)", "Read"},
+			[]string{"--allowedTools", "Bash(go test:*)", "Read", "--verbose"}},
+		{[]string{"-c", "--add-dir", "../lib", "--mcp-config", "m.json", "--settings", "s.json", "--disallowed-tools", "Write", "--", "a prompt"},
+			[]string{"--add-dir", "../lib", "--mcp-config", "m.json", "--settings", "s.json", "--disallowed-tools", "Write"},
+			[]string{"--add-dir", "../lib", "--mcp-config", "m.json", "--settings", "s.json", "--disallowed-tools", "Write"}},
+		{[]string{"-r", "--dangerously-skip-permissions", "hello"},
+			nil,
+			[]string{"--dangerously-skip-permissions"}},
+	} {
+		if got := RemoteArgs(tc.user); !slices.Equal(got, tc.remote) {
+			t.Errorf("RemoteArgs(%q) = %q, want %q", tc.user, got, tc.remote)
+		}
+		if got := ResumeArgs(tc.user); !slices.Equal(got, tc.resume) {
+			t.Errorf("ResumeArgs(%q) = %q, want %q", tc.user, got, tc.resume)
+		}
+	}
+	// What the app set since wins over the user's option.
+	if got := RemoteArgs([]string{"--model", "opus", "--permission-mode", "plan"}, "--model"); !slices.Equal(got, []string{"--permission-mode", "plan"}) {
+		t.Errorf("%q", got)
+	}
+}

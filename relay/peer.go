@@ -1,0 +1,121 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Limits of a connection's outgoing queue (docs/protocol.md, "Limits:
+// fields and sizes").
+const (
+	// PeerQueue and PeerQueueBytes bound the frames routed to one
+	// connection (commands to a CLI, statuses to an app) that wait to be
+	// written; a connection that lets more pile up is dropped (close
+	// 1013), never waited on.
+	PeerQueue      = 1024
+	PeerQueueBytes = 4 << 20
+	// PeerWriteTimeout bounds the write of one queued frame; a connection
+	// that takes longer is dropped.
+	PeerWriteTimeout = 10 * time.Second
+)
+
+// peer is one websocket connection as other goroutines see it: frames for
+// it go through its own queue, written by its own writer (run), so that
+// routing never waits on a socket. The queue is a slice that grows as
+// frames wait (an idle connection holds none: most app connections are
+// idle, and a preallocated buffer was a third of their cost).
+type peer struct {
+	c     *websocket.Conn
+	owner string
+
+	mu     sync.Mutex
+	queue  [][]byte // frames waiting for run, in order
+	queued int      // bytes in queue
+	wake   chan struct{}
+
+	dropOnce sync.Once
+	dropped  chan struct{} // the queue overflowed: the connection is dropped
+}
+
+func newPeer(c *websocket.Conn, owner string) *peer {
+	return &peer{c: c, owner: owner, wake: make(chan struct{}, 1), dropped: make(chan struct{})}
+}
+
+// send queues f for the connection and never blocks; it reports false when
+// the queue is full (PeerQueue frames or PeerQueueBytes), and the
+// connection is then dropped.
+func (p *peer) send(f protocol.Frame) bool {
+	f.V = protocol.FrameVersion
+	b, err := json.Marshal(f)
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	if len(p.queue) >= PeerQueue || p.queued+len(b) > PeerQueueBytes {
+		p.mu.Unlock()
+		p.drop()
+		return false
+	}
+	p.queue = append(p.queue, b)
+	p.queued += len(b)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default: // run is awake already
+	}
+	return true
+}
+
+// next takes the oldest waiting frame, if any.
+func (p *peer) next() ([]byte, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+		return nil, false
+	}
+	b := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	p.queued -= len(b)
+	return b, true
+}
+
+func (p *peer) drop() { p.dropOnce.Do(func() { close(p.dropped) }) }
+
+// run writes the queued frames until ctx ends, a write fails, or the
+// connection is dropped. Its caller (the connection's handler) owns it.
+func (p *peer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.dropped:
+			p.c.Close(websocket.StatusTryAgainLater, "the connection fell behind; connect again")
+			return
+		case <-p.wake:
+		}
+		for b, ok := p.next(); ok; b, ok = p.next() {
+			select {
+			case <-p.dropped:
+				p.c.Close(websocket.StatusTryAgainLater, "the connection fell behind; connect again")
+				return
+			default:
+			}
+			wctx, cancel := context.WithTimeout(ctx, PeerWriteTimeout)
+			err := p.c.Write(wctx, websocket.MessageText, b)
+			cancel()
+			if err != nil {
+				p.drop()
+				p.c.CloseNow()
+				return
+			}
+		}
+	}
+}
