@@ -528,3 +528,51 @@ func (o *Outbox) step(name string) error {
 	}
 	return o.stop(name)
 }
+
+// adoptBatch bounds how many envelopes Adopt copies with one append.
+const adoptBatch = 256
+
+// Adopt appends the unacknowledged envelopes of the outbox in dir (one that
+// a ccrelay which ended left) to o, oldest first, and returns how many it
+// copied. The outbox in dir is not changed: remove it once Adopt returned
+// nil. A crash before that copies them again, which costs nothing more than
+// sending them twice (the relay stores an envelope id once). The caller
+// makes sure no other process writes to dir meanwhile.
+func (o *Outbox) Adopt(dir string) (int, error) {
+	if _, err := os.Stat(filepath.Join(dir, logName)); errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	src, err := OpenOutboxWith(dir, OutboxOptions{OpenLog: o.openLog, Logger: o.logger})
+	if err != nil {
+		return 0, fmt.Errorf("adopt outbox: %w", err)
+	}
+	defer src.Close()
+	n := 0
+	for {
+		b, err := src.next(adoptBatch)
+		if err != nil {
+			return n, fmt.Errorf("adopt outbox %s: %w", dir, err)
+		}
+		if b == nil {
+			return n, nil
+		}
+		src.mu.Lock()
+		from := src.acked
+		src.mu.Unlock()
+		if b.end <= from {
+			return n, fmt.Errorf("adopt outbox %s: no progress at offset %d", dir, from)
+		}
+		var buf []byte
+		for i := range b.envelopes {
+			line, _ := json.Marshal(entry{Session: b.session, ID: b.ids[i], Envelope: b.envelopes[i]})
+			buf = append(append(buf, line...), '\n')
+		}
+		if err := o.appendRaw(buf); err != nil {
+			return n, fmt.Errorf("adopt outbox %s: %w", dir, err)
+		}
+		n += len(b.envelopes)
+		src.mu.Lock()
+		src.acked = b.end
+		src.mu.Unlock()
+	}
+}

@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // ErrClaudeNotFound is returned when the claude binary cannot be found.
@@ -91,6 +94,10 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
 	defer signal.Stop(sigs)
 
+	// The terminal as it is now: Claude puts it in raw mode, and a Claude
+	// that dies from a signal cannot put it back.
+	restore := saveTerminal(o.Stdin)
+
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start claude: %w", err)
 	}
@@ -102,6 +109,12 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 	for {
 		select {
 		case err := <-waited:
+			if sig, ok := killedBy(err); ok {
+				restore()
+				if o.Stderr != nil {
+					fmt.Fprintf(o.Stderr, "\r\nccrelay: Claude was killed by %s (%s); the terminal is restored.\r\n", unix.SignalName(sig), sig)
+				}
+			}
 			return exitCode(cmd, err)
 		case sig := <-sigs:
 			// Claude decides what the signal means (Ctrl-C twice, etc.).
@@ -132,4 +145,28 @@ func exitCode(cmd *exec.Cmd, err error) (int, error) {
 		return ee.ExitCode(), nil
 	}
 	return 0, fmt.Errorf("wait for claude: %w", err)
+}
+
+// killedBy reports the signal that ended Claude, if one did.
+func killedBy(err error) (syscall.Signal, bool) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal(), true
+		}
+	}
+	return 0, false
+}
+
+// saveTerminal records f's terminal state and returns what puts it back
+// (nothing, when f is not a terminal).
+func saveTerminal(f *os.File) func() {
+	if f == nil || !term.IsTerminal(int(f.Fd())) {
+		return func() {}
+	}
+	st, err := term.GetState(int(f.Fd()))
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = term.Restore(int(f.Fd()), st) }
 }

@@ -27,7 +27,11 @@ type Command struct {
 
 // Scanner is what the switching loop needs of the transcript scanner.
 type Scanner interface {
-	AddSession(id string)
+	// AddSessionPath follows session id, whose main transcript is
+	// transcriptPath as the SessionStart hook reported it (where Claude
+	// really writes, e.g. under a symlinked working directory's resolved
+	// path; "": the project folder's default).
+	AddSessionPath(id, transcriptPath string)
 	// Flush delivers at once everything on disk (Claude has stopped).
 	Flush(ctx context.Context) error
 }
@@ -130,9 +134,9 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	if l.resumed {
 		lo.Args = append(ResumeArgs(lo.Args), "--resume="+l.session)
 	}
-	sessions := make(chan string, 8)
+	sessions := make(chan SessionStart, 8)
 	lo.OnSession = func(s SessionStart) {
-		sessions <- s.SessionID
+		sessions <- s
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -148,10 +152,10 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 	var next *Command
 	for {
 		select {
-		case id := <-sessions:
-			l.session, l.resumed = id, true
-			l.o.Pipeline.SetRemote(id, false)
-			l.o.Scanner.AddSession(id)
+		case s := <-sessions:
+			l.session, l.resumed = s.SessionID, true
+			l.o.Pipeline.SetRemote(s.SessionID, false)
+			l.o.Scanner.AddSessionPath(s.SessionID, s.TranscriptPath)
 			l.publish(SessionState{Mode: "local", Status: StatusIdle})
 		case c := <-l.o.Commands:
 			if !l.fresh(c) {

@@ -7,16 +7,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
+	"golang.org/x/sys/unix"
 )
 
 // Outbox stores envelopes durably before they are sent. Append returns only
@@ -184,80 +187,211 @@ func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS 
 	return nil
 }
 
-// FileOutbox appends envelopes as JSON lines to a file and fsyncs it: the
-// durable outbox until the relay client provides one. It stores an envelope
-// id once: after a crash between an append and the scanner's cursor save,
-// the re-delivered envelopes are recognised and not written again.
+// FileOutbox appends envelopes as JSON lines to files and fsyncs them: the
+// durable record when no relay is set up. Each line is the envelope with
+// the key "session" added (readers of envelopes ignore it). It stores an
+// envelope id once: after a crash between an append and the scanner's
+// cursor save, the re-delivered envelopes are recognised and not written
+// again.
+//
+// Opened with OpenFileOutbox it writes one file for every session (--out);
+// with OpenSessionOutbox one file per session in a folder (the default).
+// Nothing is read when it opens: a session's ids are read the first time
+// that session is appended to (its whole file in a folder; the last
+// FileOutboxDedupeWindow bytes of a shared file). Any number of processes
+// may append to the same files: every write, and the cut-back after a
+// failed one, holds an exclusive flock on the file.
 type FileOutbox struct {
 	mu   sync.Mutex
+	dir  string // per-session files in dir; "" for one file
+	path string // the one file
+	// f and have are the one file and its ids (one-file mode).
+	f     *os.File
+	have  map[string]struct{}
+	files map[string]*outFile // per session, in folder mode
+}
+
+// FileOutboxDedupeWindow bounds what a shared --out file is read of (its
+// end) for the ids it holds, when the first envelope is appended. An
+// envelope that a crashed run appended before that window and that is
+// delivered again (its cursor was lost) is written a second time: readers
+// dedupe by id, as the relay does.
+const FileOutboxDedupeWindow = 8 << 20
+
+type outFile struct {
 	f    *os.File
 	have map[string]struct{}
 }
 
-// OpenFileOutbox opens (creating or appending to) path and reads the ids it
-// already holds.
+// OpenFileOutbox opens (creating or appending to) the one file at path.
 func OpenFileOutbox(path string) (*FileOutbox, error) {
-	have := map[string]struct{}{}
-	if old, err := os.Open(path); err == nil {
-		sc := bufio.NewScanner(old)
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			var e struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &e) == nil && e.ID != "" {
-				have[e.ID] = struct{}{}
-			}
-		}
-		old.Close()
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	return &FileOutbox{f: f, have: have}, nil
+	return &FileOutbox{path: path, f: f}, nil
+}
+
+// OpenSessionOutbox keeps one file per session, <dir>/<session>.jsonl.
+func OpenSessionOutbox(dir string) (*FileOutbox, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open outbox: %w", err)
+	}
+	return &FileOutbox{dir: dir, files: map[string]*outFile{}}, nil
+}
+
+// SessionPath is the file a session's envelopes go to.
+func (o *FileOutbox) SessionPath(session string) string {
+	if o.dir == "" {
+		return o.path
+	}
+	return filepath.Join(o.dir, session+".jsonl")
+}
+
+// file returns the file for session and its ids, reading them the first
+// time. Called with mu held.
+func (o *FileOutbox) file(session string) (*outFile, error) {
+	if o.dir == "" {
+		if o.have == nil {
+			have, err := readIDs(o.f, FileOutboxDedupeWindow)
+			if err != nil {
+				return nil, err
+			}
+			o.have = have
+		}
+		return &outFile{f: o.f, have: o.have}, nil
+	}
+	if of := o.files[session]; of != nil {
+		return of, nil
+	}
+	if !ValidSessionID(session) {
+		return nil, fmt.Errorf("outbox: session id %q is not a UUID", clip(session, 100))
+	}
+	f, err := os.OpenFile(o.SessionPath(session), os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open outbox: %w", err)
+	}
+	have, err := readIDs(f, -1)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	of := &outFile{f: f, have: have}
+	o.files[session] = of
+	return of, nil
+}
+
+// readIDs reads the envelope ids of f's last window bytes (all: -1).
+func readIDs(f *os.File, window int64) (map[string]struct{}, error) {
+	have := map[string]struct{}{}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read outbox: %w", err)
+	}
+	from := int64(0)
+	if window >= 0 && fi.Size() > window {
+		// From the byte before the window: the first line read is the
+		// rest of a line cut by the window (or empty), and is skipped.
+		from = fi.Size() - window - 1
+	}
+	sc := bufio.NewScanner(io.NewSectionReader(f, from, fi.Size()-from))
+	sc.Buffer(nil, 64<<20)
+	first := from > 0 // the window starts inside a line: skip its rest
+	for sc.Scan() {
+		if first {
+			first = false
+			continue
+		}
+		var e struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.ID != "" {
+			have[e.ID] = struct{}{}
+		}
+	}
+	return have, nil
 }
 
 // Append implements Outbox.
-func (o *FileOutbox) Append(_ context.Context, _ string, envs []protocol.Envelope) error {
+func (o *FileOutbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	of, err := o.file(session)
+	if err != nil {
+		return err
+	}
 	var buf []byte
 	ids := map[string]struct{}{}
+	prefix, _ := json.Marshal(struct {
+		S string `json:"session"`
+	}{session})
+	prefix = append(prefix[:len(prefix)-1], ',') // {"session":"…",
 	for i := range envs {
-		_, dup := o.have[envs[i].ID]
+		_, dup := of.have[envs[i].ID]
 		if _, again := ids[envs[i].ID]; dup || again {
 			continue
 		}
 		ids[envs[i].ID] = struct{}{}
-		var err error
-		if buf, err = envs[i].AppendJSON(buf); err != nil {
-			return fmt.Errorf("encode envelope: %w", err)
+		line, err := envs[i].AppendJSON(nil)
+		if err != nil || len(line) < 2 || line[0] != '{' {
+			return fmt.Errorf("encode envelope: %v", err)
 		}
-		buf = append(buf, '\n')
+		buf = append(append(append(buf, prefix...), line[1:]...), '\n')
 	}
 	if len(buf) == 0 {
 		return nil
 	}
+	if err := appendLocked(of.f, buf); err != nil {
+		return err
+	}
 	// The ids count as stored only once the write is durable: a failed
-	// write is retried in full (and what it left is cut off).
-	before, statErr := o.f.Seek(0, io.SeekEnd)
-	_, err := o.f.Write(buf)
-	if err == nil {
-		err = o.f.Sync()
-	}
-	if err != nil {
-		if statErr == nil {
-			o.f.Truncate(before)
-		}
-		return fmt.Errorf("write outbox: %w", err)
-	}
-	maps.Copy(o.have, ids)
+	// write is retried in full.
+	maps.Copy(of.have, ids)
 	return nil
 }
 
-// Close closes the file.
-func (o *FileOutbox) Close() error { return o.f.Close() }
+// appendLocked appends buf to f and fsyncs it, holding an exclusive flock
+// on f: another process appending to the same file waits, so the cut-back
+// after a failed write takes off only what this one left.
+func appendLocked(f *os.File, buf []byte) error {
+	fd := int(f.Fd())
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("lock outbox: %w", err)
+		}
+	}
+	defer unix.Flock(fd, unix.LOCK_UN)
+	before, statErr := f.Seek(0, io.SeekEnd)
+	_, err := f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		if statErr == nil {
+			f.Truncate(before)
+		}
+		return fmt.Errorf("write outbox: %w", err)
+	}
+	return nil
+}
+
+// Close closes the files.
+func (o *FileOutbox) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var errs []error
+	if o.f != nil {
+		errs = append(errs, o.f.Close())
+	}
+	for _, of := range o.files {
+		errs = append(errs, of.f.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // MemOutbox keeps envelopes in memory (tests, replay to stdout).
 type MemOutbox struct {

@@ -83,10 +83,15 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if err != nil {
 		return err
 	}
-	runDir := filepath.Join(state, "projects", claude.EscapeProjectPath(cwd))
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return fmt.Errorf("create state folder: %w", err)
+	// The folder's state; this process's cursor, outbox and hook folder
+	// are in a slot of it that no other ccrelay uses while this one runs.
+	folderState := filepath.Join(state, "projects", claude.EscapeProjectPath(cwd))
+	slot, err := launcher.ClaimRunDir(folderState)
+	if err != nil {
+		return err
 	}
+	defer slot.Release()
+	runDir := slot.Path
 	// The terminal belongs to Claude: ccrelay logs to a file.
 	logFile, err := os.OpenFile(filepath.Join(state, "ccrelay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -119,6 +124,17 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			return err
 		}
 		defer ledger.Close()
+		// What a ccrelay that ended in another slot did not send goes
+		// with this one's; its slot is removed.
+		if _, err := slot.Leftovers(func(dir string) error {
+			n, err := box.Adopt(filepath.Join(dir, "outbox"))
+			if n > 0 {
+				log.Info("took over unsent envelopes of an earlier run", "from", dir, "envelopes", n)
+			}
+			return err
+		}); err != nil {
+			log.Warn("could not take over what an earlier run left", "err", err)
+		}
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: os.Stderr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
@@ -142,15 +158,22 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}()
 		out = box
 	} else {
-		outPath := f.out
-		if outPath == "" {
-			outPath = filepath.Join(state, "outbox.jsonl")
+		var fo *launcher.FileOutbox
+		if f.out != "" {
+			fo, err = launcher.OpenFileOutbox(f.out)
+		} else {
+			// One file per session, in the folder's state: nothing of
+			// other folders or sessions is read at start.
+			fo, err = launcher.OpenSessionOutbox(filepath.Join(folderState, "sessions"))
 		}
-		fo, err := launcher.OpenFileOutbox(outPath)
 		if err != nil {
 			return err
 		}
 		defer fo.Close()
+		// Slots of runs that ended hold only their cursor: removed.
+		if _, err := slot.Leftovers(func(string) error { return nil }); err != nil {
+			log.Warn("could not remove what an earlier run left", "err", err)
+		}
 		out = fo
 	}
 	pipe := launcher.NewPipeline("", out)

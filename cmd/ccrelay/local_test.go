@@ -18,7 +18,7 @@ import (
 
 var fakeClaude string
 
-func buildFakeClaude(t *testing.T) string {
+func buildFakeClaude(t testing.TB) string {
 	t.Helper()
 	if fakeClaude == "" {
 		p := filepath.Join(filepath.Dir(binary), "fakeclaude")

@@ -10,6 +10,7 @@
 // "{{session}}" in a line is replaced by the session id, "{{source}}" by
 // startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
+// $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
 import (
@@ -22,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/launcher"
@@ -82,6 +85,13 @@ func main() {
 }
 
 func run(sigs chan os.Signal) error {
+	if os.Getenv("FAKE_CLAUDE_RAW") != "" {
+		// Like Claude's interface: the terminal in raw mode (no echo),
+		// put back only on a clean exit.
+		if _, err := term.MakeRaw(int(os.Stdin.Fd())); err != nil {
+			return fmt.Errorf("raw mode: %w", err)
+		}
+	}
 	if p := os.Getenv("FAKE_CLAUDE_PIDFILE"); p != "" {
 		os.WriteFile(p, []byte(fmt.Sprint(os.Getpid())), 0o644)
 	}
