@@ -271,7 +271,15 @@ func TestRemoteQueuedPromptsInOrder(t *testing.T) {
 			done[f.Command.ID]++
 		}
 	}
-	b, _ := os.ReadFile(inlog)
+	// A prompt is done once it is in Claude's stdin (after Claude took the
+	// first one): the last few may still be on their way to its log.
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ = os.ReadFile(inlog)
+		if strings.Count(string(b), "\n") >= n || time.Now().After(deadline) {
+			break
+		}
+	}
 	var want []string
 	for i := range n {
 		want = append(want, fmt.Sprint("prompt p", i))
