@@ -58,6 +58,8 @@ type Server struct {
 	owners    map[string]*peer    // session -> the CLI connection that owns it
 	watchers  map[string]*peer    // command id -> the app connection that sent it
 	delivered map[string]delivery // command id -> where it was delivered
+
+	push pushState // notifications (push.go)
 }
 
 // peer is one websocket connection, for writes from other goroutines.
@@ -122,6 +124,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
 	mux.Handle("GET /status", s.auth(http.HandlerFunc(s.serveStatus)))
+	mux.Handle("/push/", s.auth(http.HandlerFunc(s.servePush)))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
