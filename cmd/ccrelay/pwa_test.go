@@ -1,0 +1,187 @@
+package main
+
+// The installable app in headless Chromium: the service worker registers,
+// a push is written as a notification that opens the session (at the
+// request) and answers a permission from its Allow action, and with the
+// relay stopped the app shell loads and the sessions read before are
+// readable, said to be stale. And serve's ntfy posts.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/serviceworker"
+	"github.com/chromedp/chromedp"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/push"
+)
+
+// waitAsync polls a JavaScript promise of a boolean until it is true.
+func waitAsync(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr, chromedp.EvalAwaitPromise))
+		if err == nil && v {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s (last error %v); page says:\n%s", what, err, eval[string](t, ctx, `document.body.innerText.slice(0, 2000)`))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type grantParams struct {
+	Permissions []string `json:"permissions"`
+	Origin      string   `json:"origin,omitempty"`
+}
+
+var grantPermissions = cdp.Command[grantParams, cdp.Empty]{Method: "Browser.grantPermissions"}
+
+func TestAppInstallableOfflineNotifications(t *testing.T) {
+	r := startAppRelay(t)
+	id, envs := r.replay(t, corpus+smallSession)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	if _, err := chromedp.CallBrowser(ctx, grantPermissions, grantParams{Permissions: []string{"notifications"}, Origin: r.base}); err != nil {
+		t.Fatalf("grant notifications: %v", err)
+	}
+	// The service worker's registration id, for delivering pushes.
+	var mu sync.Mutex
+	var reg serviceworker.RegistrationID
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
+			mu.Lock()
+			for _, rg := range e.Registrations {
+				if !rg.IsDeleted && strings.HasPrefix(rg.ScopeURL, r.base) {
+					reg = rg.RegistrationID
+				}
+			}
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
+	waitAsync(t, ctx, "the session kept for offline reading", fmt.Sprintf(
+		`import('./js/offline.js').then((m) => m.savedSessions()).then((l) => l.some((s) => s.id === %q && s.last === %d))`, id, len(envs)))
+	rows := eval[int](t, ctx, `document.querySelectorAll('.blocks > *').length`)
+
+	deliver := func(kind string) {
+		t.Helper()
+		mu.Lock()
+		rid := reg
+		mu.Unlock()
+		if rid == "" {
+			t.Fatal("no service worker registration seen")
+		}
+		data := fmt.Sprintf(`{"session":%q,"kind":%q,"seq":%d}`, id, kind, len(envs))
+		if _, err := chromedp.Call(ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{Origin: r.base, RegistrationID: rid, Data: data}); err != nil {
+			t.Fatalf("deliver push: %v", err)
+		}
+	}
+	notification := func(tag string) string {
+		return fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then((ns) => ns.length === 1)`, tag)
+	}
+	click := func(tag, action string) {
+		t.Helper()
+		eval[bool](t, ctx, fmt.Sprintf(`navigator.serviceWorker.controller.postMessage({type: 'notification-click', tag: %q, action: %q}), true`, tag, action))
+	}
+
+	// A turn that finished: the text says which session.
+	deliver("turn")
+	waitAsync(t, ctx, "the turn notification", notification("turn:"+id))
+
+	// A permission request: its notification has Allow and Deny; a tap
+	// opens the session at the request.
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "make"}, "description": "Build it"},
+	}})
+	deliver("permission")
+	tag := "perm:" + id + ":req-1"
+	waitAsync(t, ctx, "the permission notification", notification(tag))
+	desc, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then(([n]) => n.title + '|' + n.body + '|' + n.actions.map((a) => a.action).join(','))`, tag), chromedp.EvalAwaitPromise))
+	if err != nil || !strings.Contains(desc, "Bash: Build it") || !strings.HasSuffix(desc, "|allow,deny") {
+		t.Fatalf("permission notification %q %v", desc, err)
+	}
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	waitJS(t, ctx, "the list", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, id))
+	click(tag, "")
+	waitJS(t, ctx, "the session opened at the request", fmt.Sprintf(`document.body.dataset.rendered === %q && location.hash.includes('request=req-1') && !!document.querySelector('.perm.focus[data-request="req-1"]')`, id))
+	waitAsync(t, ctx, "the clicked notification closed", strings.Replace(notification(tag), "=== 1", "=== 0", 1))
+
+	// Allow, from the notification: the CLI gets the answer.
+	deliver("permission")
+	waitAsync(t, ctx, "the permission notification again", notification(tag))
+	click(tag, "allow")
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow {
+		t.Fatalf("answer from the notification: %+v", c)
+	}
+
+	// The relay stops: the app shell loads from the service worker, the
+	// session read before is readable and said to be stale.
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id), chromedp.Reload())
+	waitJS(t, ctx, "the saved copy shown", fmt.Sprintf(`document.body.dataset.offlineCopy === %q && document.body.dataset.rendered === %q`, id, id))
+	waitJS(t, ctx, "said to be stale", `(() => { const n = document.querySelector('.stale-note'); return !!n && !n.hidden && n.textContent.includes('stale since'); })()`)
+	if got := eval[int](t, ctx, `document.querySelectorAll('.blocks > *').length`); got != rows {
+		t.Errorf("offline copy shows %d blocks, the session had %d", got, rows)
+	}
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"), chromedp.Reload())
+	waitJS(t, ctx, "the saved list, stale", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]') && !document.querySelector('.stale-note').hidden`, id))
+}
+
+// --notify-ntfy: each event is posted to the topic with a generic text and
+// a link to the session, never the session's content.
+func TestServeNtfy(t *testing.T) {
+	type post struct{ body, click string }
+	posts := make(chan post, 16)
+	ntfy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/ccrelay-test" {
+			posts <- post{string(b), r.Header.Get("Click")}
+		}
+	}))
+	defer ntfy.Close()
+	data := t.TempDir()
+	cmd, base, token := startServe(t, data, "--notify-ntfy", ntfy.URL+"/ccrelay-test")
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	r := &appRelay{data: data, base: base, token: token, cmd: cmd}
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "cat secret.txt"}, "description": "Read the secret"},
+	}})
+	select {
+	case p := <-posts:
+		if p.body != "Claude is waiting for your permission" || p.click != base+"/#/s/"+id {
+			t.Errorf("ntfy post %+v", p)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing posted to ntfy")
+	}
+	fi, err := os.Stat(filepath.Join(data, push.KeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("vapid key file: %v %v", fi, err)
+	}
+}
