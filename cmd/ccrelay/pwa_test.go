@@ -85,6 +85,17 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 		`import('./js/offline.js').then((m) => m.savedSessions()).then((l) => l.some((s) => s.id === %q && s.last === %d))`, id, len(envs)))
 	rows := eval[int](t, ctx, `document.querySelectorAll('.blocks > *').length`)
 
+	// The page tells the relay what it shows, with this device's id.
+	eval[bool](t, ctx, `(() => { window.sentFrames = []; const send = WebSocket.prototype.send; WebSocket.prototype.send = function (d) { sentFrames.push(JSON.parse(d)); return send.call(this, d); }; return true; })()`)
+	must(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
+	waitJS(t, ctx, "visibility sent for the list", `sentFrames.some((f) => f.type === 'visibility' && f.session === '' && f.visible === true && f.device === ccrelay.device)`)
+	must(t, ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = '#/s/%s'`, id)))
+	waitJS(t, ctx, "visibility sent for the session", fmt.Sprintf(`sentFrames.some((f) => f.type === 'visibility' && f.session === %q && f.visible === true)`, id))
+	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
+	if dev := eval[string](t, ctx, `ccrelay.device`); len(dev) < 16 || dev != eval[string](t, ctx, `localStorage.getItem('ccrelay.device')`) {
+		t.Errorf("device id %q not kept", dev)
+	}
+
 	deliver := func(kind string) {
 		t.Helper()
 		mu.Lock()
@@ -149,6 +160,21 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	}
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"), chromedp.Reload())
 	waitJS(t, ctx, "the saved list, stale", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]') && !document.querySelector('.stale-note').hidden`, id))
+
+	// Sessions kept offline are bounded by size: the least recently saved
+	// go first (the session read above, then a, until b alone fits).
+	waitAsync(t, ctx, "older copies dropped past the bound", fmt.Sprintf(`import('./js/offline.js').then(async (m) => {
+		const a = '00000000-0000-4000-8000-00000000000a', b = '00000000-0000-4000-8000-00000000000b';
+		const env = (n) => ({ id: 'c' + n, time: 1, role: 'user', ev: { t: 'text', text: 'x'.repeat(1000) } });
+		await m.saveItems(a, { id: a }, [1, 2, 3].map((seq) => ({ seq, envelope: env(seq) })));
+		await new Promise((r) => setTimeout(r, 5));
+		await m.saveItems(b, { id: b }, [1, 2].map((seq) => ({ seq, envelope: env(seq) })));
+		const before = await m.savedSessions();
+		const bytes = (id) => before.find((s) => s.id === id).bytes;
+		await m.evictTo(bytes(b));
+		const after = (await m.savedSessions()).map((s) => s.id);
+		return before.length === 3 && before.some((s) => s.id === %q) && after.length === 1 && after[0] === b;
+	})`, id))
 }
 
 // --notify-ntfy: each event is posted to the topic with a generic text and
