@@ -402,3 +402,60 @@ func TestPushOff(t *testing.T) {
 		t.Errorf("/push/key on a relay without push: %d", res.StatusCode)
 	}
 }
+
+// What the relay remembers to push each event once is bounded: the oldest
+// are forgotten.
+func TestPushMemoryBounded(t *testing.T) {
+	var f fifoSet[struct{}]
+	for i := range maxPushRecent + 10 {
+		f.put(fmt.Sprint(i), struct{}{}, maxPushRecent)
+	}
+	if len(f.m) != maxPushRecent || len(f.order) != maxPushRecent {
+		t.Fatalf("%d kept, want %d", len(f.m), maxPushRecent)
+	}
+	if _, ok := f.get("9"); ok {
+		t.Error("an old key is still there")
+	}
+	if _, ok := f.get(fmt.Sprint(maxPushRecent + 9)); !ok {
+		t.Error("the newest key is gone")
+	}
+}
+
+// A visibility frame with a bad session or device id is refused, and the
+// connection stays usable.
+func TestVisibilityRefused(t *testing.T) {
+	r := startPushRelay(t)
+	app := r.dial(t, "/ws/app")
+	for _, f := range []protocol.Frame{
+		{Type: protocol.FrameVisibility, Session: "not-a-uuid", Visible: true},
+		{Type: protocol.FrameVisibility, Device: "short", Visible: true},
+		{Type: protocol.FrameVisibility, Device: "has/a/slash/in/it/x", Visible: true},
+	} {
+		send(t, app, f)
+		if got := recv(t, app); got.Type != protocol.FrameError || got.Code != "bad-visibility" {
+			t.Errorf("%+v: %+v", f, got)
+		}
+	}
+	r.rs.push.mu.Lock()
+	n := len(r.rs.push.visible)
+	r.rs.push.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d visibilities recorded from refused frames", n)
+	}
+}
+
+// An app connection that ends no longer counts as showing its session.
+func TestVisibilityForgottenAtDisconnect(t *testing.T) {
+	r := startPushRelay(t)
+	const session = "fc141a3b-0000-4000-8000-000000000004"
+	app := r.dial(t, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: true})
+	shown := func() bool {
+		r.rs.push.mu.Lock()
+		defer r.rs.push.mu.Unlock()
+		return r.rs.push.shownTo(OwnerID(testToken), deviceID("phone"), session)
+	}
+	waitFor(t, "the session shown", shown)
+	app.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the session no longer shown", func() bool { return !shown() })
+}
