@@ -140,7 +140,8 @@ func (f *fifoSet[V]) put(k string, v V, bound int) {
 }
 
 // EnablePush turns notifications on, with the subscriptions kept in
-// o.File. Call it before serving.
+// o.File. It may be called while the relay serves (events before it are
+// not notified).
 func (s *Server) EnablePush(o PushOptions) error {
 	p := &s.push
 	p.mu.Lock()

@@ -148,6 +148,54 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 		t.Fatalf("answer from the notification: %+v", c)
 	}
 
+	// The notification settings: this device subscribes with the kinds it
+	// chose (the browser's push service is stood in for: headless Chromium
+	// has none), and unsubscribes.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	eval[bool](t, ctx, `(() => {
+		PushManager.prototype.getSubscription = async () => null;
+		PushManager.prototype.subscribe = async (opts) => {
+			window.subscribedWith = opts;
+			return { toJSON: () => ({ endpoint: 'https://push.example.net/sub/1', keys: {
+				p256dh: 'BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4', auth: 'BTBZMqHH6r4Tts7J_aSIgg' } }),
+				unsubscribe: async () => true };
+		};
+		return true;
+	})()`)
+	sheetSays := func(what string) string {
+		return fmt.Sprintf(`(document.querySelector('.notify-sheet [role=status]')?.textContent || '') === %q`, what)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Notifications"]`)))
+	waitJS(t, ctx, "the sheet, off", sheetSays("Off for this device."))
+	if n := eval[int](t, ctx, `document.querySelectorAll('.notify-sheet input[type=checkbox]:checked').length`); n != 4 {
+		t.Fatalf("%d kinds offered checked, want 4", n)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.notify-sheet input[name=agent]`)), chromedp.Click(chromedp.CSS(`.notify-sheet button.primary`)))
+	waitJS(t, ctx, "the sheet, on", sheetSays("On for this device."))
+	if !eval[bool](t, ctx, `subscribedWith.userVisibleOnly === true && subscribedWith.applicationServerKey.length === 65`) {
+		t.Error("subscribed without the relay's key")
+	}
+	device := eval[string](t, ctx, `ccrelay.device`)
+	subscription := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, r.base+"/push/subscription?device="+device, nil)
+		req.Header.Set("Authorization", "Bearer "+r.token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, b := subscription(); code != http.StatusOK || b != `{"kinds":["permission","turn","failed"]}` {
+		t.Errorf("the device's subscription: %d %s", code, b)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.notify-sheet button.wide:not(.primary):not([value])`)))
+	waitJS(t, ctx, "the sheet, off again", sheetSays("Off for this device."))
+	if code, _ := subscription(); code != http.StatusNotFound {
+		t.Errorf("after turning off: %d", code)
+	}
+
 	// The relay stops: the app shell loads from the service worker, the
 	// session read before is readable and said to be stale.
 	r.cmd.Process.Signal(syscall.SIGTERM)
