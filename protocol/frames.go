@@ -16,9 +16,10 @@ const (
 	// relay → CLI.
 	FrameAck = "ack" // what was stored, with sequence numbers
 	// app → relay.
-	FrameSubscribe = "subscribe" // a session, from a sequence number
-	FrameList      = "list"      // the sessions, then their changes as they happen
-	FrameCommand   = "command"   // app → relay → CLI: a prompt, a permission answer, …
+	FrameSubscribe  = "subscribe"  // a session, from a sequence number
+	FrameList       = "list"       // the sessions, then their changes as they happen
+	FrameCommand    = "command"    // app → relay → CLI: a prompt, a permission answer, …
+	FrameVisibility = "visibility" // which session the app shows, and whether visibly (no push for it then)
 	// relay → app.
 	FrameSessions = "sessions"       // the list of sessions (answer to list)
 	FrameSession  = "session"        // one session changed (after list)
@@ -54,6 +55,10 @@ type Frame struct {
 	Command *Command `json:"command,omitempty"`
 	// Status (FrameStatus, FrameResult): queued, delivered, done, rejected.
 	Status string `json:"status,omitempty"`
+	// Device (FrameVisibility): the app's device id; Visible: whether
+	// Session is shown on a visible page.
+	Device  string `json:"device,omitempty"`
+	Visible bool   `json:"visible,omitempty"`
 	// Sessions (FrameSessions, FrameSession: one).
 	Sessions []SessionSummary `json:"sessions,omitempty"`
 	// Items (FrameBatch): consecutive stored envelopes.

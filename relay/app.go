@@ -24,6 +24,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer s.dropVisibility(c)
 	if r.URL.Query().Get("heartbeat") == "1" {
 		wg.Go(func() { s.heartbeat(ctx, c) })
 	}
@@ -35,6 +36,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 		switch f.Type {
 		case protocol.FrameCommand:
 			return s.command(ctx, me, f)
+		case protocol.FrameVisibility:
+			return s.setVisibility(ctx, c, f)
 		case protocol.FrameList:
 			// Register first, then list: no change is missed in between
 			// (a change may arrive twice; it carries the whole state).

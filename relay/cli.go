@@ -99,6 +99,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, e)
 			}
 			s.hub.sessionChanged(si)
+			s.pushAnnounced(ctx, si, f.Info)
 			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
 				return err
@@ -156,6 +157,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)
 		}
+		s.pushStored(ctx, session, fresh)
 	}
 	return ack, nil
 }

@@ -54,6 +54,8 @@ type Server struct {
 	dp       dataPath       // counters (Stats)
 
 	routes // command routing (commands.go)
+
+	push pushState // notifications (push.go)
 }
 
 // Wait blocks until every websocket connection has ended. Cancel the
@@ -107,6 +109,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
 	mux.Handle("GET /status", s.auth(http.HandlerFunc(s.serveStatus)))
+	mux.Handle("/push/", s.auth(http.HandlerFunc(s.servePush)))
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

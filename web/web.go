@@ -19,6 +19,8 @@ import (
 	"time"
 )
 
+//go:generate go run icons_gen.go
+
 //go:embed static
 var embedded embed.FS
 
@@ -33,9 +35,13 @@ func Files() fs.FS {
 
 // ContentSecurityPolicy keeps untrusted session text inert even if a bug let
 // markup through: only the app's own scripts and styles run, no inline
-// script, no plugins, no framing, and connections only to this origin.
+// script, no plugins, no framing, and connections only to this origin. The
+// service worker (sw.js) must come from this origin too.
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	"font-src 'self'; connect-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// ServiceWorker is the path of the app's service worker (scope "/").
+const ServiceWorker = "/sw.js"
 
 // MinGzipBytes is the smallest file served gzip-compressed: below it the
 // header costs about what compression saves.
@@ -116,6 +122,11 @@ func Handler() http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
+		if p == ServiceWorker {
+			// Its scope is the whole app; browsers revalidate it on every
+			// update check (no-cache) and never take it from elsewhere.
+			h.Set("Service-Worker-Allowed", "/")
+		}
 		if f.ctype != "" {
 			h.Set("Content-Type", f.ctype)
 		}

@@ -38,6 +38,7 @@ func dataDir(flag string) (string, error) {
 func newServeCmd() *cobra.Command {
 	var listen, data string
 	var lim relay.Limits
+	var notify notifyFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -58,6 +59,14 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
+			stopNotify, err := rl.startNotify(dir, notify)
+			if err != nil {
+				ended, end := context.WithCancel(context.Background())
+				end()
+				rl.wait(ended) // stop serving
+				return err
+			}
+			defer stopNotify()
 			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
 			for _, u := range rl.networkURLs() {
 				fmt.Fprintf(cmd.OutOrStdout(), "  phone: %s\n", u)
@@ -70,6 +79,8 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().IntVar(&lim.MaxConnsPerAddr, "max-conns-per-addr", relay.DefaultMaxConnsPerAddr, "open connections at most from one address (behind a proxy, all come from the proxy's)")
+	cmd.Flags().StringVar(&notify.ntfy, "notify-ntfy", "", "also post notifications to this ntfy topic URL (a generic text and a link, never content)")
+	cmd.Flags().StringVar(&notify.contact, "push-contact", DefaultPushContact, "contact (mailto: or https:) given to browsers' push services")
 	return cmd
 }
 

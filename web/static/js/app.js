@@ -4,13 +4,17 @@
 // localStorage and removed from the address bar.
 
 import { fill, h, icon } from './dom.js';
-import { Connection, parseTiming } from './conn.js';
+import { Connection, newID, parseTiming } from './conn.js';
+import { loadList, loadSession, saveItems, saveList } from './offline.js';
+import { keepCredential, openNotifications, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 
 const TOKEN_KEY = 'ccrelay.token';
+const DEVICE_KEY = 'ccrelay.device';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
 const MODES = [['default', 'Ask before edits'], ['acceptEdits', 'Accept edits'], ['plan', 'Plan only'], ['bypassPermissions', 'Bypass permissions']];
 
@@ -24,6 +28,9 @@ const app = {
   skippedKeys: new Set(),
   page: null, // the current page's handlers
   renders: 0, // times the page was drawn from the model (a hidden tab draws nothing)
+  device: '', // this browser's id for the relay's notifications (made once, kept)
+  staleSince: 0, // the list shown is a saved copy from then (ms), until the relay's arrives
+  worker: null, // the service worker's registration (a promise)
 };
 window.ccrelay = app; // for people (and tests) poking at the console
 
@@ -51,8 +58,14 @@ function readToken() {
 }
 
 function parseRoute() {
-  const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
-  return m ? { name: 'session', id: decodeURIComponent(m[1]) } : { name: 'list' };
+  const m = /^#\/s\/([^/?#]+)(?:\?request=([^&#]+))?/.exec(location.hash);
+  return m ? { name: 'session', id: decodeURIComponent(m[1]), request: m[2] ? decodeURIComponent(m[2]) : '' } : { name: 'list' };
+}
+
+// visibility is what this page shows, for the relay's notifications.
+function visibility() {
+  const session = app.route.name === 'session' && UUID.test(app.route.id) ? app.route.id : '';
+  return { device: app.device, session, visible: !hidden() };
 }
 
 const root = document.getElementById('app');
@@ -60,8 +73,16 @@ const root = document.getElementById('app');
 function start() {
   const timing = readTiming();
   const token = readToken();
+  app.worker = registerWorker();
   if (!token) { showTokenPage(); return; }
-  app.conn = new Connection(token, { timing });
+  app.device = localStorage.getItem(DEVICE_KEY) || newID();
+  localStorage.setItem(DEVICE_KEY, app.device);
+  keepCredential(token);
+  // The service worker opens a session when a notification is tapped.
+  navigator.serviceWorker?.addEventListener('message', (e) => {
+    if (e.data?.type === 'open' && typeof e.data.hash === 'string' && /^#\/s\/[0-9a-f-]{36}(\?request=[^#]*)?$/.test(e.data.hash)) location.hash = e.data.hash;
+  });
+  app.conn = new Connection(token, { timing, visibility });
   app.conn.addEventListener('frame', (e) => onFrame(e.detail));
   app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
   app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
@@ -73,6 +94,13 @@ function start() {
   document.addEventListener('visibilitychange', () => { if (!hidden()) app.page?.onVisible?.(); });
   navigate();
   app.conn.start();
+  // Until the relay lists the sessions, show the list saved last time.
+  loadList().then((saved) => {
+    if (app.listed || !saved || !Array.isArray(saved.sessions)) return;
+    addSessions(saved.sessions);
+    app.staleSince = saved.savedAt;
+    app.page?.onSessions?.();
+  }).catch(() => {});
   setInterval(() => { if (!hidden()) app.page?.tick?.(); }, 30000);
 }
 
@@ -81,6 +109,22 @@ function navigate() {
   app.route = parseRoute();
   app.page = app.route.name === 'session' ? sessionPage(app.route.id) : listPage();
   app.page.onConn?.(app.conn.state);
+  app.conn.sendVisibility();
+}
+
+// The session list is saved (for offline reading) at most this often.
+const SAVE_LIST_MS = 2000;
+let saveListTimer = null;
+function saveListSoon() {
+  if (saveListTimer) return;
+  saveListTimer = setTimeout(() => { saveListTimer = null; saveList([...app.sessions.values()]).catch(() => {}); }, SAVE_LIST_MS);
+}
+
+// staleText says since when a saved copy is shown.
+function staleText(since) {
+  const d = new Date(since);
+  const same = d.toDateString() === new Date().toDateString();
+  return 'Offline copy — stale since ' + (same ? d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : d.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' })) + '.';
 }
 
 // onFrame handles one frame from the relay. A frame it cannot read is
@@ -93,11 +137,14 @@ function onFrame(f) {
         app.sessions.clear();
         addSessions(f.sessions);
         app.listed = true;
+        app.staleSince = 0;
+        saveList([...app.sessions.values()]).catch(() => {});
         app.page?.onSessions?.();
         break;
       case 'session':
         if (!Array.isArray(f.sessions)) throw new BadEnvelope('a session update that is not a list');
         addSessions(f.sessions);
+        saveListSoon();
         app.page?.onSessions?.();
         break;
       default:
@@ -231,12 +278,15 @@ function sessionTitle(s) {
 
 function listPage() {
   document.title = 'ccrelay';
-  const { bar } = topBar({ title: 'Sessions', subtitle: '' });
+  const dialog = h('dialog', { class: 'sheet' });
+  const bell = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Notifications', onclick: () => openNotifications(dialog, { token: app.conn.token, device: app.device }) }, icon('bell'));
+  const { bar } = topBar({ title: 'Sessions', subtitle: '', right: [bell] });
   const banner = connBanner();
   const note = skipNote();
+  const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
   const main = h('main', { class: 'list-page' }, list);
-  root.replaceChildren(bar, banner.el, note.el, main);
+  root.replaceChildren(bar, banner.el, staleNote, note.el, main, dialog);
   window.scrollTo(0, 0);
 
   let stale = false;
@@ -244,6 +294,8 @@ function listPage() {
     if (hidden()) { stale = true; return; }
     stale = false;
     rendered();
+    staleNote.hidden = !(app.staleSince && !app.listed);
+    if (!staleNote.hidden) staleNote.textContent = staleText(app.staleSince);
     const items = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
@@ -322,7 +374,8 @@ function sessionPage(id) {
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
   const tasks = taskStrip();
-  root.replaceChildren(top.bar, banner.el, machine, note.el, tasks.el, main, dock, dialog);
+  const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
+  root.replaceChildren(top.bar, banner.el, staleNote, machine, note.el, tasks.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -488,6 +541,9 @@ function sessionPage(id) {
     for (const [pid, c] of cards) permCards.set(pid, c);
     const els = cards.map(([, c]) => c.el);
     if (els.length !== perms.children.length || els.some((el, i) => perms.children[i] !== el)) perms.replaceChildren(...els);
+    // Opened from a notification: the request it named, in view.
+    const want = app.route.request && permCards.get(app.route.request);
+    if (want && !want.el.classList.contains('focus')) { want.el.classList.add('focus'); want.el.scrollIntoView({ block: 'nearest' }); }
   }
   function permCard(p) {
     // The request names its tool call, whose start holds the whole input
@@ -591,6 +647,7 @@ function sessionPage(id) {
     if (f.type === 'batch') {
       if (!Array.isArray(f.items)) throw new BadEnvelope('a batch without items');
       if (!model.batches++) performance.mark('ccrelay:first-batch');
+      saveItems(id, summary(), f.items); // read here: kept for offline reading
       let changed = false;
       const wasEnd = stick;
       for (const it of f.items) {
@@ -620,6 +677,7 @@ function sessionPage(id) {
     } else if (f.type === 'caught-up') {
       performance.mark('ccrelay:caught-up');
       caughtUp = true;
+      staleNote.hidden = true;
       showView();
       settlePending();
       renderHeader();
@@ -647,6 +705,22 @@ function sessionPage(id) {
   if (model.envelopes > 0) {
     // Seen before on this page: show what we have while catching up.
     showView();
+  } else {
+    // Read here before: show the saved copy unless the relay is quicker.
+    loadSession(id).then((saved) => {
+      if (!saved || left || model.envelopes > 0 || caughtUp || !saved.items.length) return;
+      model.lastSeq = saved.first - 1;
+      if (saved.first > 1) model.first = saved.first - 1;
+      for (const [seq, env] of saved.items) {
+        try { model.apply(seq, env); } catch { /* skipped when it came */ }
+      }
+      if (!app.sessions.has(id) && saved.summary?.id === id) app.sessions.set(id, saved.summary);
+      staleNote.textContent = staleText(saved.savedAt);
+      staleNote.hidden = false;
+      document.body.dataset.offlineCopy = id;
+      showView();
+      renderHeader();
+    }).catch(() => {});
   }
   renderHeader();
 

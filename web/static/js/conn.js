@@ -78,6 +78,10 @@ export class Connection extends EventTarget {
     this.url = opts.url || (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws/app';
     this.base = opts.base || location.origin;
     this.timing = { ...TIMING, ...(opts.timing || {}) };
+    // () => {device, session, visible}: what this page shows, told to the
+    // relay on every connection and visibility change (no push to a device
+    // for a session it shows visibly).
+    this.visibility = opts.visibility || null;
     this.ws = null;
     this.state = 'connecting';
     this.failures = 0; // failed tries in a row (backoff)
@@ -141,6 +145,7 @@ export class Connection extends EventTarget {
       this.setState('open');
       this.watch();
       this.send({ type: 'list' });
+      this.sendVisibility();
       if (this.subscription) this.sendSubscribe();
       for (const f of this.pending.values()) this.send(f);
     };
@@ -308,6 +313,7 @@ export class Connection extends EventTarget {
    */
   visibilityChanged() {
     if (this.stopped) return;
+    this.sendVisibility();
     if (document.visibilityState === 'hidden') {
       clearTimeout(this.hiddenTimer);
       this.hiddenTimer = setTimeout(() => this.pause(), this.timing.hiddenClose);
@@ -333,6 +339,11 @@ export class Connection extends EventTarget {
     this.timer = null;
     this.drop();
     this.setState('paused');
+  }
+
+  /** sendVisibility tells the relay what this page shows (see visibility). */
+  sendVisibility() {
+    if (this.visibility) this.send({ type: 'visibility', ...this.visibility() });
   }
 
   /** bad reports a frame that was skipped, and why. */

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ccrelay/ccrelay/push"
+	"github.com/ccrelay/ccrelay/relay"
+)
+
+// DefaultPushContact is the contact a relay gives push services in its
+// VAPID tokens unless told another (--push-contact).
+const DefaultPushContact = "mailto:ccrelay@localhost"
+
+// notifyFlags are serve's notification flags.
+type notifyFlags struct {
+	ntfy    string // --notify-ntfy: an ntfy topic URL
+	contact string // --push-contact
+}
+
+// startNotify turns on the relay's notifications: Web Push with the VAPID
+// keys of the data folder (made on first start), and ntfy when asked. The
+// senders run until the returned stop is called.
+func (r *runningRelay) startNotify(dir string, f notifyFlags) (stop func(), err error) {
+	if !strings.HasPrefix(f.contact, "mailto:") && !strings.HasPrefix(f.contact, "https://") {
+		return nil, fmt.Errorf("--push-contact %q: want a mailto: or https:// URL", f.contact)
+	}
+	keys, err := push.LoadOrCreateKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	stop = func() { cancel(); wg.Wait() }
+	wp := push.NewWebPush(keys, f.contact, nil, r.log)
+	wg.Go(func() { wp.Run(ctx) })
+	o := relay.PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, File: filepath.Join(dir, relay.PushFile), AppURL: r.base}
+	if us := r.networkURLs(); len(us) > 0 {
+		o.AppURL, _, _ = strings.Cut(us[0], "/#")
+	}
+	if f.ntfy != "" {
+		n, err := push.NewNtfy(f.ntfy, nil, r.log)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		wg.Go(func() { n.Run(ctx) })
+		o.Ntfy = n
+	}
+	if err := r.rs.EnablePush(o); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}

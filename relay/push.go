@@ -1,0 +1,581 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/push"
+)
+
+// Notifications (docs/protocol.md, "Notifications"). A push carries no
+// content: {"session", "kind", "seq"}. The app's service worker asks the
+// relay for what it needs to write the text.
+
+// Kinds of notification a device chooses from.
+const (
+	PushPermission = "permission" // a permission request is waiting
+	PushTurn       = "turn"       // a turn finished (completed)
+	PushFailed     = "failed"     // a turn failed, or Claude stopped with an error
+	PushAgent      = "agent"      // a background agent (subagent) finished
+)
+
+// PushKinds lists the kinds, in the order apps show them.
+var PushKinds = []string{PushPermission, PushTurn, PushFailed, PushAgent}
+
+// Limits of notifications.
+const (
+	// MaxPushDevices is how many devices of one token may be subscribed;
+	// a new one beyond replaces the one that subscribed least recently. A
+	// device has one subscription (subscribing again replaces it).
+	MaxPushDevices = 16
+	// MaxPushEndpointBytes bounds a subscription's endpoint URL.
+	MaxPushEndpointBytes = 2048
+	// MaxPushRequestBytes bounds the body of a request to /push/.
+	MaxPushRequestBytes = 8 << 10
+	// maxPushRecent events are remembered to send each once.
+	maxPushRecent = 4096
+	// maxPushTracked sessions (their announced state) and subagents (the
+	// turn that started them) are remembered to tell what is new.
+	maxPushTracked = 1024
+)
+
+// PushFile is the file in the relay's data folder that keeps the devices'
+// subscriptions (mode 0600).
+const PushFile = "push.json"
+
+// deviceIDPattern: a device id is chosen by the app and kept by it.
+var deviceIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
+
+// webPusher sends an encrypted message to a subscription (push.WebPush).
+type webPusher interface {
+	Send(sub push.Subscription, payload []byte, urgency string, ttl time.Duration, onGone func()) error
+}
+
+// ntfyPoster posts a generic text and a link (push.Ntfy).
+type ntfyPoster interface {
+	Send(title, text, link string) error
+}
+
+// PushOptions turn notifications on (Server.EnablePush).
+type PushOptions struct {
+	// PublicKey is the VAPID public key apps subscribe with (base64url);
+	// WebPush sends with its private half. Both empty: no Web Push.
+	PublicKey string
+	WebPush   webPusher
+	// Ntfy, when set, gets a post for every event (no device needed).
+	Ntfy ntfyPoster
+	// AppURL is the app's address, for ntfy's links.
+	AppURL string
+	// File keeps the subscriptions across restarts ("": in memory only).
+	File string
+	// AllowHTTPEndpoints takes push endpoints over plain http (tests'
+	// fake push service); otherwise only https endpoints are taken.
+	AllowHTTPEndpoints bool
+}
+
+type pushDevice struct {
+	Sub     push.Subscription `json:"subscription"`
+	Kinds   []string          `json:"kinds"`
+	Updated int64             `json:"updated"` // Unix ms
+}
+
+type pushVisibility struct {
+	owner, device, session string
+	visible                bool
+}
+
+type pushAnnounced struct {
+	perms   []string // permission ids notified
+	waiting bool
+	err     string
+}
+
+// pushState is the Server's notification state.
+type pushState struct {
+	mu      sync.Mutex
+	opts    *PushOptions                      // nil: notifications off
+	devices map[string]map[string]*pushDevice // owner -> device id -> subscription
+	visible map[*websocket.Conn]pushVisibility
+	recent  fifoSet[struct{}]
+	agents  fifoSet[string]         // session/subagent -> the turn it started in
+	ann     fifoSet[*pushAnnounced] // session -> what its announcements said
+}
+
+// fifoSet is a map that forgets its oldest keys beyond a bound.
+type fifoSet[V any] struct {
+	m     map[string]V
+	order []string
+}
+
+func (f *fifoSet[V]) get(k string) (V, bool) { v, ok := f.m[k]; return v, ok }
+
+func (f *fifoSet[V]) put(k string, v V, bound int) {
+	if f.m == nil {
+		f.m = map[string]V{}
+	}
+	if _, ok := f.m[k]; !ok {
+		f.order = append(f.order, k)
+		if len(f.order) > bound {
+			delete(f.m, f.order[0])
+			f.order = slices.Delete(f.order, 0, 1)
+		}
+	}
+	f.m[k] = v
+}
+
+// EnablePush turns notifications on, with the subscriptions kept in
+// o.File. It may be called while the relay serves (events before it are
+// not notified).
+func (s *Server) EnablePush(o PushOptions) error {
+	p := &s.push
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts = &o
+	p.devices = map[string]map[string]*pushDevice{}
+	if o.File == "" {
+		return nil
+	}
+	b, err := os.ReadFile(o.File)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read push subscriptions: %w", err)
+	}
+	if err := json.Unmarshal(b, &p.devices); err != nil {
+		return fmt.Errorf("push subscriptions %s: %w (delete it; devices then subscribe again)", o.File, err)
+	}
+	return nil
+}
+
+// save writes the subscriptions (p.mu held): a temporary file renamed over
+// the old one, mode 0600.
+func (p *pushState) save() error {
+	if p.opts.File == "" {
+		return nil
+	}
+	b, err := json.Marshal(p.devices)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p.opts.File), ".push-*.json")
+	if err != nil {
+		return fmt.Errorf("save push subscriptions: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("save push subscriptions: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("save push subscriptions: %w", err)
+	}
+	return os.Rename(tmp.Name(), p.opts.File) // CreateTemp made it 0600
+}
+
+// --- what apps say: visibility ----------------------------------------------
+
+// setVisibility records what an app connection shows: a session (or none)
+// and whether the page is visible. A device is not notified of a session
+// one of its connections shows visibly.
+func (s *Server) setVisibility(ctx context.Context, c *websocket.Conn, f protocol.Frame) error {
+	if f.Session != "" {
+		if err := checkSession(f.Session); err != nil {
+			return writeFrame(ctx, c, errorFrame("bad-visibility", "%v", err))
+		}
+	}
+	if f.Device != "" && !deviceIDPattern.MatchString(f.Device) {
+		return writeFrame(ctx, c, errorFrame("bad-visibility", "device id: 16 to 64 letters, digits, '-' or '_'"))
+	}
+	p := &s.push
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.visible == nil {
+		p.visible = map[*websocket.Conn]pushVisibility{}
+	}
+	p.visible[c] = pushVisibility{owner: ownerFrom(ctx), device: f.Device, session: f.Session, visible: f.Visible}
+	return nil
+}
+
+// dropVisibility forgets a connection that ended.
+func (s *Server) dropVisibility(c *websocket.Conn) {
+	s.push.mu.Lock()
+	delete(s.push.visible, c)
+	s.push.mu.Unlock()
+}
+
+// shownTo says (p.mu held) whether session is shown visibly on a
+// connection of owner's device ("" device: on any of owner's).
+func (p *pushState) shownTo(owner, device, session string) bool {
+	for _, v := range p.visible {
+		if v.owner == owner && v.session == session && v.visible && (device == "" || v.device == device) {
+			return true
+		}
+	}
+	return false
+}
+
+// --- events -------------------------------------------------------------------
+
+// pushStored notifies what newly stored envelopes of session say: a turn
+// that ended (completed or failed), a background agent that finished.
+func (s *Server) pushStored(ctx context.Context, session string, rows []Stored) {
+	if !s.pushOn() {
+		return
+	}
+	for _, r := range rows {
+		if !bytes.Contains(r.Body, []byte(`"turn-end"`)) && !bytes.Contains(r.Body, []byte(`"start"`)) && !bytes.Contains(r.Body, []byte(`"stop"`)) {
+			continue
+		}
+		var e struct {
+			Turn     string `json:"turn"`
+			Subagent string `json:"subagent"`
+			Ev       struct {
+				T      string `json:"t"`
+				Status string `json:"status"`
+			} `json:"ev"`
+		}
+		if json.Unmarshal(r.Body, &e) != nil {
+			continue
+		}
+		switch {
+		case e.Ev.T == string(protocol.KindTurnEnd) && e.Ev.Status == string(protocol.StatusCompleted):
+			s.pushEvent(ownerFrom(ctx), session, PushTurn, r.Seq, "")
+		case e.Ev.T == string(protocol.KindTurnEnd) && e.Ev.Status == string(protocol.StatusFailed):
+			s.pushEvent(ownerFrom(ctx), session, PushFailed, r.Seq, "")
+		case e.Ev.T == string(protocol.KindStart) && e.Subagent != "":
+			s.push.mu.Lock()
+			s.push.agents.put(session+"/"+e.Subagent, e.Turn, maxPushTracked)
+			s.push.mu.Unlock()
+		case e.Ev.T == string(protocol.KindStop) && e.Subagent != "":
+			// A subagent that stops in the turn it started in is part of
+			// that turn; one that outlived it ran in the background.
+			s.push.mu.Lock()
+			started, known := s.push.agents.get(session + "/" + e.Subagent)
+			s.push.mu.Unlock()
+			if known && started != e.Turn {
+				s.pushEvent(ownerFrom(ctx), session, PushAgent, r.Seq, "")
+			}
+		}
+	}
+}
+
+// pushAnnounced notifies what an announcement says that the previous one
+// of the session did not: a permission request that waits (each once, by
+// its id), an error.
+func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.RawMessage) {
+	if !s.pushOn() {
+		return
+	}
+	var a struct {
+		Status      string `json:"status"`
+		Error       string `json:"error"`
+		Permissions []struct {
+			ID string `json:"id"`
+		} `json:"permissions"`
+	}
+	if json.Unmarshal(info, &a) != nil {
+		return
+	}
+	p := &s.push
+	p.mu.Lock()
+	was, ok := p.ann.get(si.ID)
+	if !ok {
+		was = &pushAnnounced{}
+	}
+	now := &pushAnnounced{waiting: a.Status == "waiting-for-permission", err: a.Error}
+	var fresh []string
+	for _, q := range a.Permissions {
+		if q.ID == "" || slices.Contains(now.perms, q.ID) {
+			continue
+		}
+		now.perms = append(now.perms, q.ID)
+		if !slices.Contains(was.perms, q.ID) {
+			fresh = append(fresh, q.ID)
+		}
+	}
+	p.ann.put(si.ID, now, maxPushTracked)
+	p.mu.Unlock()
+	owner := ownerFrom(ctx)
+	for _, id := range fresh {
+		s.pushEvent(owner, si.ID, PushPermission, si.LastSeq, "request:"+id)
+	}
+	if now.waiting && !was.waiting && len(now.perms) == 0 {
+		// Waiting without the requests listed (Claude in the terminal).
+		s.pushEvent(owner, si.ID, PushPermission, si.LastSeq, "")
+	}
+	if now.err != "" && now.err != was.err {
+		s.pushEvent(owner, si.ID, PushFailed, si.LastSeq, "")
+	}
+}
+
+func (s *Server) pushOn() bool {
+	s.push.mu.Lock()
+	defer s.push.mu.Unlock()
+	return s.push.opts != nil
+}
+
+// pushPayload is all a push says.
+type pushPayload struct {
+	Session string `json:"session"`
+	Kind    string `json:"kind"`
+	Seq     int64  `json:"seq"`
+}
+
+// ntfyText is what ntfy is told of each kind: never a session's content.
+var ntfyText = map[string]string{
+	PushPermission: "Claude is waiting for your permission",
+	PushTurn:       "Claude finished a turn",
+	PushFailed:     "A Claude session failed",
+	PushAgent:      "A background agent finished",
+}
+
+// pushEvent notifies owner's devices that chose kind, except those that
+// show session visibly, once per event: session, kind and seq (and, for
+// events that share a seq, what tells them apart).
+func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct string) {
+	p := &s.push
+	key := session + "/" + kind + "/" + strconv.FormatInt(seq, 10) + "/" + distinct
+	type target struct {
+		device string
+		sub    push.Subscription
+	}
+	var targets []target
+	p.mu.Lock()
+	if p.opts == nil {
+		p.mu.Unlock()
+		return
+	}
+	if _, seen := p.recent.get(key); seen {
+		p.mu.Unlock()
+		return
+	}
+	p.recent.put(key, struct{}{}, maxPushRecent)
+	opts := p.opts
+	if opts.WebPush != nil {
+		for dev, d := range p.devices[owner] {
+			if slices.Contains(d.Kinds, kind) && !p.shownTo(owner, dev, session) {
+				targets = append(targets, target{dev, d.Sub})
+			}
+		}
+	}
+	ntfy := opts.Ntfy != nil && !p.shownTo(owner, "", session)
+	p.mu.Unlock()
+
+	payload, _ := json.Marshal(pushPayload{Session: session, Kind: kind, Seq: seq})
+	urgency := push.UrgencyNormal
+	if kind == PushPermission {
+		urgency = push.UrgencyHigh
+	}
+	for _, t := range targets {
+		if err := opts.WebPush.Send(t.sub, payload, urgency, push.DefaultTTL, func() { s.pushGone(owner, t.device, t.sub.Endpoint) }); err != nil {
+			s.log.Warn("push not queued", "session", session, "kind", kind, "err", err)
+		}
+	}
+	if ntfy {
+		link := ""
+		if opts.AppURL != "" {
+			link = opts.AppURL + "/#/s/" + session
+		}
+		if err := opts.Ntfy.Send("ccrelay", ntfyText[kind], link); err != nil {
+			s.log.Warn("ntfy not queued", "session", session, "kind", kind, "err", err)
+		}
+	}
+}
+
+// pushGone removes a subscription its push service no longer knows (404,
+// 410), unless the device subscribed again meanwhile.
+func (s *Server) pushGone(owner, device, endpoint string) {
+	p := &s.push
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.devices[owner][device]
+	if d == nil || d.Sub.Endpoint != endpoint {
+		return
+	}
+	delete(p.devices[owner], device)
+	if err := p.save(); err != nil {
+		s.log.Error("push subscriptions", "err", err)
+	}
+}
+
+// --- the HTTP endpoint ----------------------------------------------------------
+
+// pushSubscribeRequest is the body of PUT /push/subscription.
+type pushSubscribeRequest struct {
+	Device       string            `json:"device"`
+	Subscription push.Subscription `json:"subscription"`
+	Kinds        []string          `json:"kinds"`
+}
+
+// servePush answers /push/ (behind auth):
+//
+//	GET    /push/key                      {"publicKey", "kinds", "webPush", "ntfy"}
+//	GET    /push/subscription?device=ID   {"kinds"} of the device, 404 if none
+//	PUT    /push/subscription             {"device", "subscription", "kinds"}
+//	DELETE /push/subscription?device=ID
+//	GET    /push/session?id=SESSION       the session as lists show it
+func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	p := &s.push
+	p.mu.Lock()
+	opts := p.opts
+	p.mu.Unlock()
+	if opts == nil {
+		pushError(w, http.StatusNotFound, "notifications are off on this relay")
+		return
+	}
+	owner := ownerFrom(r.Context())
+	switch r.URL.Path {
+	case "/push/key":
+		if r.Method != http.MethodGet {
+			pushError(w, http.StatusMethodNotAllowed, "GET only")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"publicKey": opts.PublicKey, "kinds": PushKinds, "webPush": opts.WebPush != nil, "ntfy": opts.Ntfy != nil})
+	case "/push/subscription":
+		switch r.Method {
+		case http.MethodGet:
+			dev := r.URL.Query().Get("device")
+			p.mu.Lock()
+			d := p.devices[owner][dev]
+			var kinds []string
+			if d != nil {
+				kinds = slices.Clone(d.Kinds)
+			}
+			p.mu.Unlock()
+			if d == nil {
+				pushError(w, http.StatusNotFound, "this device is not subscribed")
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"kinds": kinds})
+		case http.MethodPut:
+			var req pushSubscribeRequest
+			if err := json.NewDecoder(io.LimitReader(r.Body, MaxPushRequestBytes+1)).Decode(&req); err != nil {
+				pushError(w, http.StatusBadRequest, "not a JSON subscription of at most "+strconv.Itoa(MaxPushRequestBytes)+" bytes: "+err.Error())
+				return
+			}
+			if err := s.checkSubscription(req, opts); err != nil {
+				pushError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			if err := s.subscribe(owner, req); err != nil {
+				s.log.Error("push subscriptions", "err", err)
+				pushError(w, http.StatusInternalServerError, "the relay could not save the subscription; see its log")
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodDelete:
+			dev := r.URL.Query().Get("device")
+			p.mu.Lock()
+			delete(p.devices[owner], dev)
+			err := p.save()
+			p.mu.Unlock()
+			if err != nil {
+				s.log.Error("push subscriptions", "err", err)
+			}
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			pushError(w, http.StatusMethodNotAllowed, "GET, PUT or DELETE")
+		}
+	case "/push/session":
+		id := r.URL.Query().Get("id")
+		if err := checkSession(id); err != nil {
+			pushError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if s.mine(r.Context(), id) != nil {
+			pushError(w, http.StatusNotFound, "no session "+id+" for this token")
+			return
+		}
+		si, err := s.store.session(r.Context(), id)
+		if err != nil {
+			s.storeFailed("push session", id, err)
+			pushError(w, http.StatusInternalServerError, "the relay's store failed; see its log")
+			return
+		}
+		writeJSON(w, http.StatusOK, summary(si))
+	default:
+		pushError(w, http.StatusNotFound, "no such push endpoint")
+	}
+}
+
+func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) error {
+	if opts.WebPush == nil {
+		return errors.New("Web Push is off on this relay")
+	}
+	if !deviceIDPattern.MatchString(req.Device) {
+		return errors.New("device id: 16 to 64 letters, digits, '-' or '_'")
+	}
+	ep := req.Subscription.Endpoint
+	if len(ep) > MaxPushEndpointBytes {
+		return fmt.Errorf("endpoint is %d bytes, more than %d", len(ep), MaxPushEndpointBytes)
+	}
+	u, err := url.Parse(ep)
+	if err != nil || !(u.Scheme == "https" || u.Scheme == "http" && opts.AllowHTTPEndpoints) || u.Host == "" || u.User != nil {
+		return errors.New("endpoint is not an https URL")
+	}
+	if err := req.Subscription.Check(); err != nil {
+		return err
+	}
+	for i, k := range req.Kinds {
+		if !slices.Contains(PushKinds, k) || slices.Contains(req.Kinds[:i], k) {
+			return fmt.Errorf("kind %q: each of %v at most once", k, PushKinds)
+		}
+	}
+	return nil
+}
+
+// subscribe keeps a device's subscription (replacing its previous one); a
+// device beyond MaxPushDevices replaces the least recently subscribed.
+func (s *Server) subscribe(owner string, req pushSubscribeRequest) error {
+	p := &s.push
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	devs := p.devices[owner]
+	if devs == nil {
+		devs = map[string]*pushDevice{}
+		p.devices[owner] = devs
+	}
+	if _, ok := devs[req.Device]; !ok && len(devs) >= MaxPushDevices {
+		oldest := ""
+		for id, d := range devs {
+			if oldest == "" || d.Updated < devs[oldest].Updated {
+				oldest = id
+			}
+		}
+		delete(devs, oldest)
+	}
+	kinds := req.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	devs[req.Device] = &pushDevice{Sub: req.Subscription, Kinds: kinds, Updated: s.now().UnixMilli()}
+	return p.save()
+}
+
+func pushError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,461 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/push"
+	"github.com/ccrelay/ccrelay/push/pushtest"
+)
+
+// pushRelay is a relay with Web Push to a fake push service.
+type pushRelay struct {
+	srv  *httptest.Server
+	rs   *Server
+	svc  *pushtest.Service
+	file string
+}
+
+func startPushRelay(t *testing.T) *pushRelay {
+	t.Helper()
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rs := NewServer(st, log, testToken)
+	keys, err := push.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp := push.NewWebPush(keys, "mailto:ops@example.net", nil, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); wp.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	file := filepath.Join(t.TempDir(), PushFile)
+	if err := rs.EnablePush(PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, File: file, AllowHTTPEndpoints: true}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(rs.Handler())
+	t.Cleanup(srv.Close)
+	return &pushRelay{srv: srv, rs: rs, svc: pushtest.New(t, keys.PublicKey()), file: file}
+}
+
+func (r *pushRelay) do(t *testing.T, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, r.srv.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// subscribe subscribes a device (named as the fake service knows it) to
+// kinds.
+func (r *pushRelay) subscribe(t *testing.T, device string, kinds ...string) push.Subscription {
+	t.Helper()
+	sub := r.svc.Subscribe(device)
+	if code, b := r.do(t, http.MethodPut, "/push/subscription", map[string]any{"device": deviceID(device), "subscription": sub, "kinds": kinds}); code != http.StatusNoContent {
+		t.Fatalf("subscribe %s: %d %s", device, code, b)
+	}
+	return sub
+}
+
+func deviceID(name string) string { return "device-" + name + "-0123456789" }
+
+func (r *pushRelay) dial(t *testing.T, path string) *websocket.Conn {
+	t.Helper()
+	c, _, err := websocket.Dial(context.Background(), wsURL(r.srv, path), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// script is a CLI connection writing a session.
+type script struct {
+	t       *testing.T
+	c       *websocket.Conn
+	session string
+	n       int
+}
+
+func (s *script) env(turn, subagent string, ev protocol.Event) json.RawMessage {
+	s.n++
+	return envelopeJSON(protocol.Envelope{ID: protocol.DeriveID(s.session, fmt.Sprint("e", s.n)), Time: int64(s.n), Role: protocol.RoleAgent, Turn: turn, Subagent: subagent, Ev: ev})
+}
+
+// batch sends envelopes and waits for the ack; it returns their seqs.
+func (s *script) batch(envs ...json.RawMessage) []int64 {
+	s.t.Helper()
+	send(s.t, s.c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s.session, Envelopes: envs})
+	f := recv(s.t, s.c)
+	if f.Type != protocol.FrameAck || len(f.Acks) != len(envs) {
+		s.t.Fatalf("batch: %+v", f)
+	}
+	var seqs []int64
+	for _, a := range f.Acks {
+		seqs = append(seqs, a.Seq)
+	}
+	return seqs
+}
+
+func (s *script) announce(info string) {
+	s.t.Helper()
+	send(s.t, s.c, protocol.Frame{Type: protocol.FrameAnnounce, Session: s.session, Info: json.RawMessage(info)})
+	if f := recv(s.t, s.c); f.Type != protocol.FrameAck {
+		s.t.Fatalf("announce: %+v", f)
+	}
+}
+
+func turnEnd(status protocol.TurnStatus) protocol.Event {
+	return protocol.Event{T: protocol.KindTurnEnd, Status: status}
+}
+
+type got struct {
+	Sub     string
+	Session string `json:"session"`
+	Kind    string `json:"kind"`
+	Seq     int64  `json:"seq"`
+}
+
+func decode(t *testing.T, m pushtest.Message) got {
+	t.Helper()
+	var g got
+	dec := json.NewDecoder(bytes.NewReader(m.Payload))
+	dec.DisallowUnknownFields() // session, kind, seq: nothing else
+	if err := dec.Decode(&g); err != nil {
+		t.Fatalf("payload %s: %v", m.Payload, err)
+	}
+	g.Sub = m.Sub
+	return g
+}
+
+// waitPush waits for the push to the marker: messages are sent in order, so
+// everything before it has been sent.
+func (r *pushRelay) until(t *testing.T, marker got) []got {
+	t.Helper()
+	var out []got
+	for {
+		m, ok := r.svc.Next(10 * time.Second)
+		if !ok {
+			t.Fatalf("no push %+v; got %+v; service errors %v", marker, out, r.svc.Errors())
+		}
+		g := decode(t, m)
+		out = append(out, g)
+		if g == marker {
+			return out
+		}
+	}
+}
+
+// A scripted session: a permission request, turns that end, a failure, a
+// background agent. Exactly the expected pushes arrive, each once, none
+// while the device shows the session.
+func TestPushScriptedSession(t *testing.T) {
+	r := startPushRelay(t)
+	r.subscribe(t, "phone", PushKinds...)
+	r.subscribe(t, "laptop", PushPermission)
+	const session = "fc141a3b-0000-4000-8000-000000000001"
+	cli := &script{t: t, c: r.dial(t, "/ws/cli"), session: session}
+	second := &script{t: t, c: r.dial(t, "/ws/cli"), session: session} // another connection for the same session
+	turn1, turn2, turn3 := protocol.DeriveID(session, "t1"), protocol.DeriveID(session, "t2"), protocol.DeriveID(session, "t3")
+	turn4, turn5 := protocol.DeriveID(session, "t4"), protocol.DeriveID(session, "t5")
+	agent, fg := protocol.DeriveID(session, "a1"), protocol.DeriveID(session, "a2")
+
+	// A permission request: both devices, once, even announced again and
+	// by a second connection.
+	s := cli.batch(cli.env(turn1, "", protocol.Event{T: protocol.KindTurnStart}))
+	perm := `{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"toolu_01","tool":"Bash"}]}`
+	cli.announce(perm)
+	cli.announce(perm)
+	second.announce(perm)
+	var all []got
+	all = append(all, r.until(t, got{"laptop", session, PushPermission, s[0]})...)
+
+	// A foreground agent (starts and stops within the turn), a background
+	// one (outlives it), the turn ends: one turn push. Sent twice by two
+	// connections: stored once, pushed once.
+	cli.announce(`{"mode":"remote","status":"busy"}`)
+	envs := []json.RawMessage{
+		cli.env(turn1, agent, protocol.Event{T: protocol.KindStart, Title: "background"}),
+		cli.env(turn1, fg, protocol.Event{T: protocol.KindStart, Title: "foreground"}),
+		cli.env(turn1, fg, protocol.Event{T: protocol.KindStop}),
+		cli.env(turn1, "", turnEnd(protocol.StatusCompleted)),
+	}
+	s = cli.batch(envs...)
+	second.batch(envs...)
+	all = append(all, r.until(t, got{"phone", session, PushTurn, s[3]})...)
+
+	// The phone shows the session: nothing for it, the laptop still hears
+	// of permissions.
+	app := r.dial(t, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: true})
+	waitFor(t, "the phone visible", func() bool {
+		r.rs.push.mu.Lock()
+		defer r.rs.push.mu.Unlock()
+		return r.rs.push.shownTo(OwnerID(testToken), deviceID("phone"), session)
+	})
+	cli.batch(cli.env(turn2, "", protocol.Event{T: protocol.KindTurnStart}), cli.env(turn2, "", turnEnd(protocol.StatusFailed)))
+	s = cli.batch(cli.env(turn3, "", protocol.Event{T: protocol.KindTurnStart}))
+	cli.announce(`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"toolu_02","tool":"Edit"}]}`)
+	all = append(all, r.until(t, got{"laptop", session, PushPermission, s[0]})...)
+
+	// Hidden again: the background agent's stop (in a later turn), a
+	// failed turn and Claude's error right after it (the same event: one
+	// push), a cancelled turn (no push), a completed one.
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: false})
+	waitFor(t, "the phone hidden", func() bool {
+		r.rs.push.mu.Lock()
+		defer r.rs.push.mu.Unlock()
+		return !r.rs.push.shownTo(OwnerID(testToken), deviceID("phone"), session)
+	})
+	cli.announce(`{"mode":"remote","status":"busy"}`)
+	cli.batch(
+		cli.env(turn3, agent, protocol.Event{T: protocol.KindStop}),
+		cli.env(turn3, "", turnEnd(protocol.StatusFailed)))
+	cli.announce(`{"mode":"remote","status":"idle","error":"Claude stopped: exit 1"}`)
+	cli.batch(cli.env(turn4, "", protocol.Event{T: protocol.KindTurnStart}), cli.env(turn4, "", turnEnd(protocol.StatusCancelled)))
+	s = cli.batch(cli.env(turn5, "", protocol.Event{T: protocol.KindTurnStart}), cli.env(turn5, "", turnEnd(protocol.StatusCompleted)))
+	all = append(all, r.until(t, got{"phone", session, PushTurn, s[1]})...)
+
+	want := []got{
+		{"phone", session, PushPermission, 1}, {"laptop", session, PushPermission, 1},
+		{"phone", session, PushTurn, 5},
+		{"laptop", session, PushPermission, 8},
+		{"phone", session, PushAgent, 9}, {"phone", session, PushFailed, 10},
+		{"phone", session, PushTurn, 14},
+	}
+	sortGot := func(g []got) {
+		slices.SortFunc(g, func(a, b got) int {
+			return strings.Compare(fmt.Sprint(a.Seq, a.Kind, a.Sub), fmt.Sprint(b.Seq, b.Kind, b.Sub))
+		})
+	}
+	sortGot(all)
+	sortGot(want)
+	if !slices.Equal(all, want) {
+		t.Errorf("pushes:\n got %+v\nwant %+v", all, want)
+	}
+	if e := r.svc.Errors(); len(e) > 0 {
+		t.Errorf("the push service refused: %v", e)
+	}
+}
+
+// A subscription its push service answers 404 or 410 for is removed.
+func TestPushGoneRemovesSubscription(t *testing.T) {
+	for _, code := range []int{http.StatusNotFound, http.StatusGone} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			r := startPushRelay(t)
+			r.subscribe(t, "phone", PushTurn)
+			r.subscribe(t, "tablet", PushTurn)
+			r.svc.Answer("phone", code)
+			const session = "fc141a3b-0000-4000-8000-000000000002"
+			cli := &script{t: t, c: r.dial(t, "/ws/cli"), session: session}
+			turn := protocol.DeriveID(session, "t")
+			s := cli.batch(cli.env(turn, "", protocol.Event{T: protocol.KindTurnStart}), cli.env(turn, "", turnEnd(protocol.StatusCompleted)))
+			r.until(t, got{"tablet", session, PushTurn, s[1]})
+			waitFor(t, "the phone's subscription removed", func() bool {
+				code, _ := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("phone"), nil)
+				return code == http.StatusNotFound
+			})
+			if code, _ := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("tablet"), nil); code != http.StatusOK {
+				t.Errorf("the tablet's subscription: %d", code)
+			}
+			b, _ := os.ReadFile(r.file)
+			if strings.Contains(string(b), deviceID("phone")) || !strings.Contains(string(b), deviceID("tablet")) {
+				t.Errorf("subscriptions file: %s", b)
+			}
+		})
+	}
+}
+
+func TestPushSubscriptionsKeptAndBounded(t *testing.T) {
+	r := startPushRelay(t)
+	fi0 := time.Now()
+	r.subscribe(t, "first", PushTurn)
+	for i := 1; i < MaxPushDevices; i++ {
+		r.rs.now = func() time.Time { return fi0.Add(time.Duration(i) * time.Second) }
+		r.subscribe(t, fmt.Sprint("d", i), PushTurn)
+	}
+	r.rs.now = func() time.Time { return fi0.Add(time.Hour) }
+	r.subscribe(t, "one-more", PushTurn, PushFailed)
+	if code, _ := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("first"), nil); code != http.StatusNotFound {
+		t.Errorf("the least recent device beyond MaxPushDevices: %d, want removed", code)
+	}
+	code, b := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("one-more"), nil)
+	if code != http.StatusOK || !strings.Contains(string(b), `"kinds":["turn","failed"]`) {
+		t.Errorf("the new device: %d %s", code, b)
+	}
+	fi, err := os.Stat(r.file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("subscriptions file: %v %v", fi, err)
+	}
+	// A restarted relay keeps them.
+	again := NewServer(r.rs.store, nil, testToken)
+	if err := again.EnablePush(PushOptions{File: r.file}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(again.push.devices[OwnerID(testToken)]); n != MaxPushDevices {
+		t.Errorf("after a restart: %d devices, want %d", n, MaxPushDevices)
+	}
+	// Unsubscribing.
+	r.do(t, http.MethodDelete, "/push/subscription?device="+deviceID("one-more"), nil)
+	if code, _ := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("one-more"), nil); code != http.StatusNotFound {
+		t.Errorf("after DELETE: %d", code)
+	}
+}
+
+func TestPushSubscriptionRefused(t *testing.T) {
+	r := startPushRelay(t)
+	good := r.svc.Subscribe("x")
+	with := func(f func(*push.Subscription)) push.Subscription { s := good; f(&s); return s }
+	for _, tc := range []struct {
+		name string
+		body any
+	}{
+		{"short device id", map[string]any{"device": "abc", "subscription": good, "kinds": []string{"turn"}}},
+		{"device id with a slash", map[string]any{"device": "abcdefgh/ijklmnopq", "subscription": good}},
+		{"unknown kind", map[string]any{"device": deviceID("x"), "subscription": good, "kinds": []string{"content"}}},
+		{"kind twice", map[string]any{"device": deviceID("x"), "subscription": good, "kinds": []string{"turn", "turn"}}},
+		{"endpoint too long", map[string]any{"device": deviceID("x"), "subscription": with(func(s *push.Subscription) { s.Endpoint += "/" + strings.Repeat("a", MaxPushEndpointBytes) })}},
+		{"endpoint not a URL", map[string]any{"device": deviceID("x"), "subscription": with(func(s *push.Subscription) { s.Endpoint = "file:///etc/passwd" })}},
+		{"bad p256dh", map[string]any{"device": deviceID("x"), "subscription": with(func(s *push.Subscription) { s.Keys.P256dh = "AAAA" })}},
+		{"bad auth", map[string]any{"device": deviceID("x"), "subscription": with(func(s *push.Subscription) { s.Keys.Auth = "" })}},
+		{"body too big", map[string]any{"device": deviceID("x"), "subscription": good, "pad": strings.Repeat("p", MaxPushRequestBytes)}},
+	} {
+		if code, b := r.do(t, http.MethodPut, "/push/subscription", tc.body); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", tc.name, code, b)
+		}
+	}
+	// Without AllowHTTPEndpoints only https endpoints are taken.
+	r.rs.push.opts.AllowHTTPEndpoints = false
+	if code, b := r.do(t, http.MethodPut, "/push/subscription", map[string]any{"device": deviceID("x"), "subscription": good}); code != http.StatusBadRequest {
+		t.Errorf("an http endpoint: %d %s", code, b)
+	}
+	// The endpoints need the token.
+	res, err := http.Get(r.srv.URL + "/push/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/push/key without the token: %d", res.StatusCode)
+	}
+	code, b := r.do(t, http.MethodGet, "/push/key", nil)
+	if code != http.StatusOK || !strings.Contains(string(b), `"kinds":["permission","turn","failed","agent"]`) {
+		t.Errorf("/push/key: %d %s", code, b)
+	}
+}
+
+// The service worker reads a session's summary to write its notification.
+func TestPushSessionSummary(t *testing.T) {
+	r := startPushRelay(t)
+	const session = "fc141a3b-0000-4000-8000-000000000003"
+	cli := &script{t: t, c: r.dial(t, "/ws/cli"), session: session}
+	cli.announce(`{"mode":"remote","status":"waiting-for-permission","title":"Fix the tests","permissions":[{"id":"toolu_01","tool":"Bash"}]}`)
+	code, b := r.do(t, http.MethodGet, "/push/session?id="+session, nil)
+	if code != http.StatusOK || !strings.Contains(string(b), `"title":"Fix the tests"`) || !strings.Contains(string(b), `"id":"toolu_01"`) {
+		t.Errorf("/push/session: %d %s", code, b)
+	}
+	if code, _ := r.do(t, http.MethodGet, "/push/session?id=fc141a3b-0000-4000-8000-000000000009", nil); code != http.StatusNotFound {
+		t.Errorf("an unknown session: %d", code)
+	}
+	if code, _ := r.do(t, http.MethodGet, "/push/session?id=nope", nil); code != http.StatusBadRequest {
+		t.Errorf("not a session id: %d", code)
+	}
+}
+
+// Without EnablePush the endpoints say notifications are off.
+func TestPushOff(t *testing.T) {
+	srv := startRelay(t)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/push/key", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound {
+		t.Errorf("/push/key on a relay without push: %d", res.StatusCode)
+	}
+}
+
+// What the relay remembers to push each event once is bounded: the oldest
+// are forgotten.
+func TestPushMemoryBounded(t *testing.T) {
+	var f fifoSet[struct{}]
+	for i := range maxPushRecent + 10 {
+		f.put(fmt.Sprint(i), struct{}{}, maxPushRecent)
+	}
+	if len(f.m) != maxPushRecent || len(f.order) != maxPushRecent {
+		t.Fatalf("%d kept, want %d", len(f.m), maxPushRecent)
+	}
+	if _, ok := f.get("9"); ok {
+		t.Error("an old key is still there")
+	}
+	if _, ok := f.get(fmt.Sprint(maxPushRecent + 9)); !ok {
+		t.Error("the newest key is gone")
+	}
+}
+
+// A visibility frame with a bad session or device id is refused, and the
+// connection stays usable.
+func TestVisibilityRefused(t *testing.T) {
+	r := startPushRelay(t)
+	app := r.dial(t, "/ws/app")
+	for _, f := range []protocol.Frame{
+		{Type: protocol.FrameVisibility, Session: "not-a-uuid", Visible: true},
+		{Type: protocol.FrameVisibility, Device: "short", Visible: true},
+		{Type: protocol.FrameVisibility, Device: "has/a/slash/in/it/x", Visible: true},
+	} {
+		send(t, app, f)
+		if got := recv(t, app); got.Type != protocol.FrameError || got.Code != "bad-visibility" {
+			t.Errorf("%+v: %+v", f, got)
+		}
+	}
+	r.rs.push.mu.Lock()
+	n := len(r.rs.push.visible)
+	r.rs.push.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d visibilities recorded from refused frames", n)
+	}
+}
+
+// An app connection that ends no longer counts as showing its session.
+func TestVisibilityForgottenAtDisconnect(t *testing.T) {
+	r := startPushRelay(t)
+	const session = "fc141a3b-0000-4000-8000-000000000004"
+	app := r.dial(t, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: true})
+	shown := func() bool {
+		r.rs.push.mu.Lock()
+		defer r.rs.push.mu.Unlock()
+		return r.rs.push.shownTo(OwnerID(testToken), deviceID("phone"), session)
+	}
+	waitFor(t, "the session shown", shown)
+	app.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the session no longer shown", func() bool { return !shown() })
+}

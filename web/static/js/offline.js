@@ -1,0 +1,160 @@
+// What the app keeps in the browser (IndexedDB), for offline reading and
+// for the service worker: the relay's credential and this device's id (the
+// service worker needs both to fetch a notification's text and to answer a
+// permission from a notification), the last session list, and the sessions
+// read here, each a contiguous run of its envelopes. Sessions are bounded by
+// size: past MAX_OFFLINE_BYTES the least recently saved are dropped.
+//
+// The service worker (sw.js) opens the same database; DB_NAME, DB_VERSION
+// and the store names must match there.
+
+export const DB_NAME = 'ccrelay';
+export const DB_VERSION = 1;
+// The sessions kept for offline reading weigh at most this many bytes of
+// envelope JSON, in all; the least recently saved go first.
+export const MAX_OFFLINE_BYTES = 16 * 1024 * 1024;
+
+let dbPromise = null;
+
+/** openDB opens (creating on first use) the app's database; null without IndexedDB. */
+export function openDB() {
+  if (!('indexedDB' in self)) return Promise.resolve(null);
+  dbPromise ||= new Promise((resolve) => {
+    const req = indexedDB.open(DB_NAME, DB_VERSION);
+    req.onupgradeneeded = () => {
+      const db = req.result;
+      if (!db.objectStoreNames.contains('kv')) db.createObjectStore('kv');
+      if (!db.objectStoreNames.contains('sessions')) db.createObjectStore('sessions', { keyPath: 'id' });
+      if (!db.objectStoreNames.contains('envelopes')) db.createObjectStore('envelopes', { keyPath: ['session', 'seq'] });
+    };
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => resolve(null); // private mode, quota: the app works without it
+  });
+  return dbPromise;
+}
+
+function done(tx) {
+  return new Promise((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error);
+    tx.onabort = () => reject(tx.error);
+  });
+}
+
+function result(req) {
+  return new Promise((resolve, reject) => {
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+/** kvGet reads a value of the 'kv' store (undefined when missing). */
+export async function kvGet(key) {
+  const db = await openDB();
+  if (!db) return undefined;
+  return result(db.transaction('kv').objectStore('kv').get(key));
+}
+
+/** kvSet writes a value of the 'kv' store (undefined deletes it). */
+export async function kvSet(key, value) {
+  const db = await openDB();
+  if (!db) return;
+  const tx = db.transaction('kv', 'readwrite');
+  if (value === undefined) tx.objectStore('kv').delete(key); else tx.objectStore('kv').put(value, key);
+  await done(tx);
+}
+
+/** saveList keeps the session list as the relay last sent it. */
+export async function saveList(sessions) {
+  await kvSet('list', { sessions, savedAt: Date.now() });
+}
+
+/** loadList returns {sessions, savedAt} or undefined. */
+export async function loadList() {
+  return kvGet('list');
+}
+
+// Saves of one session are chained: each appends after the last.
+const chains = new Map();
+
+/**
+ * saveItems appends a session's envelopes ({seq, envelope}) to what is kept
+ * of it. Only a contiguous run is kept: items that do not follow the last
+ * one kept (a gap) start the run again.
+ */
+export function saveItems(session, summary, items) {
+  const prev = chains.get(session) || Promise.resolve();
+  const next = prev.then(() => append(session, summary, items)).catch((e) => console.warn('offline copy not saved', e));
+  chains.set(session, next);
+  return next;
+}
+
+async function append(session, summary, items) {
+  const db = await openDB();
+  if (!db || !items.length) return;
+  const tx = db.transaction(['sessions', 'envelopes'], 'readwrite');
+  const ss = tx.objectStore('sessions');
+  const es = tx.objectStore('envelopes');
+  let meta = await result(ss.get(session));
+  let { first, last, bytes } = meta || { first: 0, last: 0, bytes: 0 };
+  for (const it of items) {
+    if (!it || !Number.isFinite(it.seq)) continue;
+    if (last && it.seq <= last) continue; // kept already
+    if (last && it.seq !== last + 1) { // a gap: start again from here
+      es.delete(IDBKeyRange.bound([session, -Infinity], [session, Infinity]));
+      first = 0;
+      bytes = 0;
+    }
+    const n = JSON.stringify(it.envelope).length;
+    es.put({ session, seq: it.seq, envelope: it.envelope });
+    if (!first) first = it.seq;
+    last = it.seq;
+    bytes += n;
+  }
+  meta = { id: session, summary, first, last, bytes, savedAt: Date.now() };
+  ss.put(meta);
+  await done(tx);
+  await evict(db, session);
+}
+
+// evict drops the least recently saved sessions (never keep, the one being
+// read) until the kept ones weigh at most MAX_OFFLINE_BYTES.
+async function evict(db, keep, limit = MAX_OFFLINE_BYTES) {
+  const all = await result(db.transaction('sessions').objectStore('sessions').getAll());
+  let total = all.reduce((n, s) => n + (s.bytes || 0), 0);
+  all.sort((a, b) => a.savedAt - b.savedAt);
+  for (const s of all) {
+    if (total <= limit) break;
+    if (s.id === keep) continue;
+    const tx = db.transaction(['sessions', 'envelopes'], 'readwrite');
+    tx.objectStore('sessions').delete(s.id);
+    tx.objectStore('envelopes').delete(IDBKeyRange.bound([s.id, -Infinity], [s.id, Infinity]));
+    await done(tx);
+    total -= s.bytes || 0;
+  }
+}
+
+/** loadSession returns {summary, first, last, savedAt, items: [[seq, envelope]]} or undefined. */
+export async function loadSession(session) {
+  const db = await openDB();
+  if (!db) return undefined;
+  const tx = db.transaction(['sessions', 'envelopes']);
+  const meta = await result(tx.objectStore('sessions').get(session));
+  if (!meta) return undefined;
+  const rows = await result(tx.objectStore('envelopes').getAll(IDBKeyRange.bound([session, -Infinity], [session, Infinity])));
+  return { ...meta, items: rows.map((r) => [r.seq, r.envelope]) };
+}
+
+/** savedSessions lists what is kept: [{id, bytes, savedAt}] (for tests and people). */
+export async function savedSessions() {
+  const db = await openDB();
+  if (!db) return [];
+  const all = await result(db.transaction('sessions').objectStore('sessions').getAll());
+  return all.map(({ id, bytes, savedAt, first, last }) => ({ id, bytes, savedAt, first, last }));
+}
+
+// For tests: evict with another limit.
+export async function evictTo(limit) {
+  const db = await openDB();
+  if (db) await evict(db, null, limit);
+}

@@ -1,0 +1,230 @@
+// ccrelay's service worker: the app shell offline, and notifications.
+//
+// Shell: the app's files are fetched from the network first (so a new relay's
+// app shows at once) and kept in a cache; with no network they come from it.
+// Nothing of the relay's API (/ws/, /status, /push/, /health) is cached.
+//
+// Notifications: a push carries only {session, kind, seq}. The worker asks
+// the relay (GET /push/session, with the credential the app keeps in
+// IndexedDB) what it needs to write the text. A permission request shows
+// Allow and Deny, which send the command over a websocket of their own;
+// tapping a notification opens the session.
+
+const CACHE = 'ccrelay-shell-1';
+// The app shell: every file of the app (web_test.go checks the list).
+const SHELL = [
+  './',
+  'app.css',
+  'apple-touch-icon.png',
+  'icon-192.png',
+  'icon-512.png',
+  'icon-maskable-512.png',
+  'icon.svg',
+  'index.html',
+  'js/ansi.js',
+  'js/app.js',
+  'js/conn.js',
+  'js/diff.js',
+  'js/dom.js',
+  'js/format.js',
+  'js/highlight.js',
+  'js/markdown.js',
+  'js/markup.js',
+  'js/model.js',
+  'js/notify.js',
+  'js/offline.js',
+  'js/tools.js',
+  'js/view.js',
+  'manifest.webmanifest',
+  'seal.js',
+];
+// Paths of the relay's API: never cached, never answered from the cache.
+const API = /^\/(ws|status|push|health)(\/|$)/;
+// A command from a notification gives up after this long.
+const COMMAND_TIMEOUT_MS = 15000;
+// The database the app shares (offline.js: DB_NAME, DB_VERSION).
+const DB_NAME = 'ccrelay';
+const DB_VERSION = 1;
+
+self.addEventListener('install', (event) => {
+  event.waitUntil(caches.open(CACHE).then((c) => c.addAll(SHELL)).then(() => self.skipWaiting()));
+});
+
+self.addEventListener('activate', (event) => {
+  event.waitUntil((async () => {
+    for (const k of await caches.keys()) if (k !== CACHE) await caches.delete(k);
+    await self.clients.claim();
+  })());
+});
+
+self.addEventListener('fetch', (event) => {
+  const req = event.request;
+  const url = new URL(req.url);
+  if (req.method !== 'GET' || url.origin !== location.origin || API.test(url.pathname)) return;
+  event.respondWith((async () => {
+    const cache = await caches.open(CACHE);
+    try {
+      const res = await fetch(req);
+      if (res.ok && res.type === 'basic') cache.put(req.mode === 'navigate' ? './' : req, res.clone());
+      return res;
+    } catch (e) {
+      const hit = await cache.match(req.mode === 'navigate' ? './' : req, { ignoreSearch: true });
+      if (hit) return hit;
+      throw e;
+    }
+  })());
+});
+
+// --- the shared database -------------------------------------------------------
+
+function kvGet(key) {
+  return new Promise((resolve) => {
+    const open = indexedDB.open(DB_NAME, DB_VERSION);
+    open.onupgradeneeded = () => {
+      const db = open.result;
+      if (!db.objectStoreNames.contains('kv')) db.createObjectStore('kv');
+      if (!db.objectStoreNames.contains('sessions')) db.createObjectStore('sessions', { keyPath: 'id' });
+      if (!db.objectStoreNames.contains('envelopes')) db.createObjectStore('envelopes', { keyPath: ['session', 'seq'] });
+    };
+    open.onerror = () => resolve(undefined);
+    open.onsuccess = () => {
+      const r = open.result.transaction('kv').objectStore('kv').get(key);
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => resolve(undefined);
+    };
+  });
+}
+
+// --- notifications ---------------------------------------------------------------
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const KINDS = {
+  permission: 'Claude is waiting for you',
+  turn: 'Claude finished',
+  failed: 'A session failed',
+  agent: 'A background agent finished',
+};
+
+self.addEventListener('push', (event) => {
+  let p = null;
+  try { p = event.data?.json(); } catch { /* not JSON */ }
+  if (!p || typeof p.session !== 'string' || !UUID.test(p.session) || !Object.hasOwn(KINDS, p.kind)) return;
+  event.waitUntil(notify(p));
+});
+
+function oneLine(s, n) {
+  s = String(s || '').replace(/\s+/g, ' ').trim();
+  return s.length > n ? s.slice(0, n - 1) + '…' : s;
+}
+
+// notify writes the notification of a push: the session's title and, for a
+// permission request, what waits (fetched from the relay; without it, a
+// generic text).
+async function notify(p) {
+  const token = await kvGet('token');
+  let s = null;
+  if (token) {
+    try {
+      const res = await fetch('/push/session?id=' + encodeURIComponent(p.session), { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' });
+      if (res.ok) s = await res.json();
+    } catch { /* offline: a generic text */ }
+  }
+  const info = (s && typeof s.info === 'object' && s.info) || {};
+  const title = oneLine(info.title || s?.prompt || 'a Claude session', 80);
+  const base = { icon: 'icon-192.png', badge: 'icon-192.png', timestamp: Date.now(), data: { session: p.session, kind: p.kind, seq: p.seq } };
+  const perms = p.kind === 'permission' && Array.isArray(info.permissions) ? info.permissions.filter((q) => q && typeof q.id === 'string') : [];
+  if (perms.length) {
+    for (const q of perms) {
+      const what = [q.tool, q.description].filter((x) => typeof x === 'string' && x).join(': ');
+      await self.registration.showNotification(KINDS.permission, {
+        ...base,
+        tag: 'perm:' + p.session + ':' + q.id,
+        body: oneLine((what ? what + ' — ' : '') + title, 180),
+        requireInteraction: true,
+        data: { ...base.data, request: q.id },
+        actions: [{ action: 'allow', title: 'Allow' }, { action: 'deny', title: 'Deny' }],
+      });
+    }
+    return;
+  }
+  await self.registration.showNotification(KINDS[p.kind], { ...base, tag: p.kind + ':' + p.session, body: title });
+}
+
+self.addEventListener('notificationclick', (event) => {
+  event.waitUntil(clicked(event.notification, event.action));
+});
+
+// The app's own pages may ask to act as if a notification were clicked
+// (headless browsers cannot click one): the same code runs.
+self.addEventListener('message', (event) => {
+  const m = event.data;
+  if (!m || m.type !== 'notification-click' || typeof m.tag !== 'string') return;
+  event.waitUntil((async () => {
+    const [n] = await self.registration.getNotifications({ tag: m.tag });
+    if (n) await clicked(n, typeof m.action === 'string' ? m.action : '');
+  })());
+});
+
+async function clicked(n, action) {
+  const d = n.data || {};
+  n.close();
+  if (typeof d.session !== 'string' || !UUID.test(d.session)) return;
+  if ((action === 'allow' || action === 'deny') && typeof d.request === 'string') {
+    const r = await answer(d.session, d.request, action === 'allow');
+    if (!r.ok) {
+      await self.registration.showNotification('Not answered', {
+        tag: 'perm:' + d.session + ':' + d.request, icon: 'icon-192.png', data: d,
+        body: oneLine(r.message || 'The relay could not be reached. Open the session to answer.', 180),
+      });
+    }
+    return;
+  }
+  await open(d.session, d.request);
+}
+
+// open shows the session (at the request) in an open window of the app, or
+// a new one.
+async function open(session, request) {
+  const hash = '#/s/' + session + (request ? '?request=' + encodeURIComponent(request) : '');
+  const wins = await self.clients.matchAll({ type: 'window', includeUncontrolled: true });
+  const win = wins.find((w) => new URL(w.url).origin === location.origin);
+  if (win) {
+    win.postMessage({ type: 'open', hash });
+    try { await win.focus(); } catch { /* not allowed without a click */ }
+    return;
+  }
+  await self.clients.openWindow('./' + hash);
+}
+
+function newID() {
+  const b = new Uint8Array(24);
+  crypto.getRandomValues(b);
+  let s = 'abcdefghijklmnopqrstuvwxyz'[b[0] % 26];
+  for (let i = 1; i < 24; i++) s += (b[i] % 36).toString(36);
+  return s;
+}
+
+// answer sends a permission answer as the app does (a command frame) and
+// waits for the CLI's answer: {ok, message}.
+async function answer(session, requestId, allow) {
+  const token = await kvGet('token');
+  if (!token) return { ok: false, message: 'This device has no credential for the relay. Open the app.' };
+  const cmd = allow ? { kind: 'permission', requestId, allow: true } : { kind: 'permission', requestId, allow: false, reason: 'Denied from a ccrelay notification' };
+  const id = newID();
+  const url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws/app';
+  return new Promise((resolve) => {
+    let ws;
+    try { ws = new WebSocket(url, ['ccrelay-token.' + token]); } catch { resolve({ ok: false }); return; }
+    const end = (r) => { clearTimeout(timer); ws.onclose = null; ws.close(); resolve(r); };
+    const timer = setTimeout(() => end({ ok: false, message: 'No answer from Claude\'s machine in time. Open the session to check.' }), COMMAND_TIMEOUT_MS);
+    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'command', session, command: { id, ...cmd } }));
+    ws.onmessage = (e) => {
+      let f;
+      try { f = JSON.parse(e.data); } catch { return; }
+      if (f?.type !== 'command-status' || f.command?.id !== id) return;
+      if (f.status === 'done') end({ ok: true });
+      else if (f.status === 'rejected') end({ ok: false, message: 'Not answered: ' + (f.message || 'rejected') });
+    };
+    ws.onclose = () => end({ ok: false });
+  });
+}
