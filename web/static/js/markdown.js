@@ -11,6 +11,7 @@
 
 import { h } from './dom.js';
 import { highlight } from './highlight.js';
+import { copyable } from './copy.js';
 
 const MAX_DEPTH = 12; // nesting of quotes and lists
 
@@ -105,7 +106,7 @@ function codeBlock(code, lang) {
   c.append(highlight(code, lang));
   pre.append(c);
   if (lang) pre.prepend(h('span', { class: 'lang', text: lang }));
-  return pre;
+  return copyable(pre, 'Copy code', code);
 }
 
 function list(lines, i, out, depth) {

@@ -8,6 +8,7 @@ import { renderMarkdown } from './markdown.js';
 import { toolBody, toolPreview, toolTitle } from './tools.js';
 import { parseMarkup, renderChips } from './markup.js';
 import { duration, oneLine, tokens } from './format.js';
+import { copyButton } from './copy.js';
 
 const CHUNK = 60; // rows rendered at a time
 
@@ -100,7 +101,8 @@ export class ConversationView {
         this.dom.set(b, { el });
         return el;
       }
-      const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble);
+      const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble,
+        ev.t === 'text' && ev.text ? h('div', { class: 'msg-actions' }, copyButton('Copy prompt', ev.text)) : null);
       this.dom.set(b, { el });
       return el;
     }
@@ -128,7 +130,9 @@ export class ConversationView {
     const from = this.promptTime(t) ?? t.start;
     if (t.status && t.end && from) bits.push(duration(t.end - from));
     if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
+    const reply = t.items.some((it) => it.kind === 'text' && it.text.trim());
     fill(d.end,
+      reply ? copyButton('Copy reply', () => replyText(t)) : null,
       h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? (endOfRecording ? 'stop' : 'dots') : 'stop'), label),
       bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
     );
@@ -315,6 +319,11 @@ export class ConversationView {
     for (const l of this.live.values()) l.el.remove();
     this.live.clear();
   }
+}
+
+/** replyText is what the agent wrote in turn t (its texts, not thinking or tools), as Markdown. */
+export function replyText(t) {
+  return t.items.filter((it) => it.kind === 'text' && it.text.trim()).map((it) => it.text.trim()).join('\n\n');
 }
 
 function weight(b) {

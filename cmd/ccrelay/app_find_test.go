@@ -1,0 +1,149 @@
+package main
+
+// Browser tests of finding and copying in the app: copy buttons
+// (web/static/js/copy.js), the session list's search and filters
+// (listfilter.js) and find-in-session (find.js).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+)
+
+// allowClipboard lets the page at origin read and write the clipboard
+// (as a person who allowed it would) and keeps the page focused, which
+// the clipboard API needs.
+func allowClipboard(t *testing.T, ctx context.Context, origin string) {
+	t.Helper()
+	for _, name := range []string{"clipboard-read", "clipboard-write"} {
+		if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
+			Permission: &browser.PermissionDescriptor{Name: name, AllowWithoutSanitization: true},
+			Setting:    "granted", Origin: origin,
+		}); err != nil {
+			t.Fatalf("grant %s: %v", name, err)
+		}
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetFocusEmulationEnabled, emulation.SetFocusEmulationEnabledParams{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clipboard reads the clipboard's text.
+func clipboard(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`navigator.clipboard.readText()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("read the clipboard: %v", err)
+	}
+	return v
+}
+
+// clickCopy clears the clipboard (with window.clipboardWrite when the test
+// replaced the page's own), clicks the copy button matched by sel
+// and returns what the clipboard then holds, once the button says it
+// copied.
+func clickCopy(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.clipboardWrite || navigator.clipboard.writeText.bind(navigator.clipboard))('').then(() => true)`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	if !eval[bool](t, ctx, fmt.Sprintf(`(() => { const b = document.querySelector(%q); if (!b) return false; delete b.dataset.copied; b.scrollIntoView({ block: 'center' }); b.click(); return true })()`, sel)) {
+		t.Fatalf("no copy button %s; page says:\n%s", sel, eval[string](t, ctx, `document.body.innerText.slice(0, 2000)`))
+	}
+	waitJS(t, ctx, "the copy of "+sel, fmt.Sprintf(`document.querySelector(%q).dataset.copied === 'yes'`, sel))
+	return clipboard(t, ctx)
+}
+
+// findSession is a session whose text, commands and output the find and
+// copy tests look for; earlier turns pad it past what the page renders at
+// first.
+func findSession(t *testing.T, cli *fakeCLI, id string, padding int) {
+	t.Helper()
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	var envs []string
+	for i := range padding {
+		tag := fmt.Sprintf("pad%d", i)
+		envs = append(envs,
+			env("cu"+tag, t0, "user", "", textEv(fmt.Sprintf("question number %d", i))),
+			env("cs"+tag, t0+1, "agent", "ct"+tag, `{"t":"turn-start"}`),
+			env("ca"+tag, t0+2, "agent", "ct"+tag, textEv(fmt.Sprintf("answer number %d", i))),
+			env("ce"+tag, t0+3, "agent", "ct"+tag, `{"t":"turn-end","status":"completed"}`))
+		if i == 2 {
+			// An early turn holding the needle, in a reply and in a
+			// command's output.
+			envs = append(envs,
+				env("cuneedle", t0+4, "user", "", textEv("where is the zebrafish config?")),
+				env("csneedle", t0+5, "agent", "ctneedle", `{"t":"turn-start"}`),
+				env("caneedle", t0+6, "agent", "ctneedle", textEv("The **zebrafish** settings live in `conf/zebrafish.toml`.")),
+				toolStartAt("cbneedle", t0+7, "ctneedle", "toolu_needle", "Bash", map[string]any{"command": "grep -rn zebrafish conf", "description": "Find it"}),
+				env("cdneedle", t0+8, "agent", "ctneedle", `{"t":"tool-call-end","call":"toolu_needle","result":"conf/zebrafish.toml:1:[zebrafish]"}`),
+				env("ceneedle", t0+9, "agent", "ctneedle", `{"t":"turn-end","status":"completed"}`))
+		}
+	}
+	envs = append(envs,
+		env("culast", t0+10, "user", "", textEv("show me the build command")),
+		env("cslast", t0+11, "agent", "ctlast", `{"t":"turn-start"}`),
+		env("calast", t0+12, "agent", "ctlast", textEv("Build it with:\n\n```sh\ngo build -o bin/app ./cmd/app\n```\n\nThen run **bin/app**.")),
+		toolStartAt("cblast", t0+13, "ctlast", "toolu_last", "Bash", map[string]any{"command": "go test ./...", "description": "Run the tests"}),
+		env("cdlast", t0+14, "agent", "ctlast", `{"t":"tool-call-end","call":"toolu_last","result":"\u001b[32mok\u001b[0m  \tgithub.com/x/app\t0.01s"}`),
+		env("cclast", t0+15, "agent", "ctlast", textEv("All tests pass.")),
+		env("celast", t0+16, "agent", "ctlast", `{"t":"turn-end","status":"completed"}`))
+	for len(envs) > 0 {
+		n := min(len(envs), 200)
+		cli.envelopes(id, envs[:n]...)
+		envs = envs[n:]
+	}
+}
+
+// toolStartAt is the tool-call-start envelope of call, at time ms.
+func toolStartAt(id string, ms int64, turn, call, name string, args map[string]any) string {
+	a, _ := json.Marshal(args)
+	return env(id, ms, "agent", turn, fmt.Sprintf(`{"t":"tool-call-start","call":%q,"name":%q,"title":"%s call","description":"%s call","args":%s}`, call, name, name, name, a))
+}
+
+// Copy buttons copy what they sit on, as text: a code block its code, a
+// command the command (without the prompt sign), a command's output
+// without its colour codes, a prompt its text and a turn's footer the
+// reply as written (Markdown); when the clipboard API refuses, the button
+// copies the old way (execCommand) and still says so.
+func TestAppCopies(t *testing.T) {
+	r := startAppRelay(t)
+	const id = "0c0c0c0c-2222-4222-8333-444444444444"
+	cli := dialCLI(t, r)
+	findSession(t, cli, id, 0)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	allowClipboard(t, ctx, r.base)
+	r.open(t, ctx, id)
+	showAll(t, ctx)
+	eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('details.tool')) d.open = true; return true })()`)
+	waitJS(t, ctx, "the command's body", `!!document.querySelector('details.tool[data-call="toolu_last"] .tool-body')`)
+
+	for _, c := range []struct{ sel, want string }{
+		{`.turn .md .copyable .copy-btn`, "go build -o bin/app ./cmd/app"},
+		{`details.tool[data-call="toolu_last"] .copyable:has(pre.cmd) .copy-btn`, "go test ./..."},
+		{`details.tool[data-call="toolu_last"] .copyable:has(pre.term) .copy-btn`, "ok  \tgithub.com/x/app\t0.01s"},
+		{`.msg.user[data-id="culast"] .copy-btn`, "show me the build command"},
+		{`.turn[data-turn="ctlast"] .turn-end .copy-btn`, "Build it with:\n\n```sh\ngo build -o bin/app ./cmd/app\n```\n\nThen run **bin/app**.\n\nAll tests pass."},
+	} {
+		if got := clickCopy(t, ctx, c.sel); got != c.want {
+			t.Errorf("%s copied %q, want %q", c.sel, got, c.want)
+		}
+	}
+	if n := eval[int](t, ctx, `[...document.querySelectorAll('.copy-btn')].filter((b) => !b.getAttribute('aria-label')).length`); n != 0 {
+		t.Errorf("%d copy buttons without a label", n)
+	}
+	screenshot(t, ctx, "copy-phone")
+
+	// The clipboard API refuses: the old way copies.
+	eval[bool](t, ctx, `(() => { window.clipboardWrite = navigator.clipboard.writeText.bind(navigator.clipboard); navigator.clipboard.writeText = () => Promise.reject(new DOMException('refused', 'NotAllowedError')); return true })()`)
+	if got := clickCopy(t, ctx, `.msg.user[data-id="culast"] .copy-btn`); got != "show me the build command" {
+		t.Errorf("the fallback copied %q", got)
+	}
+}
