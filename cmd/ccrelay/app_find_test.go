@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -145,5 +146,111 @@ func TestAppCopies(t *testing.T) {
 	eval[bool](t, ctx, `(() => { window.clipboardWrite = navigator.clipboard.writeText.bind(navigator.clipboard); navigator.clipboard.writeText = () => Promise.reject(new DOMException('refused', 'NotAllowedError')); return true })()`)
 	if got := clickCopy(t, ctx, `.msg.user[data-id="culast"] .copy-btn`); got != "show me the build command" {
 		t.Errorf("the fallback copied %q", got)
+	}
+}
+
+// rows are the titles of the sessions the list shows, in order.
+func rows(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `[...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent)`)
+}
+
+// waitRows waits until the list shows the sessions titled want, in order.
+func waitRows(t *testing.T, ctx context.Context, what string, want ...string) {
+	t.Helper()
+	b, _ := json.Marshal(want)
+	deadline := time.Now().Add(10 * time.Second)
+	for !eval[bool](t, ctx, fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent)) === %q`, b)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the list shows %q, want %q", what, rows(t, ctx), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The session list finds sessions by words of their first prompt, folder
+// or machine (every word must match), and filters them by state (waiting
+// for me, working, finished: each with its count), machine and folder;
+// when nothing matches it says so and offers to show all; the choice stays
+// when a session is opened and the list shown again.
+func TestAppListSearchAndFilters(t *testing.T) {
+	r := startAppRelay(t)
+	cli := dialCLI(t, r)
+	t0 := time.Now().Add(-time.Hour).UnixMilli()
+	sessions := []struct {
+		id, prompt string
+		info       map[string]any
+	}{
+		{"0c0c0c0c-0001-4222-8333-444444444444", "tidy the docs", nil}, // a recording: no machine announced it
+		{"0c0c0c0c-0002-4222-8333-444444444444", "add a login page", map[string]any{"cwd": "/home/dev/beta", "machine": "laptop", "mode": "local", "status": "idle"}},
+		{"0c0c0c0c-0003-4222-8333-444444444444", "write release notes", map[string]any{"cwd": "/home/dev/beta", "machine": "desktop", "mode": "remote", "status": "busy"}},
+		{"0c0c0c0c-0004-4222-8333-444444444444", "fix the login bug", map[string]any{"cwd": "/home/dev/alpha", "machine": "laptop", "mode": "remote", "status": "waiting-for-permission",
+			"permissions": []map[string]any{{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "make"}}}}},
+	}
+	for i, s := range sessions {
+		cli.envelopes(s.id, env(fmt.Sprintf("cp%d", i), t0+int64(i)*1000, "user", "", textEv(s.prompt)))
+		if s.info != nil {
+			cli.announce(s.id, s.info)
+		}
+	}
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
+	all := []string{"fix the login bug", "write release notes", "add a login page", "tidy the docs"}
+	waitRows(t, ctx, "every session", all...)
+	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('.filter-chip')].map((b) => b.textContent + ':' + b.getAttribute('aria-pressed'))`); !slices.Equal(got, []string{"All4:true", "Waiting for me1:false", "Working1:false", "Finished2:false"}) {
+		t.Errorf("state chips %q", got)
+	}
+
+	search := func(q string) {
+		t.Helper()
+		eval[bool](t, ctx, fmt.Sprintf(`(() => { const i = document.querySelector('input[aria-label="Search sessions"]'); i.value = %q; i.dispatchEvent(new Event('input')); return true })()`, q))
+	}
+	for _, c := range []struct {
+		q    string
+		want []string
+	}{
+		{"login", []string{"fix the login bug", "add a login page"}},  // the prompt
+		{"BETA", []string{"write release notes", "add a login page"}}, // the folder, any case
+		{"desktop", []string{"write release notes"}},                  // the machine
+		{"login  beta", []string{"add a login page"}},                 // every word
+		{"~/alpha", []string{"fix the login bug"}},                    // the folder as shown
+		{"", all},
+	} {
+		search(c.q)
+		waitRows(t, ctx, "search "+c.q, c.want...)
+	}
+
+	state := func(s string) {
+		t.Helper()
+		must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`.filter-chip[data-state=%q]`, s))))
+	}
+	state("waiting")
+	waitRows(t, ctx, "waiting for me", "fix the login bug")
+	state("working")
+	waitRows(t, ctx, "working", "write release notes")
+	state("finished")
+	waitRows(t, ctx, "finished", "add a login page", "tidy the docs")
+	state("")
+	waitRows(t, ctx, "all states", all...)
+
+	pick(t, ctx, "Machine", "laptop")
+	waitRows(t, ctx, "on the laptop", "fix the login bug", "add a login page")
+	pick(t, ctx, "Folder", "/home/dev/beta")
+	waitRows(t, ctx, "on the laptop in beta", "add a login page")
+	screenshot(t, ctx, "list-filters-phone")
+
+	// The choice stays across a visit to a session.
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.session-row a`)))
+	waitJS(t, ctx, "the session", `document.body.dataset.rendered === "0c0c0c0c-0002-4222-8333-444444444444"`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`a.back`)))
+	waitRows(t, ctx, "back on the list", "add a login page")
+
+	search("release")
+	waitJS(t, ctx, "nothing matches", `document.querySelector('.sessions .empty-title')?.textContent === 'No session matches'`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.sessions .empty button`)))
+	waitRows(t, ctx, "filters cleared", all...)
+	if got := eval[string](t, ctx, `document.querySelector('input[aria-label="Search sessions"]').value + '|' + document.querySelector('select[aria-label="Machine"]').value`); got != "|" {
+		t.Errorf("after clearing: %q", got)
 	}
 }

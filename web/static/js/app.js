@@ -9,6 +9,7 @@ import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
+import { listFilter } from './listfilter.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
@@ -235,7 +236,8 @@ function listPage() {
   const banner = connBanner();
   const note = skipNote();
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
-  const main = h('main', { class: 'list-page' }, list);
+  const filter = listFilter(() => render());
+  const main = h('main', { class: 'list-page' }, filter.el, list);
   root.replaceChildren(bar, banner.el, note.el, main);
   window.scrollTo(0, 0);
 
@@ -244,7 +246,15 @@ function listPage() {
     if (hidden()) { stale = true; return; }
     stale = false;
     rendered();
-    const items = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    const all = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    filter.update(all);
+    const items = filter.filter(all);
+    if (all.length && !items.length) {
+      list.replaceChildren(h('li', { class: 'empty' },
+        h('div', { class: 'empty-title', text: 'No session matches' }),
+        h('button', { class: 'link', type: 'button', text: 'Show all sessions', onclick: () => filter.clear() })));
+      return;
+    }
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
         h('div', { class: 'empty-title', text: app.listed ? 'No sessions yet' : 'Loading…' }),
