@@ -155,12 +155,14 @@ func rows(t *testing.T, ctx context.Context) []string {
 	return eval[[]string](t, ctx, `[...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent)`)
 }
 
-// waitRows waits until the list shows the sessions titled want, in order.
+// waitRows waits until the list shows the sessions titled want (in any
+// order: sessions updated in the same millisecond may swap).
 func waitRows(t *testing.T, ctx context.Context, what string, want ...string) {
 	t.Helper()
+	want = slices.Sorted(slices.Values(want))
 	b, _ := json.Marshal(want)
 	deadline := time.Now().Add(10 * time.Second)
-	for !eval[bool](t, ctx, fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent)) === %q`, b)) {
+	for !eval[bool](t, ctx, fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent).sort()) === %q`, b)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the list shows %q, want %q", what, rows(t, ctx), want)
 		}
@@ -252,5 +254,83 @@ func TestAppListSearchAndFilters(t *testing.T) {
 	waitRows(t, ctx, "filters cleared", all...)
 	if got := eval[string](t, ctx, `document.querySelector('input[aria-label="Search sessions"]').value + '|' + document.querySelector('select[aria-label="Machine"]').value`); got != "|" {
 		t.Errorf("after clearing: %q", got)
+	}
+}
+
+// Find in a session searches the whole session, rendered or not: a turn
+// far above what the page rendered holds the word in its prompt, its reply
+// and a command's input and output (six matches, any case). The newest
+// match comes first; going to a match renders its turn, opens the card it
+// is in, highlights the word there and marks the current one; previous
+// and next walk the matches in order and wrap; closing takes the
+// highlights out and leaves the text as it was.
+func TestAppFindInSession(t *testing.T) {
+	r := startAppRelay(t)
+	const id = "0c0c0c0c-3333-4222-8333-444444444444"
+	cli := dialCLI(t, r)
+	findSession(t, cli, id, 80)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	if eval[bool](t, ctx, `!!document.querySelector('[data-turn="ctneedle"]')`) {
+		t.Fatal("the turn with the word is rendered from the start: the test needs it not to be")
+	}
+	reply := "The zebrafish settings live in conf/zebrafish.toml."
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)))
+	waitJS(t, ctx, "the find bar focused", `document.activeElement === document.querySelector('input[aria-label="Find in session"]')`)
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "ZebraFish"))
+	// where says where the current match is: count, then the unit holding it.
+	where := func() string {
+		return eval[string](t, ctx, `(() => {
+			const cur = document.querySelector('mark.find-hit.current');
+			const unit = cur?.closest('details.tool, .text, .msg.user');
+			const kind = !unit ? 'none' : unit.matches('details.tool') ? 'tool:' + unit.open : unit.matches('.text') ? 'reply' : 'prompt';
+			return document.querySelector('.find-count').textContent + '|' + kind + '|' + (cur?.textContent || '');
+		})()`)
+	}
+	waitJS(t, ctx, "the newest match", `document.querySelector('.find-count').textContent === '6 of 6'`)
+	for _, want := range []string{"6 of 6|tool:true|zebrafish", "5 of 6|tool:true|zebrafish", "4 of 6|tool:true|zebrafish", "3 of 6|reply|zebrafish", "2 of 6|reply|zebrafish", "1 of 6|prompt|zebrafish", "6 of 6|tool:true|zebrafish"} {
+		if got := where(); got != want {
+			t.Errorf("find shows %q, want %q", got, want)
+		}
+		must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Previous match"]`)))
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Next match"]`)))
+	if got := where(); got != "6 of 6|tool:true|zebrafish" {
+		t.Errorf("next from 5 shows %q", got)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Next match"]`)))
+	if got := where(); got != "1 of 6|prompt|zebrafish" {
+		t.Errorf("next from the last shows %q", got)
+	}
+	// The current match is on the screen, below the bars.
+	if !eval[bool](t, ctx, `(() => { const r = document.querySelector('mark.find-hit.current').getBoundingClientRect(); return r.top > 56 && r.bottom < innerHeight })()`) {
+		t.Error("the current match is off the screen")
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('[data-turn="ctneedle"] mark.find-hit').length`); n < 5 {
+		t.Errorf("%d matches highlighted in the turn, want at least 5", n)
+	}
+	screenshot(t, ctx, "find-phone")
+
+	// Enter goes to the previous match; no match says so.
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "\r"))
+	if got := where(); got != "6 of 6|tool:true|zebrafish" {
+		t.Errorf("enter from the first shows %q", got)
+	}
+	eval[bool](t, ctx, `(() => { const i = document.querySelector('input[aria-label="Find in session"]'); i.value = 'quagga'; i.dispatchEvent(new Event('input')); return true })()`)
+	if got := where(); got != "No matches|none|" {
+		t.Errorf("a word not in the session shows %q", got)
+	}
+	eval[bool](t, ctx, `(() => { const i = document.querySelector('input[aria-label="Find in session"]'); i.value = 'answer number 1'; i.dispatchEvent(new Event('input')); return true })()`)
+	if got := where(); got != "11 of 11|reply|answer number 1" {
+		t.Errorf("another word shows %q", got)
+	}
+
+	// Escape closes: no highlight left, the text as it was.
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "\x1b"))
+	waitJS(t, ctx, "the find bar closed", `document.querySelector('.find-bar').hidden`)
+	if got := eval[string](t, ctx, `document.querySelectorAll('mark.find-hit').length + '|' + document.querySelector('[data-turn="ctneedle"] .text').textContent`); got != "0|"+reply {
+		t.Errorf("after closing: %q", got)
 	}
 }

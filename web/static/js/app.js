@@ -10,6 +10,7 @@ import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 import { listFilter } from './listfilter.js';
+import { findBar } from './find.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
@@ -310,7 +311,9 @@ function sessionPage(id) {
 
   const meter = h('div', { class: 'meter', title: 'Context in use', hidden: true }, h('div', { class: 'meter-bar' }, h('span')), h('span', { class: 'meter-label' }));
   const menuBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Session settings', onclick: () => openSettings() }, icon('dots'));
-  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, menuBtn] });
+  const finder = findBar(() => ({ model, view, root: conv }));
+  const findBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Find in session', onclick: () => finder.open() }, icon('search'));
+  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, findBtn, menuBtn] });
   const banner = connBanner();
   const note = skipNote();
   const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
@@ -332,7 +335,7 @@ function sessionPage(id) {
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
   const tasks = taskStrip();
-  root.replaceChildren(top.bar, banner.el, machine, note.el, tasks.el, main, dock, dialog);
+  root.replaceChildren(top.bar, finder.el, banner.el, machine, note.el, tasks.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
