@@ -187,7 +187,7 @@ function showTokenPage() {
 // --- the top bar ---------------------------------------------------------------
 
 function topBar({ back, title, subtitle, right = [] }) {
-  const titleEl = h('div', { class: 'top-title', text: title || '' });
+  const titleEl = h('h1', { class: 'top-title', text: title || '' });
   const subEl = h('div', { class: 'top-sub', text: subtitle || '' });
   const dot = h('span', { class: 'conn-dot', title: 'Connection' });
   const bar = h('header', { class: 'top' },
@@ -319,7 +319,8 @@ function sessionPage(id) {
   const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
   const conv = h('div', { class: 'conv', 'aria-live': 'polite' });
   const pending = h('div', { class: 'pending' });
-  const main = h('main', { class: 'session-page' }, loading, conv, pending);
+  const tasks = taskStrip();
+  const main = h('main', { class: 'session-page' }, tasks.el, loading, conv, pending);
   const newPill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => scrollToEnd(true) }, icon('down'), 'New messages');
 
   // The dock: permission requests, then the composer.
@@ -329,13 +330,12 @@ function sessionPage(id) {
   const stopBtn = h('button', { class: 'stop', type: 'button', 'aria-label': 'Interrupt', hidden: true, onclick: () => command({ kind: 'abort' }, 'Interrupt') }, icon('stop'));
   const hint = h('div', { class: 'composer-hint' });
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
-  const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
+  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
   // Said when the relay answers but no CLI is connected for this session.
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
-  const tasks = taskStrip();
-  root.replaceChildren(top.bar, finder.el, banner.el, machine, note.el, tasks.el, main, dock, dialog);
+  root.replaceChildren(top.bar, finder.el, banner.el, machine, note.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
