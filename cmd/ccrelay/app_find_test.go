@@ -334,3 +334,64 @@ func TestAppFindInSession(t *testing.T) {
 		t.Errorf("after closing: %q", got)
 	}
 }
+
+// The bounds of finding: a search counts at most MAX_MATCHES matches
+// (and says "1 of 1000+"), highlights at most MAX_MARKS, and keeps
+// MAX_FIND characters; the list's search keeps MAX_QUERY; a copy button
+// says whether it copied for COPIED_MS, then shows its icon again.
+func TestAppFindLimits(t *testing.T) {
+	r := startAppRelay(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
+	waitJS(t, ctx, "the app", `!!document.querySelector('.top')`)
+	type limits struct {
+		Max, Found, MaxMarks, Marks int
+		Count                       string
+		MaxFind, FindLen            int
+		MaxQuery, QueryLen          int
+		CutMatches                  bool
+		CopiedMS                    int
+		Copied, After               string
+	}
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[limits](`(async () => {
+		const f = await import('/js/find.js');
+		const l = await import('/js/listfilter.js');
+		const c = await import('/js/copy.js');
+		const text = 'ab '.repeat(f.MAX_MATCHES + 5);
+		const model = { blocks: [{ kind: 'user', env: { ev: { t: 'text', text } } }], envelopes: 1 };
+		const root = document.createElement('div');
+		root.textContent = text;
+		document.body.append(root);
+		const bar = f.findBar(() => ({ model, view: { reveal: () => root }, root }));
+		document.body.append(bar.el);
+		bar.open();
+		const input = bar.el.querySelector('input');
+		input.value = 'ab';
+		input.dispatchEvent(new Event('input'));
+		const lf = l.listFilter(() => {});
+		const q = lf.el.querySelector('input');
+		q.value = 'x'.repeat(l.MAX_QUERY) + 'y';
+		q.dispatchEvent(new Event('input'));
+		const s = { id: 's', info: {}, prompt: 'x'.repeat(l.MAX_QUERY) };
+		const cutMatches = lf.filter([s]).length === 1;
+		q.value = '';
+		q.dispatchEvent(new Event('input'));
+		const b = c.copyButton('Copy it', 'x');
+		document.body.append(b);
+		const t0 = performance.now();
+		b.click();
+		while (!b.dataset.copied) await new Promise((r) => setTimeout(r, 5));
+		const copied = b.dataset.copied;
+		while (b.dataset.copied) await new Promise((r) => setTimeout(r, 20));
+		return { max: f.MAX_MATCHES, found: f.findMatches(model, 'ab').length, maxMarks: f.MAX_MARKS, marks: root.querySelectorAll('mark.find-hit').length,
+			count: bar.el.querySelector('.find-count').textContent, maxFind: f.MAX_FIND, findLen: input.maxLength,
+			maxQuery: l.MAX_QUERY, queryLen: q.maxLength, cutMatches, copiedMS: c.COPIED_MS, copied: copied ? 'said' : '', after: String(Math.round(performance.now() - t0) >= c.COPIED_MS) };
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limits{Max: 1000, Found: 1000, MaxMarks: 300, Marks: 300, Count: "1000 of 1000+", MaxFind: 200, FindLen: 200, MaxQuery: 200, QueryLen: 200, CutMatches: true, CopiedMS: 1500, Copied: "said", After: "true"}
+	if v != want {
+		t.Errorf("limits\n got %+v\nwant %+v", v, want)
+	}
+}
