@@ -461,7 +461,8 @@ function sessionPage(id) {
     if (use) {
       meter.querySelector('.meter-bar span').style.width = use.pct.toFixed(1) + '%';
       meter.dataset.level = use.pct > 85 ? 'high' : use.pct > 60 ? 'mid' : 'low';
-      meter.querySelector('.meter-label').textContent = Math.round(use.pct) + '%';
+      // Tiny usage is not "0%".
+      meter.querySelector('.meter-label').textContent = use.pct < 1 ? '<1%' : Math.round(use.pct) + '%';
       meter.title = 'Context in use: ' + use.label;
     }
     const remote = i.mode === 'remote';
