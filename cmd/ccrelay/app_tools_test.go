@@ -192,7 +192,7 @@ const renderHarness = `(async (calls) => {
         numbered: !!card.querySelector('.diff.numbered'),
         firstNo: card.querySelector('.diff.numbered .dl:not(.skip) .ln')?.textContent || '',
         checks: q('.checklist .task-item').map((e) => e.dataset.status + ':' + e.textContent),
-        headings: q('.plan h3, .plan h4, .plan h5, .plan h6').map((e) => e.textContent),
+        headings: q('.plan h2, .plan h3, .plan h4, .plan h5, .plan h6').map((e) => e.textContent),
         options: q('.options .opt-label').map((e) => e.textContent),
         text: card.textContent.slice(0, 50000),
       });
@@ -715,7 +715,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		{"id": "req-plan", "tool": "ExitPlanMode", "call": "toolu_perm_plan", "input": map[string]any{"plan": plan[:20]}},
 	}})
 	waitJS(t, ctx, "the plan request", `!!document.querySelector('.perm[data-request="req-plan"] .plan')`)
-	got := eval[[]string](t, ctx, `[...document.querySelectorAll('.perm .plan h3, .perm .plan h4, .perm .perm-actions button')].map((e) => e.textContent)`)
+	got := eval[[]string](t, ctx, `[...document.querySelectorAll('.perm .plan h2, .perm .plan h3, .perm .perm-actions button')].map((e) => e.textContent)`)
 	if want := []string{"Add the shout flag", "Steps", "Tests", "Keep planning", "Approve"}; !slices.Equal(got, want) {
 		t.Errorf("plan request shows %q, want %q", got, want)
 	}

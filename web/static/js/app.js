@@ -11,6 +11,8 @@ import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
+import { listFilter } from './listfilter.js';
+import { findBar } from './find.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const DEVICE_KEY = 'ccrelay.device';
@@ -232,7 +234,7 @@ function showTokenPage() {
 // --- the top bar ---------------------------------------------------------------
 
 function topBar({ back, title, subtitle, right = [] }) {
-  const titleEl = h('div', { class: 'top-title', text: title || '' });
+  const titleEl = h('h1', { class: 'top-title', text: title || '' });
   const subEl = h('div', { class: 'top-sub', text: subtitle || '' });
   const dot = h('span', { class: 'conn-dot', title: 'Connection' });
   const bar = h('header', { class: 'top' },
@@ -285,7 +287,8 @@ function listPage() {
   const note = skipNote();
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
-  const main = h('main', { class: 'list-page' }, list);
+  const filter = listFilter(() => render());
+  const main = h('main', { class: 'list-page' }, filter.el, list);
   root.replaceChildren(bar, banner.el, staleNote, note.el, main, dialog);
   window.scrollTo(0, 0);
 
@@ -296,7 +299,15 @@ function listPage() {
     rendered();
     staleNote.hidden = !(app.staleSince && !app.listed);
     if (!staleNote.hidden) staleNote.textContent = staleText(app.staleSince);
-    const items = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    const all = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    filter.update(all);
+    const items = filter.filter(all);
+    if (all.length && !items.length) {
+      list.replaceChildren(h('li', { class: 'empty' },
+        h('div', { class: 'empty-title', text: 'No session matches' }),
+        h('button', { class: 'link', type: 'button', text: 'Show all sessions', onclick: () => filter.clear() })));
+      return;
+    }
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
         h('div', { class: 'empty-title', text: app.listed ? 'No sessions yet' : 'Loading…' }),
@@ -352,13 +363,16 @@ function sessionPage(id) {
 
   const meter = h('div', { class: 'meter', title: 'Context in use', hidden: true }, h('div', { class: 'meter-bar' }, h('span')), h('span', { class: 'meter-label' }));
   const menuBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Session settings', onclick: () => openSettings() }, icon('dots'));
-  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, menuBtn] });
+  const finder = findBar(() => ({ model, view, root: conv }));
+  const findBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Find in session', onclick: () => finder.open() }, icon('search'));
+  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, findBtn, menuBtn] });
   const banner = connBanner();
   const note = skipNote();
   const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
   const conv = h('div', { class: 'conv', 'aria-live': 'polite' });
   const pending = h('div', { class: 'pending' });
-  const main = h('main', { class: 'session-page' }, loading, conv, pending);
+  const tasks = taskStrip();
+  const main = h('main', { class: 'session-page' }, tasks.el, loading, conv, pending);
   const newPill = h('button', { class: 'new-pill', type: 'button', hidden: true, onclick: () => scrollToEnd(true) }, icon('down'), 'New messages');
 
   // The dock: permission requests, then the composer.
@@ -368,14 +382,13 @@ function sessionPage(id) {
   const stopBtn = h('button', { class: 'stop', type: 'button', 'aria-label': 'Interrupt', hidden: true, onclick: () => command({ kind: 'abort' }, 'Interrupt') }, icon('stop'));
   const hint = h('div', { class: 'composer-hint' });
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
-  const dock = h('div', { class: 'dock' }, newPill, perms, form, hint);
+  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
   // Said when the relay answers but no CLI is connected for this session.
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
-  const tasks = taskStrip();
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
-  root.replaceChildren(top.bar, banner.el, staleNote, machine, note.el, tasks.el, main, dock, dialog);
+  root.replaceChildren(top.bar, finder.el, banner.el, staleNote, machine, note.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -501,7 +514,8 @@ function sessionPage(id) {
     if (use) {
       meter.querySelector('.meter-bar span').style.width = use.pct.toFixed(1) + '%';
       meter.dataset.level = use.pct > 85 ? 'high' : use.pct > 60 ? 'mid' : 'low';
-      meter.querySelector('.meter-label').textContent = Math.round(use.pct) + '%';
+      // Tiny usage is not "0%".
+      meter.querySelector('.meter-label').textContent = use.pct < 1 ? '<1%' : Math.round(use.pct) + '%';
       meter.title = 'Context in use: ' + use.label;
     }
     const remote = i.mode === 'remote';

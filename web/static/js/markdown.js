@@ -11,13 +11,28 @@
 
 import { h } from './dom.js';
 import { highlight } from './highlight.js';
+import { copyable } from './copy.js';
 
 const MAX_DEPTH = 12; // nesting of quotes and lists
+
+// The page's title is its h1: a text's own headings start at h2, its
+// largest level ('#', or '##' in a text without '#') becoming h2, so that
+// levels on the page go down one at a time.
+let topLevel = 1;
 
 /** renderMarkdown returns a fragment with the text rendered. */
 export function renderMarkdown(text) {
   const frag = document.createDocumentFragment();
-  blocks(String(text ?? '').replace(/\r\n?/g, '\n').split('\n'), frag, 0);
+  const lines = String(text ?? '').replace(/\r\n?/g, '\n').split('\n');
+  topLevel = 6;
+  let fence = '';
+  for (const l of lines) {
+    const f = reFence.exec(l);
+    if (f && (!fence || f[1][0] === fence)) { fence = fence ? '' : f[1][0]; continue; }
+    const m = fence ? null : reHeading.exec(l);
+    if (m) topLevel = Math.min(topLevel, m[1].length);
+  }
+  blocks(lines, frag, 0);
   return frag;
 }
 
@@ -65,7 +80,7 @@ function blocks(lines, out, depth) {
       continue;
     }
     if ((m = reHeading.exec(line))) {
-      out.append(inline(h('h' + Math.min(6, m[1].length + 2)), m[2] || ''));
+      out.append(inline(h('h' + Math.min(6, m[1].length - topLevel + 2)), m[2] || ''));
       i++;
       continue;
     }
@@ -105,7 +120,7 @@ function codeBlock(code, lang) {
   c.append(highlight(code, lang));
   pre.append(c);
   if (lang) pre.prepend(h('span', { class: 'lang', text: lang }));
-  return pre;
+  return copyable(pre, 'Copy code', code);
 }
 
 function list(lines, i, out, depth) {

@@ -10,6 +10,7 @@ import { renderMarkdown, safeURL } from './markdown.js';
 import { renderAnsi, stripAnsi } from './ansi.js';
 import { lineDiff, renderDiff, splitLines } from './diff.js';
 import { duration, oneLine } from './format.js';
+import { copyable } from './copy.js';
 
 // FOLD_LINES is how many lines of tool output show before "Show all".
 export const FOLD_LINES = 24;
@@ -71,16 +72,17 @@ function code(text, lang, cls = '') {
 }
 
 // folded shows the first FOLD_LINES lines of a long text, with a button for
-// the rest; render turns a text into nodes.
-function folded(text, render, cls) {
+// the rest; render turns a text into nodes. Its copy button (labelled
+// copy) copies the whole text, plain.
+function folded(text, render, cls, copy, plain = text) {
   const lines = text.split('\n');
   const pre = h('pre', { class: ('code ' + cls).trim() });
   const body = h('code');
   pre.append(body);
-  if (lines.length <= FOLD_LINES + 4) { body.append(render(text)); return pre; }
+  if (lines.length <= FOLD_LINES + 4) { body.append(render(text)); return copyable(pre, copy, plain); }
   body.append(render(lines.slice(0, FOLD_LINES).join('\n')));
   const more = h('button', { class: 'show-all', type: 'button', text: `Show all ${lines.length} lines`, onclick: () => { body.replaceChildren(render(text)); more.remove(); } });
-  return h('div', { class: 'fold' }, pre, more);
+  return h('div', { class: 'fold' }, copyable(pre, copy, plain), more);
 }
 
 // numbered parses `cat -n` output as Read returns it ("  12→text" or
@@ -196,7 +198,7 @@ R.Write = {
     }
     const n = splitLines(content).length;
     return [head, h('div', { class: 'diff-head' }, h('span', { class: 'meta', text: `${n} line${n === 1 ? '' : 's'}` })),
-      folded(content, (s) => highlight(s, langOf(path)), 'file-content')];
+      folded(content, (s) => highlight(s, langOf(path)), 'file-content', 'Copy content')];
   },
   result: (t) => (t.status === 'failed' ? null : []),
 };
@@ -206,7 +208,7 @@ R.NotebookEdit = {
   body(a) {
     const mode = str(a.edit_mode) || 'replace';
     return [h('div', { class: 'meta', text: `${mode} cell ${str(a.cell_id) || ''} (${str(a.cell_type) || 'code'})`.replace('  ', ' ') }),
-      mode === 'delete' ? null : folded(cut(str(a.new_source)), (s) => highlight(s, str(a.cell_type) === 'markdown' ? '' : 'py'), '')];
+      mode === 'delete' ? null : folded(cut(str(a.new_source)), (s) => highlight(s, str(a.cell_type) === 'markdown' ? '' : 'py'), '', 'Copy cell')];
   },
 };
 
@@ -221,7 +223,7 @@ R.Bash = {
   body(a) {
     return [
       str(a.description) ? h('div', { class: 'cmd-desc', text: str(a.description) }) : null,
-      h('pre', { class: 'code cmd' }, h('code', null, h('span', { class: 'prompt', 'aria-hidden': 'true', text: '$ ' }), highlight(cut(str(a.command)), 'sh'))),
+      copyable(h('pre', { class: 'code cmd' }, h('code', null, h('span', { class: 'prompt', 'aria-hidden': 'true', text: '$ ' }), highlight(cut(str(a.command)), 'sh'))), 'Copy command', str(a.command)),
       a.run_in_background === true ? h('div', { class: 'meta', text: 'Runs in the background.' }) : null,
     ];
   },
@@ -230,7 +232,8 @@ R.Bash = {
     const code = exitCode(t);
     const parts = [h('div', { class: 'label out-label' }, t.status === 'failed' ? 'Output (failed)' : 'Output',
       code != null ? h('span', { class: 'exit bad', text: 'exit ' + code }) : t.status === 'done' ? h('span', { class: 'exit ok', text: 'exit 0' }) : null)];
-    if (out.trim()) parts.push(folded(cut(out.replace(/^Exit code \d+\n?/, '')), renderAnsi, 'result term' + (t.status === 'failed' ? ' error' : '')));
+    const shown = cut(out.replace(/^Exit code \d+\n?/, ''));
+    if (out.trim()) parts.push(folded(shown, renderAnsi, 'result term' + (t.status === 'failed' ? ' error' : ''), 'Copy output', stripAnsi(shown)));
     else if (t.status !== 'running') parts.push(h('div', { class: 'meta', text: 'No output.' }));
     return parts;
   },
@@ -251,7 +254,7 @@ R.Read = {
     const text = lines.map((l) => l.text).join('\n');
     const gutter = lines.map((l) => l.n).join('\n');
     return [h('div', { class: 'label', text: `${lines.length} line${lines.length === 1 ? '' : 's'} (${lines[0].n}–${lines[lines.length - 1].n})` }),
-      h('div', { class: 'file-lines' }, h('pre', { class: 'gutter', 'aria-hidden': 'true', text: gutter }), code(text, lang, 'file-content')),
+      copyable(h('div', { class: 'file-lines' }, h('pre', { class: 'gutter', 'aria-hidden': 'true', text: gutter }), code(text, lang, 'file-content')), 'Copy lines', text),
       t.truncated ? h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' }) : null];
   },
 };
@@ -488,7 +491,7 @@ function rendererOf(name) {
 
 function genericInput(args) {
   const parts = [];
-  if (typeof args.command === 'string') parts.push(h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + args.command })));
+  if (typeof args.command === 'string') parts.push(copyable(h('pre', { class: 'code cmd' }, h('code', { text: '$ ' + args.command })), 'Copy command', args.command));
   if (typeof args.file_path === 'string') parts.push(h('div', { class: 'path', text: args.file_path }));
   const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !['command', 'file_path', 'description'].includes(k)));
   if (Object.keys(rest).length) parts.push(h('pre', { class: 'code args' }, h('code', { text: cut(JSON.stringify(rest, null, 2)) })));
@@ -498,7 +501,7 @@ function genericInput(args) {
 function genericResult(t) {
   if (t.result != null && t.result !== '') {
     return [h('div', { class: 'label', text: t.status === 'failed' ? 'Error' : 'Result' }),
-      h('pre', { class: 'code result' + (t.status === 'failed' ? ' error' : '') }, h('code', { text: stripAnsi(cut(String(t.result))) }))];
+      copyable(h('pre', { class: 'code result' + (t.status === 'failed' ? ' error' : '') }, h('code', { text: stripAnsi(cut(String(t.result))) })), t.status === 'failed' ? 'Copy error' : 'Copy output', stripAnsi(cut(String(t.result))))];
   }
   return t.status === 'done' ? [h('div', { class: 'meta', text: 'No output.' })] : [];
 }

@@ -8,6 +8,7 @@ import { renderMarkdown } from './markdown.js';
 import { toolBody, toolPreview, toolTitle } from './tools.js';
 import { parseMarkup, renderChips } from './markup.js';
 import { duration, oneLine, tokens } from './format.js';
+import { copyButton } from './copy.js';
 
 const CHUNK = 60; // rows rendered at a time
 
@@ -100,7 +101,8 @@ export class ConversationView {
         this.dom.set(b, { el });
         return el;
       }
-      const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble);
+      const el = h('div', { class: 'msg user', 'data-id': b.id }, bubble,
+        ev.t === 'text' && ev.text ? h('div', { class: 'msg-actions' }, copyButton('Copy prompt', ev.text)) : null);
       this.dom.set(b, { el });
       return el;
     }
@@ -128,7 +130,9 @@ export class ConversationView {
     const from = this.promptTime(t) ?? t.start;
     if (t.status && t.end && from) bits.push(duration(t.end - from));
     if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
+    const reply = t.items.some((it) => it.kind === 'text' && it.text.trim());
     fill(d.end,
+      reply ? copyButton('Copy reply', () => replyText(t)) : null,
       h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? (endOfRecording ? 'stop' : 'dots') : 'stop'), label),
       bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
     );
@@ -185,11 +189,30 @@ export class ConversationView {
     const el = h('details', { class: cls, 'data-id': it.env.id });
     const sum = h('summary', null, label, preview);
     el.append(sum);
-    el.addEventListener('toggle', () => {
-      if (el.open && el.childElementCount === 1) el.append(build());
-    });
-    this.dom.set(it, { el });
+    const fillIn = () => { if (el.childElementCount === 1) el.append(build()); };
+    el.addEventListener('toggle', () => { if (el.open) fillIn(); });
+    this.dom.set(it, { el, open: () => { el.open = true; fillIn(); } });
     return el;
+  }
+
+  /**
+   * reveal shows item it of block b (b itself when it is null): renders
+   * the blocks from b on, opens the groups and cards that hold it and
+   * builds their bodies now. It returns the item's element, or null.
+   */
+  reveal(b, it = null) {
+    const i = this.model.blocks.lastIndexOf(b);
+    if (i < 0) return null;
+    while (this.from > i) {
+      const was = this.from;
+      this.renderEarlier();
+      if (this.from === was) return null;
+    }
+    if (!it) return this.dom.get(b)?.el || null;
+    const chain = [];
+    for (let p = it.parent; p && p !== b; p = p.parent) chain.unshift(p);
+    for (const p of [...chain, it]) this.dom.get(p)?.open?.();
+    return this.dom.get(it)?.el || null;
   }
 
   tool(t) {
@@ -200,10 +223,9 @@ export class ConversationView {
       h('summary', null, status, h('span', { class: 'name', text: toolName(t.name) }), title, icon('chevron', 'chev')),
       preview);
     const body = h('div', { class: 'tool-body' });
-    el.addEventListener('toggle', () => {
-      if (el.open && !body.isConnected) { this.fillTool(t, body); el.append(body); }
-    });
-    this.dom.set(t, { el, status, preview, body });
+    const fillIn = () => { if (!body.isConnected) { this.fillTool(t, body); el.append(body); } };
+    el.addEventListener('toggle', () => { if (el.open) fillIn(); });
+    this.dom.set(t, { el, status, preview, body, open: () => { el.open = true; fillIn(); } });
     this.updateTool(t);
     return el;
   }
@@ -233,13 +255,14 @@ export class ConversationView {
       h('summary', null, h('span', { class: 'sub-icon' }, icon('agent')), h('span', { class: 'sub-head' }, title, meta), status, icon('chevron', 'chev')),
       activity);
     const d = { el, status, title, meta, activity, body: null };
-    el.addEventListener('toggle', () => {
-      if (el.open && !d.body) {
-        for (const it of s.items) body.append(this.item(it));
-        d.body = body;
-        el.append(body);
-      }
-    });
+    const fillIn = () => {
+      if (d.body) return;
+      for (const it of s.items) body.append(this.item(it));
+      d.body = body;
+      el.append(body);
+    };
+    el.addEventListener('toggle', () => { if (el.open) fillIn(); });
+    d.open = () => { el.open = true; fillIn(); };
     this.dom.set(s, d);
     this.updateSub(s);
     return el;
@@ -315,6 +338,11 @@ export class ConversationView {
     for (const l of this.live.values()) l.el.remove();
     this.live.clear();
   }
+}
+
+/** replyText is what the agent wrote in turn t (its texts, not thinking or tools), as Markdown. */
+export function replyText(t) {
+  return t.items.filter((it) => it.kind === 'text' && it.text.trim()).map((it) => it.text.trim()).join('\n\n');
 }
 
 function weight(b) {

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The context meter in a session's header says how much of the window is
+// in use, and tiny usage reads "<1%", not "0%".
+func TestAppMeterTinyUsage(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	for _, c := range []struct {
+		tokens int
+		want   string
+	}{{500, "<1%"}, {1999, "<1%"}, {2000, "1%"}, {101000, "51%"}} {
+		cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "usage": map[string]any{"input_tokens": c.tokens, "context_window": 200000}})
+		waitJS(t, ctx, fmt.Sprintf("the meter at %d tokens", c.tokens), fmt.Sprintf(`(() => { const m = document.querySelector('.meter'); return !m.hidden && m.querySelector('.meter-label').textContent === %q })()`, c.want))
+	}
+	if !eval[bool](t, ctx, `document.querySelector('.meter').title === 'Context in use: 101k / 200k'`) {
+		t.Errorf("meter title %q", eval[string](t, ctx, `document.querySelector('.meter').title`))
+	}
+}
