@@ -8,6 +8,7 @@ import { Connection, parseTiming } from './conn.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
+import { deviceBar, showPairPage, takePairing } from './pairing.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
@@ -57,6 +58,8 @@ function parseRoute() {
 const root = document.getElementById('app');
 
 function start() {
+  const pair = takePairing();
+  if (pair) { showPairPage(root, pair, TOKEN_KEY, () => location.reload()); return; }
   const timing = readTiming();
   const token = readToken();
   if (!token) { showTokenPage(); return; }
@@ -167,6 +170,7 @@ function showTokenPage() {
   const form = h('form', { class: 'token-form', onsubmit: (e) => {
     e.preventDefault();
     const v = input.value.trim();
+    if (/#pair=/.test(v)) { location.hash = v.slice(v.indexOf('#')); location.reload(); return; }
     const m = /token=([0-9A-Za-z._~-]+)/.exec(v);
     const t = m ? m[1] : v;
     if (!t) return;
@@ -177,7 +181,7 @@ function showTokenPage() {
   root.replaceChildren(h('div', { class: 'empty-page' },
     h('div', { class: 'logo' }, icon('phone')),
     h('h1', { text: 'Connect to your relay' }),
-    h('p', { text: 'Open the app link that `ccrelay serve` printed, or paste it here.' }),
+    h('p', { text: 'Pair this device: run `ccrelay pair` on your computer and scan its QR code, or paste the link here. On the relay\'s own machine, the app link `ccrelay serve` printed works too.' }),
     form));
 }
 
@@ -234,7 +238,7 @@ function listPage() {
   const banner = connBanner();
   const note = skipNote();
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
-  const main = h('main', { class: 'list-page' }, list);
+  const main = h('main', { class: 'list-page' }, list, deviceBar(app.conn.token, TOKEN_KEY, () => location.reload()));
   root.replaceChildren(bar, banner.el, note.el, main);
   window.scrollTo(0, 0);
 
