@@ -106,11 +106,27 @@ func proxied(r *http.Request) bool {
 	return false
 }
 
-// directLoopback: r came from this machine, over no proxy. (A proxy on
-// this machine connects from 127.0.0.1 too, but adds X-Forwarded-For:
-// Caddy and tailscale serve do.)
+// directLoopback: r came from this machine, over no proxy: from a
+// loopback address, or from the very address it reached (a program on the
+// relay's machine using its public name; no one else can complete a TCP
+// handshake from that address). A proxy on this machine connects from
+// 127.0.0.1 too, but adds X-Forwarded-For: Caddy and tailscale serve do.
 func (s *Server) directLoopback(r *http.Request) bool {
-	return peerAddr(r).IsLoopback() && !proxied(r)
+	if proxied(r) {
+		return false
+	}
+	peer := peerAddr(r)
+	if peer.IsLoopback() {
+		return true
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if ta, ok := la.(*net.TCPAddr); ok {
+			if a, ok := netip.AddrFromSlice(ta.IP); ok && a.Unmap() == peer && peer.IsValid() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // clientAddr is the address a request came from: the peer's, or behind a

@@ -1,9 +1,11 @@
 package relay
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -116,4 +118,27 @@ func mustPrefix(t *testing.T, s string) netip.Prefix {
 		t.Fatal(err)
 	}
 	return p[0]
+}
+
+// The relay token works from the relay's own machine also when it uses the
+// relay's public address (the connection comes from the address it
+// reached), and from nowhere else.
+func TestBootstrapFromOwnAddress(t *testing.T) {
+	st := openTestStore(t, t.TempDir()+"/relay.db")
+	s := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	for _, tc := range []struct {
+		local string
+		want  int
+	}{{"192.0.2.10", 200}, {"192.0.2.11", 401}} {
+		req := httptest.NewRequest("GET", "https://192.0.2.10/status", nil)
+		req.RemoteAddr = "192.0.2.10:5555"
+		req.TLS = &tls.ConnectionState{}
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP(tc.local), Port: 443}))
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("local %s: %d %s", tc.local, rec.Code, rec.Body)
+		}
+	}
 }
