@@ -186,7 +186,7 @@ func TestServeConnectionCapFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer %s\r\n\r\n", token)
+	fmt.Fprintf(c, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", token)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("first connection: %v %v", resp, err)
