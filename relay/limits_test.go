@@ -59,7 +59,7 @@ func rawGet(t *testing.T, c net.Conn, br *bufio.Reader, path, token string) int 
 	if token != "" {
 		auth = "Authorization: Bearer " + token + "\r\n"
 	}
-	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: relay\r\n%s\r\n", path, auth); err != nil {
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, auth); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(br, nil)

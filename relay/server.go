@@ -6,10 +6,12 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +42,20 @@ type Server struct {
 	// (zero fields: the defaults). Set them before serving.
 	Limits Limits
 
-	store  *Store
-	tokens map[string]string // token -> owner id
-	log    *slog.Logger
+	store          *Store
+	tokens         map[string]string // bootstrap token -> account id
+	defaultAccount string
+	log            *slog.Logger
+	pairing        *pairing
+
+	// Transport: see tls.go.
+	Transport Transport
+
+	touchMu sync.Mutex
+	touched map[string]touch // credential id -> when its last use was recorded
+
+	liveMu sync.Mutex
+	live   map[string]map[*liveConn]struct{} // credential id -> its open websockets
 
 	logins loginLimiter
 	now    func() time.Time // the clock of the login limits (tests replace it)
@@ -62,24 +75,74 @@ type Server struct {
 // requests' base context first (http.Server.BaseContext) to end them.
 func (s *Server) Wait() { s.conns.Wait() }
 
-// NewServer returns a relay over store that accepts the given tokens. Each
-// token sees and steers only the sessions its CLIs created.
+// NewServer returns a relay over store that accepts the given bootstrap
+// tokens (the relay's token file): see New. An error setting up the
+// accounts is logged; the tokens then keep the sessions they had.
 func NewServer(store *Store, log *slog.Logger, tokens ...string) *Server {
+	s, err := New(context.Background(), store, log, tokens...)
+	if err != nil {
+		s.log.Error("accounts", "err", err)
+	}
+	return s
+}
+
+// New returns a relay over store. Machines and devices authenticate with
+// their own credentials (accounts.go); tokens are bootstrap tokens, each
+// a machine and a device at once, accepted only on a loopback connection
+// that came through no proxy. The first token belongs to the default
+// account (which takes over the sessions the token had before accounts
+// existed); each further token is an account of its own.
+func New(ctx context.Context, store *Store, log *slog.Logger, tokens ...string) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	ts := map[string]string{}
+	s := &Server{store: store, tokens: map[string]string{}, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
+		routes: newRoutes(),
+		live: map[string]map[*liveConn]struct{}{}, touched: map[string]touch{}}
+	s.pairing = newPairing(func() time.Time { return s.now() })
+	if store == nil {
+		return s, nil
+	}
+	var errs []error
+	first := true
 	for _, t := range tokens {
-		if t != "" {
-			ts[t] = OwnerID(t)
+		if t == "" {
+			continue
+		}
+		legacy := OwnerID(t)
+		s.tokens[t] = legacy
+		if first {
+			first = false
+			def, err := store.DefaultAccount(ctx, legacy)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if n, err := store.AdoptSessions(ctx, legacy, def); err != nil {
+				errs = append(errs, err)
+			} else if n > 0 {
+				log.Info("sessions of the relay token moved to the default account", "sessions", n)
+			}
+			s.tokens[t], s.defaultAccount = def, def
+			continue
+		}
+		if err := store.EnsureAccount(ctx, legacy, "token "+legacy); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return &Server{store: store, tokens: ts, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
-		routes: newRoutes()}
+	if s.defaultAccount == "" {
+		def, err := store.DefaultAccount(ctx, "")
+		if err != nil {
+			errs = append(errs, err)
+		}
+		s.defaultAccount = def
+	}
+	return s, errors.Join(errs...)
 }
 
-// OwnerID is the id under which a token's sessions are stored (a hash, so
-// the database does not hold the token).
+// OwnerID is the id under which a token's sessions were stored before
+// accounts (a hash, so the database does not hold the token); a further
+// token of the token file is still the account of that id.
 func OwnerID(token string) string {
 	sum := sha256.Sum256([]byte("ccrelay-owner:" + token))
 	return hex.EncodeToString(sum[:8])
@@ -87,29 +150,48 @@ func OwnerID(token string) string {
 
 type ownerKey struct{}
 
+// ownerFrom is the account of the request: the owner of the sessions it
+// may see and steer.
 func ownerFrom(ctx context.Context) string {
 	o, _ := ctx.Value(ownerKey{}).(string)
 	return o
 }
 
-// Handler serves the relay's endpoints, which all need the token, and the
-// web app's static files at "/", which hold no secret and need none (the
-// app reads the token from its URL fragment).
+// principal is who made a request: an account and a role, and for a
+// machine or a device its credential.
+type principal struct {
+	account string
+	role    string
+	cred    Credential // zero for a bootstrap token
+}
+
+type principalKey struct{}
+
+func principalFrom(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey{}).(principal)
+	return p
+}
+
+// Handler serves the relay's endpoints, which all need a credential, and
+// the web app's static files at "/", which hold no secret and need none.
+// Each endpoint admits some roles: a machine only /ws/cli, a device only
+// /ws/app and /status (and both their own /api/me).
 func (s *Server) Handler() http.Handler {
 	api := http.NewServeMux()
 	api.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"ok":true}`)
 	})
-	api.HandleFunc("GET /ws/cli", s.serveCLI)
-	api.HandleFunc("GET /ws/app", s.serveApp)
+	api.Handle("GET /ws/cli", s.only(http.HandlerFunc(s.serveCLI), RoleMachine))
+	api.Handle("GET /ws/app", s.only(http.HandlerFunc(s.serveApp), RoleDevice))
 	authed := s.auth(api)
 	app := web.Handler()
 	mux := http.NewServeMux()
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
-	mux.Handle("GET /status", s.auth(http.HandlerFunc(s.serveStatus)))
-	mux.Handle("/push/", s.auth(http.HandlerFunc(s.servePush)))
+	mux.Handle("GET /status", s.auth(s.only(http.HandlerFunc(s.serveStatus), RoleDevice)))
+	mux.Handle("/push/", s.auth(s.only(http.HandlerFunc(s.servePush), RoleDevice)))
+	s.accountRoutes(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -118,61 +200,142 @@ func (s *Server) Handler() http.Handler {
 		}
 		app.ServeHTTP(w, r)
 	}))
-	return mux
+	return s.transport(mux)
 }
 
-// auth refuses, before any handler runs, a request without the token in the
-// Authorization header or (websockets from a browser) the token subprotocol.
-// Each refusal is logged (address and endpoint, never what was offered as a
-// token); an address with LoginFailures refusals in a LoginWindow is
-// answered 429, without its token being looked at, until the window ends.
+// only admits the roles given (and bootstrap tokens) to next; others get
+// 403 with what their role may do.
+func (s *Server) only(next http.Handler, roles ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := principalFrom(r.Context())
+		if p.role == RoleBootstrap || slices.Contains(roles, p.role) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s.log.Warn("role refused", "addr", s.clientAddr(r), "endpoint", endpointName(r.URL.Path), "role", p.role, "name", p.cred.Name)
+		msg := "a " + p.role + " credential may not use " + endpointName(r.URL.Path)
+		switch p.role {
+		case RoleDevice:
+			msg += ": a device (an app) reads and sends commands; only a machine (a CLI) writes envelopes"
+		case RoleMachine:
+			msg += ": a machine (a CLI) writes envelopes; only a device (an app) reads sessions and sends commands"
+		}
+		http.Error(w, msg, http.StatusForbidden)
+	})
+}
+
+// auth refuses, before any handler runs, a request without a credential in
+// the Authorization header or (websockets from a browser) the token
+// subprotocol. Each refusal is logged (address and endpoint, never what was
+// offered as a credential); an address with LoginFailures refusals in a
+// LoginWindow is answered 429, without its credential being looked at,
+// until the window ends.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.Limits.withDefaults()
-		key, now := addrKey(r.RemoteAddr), s.now()
+		key, now := addrKey(s.clientAddr(r)), s.now()
 		if until, blocked := s.logins.blocked(key, now, l); blocked {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(until.Sub(now).Seconds()))))
 			http.Error(w, "too many failed logins from this address; try again later", http.StatusTooManyRequests)
 			return
 		}
-		owner, ok := s.authorized(r)
-		if !ok {
+		p, reason, err := s.authorized(r)
+		if err != nil {
+			s.log.Error("login", "addr", s.clientAddr(r), "err", err)
+			http.Error(w, "the relay could not check the credential", http.StatusInternalServerError)
+			return
+		}
+		if reason != "" {
 			n := s.logins.failed(key, now, l)
-			args := []any{"addr", r.RemoteAddr, "endpoint", endpointName(r.URL.Path), "reason", refusalReason(r), "failures", n}
+			args := []any{"addr", s.clientAddr(r), "endpoint", endpointName(r.URL.Path), "reason", reason, "failures", n}
 			if n >= l.LoginFailures {
 				s.log.Warn("login failed; further logins from this address refused", append(args, "for", l.LoginWindow)...)
 			} else {
 				s.log.Warn("login failed", args...)
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ccrelay"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			msg := "unauthorized"
+			if reason == reasonRemoteBootstrap {
+				msg = "unauthorized: the relay's token works only on this machine (127.0.0.1); pair this device (ccrelay pair) or log this machine in (ccrelay login)"
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
+		if p.cred.ID != "" {
+			s.touch(r.Context(), p.cred, s.clientAddr(r))
+		}
+		ctx := context.WithValue(r.Context(), ownerKey{}, p.account)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, principalKey{}, p)))
 	})
 }
 
-// authorized finds the token of the request (header or subprotocol) among
-// the relay's tokens, comparing in constant time, and returns its owner id.
-func (s *Server) authorized(r *http.Request) (string, bool) {
+const reasonRemoteBootstrap = "relay token from another machine"
+
+// authorized finds who offered the request's credential (header or
+// subprotocol): a machine or a device by its hash in the store, or a
+// bootstrap token (compared in constant time). It returns why not
+// ("" when found) without saying what was offered.
+func (s *Server) authorized(r *http.Request) (principal, string, error) {
 	candidates := []string{strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")}
 	for _, p := range websocketProtocols(r) {
 		if t, ok := strings.CutPrefix(p, tokenProtocolPrefix); ok {
 			candidates = append(candidates, t)
 		}
 	}
-	owner, found := "", false
+	reason := "no token"
 	for _, c := range candidates {
 		if c == "" {
 			continue
 		}
-		for t, o := range s.tokens {
+		reason = "unknown token"
+		if strings.HasPrefix(c, credentialPrefix) {
+			cred, err := s.store.CredentialBySecret(r.Context(), c)
+			if errors.Is(err, ErrNoCredential) {
+				continue
+			}
+			if err != nil {
+				return principal{}, "", err
+			}
+			return principal{account: cred.Account, role: cred.Role, cred: cred}, "", nil
+		}
+		account, found := "", false
+		for t, a := range s.tokens {
 			if subtle.ConstantTimeCompare([]byte(c), []byte(t)) == 1 {
-				owner, found = o, true
+				account, found = a, true
 			}
 		}
+		if found {
+			if !s.directLoopback(r) {
+				return principal{}, reasonRemoteBootstrap, nil
+			}
+			return principal{account: account, role: RoleBootstrap}, "", nil
+		}
 	}
-	return owner, found
+	return principal{}, reason, nil
+}
+
+// touch records a credential's last use, at most every lastSeenEvery (and
+// when its address changes).
+func (s *Server) touch(ctx context.Context, c Credential, addr string) {
+	now := s.now()
+	s.touchMu.Lock()
+	last, ok := s.touched[c.ID]
+	fresh := ok && last.addr == addr && now.Sub(last.at) < lastSeenEvery
+	if !fresh {
+		s.touched[c.ID] = touch{at: now, addr: addr}
+	}
+	s.touchMu.Unlock()
+	if fresh {
+		return
+	}
+	if err := s.store.TouchCredential(ctx, c.ID, addr, now); err != nil {
+		s.log.Warn("last seen", "err", err)
+	}
+}
+
+type touch struct {
+	at   time.Time
+	addr string
 }
 
 // endpointName is the path of a refused request as logged: one of the
@@ -184,19 +347,6 @@ func endpointName(path string) string {
 		return path
 	}
 	return "other"
-}
-
-// refusalReason says why a request was refused, without what it offered.
-func refusalReason(r *http.Request) string {
-	if r.Header.Get("Authorization") != "" {
-		return "unknown token"
-	}
-	for _, p := range websocketProtocols(r) {
-		if strings.HasPrefix(p, tokenProtocolPrefix) {
-			return "unknown token"
-		}
-	}
-	return "no token"
 }
 
 func websocketProtocols(r *http.Request) []string {
@@ -220,7 +370,74 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, mode websocket.
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	stopPings := s.keepAlive(ctx, c, r.RemoteAddr, r.URL.Path)
-	return c, func() { cancel(); stopPings(); c.CloseNow(); s.conns.Done() }, nil
+	lc := s.track(principalFrom(r.Context()).cred.ID, c)
+	return c, func() {
+		s.forget(lc)
+		cancel()
+		stopPings()
+		c.CloseNow()
+		lc.closing.Wait()
+		s.conns.Done()
+	}, nil
+}
+
+// liveConn is an open websocket of a credential, which revoking closes.
+type liveConn struct {
+	id      string
+	c       *websocket.Conn
+	closing sync.WaitGroup // the closing handshake started by a revocation
+	revoked bool           // under Server.liveMu
+	gone    bool           // under Server.liveMu: the connection ended
+}
+
+// track remembers c as an open websocket of the credential id (none for a
+// bootstrap token), for closeCredential to close.
+func (s *Server) track(id string, c *websocket.Conn) *liveConn {
+	lc := &liveConn{id: id, c: c}
+	if id == "" {
+		return lc
+	}
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.live[id] == nil {
+		s.live[id] = map[*liveConn]struct{}{}
+	}
+	s.live[id][lc] = struct{}{}
+	return lc
+}
+
+// forget: lc's connection ended; no closing handshake starts after this.
+func (s *Server) forget(lc *liveConn) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	lc.gone = true
+	delete(s.live[lc.id], lc)
+	if len(s.live[lc.id]) == 0 {
+		delete(s.live, lc.id)
+	}
+}
+
+// StatusRevoked is the close code of a websocket whose credential was
+// revoked (or signed out): its holder must not reconnect with it.
+const StatusRevoked websocket.StatusCode = 4001
+
+// closeCredential starts closing every open websocket of credential id,
+// telling the peer why (StatusRevoked), and returns how many. Each
+// closing handshake belongs to its connection, which waits for it to end
+// (the library bounds it to 5 s) before it counts as closed.
+func (s *Server) closeCredential(id, why string) int {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	n := 0
+	for lc := range s.live[id] {
+		if lc.gone || lc.revoked {
+			continue
+		}
+		lc.revoked = true
+		n++
+		lc.closing.Go(func() { lc.c.Close(StatusRevoked, why) })
+	}
+	return n
 }
 
 // appCompression: apps (browsers, which always offer permessage-deflate)
@@ -237,6 +454,9 @@ const appCompression = websocket.CompressionNoContextTakeover
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, mode websocket.CompressionMode) (*websocket.Conn, error) {
 	opts := &websocket.AcceptOptions{CompressionMode: mode}
+	if s.fromProxy(r) { // the Origin was checked against the forwarded host (transport)
+		opts.OriginPatterns = []string{s.requestHost(r)}
+	}
 	for _, p := range websocketProtocols(r) {
 		if strings.HasPrefix(p, tokenProtocolPrefix) {
 			opts.Subprotocols = []string{p} // echo it, or browsers close

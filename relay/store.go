@@ -103,7 +103,7 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	if _, err := w.Exec(schema); err != nil {
+	if _, err := w.Exec(schema + accountsSchema); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("create schema in %s: %w", path, err)
 	}

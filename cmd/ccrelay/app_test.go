@@ -50,9 +50,9 @@ func chromium(t testing.TB) string {
 
 // newBrowser starts a headless Chromium with a fresh profile; the returned
 // context drives its first tab.
-func newBrowser(t testing.TB) context.Context {
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], extra...),
 		chromedp.ExecPath(chromium(t)),
 		chromedp.NoSandbox,
 		chromedp.UserDataDir(t.TempDir()),
@@ -393,12 +393,16 @@ type fakeCLI struct {
 	refs   int
 }
 
-func dialCLI(t *testing.T, r *appRelay) *fakeCLI {
+func dialCLI(t *testing.T, r *appRelay) *fakeCLI { return dialCLIWith(t, r.base, r.token, nil) }
+
+// dialCLIWith connects a fake CLI to the relay at base with the
+// credential token, through client (nil: the default).
+func dialCLIWith(t *testing.T, base, token string, client *http.Client) *fakeCLI {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, strings.Replace(r.base, "http", "ws", 1)+"/ws/cli",
-		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + r.token}}})
+	c, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/ws/cli",
+		&websocket.DialOptions{HTTPClient: client, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	if err != nil {
 		t.Fatal(err)
 	}

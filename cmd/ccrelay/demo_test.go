@@ -144,31 +144,17 @@ func TestDemoFallsBackToAFreePort(t *testing.T) {
 }
 
 // Listening on every address, the demo prints the app URL on 127.0.0.1
-// and one phone URL per network address, as serve does.
+// and, as serve does over plain http, no phone URL: plain http answers
+// only this machine (a phone needs HTTPS: docs/deploy.md).
 func TestDemoListensEverywhere(t *testing.T) {
 	res := run(t, "demo", "--exit", "--listen", "0.0.0.0:0")
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
-	m := appLine.FindStringSubmatch(res.stdout)
-	if m == nil {
+	if m := appLine.FindStringSubmatch(res.stdout); m == nil {
 		t.Fatalf("no app URL:\n%s", res.stdout)
 	}
-	want := 0
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
-			want++
-		}
+	if strings.Contains(res.stdout, "phone:") {
+		t.Errorf("a plain-http phone URL:\n%s", res.stdout)
 	}
-	phones := regexp.MustCompile(`(?m)^\s+phone:\s+http://[0-9.]+:(\d+)/#token=`+m[2]+`$`).FindAllStringSubmatch(res.stdout, -1)
-	if len(phones) != want {
-		t.Fatalf("%d phone URLs, want %d (one per network address):\n%s", len(phones), want, res.stdout)
-	}
-	for _, p := range phones {
-		if !strings.HasSuffix(m[1], ":"+p[1]) {
-			t.Errorf("phone URL on port %s, app on %s", p[1], m[1])
-		}
-	}
-	t.Logf("%d phone URLs", want)
 }

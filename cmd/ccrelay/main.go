@@ -63,6 +63,6 @@ func newRootCmd() *cobra.Command {
 	}
 	addLocalFlags(root, &lf)
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd(), newDemoCmd(), newVersionCmd())
+	root.AddCommand(newReplayCmd(), newHookCmd(), newServeCmd(), newDemoCmd(), newVersionCmd(), newPairCmd(), newLoginCmd(), newDevicesCmd())
 	return root
 }

@@ -16,9 +16,11 @@ import (
 	"github.com/ccrelay/ccrelay/relay"
 )
 
-// relayToken finds the token for a relay: --relay-token (warned about on
-// stderr: every local user sees it in ps), --relay-token-file, $CCRELAY_TOKEN,
-// or the token file of a relay running on this machine (its data folder).
+// relayToken finds the credential for a relay: --relay-token (warned about
+// on stderr: every local user sees it in ps), --relay-token-file,
+// $CCRELAY_TOKEN, this machine's credential from ccrelay login (the state
+// folder's login.json), or the token file of a relay running on this
+// machine (its data folder).
 func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
 	switch {
 	case flag != "" && file != "":
@@ -31,6 +33,11 @@ func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
 	}
 	if t := os.Getenv("CCRELAY_TOKEN"); t != "" {
 		return t, nil
+	}
+	if st, err := stateDir(""); err == nil {
+		if l, err := readLogin(st); err == nil {
+			return l.Credential, nil // this machine's own (ccrelay login)
+		}
 	}
 	dir, err := dataDir(data)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,7 @@ func newServeCmd() *cobra.Command {
 	var listen, data string
 	var lim relay.Limits
 	var notify notifyFlags
+	var opts serveOptions
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -55,7 +57,12 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			rl, err := startRelayWith(listen, dir, log, lim)
+			// Everything given is checked before anything is created.
+			tr, err := opts.prepare(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			rl, err := startRelayTransport(listen, dir, log, lim, tr)
 			if err != nil {
 				return err
 			}
@@ -67,17 +74,30 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			defer stopNotify()
-			fmt.Fprintf(cmd.OutOrStdout(), "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
-			for _, u := range rl.networkURLs() {
-				fmt.Fprintf(cmd.OutOrStdout(), "  phone: %s\n", u)
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
+			if rl.public != "" {
+				fmt.Fprintf(out, "  public: %s\n", rl.public)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "Open the app URL in a browser. Ctrl-C stops the relay.")
+			for _, u := range rl.networkURLs() {
+				fmt.Fprintf(out, "  phone: %s\n", u)
+			}
+			if rl.everywhere && !tr.tls() && tr.transport.Proxies == nil {
+				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
+			}
+			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
 			return rl.wait(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
+	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
+	cmd.Flags().StringVar(&opts.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
+	cmd.Flags().StringVar(&opts.acme, "acme", "", "serve HTTPS with a certificate from Let's Encrypt for this domain (the relay must be reachable on port 443 under it; cached in the data folder)")
+	cmd.Flags().StringVar(&opts.acmeDirectory, "acme-directory", "", "the ACME server's directory URL (default: Let's Encrypt)")
+	cmd.Flags().StringVar(&opts.behindProxy, "behind-proxy", "", "a TLS proxy in front of the relay (its address, e.g. 127.0.0.1): trust its X-Forwarded-Proto/-For/-Host, from that address only")
+	cmd.Flags().StringVar(&opts.publicURL, "public-url", "", "the address phones open (https://relay.example.com): the one name the relay answers to besides 127.0.0.1, and the base of printed links")
 	cmd.Flags().IntVar(&lim.MaxConnsPerAddr, "max-conns-per-addr", relay.DefaultMaxConnsPerAddr, "open connections at most from one address (behind a proxy, all come from the proxy's)")
 	cmd.Flags().StringVar(&notify.ntfy, "notify-ntfy", "", "also post notifications to this ntfy topic URL (a generic text and a link, never content)")
 	cmd.Flags().StringVar(&notify.contact, "push-contact", DefaultPushContact, "contact (mailto: or https:) given to browsers' push services")
@@ -89,12 +109,15 @@ type runningRelay struct {
 	base, token string
 	listening   string // the address listened on
 	everywhere  bool   // listening on every address (0.0.0.0 or ::)
+	public      string // the public URL, when given
+	scheme      string // http or https
 	srv         *http.Server
 	rs          *relay.Server
 	store       *relay.Store
 	stopConns   context.CancelFunc
 	errc        chan error
 	log         *slog.Logger
+	stopReload  func()
 }
 
 func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
@@ -103,10 +126,10 @@ func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
 // the relay listens on all of them (--listen 0.0.0.0:PORT): what a phone on
 // the same network opens.
 func (r *runningRelay) networkURLs() []string {
-	if !r.everywhere {
-		return nil
+	if !r.everywhere || r.scheme != "https" {
+		return nil // plain http answers only this machine
 	}
-	_, port, err := net.SplitHostPort(strings.TrimPrefix(r.base, "http://"))
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(r.base, "https://"))
 	if err != nil {
 		return nil
 	}
@@ -120,7 +143,7 @@ func (r *runningRelay) networkURLs() []string {
 		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil || ipn.IP.IsLinkLocalUnicast() {
 			continue
 		}
-		out = append(out, "http://"+net.JoinHostPort(ipn.IP.String(), port)+"/#token="+r.token)
+		out = append(out, "https://"+net.JoinHostPort(ipn.IP.String(), port)+"/")
 	}
 	return out
 }
@@ -137,6 +160,11 @@ func portTaken(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
 // startRelayWith listens on listen, then (and only if it can) makes the
 // data folder dir private, opens its token and store, and serves.
 func startRelayWith(listen, dir string, log *slog.Logger, lim relay.Limits) (*runningRelay, error) {
+	return startRelayTransport(listen, dir, log, lim, &transport{})
+}
+
+// startRelayTransport is startRelayWith with HTTPS or a proxy (tr).
+func startRelayTransport(listen, dir string, log *slog.Logger, lim relay.Limits, tr *transport) (*runningRelay, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		hint := "choose another address with --listen"
@@ -145,7 +173,7 @@ func startRelayWith(listen, dir string, log *slog.Logger, lim relay.Limits) (*ru
 		}
 		return nil, fmt.Errorf("listen on %s: %w; %s", listen, err, hint)
 	}
-	r, err := openRelay(ln, dir, log, lim)
+	r, err := openRelay(ln, dir, log, lim, tr)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -153,7 +181,7 @@ func startRelayWith(listen, dir string, log *slog.Logger, lim relay.Limits) (*ru
 	return r, nil
 }
 
-func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits) (*runningRelay, error) {
+func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits, tr *transport) (*runningRelay, error) {
 	notes, err := relay.SecureDataDir(dir)
 	for _, n := range notes {
 		log.Warn(n)
@@ -173,17 +201,33 @@ func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits) 
 	if err != nil {
 		return nil, err
 	}
-	rs := relay.NewServer(store, log, tokens...)
+	rs, err := relay.New(context.Background(), store, log, tokens...)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	rs.Limits = lim
+	rs.Transport = tr.transport
 	base, stopConns := context.WithCancel(context.Background())
 	addr := ln.Addr().(*net.TCPAddr)
 	everywhere := addr.IP.IsUnspecified()
 	if everywhere { // the app URL on this machine
 		addr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: addr.Port}
 	}
-	r := &runningRelay{base: "http://" + addr.String(), token: token, listening: ln.Addr().String(), everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
+	scheme := "http"
+	if tr.tls() {
+		scheme = "https"
+	}
+	r := &runningRelay{base: scheme + "://" + addr.String(), scheme: scheme, token: token, listening: ln.Addr().String(), everywhere: everywhere, rs: rs, store: store, stopConns: stopConns,
 		errc: make(chan error, 1), log: log, srv: rs.HTTPServer(base)}
+	if u := tr.transport.PublicURL; u != nil {
+		r.public = u.String() + "/"
+	}
 	capped := rs.Listener(ln)
+	if tr.tls() {
+		capped = tls.NewListener(capped, tr.tlsConfig())
+	}
+	r.stopReload = tr.reloadOnHUP(log)
 	go func() { r.errc <- r.srv.Serve(capped) }()
 	return r, nil
 }
@@ -200,6 +244,7 @@ func (r *runningRelay) wait(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := r.srv.Shutdown(sctx)
+	r.stopReload()
 	r.stopConns()
 	r.rs.Wait()
 	r.store.Close()

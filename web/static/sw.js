@@ -36,6 +36,7 @@ const SHELL = [
   'js/model.js',
   'js/notify.js',
   'js/offline.js',
+  'js/pairing.js',
   'js/tools.js',
   'js/view.js',
   'manifest.webmanifest',

@@ -13,6 +13,7 @@ import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 import { listFilter } from './listfilter.js';
 import { findBar } from './find.js';
+import { deviceBar, showPairPage, takePairing } from './pairing.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const DEVICE_KEY = 'ccrelay.device';
@@ -73,6 +74,8 @@ function visibility() {
 const root = document.getElementById('app');
 
 function start() {
+  const pair = takePairing();
+  if (pair) { showPairPage(root, pair, TOKEN_KEY, () => location.reload()); return; }
   const timing = readTiming();
   const token = readToken();
   app.worker = registerWorker();
@@ -217,6 +220,7 @@ function showTokenPage() {
   const form = h('form', { class: 'token-form', onsubmit: (e) => {
     e.preventDefault();
     const v = input.value.trim();
+    if (/#pair=/.test(v)) { location.hash = v.slice(v.indexOf('#')); location.reload(); return; }
     const m = /token=([0-9A-Za-z._~-]+)/.exec(v);
     const t = m ? m[1] : v;
     if (!t) return;
@@ -227,7 +231,7 @@ function showTokenPage() {
   root.replaceChildren(h('div', { class: 'empty-page' },
     h('div', { class: 'logo' }, icon('phone')),
     h('h1', { text: 'Connect to your relay' }),
-    h('p', { text: 'Open the app link that `ccrelay serve` printed, or paste it here.' }),
+    h('p', { text: 'Pair this device: run `ccrelay pair` on your computer and scan its QR code, or paste the link here. On the relay\'s own machine, the app link `ccrelay serve` printed works too.' }),
     form));
 }
 
@@ -288,7 +292,7 @@ function listPage() {
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
   const filter = listFilter(() => render());
-  const main = h('main', { class: 'list-page' }, filter.el, list);
+  const main = h('main', { class: 'list-page' }, filter.el, list, deviceBar(app.conn.token, TOKEN_KEY, () => location.reload()));
   root.replaceChildren(bar, banner.el, staleNote, note.el, main, dialog);
   window.scrollTo(0, 0);
 

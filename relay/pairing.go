@@ -1,0 +1,412 @@
+package relay
+
+// Pairing: a machine asks for a one-time code; a phone (or a second
+// machine) redeems it for a credential of its own.
+//
+// The exchange is made to carry, later, what end-to-end encryption needs:
+// the machine's X25519 public key goes with the code request
+// (machineKey) and back to the redeemer; the redeemer's key goes with the
+// redemption (publicKey) and is stored with its credential; confirm is the
+// redeemer's HMAC over both keys, keyed by the code, which the relay only
+// passes on. The link's fragment (#pair=CODE.FINGERPRINT) carries the
+// machine key's fingerprint, which the relay never sees.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Limits of pairing (docs/protocol.md, "Limits: accounts and pairing").
+const (
+	// PairCodeTTL: a pairing code works once, within this time.
+	PairCodeTTL = 5 * time.Minute
+	// PairCodeLen is a code's length in characters of pairAlphabet (5 bits
+	// each: 50 bits).
+	PairCodeLen = 10
+	// PairGuessLimit wrong codes, from all addresses together, within
+	// PairCodeTTL void every code outstanding: guessing one among them
+	// stays hopeless however many addresses guess.
+	PairGuessLimit = 20
+	// MaxPendingCodes bounds the codes outstanding at once (the oldest
+	// goes first).
+	MaxPendingCodes = 16
+	// maxPairBody bounds a pairing request's body.
+	maxPairBody = 8 << 10
+	// maxPublicKey bounds a public key sent with a pairing (an X25519 key
+	// is 32 bytes; room for another kind).
+	maxPublicKey = 256
+	// spentMemory: a used or expired code is remembered this long, to say
+	// so instead of "unknown".
+	spentMemory = time.Hour
+)
+
+// pairAlphabet is Crockford's base 32: no I, L, O or U to misread.
+const pairAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+type pairCode struct {
+	account    string
+	role       string
+	machineKey []byte
+	by         string // the credential that asked for it
+	expires    time.Time
+	spent      bool
+}
+
+type pairing struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	codes   map[[32]byte]*pairCode
+	guesses []time.Time // wrong codes within PairCodeTTL
+}
+
+func newPairing(now func() time.Time) *pairing {
+	return &pairing{now: now, codes: map[[32]byte]*pairCode{}}
+}
+
+// NormalizeCode is a code as typed: upper case, without spaces or dashes,
+// with the letters people confuse with digits read as the digits.
+func NormalizeCode(code string) string {
+	code = strings.ToUpper(code)
+	code = strings.NewReplacer(" ", "", "-", "", "O", "0", "I", "1", "L", "1").Replace(code)
+	return code
+}
+
+func codeKey(code string) [32]byte {
+	return sha256.Sum256([]byte("ccrelay-pair:" + NormalizeCode(code)))
+}
+
+// sweep forgets codes spent or expired longer than spentMemory ago.
+func (p *pairing) sweep(now time.Time) {
+	for k, c := range p.codes {
+		if now.Sub(c.expires) > spentMemory {
+			delete(p.codes, k)
+		}
+	}
+	for len(p.guesses) > 0 && now.Sub(p.guesses[0]) > PairCodeTTL {
+		p.guesses = p.guesses[1:]
+	}
+}
+
+// issue makes a code for account and role.
+func (p *pairing) issue(account, role, by string, machineKey []byte) (string, time.Time) {
+	var b [PairCodeLen]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = pairAlphabet[int(b[i])%len(pairAlphabet)]
+	}
+	code := string(b[:])
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.sweep(now)
+	var pending []*pairCode
+	var oldest [32]byte
+	for k, c := range p.codes {
+		if !c.spent && now.Before(c.expires) {
+			pending = append(pending, c)
+			if o, ok := p.codes[oldest]; !ok || c.expires.Before(o.expires) {
+				oldest = k
+			}
+		}
+	}
+	if len(pending) >= MaxPendingCodes {
+		p.codes[oldest].spent = true
+	}
+	exp := now.Add(PairCodeTTL)
+	p.codes[codeKey(code)] = &pairCode{account: account, role: role, by: by, machineKey: machineKey, expires: exp}
+	return code, exp
+}
+
+// errPair is a refused code, said plainly to whoever offered it.
+type errPair struct{ msg string }
+
+func (e errPair) Error() string { return e.msg }
+
+// redeem spends code, or says why it cannot.
+func (p *pairing) redeem(code string) (pairCode, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.sweep(now)
+	if len(NormalizeCode(code)) != PairCodeLen {
+		return pairCode{}, errPair{fmt.Sprintf("a pairing code has %d letters and digits; check it, or run ccrelay pair for a new one", PairCodeLen)}
+	}
+	c, ok := p.codes[codeKey(code)]
+	switch {
+	case !ok:
+		p.guesses = append(p.guesses, now)
+		if len(p.guesses) >= PairGuessLimit {
+			for _, c := range p.codes {
+				c.spent = true
+			}
+			p.guesses = nil
+			return pairCode{}, errPair{"wrong pairing code; too many wrong codes were tried, so every open code was cancelled: run ccrelay pair for a new one"}
+		}
+		return pairCode{}, errPair{"wrong pairing code: check it, or run ccrelay pair for a new one"}
+	case c.spent:
+		return pairCode{}, errPair{"this pairing code was already used (or cancelled); run ccrelay pair for a new one"}
+	case !now.Before(c.expires):
+		return pairCode{}, errPair{fmt.Sprintf("this pairing code expired (codes last %v); run ccrelay pair for a new one", PairCodeTTL)}
+	}
+	c.spent = true
+	return *c, nil
+}
+
+// pairRequest is POST /api/pair (a machine asks for a code).
+type pairRequest struct {
+	Role       string `json:"role"`                 // device (default) or machine
+	MachineKey []byte `json:"machineKey,omitempty"` // the asking machine's X25519 public key (for end-to-end encryption)
+}
+
+type pairAnswer struct {
+	Code    string `json:"code"`
+	Role    string `json:"role"`
+	Expires int64  `json:"expires"` // ms since the epoch
+	// URL is the relay's address as a phone opens it (the public URL, or
+	// the address this request reached).
+	URL string `json:"url"`
+}
+
+// redeemRequest is POST /api/pair/redeem.
+type redeemRequest struct {
+	Code      string `json:"code"`
+	Name      string `json:"name"`
+	PublicKey []byte `json:"publicKey,omitempty"` // the redeemer's X25519 public key
+	Confirm   []byte `json:"confirm,omitempty"`   // HMAC over both keys keyed by the code
+}
+
+type redeemAnswer struct {
+	Credential string `json:"credential"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Role       string `json:"role"`
+	MachineKey []byte `json:"machineKey,omitempty"`
+}
+
+type renameRequest struct {
+	Name string `json:"name"` // the one renamed (its name or id); "" in /api/me
+	To   string `json:"to"`
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPairBody))
+	if err != nil {
+		http.Error(w, fmt.Sprintf("request body: %v (at most %d bytes)", err, maxPairBody), http.StatusRequestEntityTooLarge)
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		http.Error(w, "request body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// publicBase is the relay's address for links: the public URL, or the
+// scheme and host this request reached.
+func (s *Server) publicBase(r *http.Request) string {
+	if u := s.Transport.PublicURL; u != nil {
+		return u.Scheme + "://" + u.Host
+	}
+	scheme := "http"
+	if s.secure(r) {
+		scheme = "https"
+	}
+	return scheme + "://" + s.requestHost(r)
+}
+
+// accountRoutes adds the pairing and device management endpoints.
+func (s *Server) accountRoutes(mux *http.ServeMux) {
+	machine := func(h http.HandlerFunc) http.Handler { return s.auth(s.only(h, RoleMachine)) }
+	any := func(h http.HandlerFunc) http.Handler { return s.auth(h) }
+	mux.Handle("POST /api/pair", machine(s.servePair))
+	mux.HandleFunc("POST /api/pair/redeem", s.serveRedeem)
+	mux.Handle("GET /api/devices", machine(s.serveDevices))
+	mux.Handle("POST /api/devices/revoke", machine(s.serveRevoke))
+	mux.Handle("POST /api/devices/rename", machine(s.serveRename))
+	mux.Handle("GET /api/me", any(s.serveMe))
+	mux.Handle("POST /api/me/rename", any(s.serveRenameMe))
+	mux.Handle("POST /api/me/signout", any(s.serveSignOut))
+}
+
+func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
+	var req pairRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Role == "" {
+		req.Role = RoleDevice
+	}
+	if req.Role != RoleDevice && req.Role != RoleMachine {
+		http.Error(w, "role must be device or machine", http.StatusBadRequest)
+		return
+	}
+	if len(req.MachineKey) > maxPublicKey {
+		http.Error(w, "machineKey is too long", http.StatusBadRequest)
+		return
+	}
+	p := principalFrom(r.Context())
+	code, exp := s.pairing.issue(p.account, req.Role, p.cred.ID, req.MachineKey)
+	s.log.Info("pairing code made", "role", req.Role, "by", nameOf(p), "expires", exp.Format(time.TimeOnly))
+	writeJSON(w, http.StatusOK, pairAnswer{Code: code, Role: req.Role, Expires: exp.UnixMilli(), URL: s.publicBase(r)})
+}
+
+func nameOf(p principal) string {
+	if p.role == RoleBootstrap {
+		return "the relay token"
+	}
+	return p.cred.Name
+}
+
+// serveRedeem spends a pairing code. Wrong codes count as failed logins
+// of their address (and, all together, against PairGuessLimit).
+func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
+	l := s.Limits.withDefaults()
+	key, now := addrKey(s.clientAddr(r)), s.now()
+	if until, blocked := s.logins.blocked(key, now, l); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(until.Sub(now).Seconds()))))
+		http.Error(w, "too many wrong codes or failed logins from this address; try again later", http.StatusTooManyRequests)
+		return
+	}
+	var req redeemRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if len(req.PublicKey) > maxPublicKey || len(req.Confirm) > maxPublicKey {
+		http.Error(w, "publicKey or confirm is too long", http.StatusBadRequest)
+		return
+	}
+	pc, err := s.pairing.redeem(req.Code)
+	var pe errPair
+	if errors.As(err, &pe) {
+		n := s.logins.failed(key, now, l)
+		s.log.Warn("pairing code refused", "addr", s.clientAddr(r), "why", pe.msg, "failures", n)
+		http.Error(w, pe.msg, http.StatusForbidden)
+		return
+	}
+	name := CleanName(req.Name)
+	if name == "" {
+		name = pc.role
+	}
+	cred, secret, err := s.store.AddCredential(r.Context(), pc.account, pc.role, name, req.PublicKey)
+	if err != nil {
+		s.log.Error("pairing", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.log.Info("paired", "role", cred.Role, "name", cred.Name, "addr", s.clientAddr(r))
+	writeJSON(w, http.StatusOK, redeemAnswer{Credential: secret, ID: cred.ID, Name: cred.Name, Role: cred.Role, MachineKey: pc.machineKey})
+}
+
+func (s *Server) serveDevices(w http.ResponseWriter, r *http.Request) {
+	list, err := s.store.Credentials(r.Context(), ownerFrom(r.Context()))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if list == nil {
+		list = []Credential{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) serveRevoke(w http.ResponseWriter, r *http.Request) {
+	var req renameRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	c, err := s.store.FindCredential(r.Context(), ownerFrom(r.Context()), req.Name)
+	if err != nil {
+		writeCredErr(w, err)
+		return
+	}
+	s.revoke(r.Context(), w, c, "revoked by "+nameOf(principalFrom(r.Context())))
+}
+
+// revoke deletes c and closes its connections, then answers.
+func (s *Server) revoke(ctx context.Context, w http.ResponseWriter, c Credential, why string) {
+	if err := s.store.DeleteCredential(ctx, c.Account, c.ID); err != nil {
+		writeCredErr(w, err)
+		return
+	}
+	n := s.closeCredential(c.ID, "this "+c.Role+" was signed out")
+	s.log.Info("credential revoked", "role", c.Role, "name", c.Name, "why", why, "connections closed", n)
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "role": c.Role, "closed": n})
+}
+
+func writeCredErr(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrNoCredential) {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusBadRequest)
+}
+
+func (s *Server) serveRename(w http.ResponseWriter, r *http.Request) {
+	var req renameRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	c, err := s.store.FindCredential(r.Context(), ownerFrom(r.Context()), req.Name)
+	if err != nil {
+		writeCredErr(w, err)
+		return
+	}
+	name, err := s.store.RenameCredential(r.Context(), c.Account, c.ID, req.To)
+	if err != nil {
+		writeCredErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"name": name, "role": c.Role})
+}
+
+// serveMe says who the credential is (the app shows "this device").
+func (s *Server) serveMe(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	writeJSON(w, http.StatusOK, map[string]string{"id": p.cred.ID, "name": nameOf(p), "role": p.role})
+}
+
+func (s *Server) serveRenameMe(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if p.cred.ID == "" {
+		http.Error(w, "the relay token has no name to change", http.StatusBadRequest)
+		return
+	}
+	var req renameRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	name, err := s.store.RenameCredential(r.Context(), p.account, p.cred.ID, req.To)
+	if err != nil {
+		writeCredErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"name": name, "role": p.role})
+}
+
+// serveSignOut revokes the request's own credential.
+func (s *Server) serveSignOut(w http.ResponseWriter, r *http.Request) {
+	p := principalFrom(r.Context())
+	if p.cred.ID == "" {
+		http.Error(w, "the relay token cannot be signed out; delete the relay's token file to change it", http.StatusBadRequest)
+		return
+	}
+	s.revoke(r.Context(), w, p.cred, "signed out")
+}

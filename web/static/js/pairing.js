@@ -1,0 +1,120 @@
+// Pairing and this device's identity.
+//
+// `ccrelay pair` prints a link https://<relay>/#pair=<code>.<fingerprint>.
+// The fragment never reaches the relay; the app takes it out of the address
+// bar at once, then redeems the code (single use, 5 minutes) for a device
+// credential of its own, named from the user agent (editable).
+//
+// The credential is kept in localStorage: only this origin's scripts can
+// read it, and the CSP (script-src 'self', no inline script) lets no other
+// script run here. IndexedDB would guard it no better — both are
+// per-origin — while localStorage is synchronous to read at start; the
+// non-extractable keys of end-to-end encryption, which are CryptoKey
+// objects, will live in IndexedDB, which can hold them.
+
+import { h, icon } from './dom.js';
+
+export const DEVICE_KEY = 'ccrelay.device'; // {name, fingerprint} of this device
+
+/** takePairing returns {code, fingerprint} from a #pair= link, and removes
+ * it from the address bar (and so from the history). */
+export function takePairing() {
+  const m = /(?:^#|[#&])pair=([0-9A-Za-z]+)(?:\.([0-9A-Za-z_-]*))?/.exec(location.hash);
+  if (!m) return null;
+  history.replaceState(null, '', location.pathname + location.search + '#/');
+  return { code: m[1], fingerprint: m[2] || '' };
+}
+
+/** deviceName guesses a name for this device from its user agent. */
+export function deviceName(ua = navigator.userAgent) {
+  if (/iPhone/.test(ua)) return 'iPhone';
+  if (/iPad/.test(ua)) return 'iPad';
+  const android = /Android[^;)]*;\s*([^;)]+?)(?:\s+Build|\))/.exec(ua);
+  if (android && !/^(wv|K|Mobile)$/.test(android[1].trim())) return android[1].trim();
+  if (/Android/.test(ua)) return 'Android phone';
+  if (/Macintosh/.test(ua)) return 'Mac';
+  if (/Windows/.test(ua)) return 'Windows PC';
+  if (/CrOS/.test(ua)) return 'Chromebook';
+  if (/Linux/.test(ua)) return 'Linux';
+  return 'Browser';
+}
+
+/** showPairPage asks for this device's name and redeems the code; on
+ * success it stores the credential under tokenKey and calls done. */
+export function showPairPage(root, pair, tokenKey, done) {
+  const input = h('input', { type: 'text', value: deviceName(), maxlength: '64', 'aria-label': 'Device name', autocomplete: 'off', class: 'pair-name' });
+  const err = h('p', { class: 'pair-error', role: 'alert', hidden: true });
+  const button = h('button', { class: 'primary', type: 'submit', text: 'Pair' });
+  const form = h('form', { class: 'token-form pair-form', onsubmit: async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    err.hidden = true;
+    try {
+      const r = await fetch('/api/pair/redeem', {
+        method: 'POST', cache: 'no-store', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ code: pair.code, name: input.value.trim() }),
+      });
+      const text = await r.text();
+      if (!r.ok) throw new Error(text.trim() || ('the relay answered ' + r.status));
+      const a = JSON.parse(text);
+      localStorage.setItem(tokenKey, a.credential);
+      localStorage.setItem(DEVICE_KEY, JSON.stringify({ name: a.name, fingerprint: pair.fingerprint }));
+      done();
+    } catch (x) {
+      err.textContent = 'Pairing failed: ' + (x.message || x);
+      err.hidden = false;
+      button.disabled = false;
+    }
+  } }, input, button);
+  root.replaceChildren(h('div', { class: 'empty-page pair-page' },
+    h('div', { class: 'logo' }, icon('phone')),
+    h('h1', { text: 'Pair this device' }),
+    h('p', { text: 'This device gets its own credential for your relay. Name it, so you can tell it apart (and sign it out) later.' }),
+    form, err));
+}
+
+/** deviceBar shows which device this is, lets it be renamed, and signs it
+ * out (the relay revokes the credential; it is forgotten here). */
+export function deviceBar(token, tokenKey, onSignedOut) {
+  const stored = safeParse(localStorage.getItem(DEVICE_KEY));
+  const name = h('span', { class: 'device-name', text: stored?.name || '' });
+  const bar = h('footer', { class: 'device-bar' },
+    h('span', { class: 'device-label', text: 'This device: ' }), name,
+    h('button', { class: 'link-btn device-rename', type: 'button', text: 'Rename', onclick: rename }),
+    h('button', { class: 'link-btn device-signout', type: 'button', text: 'Sign out this device', onclick: signOut }));
+  const call = (path, body) => fetch(path, {
+    method: body ? 'POST' : 'GET', cache: 'no-store',
+    headers: { Authorization: 'Bearer ' + token, 'Content-Type': 'application/json' },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  call('/api/me').then((r) => r.ok ? r.json() : null).then((me) => {
+    if (!me) return;
+    name.textContent = me.role === 'bootstrap' ? 'this machine (relay token)' : me.name;
+    bar.dataset.role = me.role;
+    if (me.role !== 'bootstrap') remember(me.name);
+  }).catch(() => {});
+  function remember(n) {
+    const d = safeParse(localStorage.getItem(DEVICE_KEY)) || {};
+    d.name = n;
+    localStorage.setItem(DEVICE_KEY, JSON.stringify(d));
+  }
+  async function rename() {
+    const to = prompt('Name of this device', name.textContent);
+    if (!to || !to.trim()) return;
+    const r = await call('/api/me/rename', { to: to.trim() });
+    if (r.ok) { const a = await r.json(); name.textContent = a.name; remember(a.name); } else alert(await r.text());
+  }
+  async function signOut() {
+    if (!confirm('Sign out this device? It will need a new pairing code to connect again.')) return;
+    const r = await call('/api/me/signout', {});
+    if (!r.ok && r.status !== 401) { alert(await r.text()); return; }
+    localStorage.removeItem(tokenKey);
+    localStorage.removeItem(DEVICE_KEY);
+    onSignedOut();
+  }
+  return bar;
+}
+
+function safeParse(s) {
+  try { return JSON.parse(s); } catch { return null; }
+}
