@@ -88,12 +88,14 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	// Catch the signals before starting, so none is lost in between.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	signal.Notify(sigs, localSignals...)
 	defer signal.Stop(sigs)
 
-	if err := cmd.Start(); err != nil {
+	tree, err := startTree(cmd)
+	if err != nil {
 		return 0, fmt.Errorf("start claude: %w", err)
 	}
+	defer tree.release()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -104,17 +106,16 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		case err := <-waited:
 			return exitCode(cmd, err)
 		case sig := <-sigs:
-			// Claude decides what the signal means (Ctrl-C twice, etc.).
-			_ = cmd.Process.Signal(sig)
+			tree.forward(sig)
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = tree.terminate()
 				killTimer = time.After(o.StopTimeout)
 			}
 		case <-killTimer:
 			o.Logger.Warn("claude did not stop after SIGTERM; killing it", "pid", cmd.Process.Pid)
-			_ = cmd.Process.Kill()
+			_ = tree.kill()
 			killTimer = nil
 		}
 	}

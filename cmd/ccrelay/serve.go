@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -121,7 +120,7 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 
 // portTaken says whether err (from startRelay) is a listen address
 // already in use: another relay, or another program, has the port.
-func portTaken(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+func portTaken(err error) bool { return addrInUse(err) }
 
 // startRelayWith listens on listen, then (and only if it can) makes the
 // data folder dir private, opens its token and store, and serves.
