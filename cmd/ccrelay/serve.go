@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ccrelay/ccrelay/internal/dirs"
 	"github.com/ccrelay/ccrelay/relay"
 )
 
@@ -24,14 +24,7 @@ func dataDir(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "ccrelay"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find the data folder: %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "ccrelay"), nil
+	return platformDir(dirs.Data, "data")
 }
 
 func newServeCmd() *cobra.Command {
@@ -66,7 +59,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
-	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
+	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().IntVar(&lim.MaxConnsPerAddr, "max-conns-per-addr", relay.DefaultMaxConnsPerAddr, "open connections at most from one address (behind a proxy, all come from the proxy's)")
 	return cmd
