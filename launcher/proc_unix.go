@@ -16,11 +16,12 @@ import (
 //     what Claude runs on. In remote mode Claude's stdin is a pipe written
 //     only by ccrelay: the kernel closes it with ccrelay, and Claude, whose
 //     input has ended, exits (as when ccrelay stops it: process.stop). In
-//     local mode Claude reads the terminal it shares with ccrelay: when
-//     ccrelay led the terminal's session the terminal hangs up (SIGHUP to
-//     Claude, reads fail); under a shell, the shell takes the terminal back
-//     and Claude, left in a background group with no parent in the session,
-//     can no longer read it (EIO) and exits.
+//     local mode Claude shares ccrelay's terminal: when ccrelay led the
+//     terminal's session (a terminal window that runs it directly), the
+//     terminal hangs up with it and Claude gets SIGHUP. Under a shell, the
+//     shell takes the terminal back and Claude, left in a background group
+//     whose parent is gone, gets EIO from every read of the terminal; that
+//     Claude Code exits then is its own doing, not tested here.
 //
 // TestNoOrphanWithoutPdeathsig checks both with Pdeathsig turned off.
 type claudeTree struct{ cmd *exec.Cmd }
