@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"unicode/utf16"
+
+	"github.com/ccrelay/ccrelay/internal/dirs"
 )
 
 // maxEscapedLen is the longest project directory name Claude Code writes
@@ -52,13 +55,12 @@ func isAlnum(c byte) bool {
 }
 
 // ConfigDir is Claude Code's configuration directory: $CLAUDE_CONFIG_DIR
-// when set and non-empty (used as given, not resolved), else ~/.claude.
+// when set and non-empty (used as given, not resolved), else ~/.claude
+// (%USERPROFILE%\.claude on Windows; dirs.Claude has the rule for every
+// platform).
 // getenv is usually os.Getenv; home is the user's home directory.
 func ConfigDir(getenv func(string) string, home string) string {
-	if d := getenv("CLAUDE_CONFIG_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(home, ".claude")
+	return dirs.Claude(dirs.Env{GOOS: runtime.GOOS, Getenv: getenv, Home: home})
 }
 
 // ProjectDir is the folder holding the transcripts of sessions started in

@@ -144,13 +144,9 @@ func writeSettings(parent string, hookCommand []string, h *hookServer) (string, 
 		return fail(err)
 	}
 	argv := append(append([]string(nil), hookCommand...), hookPath)
-	quoted := make([]string, len(argv))
-	for i, a := range argv {
-		quoted[i] = shellQuote(a)
-	}
 	settings := map[string]any{"hooks": map[string]any{"SessionStart": []any{map[string]any{
 		"matcher": "*",
-		"hooks":   []any{map[string]any{"type": "command", "command": strings.Join(quoted, " ")}},
+		"hooks":   []any{hookEntry(hookOS, argv)},
 	}}}}
 	b, _ := json.Marshal(settings)
 	path := filepath.Join(dir, "settings.json")

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -91,16 +90,18 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	// Catch the signals before starting, so none is lost in between.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	signal.Notify(sigs, localSignals...)
 	defer signal.Stop(sigs)
 
 	// The terminal as it is now: Claude puts it in raw mode, and a Claude
 	// that dies from a signal cannot put it back.
 	restore := saveTerminal(o.Stdin)
 
-	if err := cmd.Start(); err != nil {
+	tree, err := startTree(cmd)
+	if err != nil {
 		return 0, fmt.Errorf("start claude: %w", err)
 	}
+	defer tree.release()
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -112,22 +113,21 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 			if sig, ok := killedBy(err); ok {
 				restore()
 				if o.Stderr != nil {
-					fmt.Fprintf(o.Stderr, "\r\nccrelay: Claude was killed by %s (%s); the terminal is restored.\r\n", unix.SignalName(sig), sig)
+					fmt.Fprintf(o.Stderr, "\r\nccrelay: Claude was killed by %s (%s); the terminal is restored.\r\n", signalName(sig), sig)
 				}
 			}
 			return exitCode(cmd, err)
 		case sig := <-sigs:
-			// Claude decides what the signal means (Ctrl-C twice, etc.).
-			_ = cmd.Process.Signal(sig)
+			tree.forward(sig)
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = tree.terminate()
 				killTimer = time.After(o.StopTimeout)
 			}
 		case <-killTimer:
 			o.Logger.Warn("claude did not stop after SIGTERM; killing it", "pid", cmd.Process.Pid)
-			_ = cmd.Process.Kill()
+			_ = tree.kill()
 			killTimer = nil
 		}
 	}

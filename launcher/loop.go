@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -419,48 +418,4 @@ func rawMode(f *os.File) func() {
 		return func() {}
 	}
 	return func() { _ = term.Restore(fd, old) }
-}
-
-// watchKeys signals when space is pressed twice in a row on f. It polls,
-// so it stops reading as soon as ctx ends: local Claude gets the terminal
-// back with no key taken from it.
-func watchKeys(ctx context.Context, f *os.File) <-chan struct{} {
-	out := make(chan struct{})
-	go func() {
-		fd := int(f.Fd())
-		spaces := 0
-		buf := make([]byte, 64)
-		for ctx.Err() == nil {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, 100)
-			if err != nil && !errors.Is(err, unix.EINTR) {
-				return
-			}
-			if n == 0 || fds[0].Revents == 0 {
-				continue
-			}
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 && fds[0].Revents&unix.POLLIN == 0 {
-				return
-			}
-			k, err := unix.Read(fd, buf)
-			if k <= 0 || err != nil {
-				return
-			}
-			for _, b := range buf[:k] {
-				if b == ' ' {
-					spaces++
-				} else {
-					spaces = 0
-				}
-				if spaces >= 2 {
-					select {
-					case out <- struct{}{}:
-					case <-ctx.Done():
-					}
-					return
-				}
-			}
-		}
-	}()
-	return out
 }

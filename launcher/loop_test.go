@@ -10,12 +10,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
@@ -165,7 +165,7 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 	}
 	for _, p := range pids {
 		pid, _ := strconv.Atoi(p)
-		if syscall.Kill(pid, 0) == nil {
+		if testutil.ProcessAlive(pid) {
 			t.Errorf("claude %d outlived its mode", pid)
 		}
 	}

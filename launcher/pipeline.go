@@ -19,7 +19,6 @@ import (
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
-	"golang.org/x/sys/unix"
 )
 
 // Outbox stores envelopes durably before they are sent. Append returns only
@@ -354,17 +353,10 @@ func (o *FileOutbox) Append(_ context.Context, session string, envs []protocol.E
 // on f: another process appending to the same file waits, so the cut-back
 // after a failed write takes off only what this one left.
 func appendLocked(f *os.File, buf []byte) error {
-	fd := int(f.Fd())
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("lock outbox: %w", err)
-		}
+	if err := lockFile(f, true); err != nil {
+		return fmt.Errorf("lock outbox: %w", err)
 	}
-	defer unix.Flock(fd, unix.LOCK_UN)
+	defer unlockFile(f)
 	before, statErr := f.Seek(0, io.SeekEnd)
 	_, err := f.Write(buf)
 	if err == nil {

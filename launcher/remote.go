@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -852,6 +851,7 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 // process is one running Claude.
 type process struct {
 	cmd      *exec.Cmd
+	tree     *claudeTree
 	stdin    io.WriteCloser
 	stdout   io.Reader
 	stderr   *tailBuffer
@@ -882,7 +882,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	if p.stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	if p.tree, err = startTree(cmd); err != nil {
 		return nil, fmt.Errorf("start claude: %w", err)
 	}
 	return p, nil
@@ -900,6 +900,7 @@ func (p *process) write(line []byte) error {
 // wait reaps the process after its stdout ended.
 func (p *process) wait() {
 	p.waitErr = p.cmd.Wait()
+	p.tree.release()
 	close(p.exited)
 }
 
@@ -935,13 +936,13 @@ func (p *process) stop(timeout time.Duration) {
 		return
 	case <-time.After(timeout):
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.tree.terminate()
 	select {
 	case <-p.exited:
 		return
 	case <-time.After(timeout):
 	}
-	_ = p.cmd.Process.Kill()
+	_ = p.tree.kill()
 	<-p.exited
 }
 

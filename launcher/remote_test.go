@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -106,7 +106,7 @@ func (rig *remoteRig) noProcess() {
 		return // never started
 	}
 	pid, _ := strconv.Atoi(string(b))
-	if pid > 0 && syscall.Kill(pid, 0) == nil {
+	if pid > 0 && testutil.ProcessAlive(pid) {
 		rig.t.Errorf("claude (pid %d) outlived its session", pid)
 	}
 }

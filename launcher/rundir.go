@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // MaxRunSlots bounds how many ccrelay processes can run at once in one
@@ -88,9 +86,9 @@ func tryLockSlot(dir string, create bool) (*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("lock state folder: %w", err)
 		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		if err := lockFile(f, false); err != nil {
 			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
+			if errors.Is(err, errLocked) {
 				return nil, nil
 			}
 			return nil, fmt.Errorf("lock state folder %s: %w", dir, err)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -332,8 +331,7 @@ func TestScannerIdle(t *testing.T) {
 	h := start(t, dir, Config{PollInterval: 100 * time.Millisecond})
 	h.sc.AddSession("s1")
 	waitFor(t, "first record", func() bool { return len(h.sink.uuids(false)) == 1 })
-	var before, after syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+	before := cpuTime()
 	start := time.Now()
 	passes := 0
 	for time.Since(start) < time.Second {
@@ -343,8 +341,7 @@ func TestScannerIdle(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) * time.Nanosecond
+	cpu := cpuTime() - before
 	if passes > 15 {
 		t.Fatalf("%d passes in 1 s with a 100 ms interval", passes)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"syscall"
 
 	"github.com/ccrelay/ccrelay/internal/lines"
 )
@@ -16,18 +15,13 @@ import (
 // DefaultMaxLine bounds the lines a Tail keeps in memory.
 const DefaultMaxLine = 16 << 20
 
-// FileID identifies a file independently of its name (device and inode), so
-// a file replaced under the same name is noticed.
+// FileID identifies a file independently of its name (device and inode on
+// Unix, volume serial number and file index on Windows: fileid_*.go), so a
+// file replaced under the same name is noticed. The zero FileID means
+// unknown.
 type FileID struct {
 	Dev uint64 `json:"dev"`
 	Ino uint64 `json:"ino"`
-}
-
-func fileID(fi os.FileInfo) FileID {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return FileID{Dev: uint64(st.Dev), Ino: st.Ino}
-	}
-	return FileID{}
 }
 
 // Line is one complete line read from a file.
@@ -112,7 +106,7 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("stat %s: %w", t.Path, err)
 	}
-	id := fileID(fi)
+	id := fileID(f, fi)
 	if !t.holds(f, fi) {
 		t.pos, t.line, t.guard, reset = 0, 0, nil, true
 	}
@@ -152,7 +146,7 @@ func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
 // holds reports whether the position still belongs to the open file f: the
 // same file (device and inode), not shorter, and the same bytes before it.
 func (t *Tail) holds(f *os.File, fi os.FileInfo) bool {
-	id := fileID(fi)
+	id := fileID(f, fi)
 	return (t.id == FileID{} || id == t.id) && fi.Size() >= t.pos && t.guardHolds(f)
 }
 

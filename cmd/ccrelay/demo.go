@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -121,7 +119,7 @@ func demoAddr(listen string) (addr, taken string, err error) {
 		return listen, "", nil
 	}
 	host, port, serr := net.SplitHostPort(listen)
-	if serr != nil || !errors.Is(err, syscall.EADDRINUSE) {
+	if serr != nil || !addrInUse(err) {
 		return "", "", fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	return net.JoinHostPort(host, "0"), port, nil

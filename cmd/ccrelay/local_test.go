@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -148,7 +149,7 @@ func readPID(t *testing.T, path string) int {
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
+	for testutil.ProcessAlive(pid) {
 		// A zombie still answers kill(0); it has exited all the same.
 		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
 			return

@@ -158,7 +158,7 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707)")
 	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().StringVar(&tokFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
-	cmd.Flags().StringVar(&state, "state", "", "state folder for the durable outbox (default $XDG_STATE_HOME/ccrelay)")
+	cmd.Flags().StringVar(&state, "state", "", "state folder for the durable outbox (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
 	cmd.Flags().Float64Var(&speed, "speed", 0, "pace the replay by the records' timestamps: 1 = real time, 10 = ten times faster, 0 = as fast as possible")
 	return cmd
 }

@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ccrelay/ccrelay/internal/dirs"
 	"github.com/ccrelay/ccrelay/relay"
 )
 
@@ -26,14 +25,7 @@ func dataDir(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "ccrelay"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find the data folder: %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "ccrelay"), nil
+	return platformDir(dirs.Data, "data")
 }
 
 func newServeCmd() *cobra.Command {
@@ -90,7 +82,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
-	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay)")
+	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
 	cmd.Flags().StringVar(&opts.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -155,7 +147,7 @@ func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 
 // portTaken says whether err (from startRelay) is a listen address
 // already in use: another relay, or another program, has the port.
-func portTaken(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
+func portTaken(err error) bool { return addrInUse(err) }
 
 // startRelayWith listens on listen, then (and only if it can) makes the
 // data folder dir private, opens its token and store, and serves.

@@ -44,15 +44,18 @@ func TestFormatVersion(t *testing.T) {
 		name string
 		bi   *debug.BuildInfo
 		want string
+		ld   stamp
 	}{
-		{"from a checkout", stamped, "ccrelay v0.0.0-20261123192346-a71176713cbd+dirty\ncommit a71176713cbd8948a15a93c22dbf7837fc375018 (2026-11-23T19:23:46Z) with local changes\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n"},
-		{"a tag", tagged, "ccrelay v1.2.3\ncommit 0123456789abcdef\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n"},
-		{"no version recorded (go run)", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "ccrelay (devel)\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n"},
-		{"no build info", nil, "ccrelay (devel)\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with unknown Go for linux/amd64\n"},
+		{"from a checkout", stamped, "ccrelay v0.0.0-20261123192346-a71176713cbd+dirty\ncommit a71176713cbd8948a15a93c22dbf7837fc375018 (2026-11-23T19:23:46Z) with local changes\nbuild date 2026-11-23T19:23:46Z\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n", stamp{}},
+		{"a tag", tagged, "ccrelay v1.2.3\ncommit 0123456789abcdef\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n", stamp{}},
+		{"no version recorded (go run)", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "ccrelay (devel)\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n", stamp{}},
+		{"release build (-ldflags)", stamped, "ccrelay v1.2.3\ncommit 0123456789abcdef0123456789abcdef01234567 (2026-11-23T19:23:46Z)\nbuild date 2026-11-24T08:00:00Z\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with go1.26.8 for linux/amd64\n",
+			stamp{"v1.2.3", "0123456789abcdef0123456789abcdef01234567", "2026-11-24T08:00:00Z"}},
+		{"no build info", nil, "ccrelay (devel)\ntested with Claude Code " + claude.TestedVersion + "\nbuilt with unknown Go for linux/amd64\n", stamp{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := formatVersion(tt.bi, "linux/amd64"); got != tt.want {
+			if got := formatVersion(tt.bi, "linux/amd64", tt.ld); got != tt.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tt.want)
 			}
 		})

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -57,27 +56,7 @@ func main() {
 		}
 		return
 	}
-	sigs := make(chan os.Signal, 1)
-	if p := os.Getenv("FAKE_CLAUDE_SIGLOG"); p != "" {
-		// Record the signals that reach Claude, without acting on them
-		// (SIGTERM still ends it).
-		logged := make(chan os.Signal, 8)
-		signal.Notify(logged, syscall.SIGINT, syscall.SIGHUP, syscall.SIGWINCH)
-		go func() {
-			for s := range logged {
-				f, _ := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-				fmt.Fprintln(f, s.(syscall.Signal).String())
-				f.Close()
-			}
-		}()
-		signal.Notify(sigs, syscall.SIGTERM)
-	} else if os.Getenv("FAKE_CLAUDE_IGNORE_TERM") != "" {
-		// A Claude that does not stop when asked.
-		signal.Ignore(syscall.SIGTERM)
-		signal.Notify(sigs, syscall.SIGINT, syscall.SIGHUP)
-	} else {
-		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	}
+	sigs := watchSignals()
 	if err := run(sigs); err != nil {
 		fmt.Fprintln(os.Stderr, "fakeclaude:", err)
 		os.Exit(70)
@@ -216,7 +195,8 @@ func runHooks(settings, session, transcript, cwd, source string) error {
 	var s struct {
 		Hooks map[string][]struct {
 			Hooks []struct {
-				Command string `json:"command"`
+				Command string   `json:"command"`
+				Args    []string `json:"args"`
 			} `json:"hooks"`
 		} `json:"hooks"`
 	}
@@ -227,7 +207,12 @@ func runHooks(settings, session, transcript, cwd, source string) error {
 		"hook_event_name": "SessionStart", "source": source})
 	for _, m := range s.Hooks["SessionStart"] {
 		for _, h := range m.Hooks {
+			// As Claude Code runs a hook: exec form (args) directly,
+			// otherwise through the shell.
 			cmd := exec.Command("/bin/sh", "-c", h.Command)
+			if h.Args != nil {
+				cmd = exec.Command(h.Command, h.Args...)
+			}
 			cmd.Stdin = strings.NewReader(string(in))
 			cmd.Stderr = os.Stderr
 			_ = cmd.Run() // a failing hook does not stop Claude
