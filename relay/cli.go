@@ -18,6 +18,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	// A frame over MaxFrameBytes is answered (readFrames), not a reason
+	// to close: a CLI that sent one hears why and goes on.
+	c.SetReadLimit(MaxDiscardFrameBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
