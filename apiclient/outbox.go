@@ -352,10 +352,11 @@ type batch struct {
 	end       int64 // log offset after the batch
 }
 
-// next reads the oldest unacknowledged run of at most max envelopes of one
-// session, or nil when everything is acknowledged. Lines it cannot read are
+// next reads the oldest unacknowledged run of one session, at most max
+// envelopes and, but for its first envelope, at most maxBytes of envelope
+// JSON; nil when everything is acknowledged. Lines it cannot read are
 // skipped (they would block everything behind them) and logged once each.
-func (o *Outbox) next(max int) (*batch, error) {
+func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 	o.mu.Lock()
 	from, size, gen := o.acked, o.size, o.gen
 	o.mu.Unlock()
@@ -364,6 +365,7 @@ func (o *Outbox) next(max int) (*batch, error) {
 	}
 	r := bufio.NewReaderSize(io.NewSectionReader(o.log, from, size-from), 64<<10)
 	b := &batch{end: from}
+	n := 0 // bytes of envelope JSON in the batch
 	for len(b.envelopes) < max {
 		line, err := r.ReadBytes('\n')
 		if len(line) == 0 && err != nil {
@@ -390,8 +392,14 @@ func (o *Outbox) next(max int) (*batch, error) {
 		if e.Session != b.session {
 			break
 		}
+		if len(b.envelopes) > 0 && n+len(e.Envelope) > maxBytes {
+			// Too large to join: it starts the next batch (read again
+			// from b.end).
+			break
+		}
 		b.envelopes = append(b.envelopes, e.Envelope)
 		b.ids = append(b.ids, e.ID)
+		n += len(e.Envelope)
 		b.end += int64(len(line))
 		if errors.Is(err, io.EOF) {
 			break
