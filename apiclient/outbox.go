@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -467,42 +468,13 @@ func (o *Outbox) compact() error {
 	return nil
 }
 
-// replaceFile durably replaces the file at path with one that write fills:
-// the new content goes to a temporary file in the same folder, which is
-// fsynced, renamed over path, and then the folder is fsynced. A crash
-// leaves the old file or the new one, never a mix, and once replaceFile
-// returns nil the new one survives power loss. It returns the new file,
-// open, whenever the rename happened (also with the folder's fsync error).
-// Every file the outbox replaces goes through here.
+// replaceFile durably replaces the file at path with one that write fills
+// (durable.Replace: write a temporary file, fsync, rename, fsync the
+// folder). It returns the new file, open, whenever the rename happened
+// (also with the folder's fsync error). Every file the outbox replaces goes
+// through here.
 func replaceFile(path string, open func(string) (LogFile, error), write func(LogFile) error) (LogFile, error) {
-	tmp := path + ".tmp"
-	f, err := open(tmp)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (LogFile, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, err
-	}
-	if err := f.Truncate(0); err != nil { // a leftover of a crash
-		return fail(err)
-	}
-	if err := write(f); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		// The rename happened (the new file is returned); only its
-		// durability is in doubt.
-		return f, fmt.Errorf("sync folder %s: %w", filepath.Dir(path), err)
-	}
-	return f, nil
+	return durable.Replace(path, open, write)
 }
 
 // writeFileDurable replaces path with data through replaceFile.
@@ -517,16 +489,6 @@ func writeFileDurable(path string, data []byte) error {
 		}
 	}
 	return err
-}
-
-// syncDir fsyncs a folder, making a rename in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // step calls the test seam, if any, at a named step.
