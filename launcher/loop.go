@@ -102,7 +102,13 @@ type loop struct {
 	session string
 	resumed bool // the session exists in Claude (local ran, or a remote turn)
 	seen    map[string]bool
+	seenQ   []string // seen's ids, oldest first
 }
+
+// MaxSeenCommands bounds the command ids the loop remembers to drop a
+// repeat at once; older repeats are answered from the command ledger
+// (MaxLedgerEntries, the same bound).
+const MaxSeenCommands = MaxLedgerEntries
 
 // fresh reports whether a command is new (the relay delivers at least
 // once).
@@ -114,6 +120,11 @@ func (l *loop) fresh(c Command) bool {
 		return false
 	}
 	l.seen[c.ID] = true
+	l.seenQ = append(l.seenQ, c.ID)
+	if len(l.seenQ) > MaxSeenCommands {
+		delete(l.seen, l.seenQ[0])
+		l.seenQ = append(l.seenQ[:0], l.seenQ[1:]...)
+	}
 	return true
 }
 
