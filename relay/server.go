@@ -55,10 +55,9 @@ type Server struct {
 	now    func() time.Time // the clock of the login limits (tests replace it)
 	pongs  atomic.Int64     // pings answered, over all connections
 
-	appendMu sync.Mutex // appends and their publication happen in seq order
-	hub      hub
-	conns    sync.WaitGroup // open websocket connections
-	dp       dataPath       // counters (Stats)
+	hub   hub
+	conns sync.WaitGroup // open websocket connections
+	dp    dataPath       // counters (Stats)
 
 	routes // command routing (commands.go)
 }
