@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -299,9 +300,11 @@ func (o *Outbox) appendRaw(buf []byte) error {
 	if _, err := o.log.WriteAt(buf, o.size); err != nil {
 		return o.undo(fmt.Errorf("write outbox: %w", err))
 	}
+	crashpoint.Hit(crashpoint.OutboxWritten)
 	if err := o.log.Sync(); err != nil {
 		return o.undo(fmt.Errorf("sync outbox: %w", err))
 	}
+	crashpoint.Hit(crashpoint.OutboxSynced)
 	o.size += int64(len(buf))
 	select {
 	case o.notify <- struct{}{}:
@@ -434,6 +437,7 @@ func (o *Outbox) ack(end int64) error {
 		return nil
 	}
 	o.acked = end
+	crashpoint.Hit(crashpoint.OutboxAcked)
 	if o.acked == o.size && o.size > compactAt && !o.dirty {
 		if err := o.compact(); err != nil {
 			return err
@@ -458,6 +462,7 @@ func (o *Outbox) compact() error {
 	// The log was replaced: from here on the outbox counts in the new one.
 	o.log.Close()
 	o.log = f
+	crashpoint.Hit(crashpoint.OutboxCompacted)
 	if serr := o.step("compact-log-replaced"); serr != nil {
 		return serr
 	}

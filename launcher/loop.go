@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -196,9 +197,11 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			// Stopped for the app: everything Claude wrote is read, and
 			// the turn closes completed, before remote mode goes on.
 			l.settle()
+			crashpoint.Hit(crashpoint.SwitchFlushed)
 			if err := l.o.Pipeline.CloseTurn(context.WithoutCancel(ctx), l.session, protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
 				return 0, nil, err
 			}
+			crashpoint.Hit(crashpoint.SwitchClosed)
 			return 0, next, nil
 		}
 	}

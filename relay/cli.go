@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 )
@@ -46,6 +47,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, *ferr)
 			}
 			ack.Ref = f.Ref
+			crashpoint.Hit(crashpoint.RelayCommitted)
 			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, ack); err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 )
 
 // Defaults of Config, and the scanner's limits (docs/protocol.md, "Limits:
@@ -484,6 +485,7 @@ func (s *Scanner) sync(ctx context.Context) error {
 	}
 	s.endWatchPass()
 	if s.dirty {
+		crashpoint.Hit(crashpoint.ScannerDelivered)
 		if serr := s.saveCursor(); serr != nil {
 			return errors.Join(err, serr)
 		}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 )
 
 // File is what Replace needs of the temporary file. *os.File implements
@@ -70,6 +72,7 @@ func Replace[F File](path string, open func(string) (F, error), write func(F) er
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
+	crashpoint.Hit(crashpoint.Renamed)
 	if err := SyncDir(filepath.Dir(path)); err != nil {
 		return f, fmt.Errorf("sync folder %s: %w", filepath.Dir(path), err)
 	}
