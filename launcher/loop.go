@@ -80,6 +80,15 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 		return 0, fmt.Errorf("session id %q is not a UUID", clip(l.session, 100))
 	}
 	remote := o.StartRemote
+	if remote && o.Scanner != nil {
+		// The scanner follows the session in remote mode too: it holds
+		// the session's cursor at the last record whose envelopes are on
+		// disk (Pipeline.holdRemote). First it delivers, as the terminal's,
+		// what an earlier run's Claude wrote that never reached the outbox
+		// (that run was killed before stream-json's copy was stored).
+		l.o.Scanner.AddSession(l.session)
+		l.settle()
+	}
 	var first *Command // the app's command that took the session over
 	for {
 		if remote {
