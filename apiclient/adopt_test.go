@@ -20,7 +20,7 @@ func TestOutboxAdopt(t *testing.T) {
 	}
 	old.Append(ctx, a, envs(a, 0, 10))
 	// The first 10 were acknowledged; 600 of a and 5 of b were not.
-	first, err := old.next(10)
+	first, err := old.next(10, MaxBatchBytes)
 	if err != nil || len(first.ids) != 10 {
 		t.Fatalf("first batch %v, %v", first, err)
 	}

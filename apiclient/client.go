@@ -21,6 +21,14 @@ import (
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
+// MaxBatchBytes bounds the envelope JSON the client sends in one frame: a
+// quarter of the relay's frame limit (relay.MaxFrameBytes, 8 MiB), so that
+// a batch of large envelopes (a burst of big Write calls) never makes a
+// frame the relay refuses. One envelope is at most
+// protocol.MaxEnvelopeBytes (the mapper caps what would be larger), so a
+// batch that starts with one still fits.
+const MaxBatchBytes = 2 << 20
+
 // Config configures a Client.
 type Config struct {
 	// URL of the relay, http(s)://host:port; the CLI endpoint is /ws/cli.
@@ -28,6 +36,9 @@ type Config struct {
 	Token string
 	// BatchSize bounds the envelopes in one frame (default 200).
 	BatchSize int
+	// BatchBytes bounds the envelope JSON in one frame (default
+	// MaxBatchBytes); a single envelope larger than it goes alone.
+	BatchBytes int
 	// MinBackoff and MaxBackoff bound the jittered exponential reconnect
 	// delay (defaults 100 ms and 30 s).
 	MinBackoff, MaxBackoff time.Duration
@@ -79,6 +90,9 @@ type conn struct {
 func NewClient(cfg Config, box *Outbox) *Client {
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 200
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = MaxBatchBytes
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 100 * time.Millisecond
@@ -390,7 +404,7 @@ func (c *Client) session(ctx context.Context) error {
 	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
-		b, err := c.box.next(c.cfg.BatchSize)
+		b, err := c.box.next(c.cfg.BatchSize, c.cfg.BatchBytes)
 		if err != nil {
 			return err
 		}
@@ -404,7 +418,7 @@ func (c *Client) session(ctx context.Context) error {
 			if err := c.sendUnsent(ctx, cn); err != nil {
 				return err
 			}
-			if b, err = c.box.next(c.cfg.BatchSize); err != nil {
+			if b, err = c.box.next(c.cfg.BatchSize, c.cfg.BatchBytes); err != nil {
 				return err
 			}
 		}

@@ -168,7 +168,7 @@ func TestOutboxDurable(t *testing.T) {
 	ctx := context.Background()
 	box.Append(ctx, "A", envs("A", 0, 3))
 	box.Append(ctx, "B", envs("B", 0, 2))
-	b, _ := box.next(10)
+	b, _ := box.next(10, MaxBatchBytes)
 	if b.session != "A" || len(b.ids) != 3 {
 		t.Fatalf("first batch %+v", b)
 	}
@@ -183,12 +183,12 @@ func TestOutboxDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer box.Close()
-	b, _ = box.next(10)
+	b, _ = box.next(10, MaxBatchBytes)
 	if b.session != "B" || len(b.ids) != 2 || b.ids[1] != envs("B", 0, 2)[1].ID {
 		t.Fatalf("after reopen %+v", b)
 	}
 	box.ack(b.end)
-	if b, _ := box.next(10); b != nil || box.Pending() != 0 {
+	if b, _ := box.next(10, MaxBatchBytes); b != nil || box.Pending() != 0 {
 		t.Fatalf("left %+v, pending %d", b, box.Pending())
 	}
 	// Compaction: a large, fully acknowledged log is replaced by an empty
@@ -196,7 +196,7 @@ func TestOutboxDurable(t *testing.T) {
 	big := envs("C", 0, 10000)
 	box.Append(ctx, "C", big)
 	for {
-		b, _ := box.next(1000)
+		b, _ := box.next(1000, MaxBatchBytes)
 		if b == nil {
 			break
 		}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -298,9 +300,11 @@ func (o *Outbox) appendRaw(buf []byte) error {
 	if _, err := o.log.WriteAt(buf, o.size); err != nil {
 		return o.undo(fmt.Errorf("write outbox: %w", err))
 	}
+	crashpoint.Hit(crashpoint.OutboxWritten)
 	if err := o.log.Sync(); err != nil {
 		return o.undo(fmt.Errorf("sync outbox: %w", err))
 	}
+	crashpoint.Hit(crashpoint.OutboxSynced)
 	o.size += int64(len(buf))
 	select {
 	case o.notify <- struct{}{}:
@@ -352,10 +356,11 @@ type batch struct {
 	end       int64 // log offset after the batch
 }
 
-// next reads the oldest unacknowledged run of at most max envelopes of one
-// session, or nil when everything is acknowledged. Lines it cannot read are
+// next reads the oldest unacknowledged run of one session, at most max
+// envelopes and, but for its first envelope, at most maxBytes of envelope
+// JSON; nil when everything is acknowledged. Lines it cannot read are
 // skipped (they would block everything behind them) and logged once each.
-func (o *Outbox) next(max int) (*batch, error) {
+func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 	o.mu.Lock()
 	from, size, gen := o.acked, o.size, o.gen
 	o.mu.Unlock()
@@ -364,6 +369,7 @@ func (o *Outbox) next(max int) (*batch, error) {
 	}
 	r := bufio.NewReaderSize(io.NewSectionReader(o.log, from, size-from), 64<<10)
 	b := &batch{end: from}
+	n := 0 // bytes of envelope JSON in the batch
 	for len(b.envelopes) < max {
 		line, err := r.ReadBytes('\n')
 		if len(line) == 0 && err != nil {
@@ -390,8 +396,14 @@ func (o *Outbox) next(max int) (*batch, error) {
 		if e.Session != b.session {
 			break
 		}
+		if len(b.envelopes) > 0 && n+len(e.Envelope) > maxBytes {
+			// Too large to join: it starts the next batch (read again
+			// from b.end).
+			break
+		}
 		b.envelopes = append(b.envelopes, e.Envelope)
 		b.ids = append(b.ids, e.ID)
+		n += len(e.Envelope)
 		b.end += int64(len(line))
 		if errors.Is(err, io.EOF) {
 			break
@@ -425,6 +437,7 @@ func (o *Outbox) ack(end int64) error {
 		return nil
 	}
 	o.acked = end
+	crashpoint.Hit(crashpoint.OutboxAcked)
 	if o.acked == o.size && o.size > compactAt && !o.dirty {
 		if err := o.compact(); err != nil {
 			return err
@@ -449,6 +462,7 @@ func (o *Outbox) compact() error {
 	// The log was replaced: from here on the outbox counts in the new one.
 	o.log.Close()
 	o.log = f
+	crashpoint.Hit(crashpoint.OutboxCompacted)
 	if serr := o.step("compact-log-replaced"); serr != nil {
 		return serr
 	}
@@ -459,42 +473,13 @@ func (o *Outbox) compact() error {
 	return nil
 }
 
-// replaceFile durably replaces the file at path with one that write fills:
-// the new content goes to a temporary file in the same folder, which is
-// fsynced, renamed over path, and then the folder is fsynced. A crash
-// leaves the old file or the new one, never a mix, and once replaceFile
-// returns nil the new one survives power loss. It returns the new file,
-// open, whenever the rename happened (also with the folder's fsync error).
-// Every file the outbox replaces goes through here.
+// replaceFile durably replaces the file at path with one that write fills
+// (durable.Replace: write a temporary file, fsync, rename, fsync the
+// folder). It returns the new file, open, whenever the rename happened
+// (also with the folder's fsync error). Every file the outbox replaces goes
+// through here.
 func replaceFile(path string, open func(string) (LogFile, error), write func(LogFile) error) (LogFile, error) {
-	tmp := path + ".tmp"
-	f, err := open(tmp)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (LogFile, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, err
-	}
-	if err := f.Truncate(0); err != nil { // a leftover of a crash
-		return fail(err)
-	}
-	if err := write(f); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		// The rename happened (the new file is returned); only its
-		// durability is in doubt.
-		return f, fmt.Errorf("sync folder %s: %w", filepath.Dir(path), err)
-	}
-	return f, nil
+	return durable.Replace(path, open, write)
 }
 
 // writeFileDurable replaces path with data through replaceFile.
@@ -509,16 +494,6 @@ func writeFileDurable(path string, data []byte) error {
 		}
 	}
 	return err
-}
-
-// syncDir fsyncs a folder, making a rename in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // step calls the test seam, if any, at a named step.
@@ -549,7 +524,7 @@ func (o *Outbox) Adopt(dir string) (int, error) {
 	defer src.Close()
 	n := 0
 	for {
-		b, err := src.next(adoptBatch)
+		b, err := src.next(adoptBatch, MaxBatchBytes)
 		if err != nil {
 			return n, fmt.Errorf("adopt outbox %s: %w", dir, err)
 		}

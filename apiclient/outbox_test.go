@@ -108,7 +108,7 @@ func drain(t *testing.T, box *Outbox) []string {
 	t.Helper()
 	var ids []string
 	for {
-		b, err := box.next(64)
+		b, err := box.next(64, MaxBatchBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,7 +290,7 @@ func TestOutboxCompactionCrash(t *testing.T) {
 	}
 	var sent []string
 	for {
-		b, _ := box.next(5000) // two acks: the first is written, the second compacts
+		b, _ := box.next(5000, MaxBatchBytes) // two acks: the first is written, the second compacts
 		if b == nil {
 			break
 		}

@@ -16,14 +16,30 @@ import (
 // (D13), and interrupted results for tool calls a cut turn left open (D7).
 type Converter struct {
 	session string
-	agents  map[string]*agentCall // Agent/Task tool_use id -> launch
-	open    map[string]string     // tool_use id -> parent tool_use id ("" top level), no result yet
-	order   []string              // open calls in start order
-	parents map[string]string     // tool_use id -> parent tool_use id, for every call seen
+	agents  map[string]*agentCall // Agent/Task tool_use id -> launch (the last MaxConverterAgents)
+	agentQ  []string              // agents' ids, oldest first
+	open    map[string]string     // tool_use id -> parent tool_use id ("" top level), no result yet (the last MaxConverterCalls)
+	order   []string              // open calls in start order (and some closed, compacted as it grows)
+	parents map[string]string     // tool_use id -> parent tool_use id, for the last MaxConverterCalls calls seen
+	parentQ []string              // parents' ids, oldest first
 	// retries wait for the next conversation message: Claude prints a
 	// retry before it echoes the prompt the retried call answers (D18).
 	retries []*claude.Record
 }
+
+// A converter lives as long as its Claude process: what it remembers per
+// call is bounded, the oldest forgotten first.
+const (
+	// MaxConverterCalls bounds the tool calls whose parent the converter
+	// remembers, and the calls it holds open (a call that has had no result
+	// among the last MaxConverterCalls is not given an interrupted result
+	// when the turn is cut).
+	MaxConverterCalls = 4096
+	// MaxConverterAgents bounds the subagent launches it remembers (a
+	// background subagent older than the last MaxConverterAgents launches
+	// ends without its task notification record).
+	MaxConverterAgents = 1024
+)
 
 type agentCall struct {
 	prompt     string
@@ -95,8 +111,50 @@ func (c *Converter) agent(toolUseID string) *agentCall {
 	if a == nil {
 		a = &agentCall{}
 		c.agents[toolUseID] = a
+		c.agentQ = append(c.agentQ, toolUseID)
+		if len(c.agentQ) > MaxConverterAgents {
+			delete(c.agents, c.agentQ[0])
+			c.agentQ = append(c.agentQ[:0], c.agentQ[1:]...)
+		}
 	}
 	return a
+}
+
+// call remembers a tool call's parent and holds it open until its result.
+func (c *Converter) call(id, parent string) {
+	if _, ok := c.parents[id]; !ok {
+		c.parentQ = append(c.parentQ, id)
+		if len(c.parentQ) > MaxConverterCalls {
+			delete(c.parents, c.parentQ[0])
+			c.parentQ = append(c.parentQ[:0], c.parentQ[1:]...)
+		}
+	}
+	c.parents[id] = parent
+	if _, ok := c.open[id]; ok {
+		return
+	}
+	c.open[id] = parent
+	c.order = append(c.order, id)
+	if len(c.open) > MaxConverterCalls {
+		c.compactOrder()
+		delete(c.open, c.order[0])
+		c.order = append(c.order[:0], c.order[1:]...)
+	}
+	if len(c.order) > 2*len(c.open)+64 {
+		c.compactOrder()
+	}
+}
+
+// compactOrder drops closed calls from order.
+func (c *Converter) compactOrder() {
+	keep := c.order[:0]
+	for _, id := range c.order {
+		if _, ok := c.open[id]; ok {
+			keep = append(keep, id)
+		}
+	}
+	clear(c.order[len(keep):])
+	c.order = keep
 }
 
 func (c *Converter) conversation(r *claude.Record) []*claude.Record {
@@ -123,11 +181,7 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 			b := &r.Message.Content.Blocks[i]
 			switch {
 			case r.Type == claude.TypeAssistant && b.Type == "tool_use" && b.ID != "":
-				c.parents[b.ID] = r.ParentToolUseID
-				if _, ok := c.open[b.ID]; !ok {
-					c.open[b.ID] = r.ParentToolUseID
-					c.order = append(c.order, b.ID)
-				}
+				c.call(b.ID, r.ParentToolUseID)
 				if b.Name == "Agent" || b.Name == "Task" {
 					var in struct {
 						Prompt string `json:"prompt"`

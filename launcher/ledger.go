@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/ccrelay/ccrelay/internal/durable"
 )
 
 // MaxLedgerEntries is how many command ids a Ledger remembers: the file is
@@ -112,9 +114,8 @@ func (l *Ledger) compact() error {
 	if err := os.Rename(tmp, l.path); err != nil {
 		return fmt.Errorf("write the command ledger: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(l.path)); err == nil {
-		d.Sync()
-		d.Close()
+	if err := durable.SyncDir(filepath.Dir(l.path)); err != nil {
+		return fmt.Errorf("write the command ledger: %w", err)
 	}
 	l.lines = len(l.order)
 	l.f, err = os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND, 0o600)

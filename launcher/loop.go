@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -82,6 +83,15 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 		return 0, fmt.Errorf("session id %q is not a UUID", clip(l.session, 100))
 	}
 	remote := o.StartRemote
+	if remote && o.Scanner != nil {
+		// The scanner follows the session in remote mode too: it holds
+		// the session's cursor at the last record whose envelopes are on
+		// disk (Pipeline.holdRemote). First it delivers, as the terminal's,
+		// what an earlier run's Claude wrote that never reached the outbox
+		// (that run was killed before stream-json's copy was stored).
+		l.o.Scanner.AddSessionPath(l.session, "")
+		l.settle()
+	}
 	var first *Command // the app's command that took the session over
 	for {
 		if remote {
@@ -105,7 +115,13 @@ type loop struct {
 	session string
 	resumed bool // the session exists in Claude (local ran, or a remote turn)
 	seen    map[string]bool
+	seenQ   []string // seen's ids, oldest first
 }
+
+// MaxSeenCommands bounds the command ids the loop remembers to drop a
+// repeat at once; older repeats are answered from the command ledger
+// (MaxLedgerEntries, the same bound).
+const MaxSeenCommands = MaxLedgerEntries
 
 // fresh reports whether a command is new (the relay delivers at least
 // once).
@@ -117,6 +133,11 @@ func (l *loop) fresh(c Command) bool {
 		return false
 	}
 	l.seen[c.ID] = true
+	l.seenQ = append(l.seenQ, c.ID)
+	if len(l.seenQ) > MaxSeenCommands {
+		delete(l.seen, l.seenQ[0])
+		l.seenQ = append(l.seenQ[:0], l.seenQ[1:]...)
+	}
 	return true
 }
 
@@ -188,9 +209,11 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			// Stopped for the app: everything Claude wrote is read, and
 			// the turn closes completed, before remote mode goes on.
 			l.settle()
+			crashpoint.Hit(crashpoint.SwitchFlushed)
 			if err := l.o.Pipeline.CloseTurn(context.WithoutCancel(ctx), l.session, protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
 				return 0, nil, err
 			}
+			crashpoint.Hit(crashpoint.SwitchClosed)
 			return 0, next, nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/mapper"
@@ -50,14 +51,30 @@ type Pipeline struct {
 	// Remote mode cannot read them again; the scanner delivers the same
 	// batch again (Retry), which must not go through the mapper twice.
 	unsent map[string][]protocol.Envelope
+	// held is when the scanner's batch of a remote session was first held
+	// back (see holdRemote); an entry lives while a batch is held.
+	held map[string]time.Time
+	// passing marks a session handed back to the scanner while a batch of
+	// its remote stint was held: that batch, delivered again, is dropped
+	// as remote mode's (its stream-json copy was mapped).
+	passing map[string]bool
+	now     func() time.Time
 }
+
+// RemoteHoldWindow bounds how long the scanner's cursor of a remote
+// session is held before a conversation record whose stream-json copy is
+// not yet in the outbox (remote mode keeps a tool call in memory for up to
+// 250 ms): after it, the record is passed over as remote mode never
+// printed it.
+const RemoteHoldWindow = 5 * time.Second
 
 // NewPipeline returns a pipeline writing to out. A non-empty sessionID maps
 // every record as part of that session (DECISIONS D1 ids are derived from
 // it); "" follows the session of each batch.
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
 	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
-		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{}}
+		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{},
+		held: map[string]time.Time{}, passing: map[string]bool{}, now: time.Now}
 }
 
 // appendTo appends envs of session after what an earlier failed append of
@@ -99,8 +116,10 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(b.Session)
 	if p.remote[session] {
-		// Remote mode reads this session from stream-json; the scanner's
-		// copy is dropped, and the cursor moves past it.
+		return p.holdRemote(session, b)
+	}
+	if b.Retry && p.passing[session] {
+		delete(p.passing, session)
 		return nil
 	}
 	if _, ok := p.unsent[session]; ok && b.Retry {
@@ -120,15 +139,53 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	return p.appendTo(ctx, session, envs)
 }
 
+// holdRemote takes the scanner's batch of a session remote mode drives.
+// Remote mode maps this session from stream-json, so the scanner's copy is
+// dropped, but only once every conversation record of it has its envelopes
+// in the outbox (mapped from stream-json, nothing unsent): until then the
+// batch is held (scanner.ErrHold), so the scanner's cursor stays at the
+// last record whose envelopes are on disk, and a crash loses nothing. A
+// record remote mode never prints passes after RemoteHoldWindow. Called
+// with mu held.
+func (p *Pipeline) holdRemote(session string, b scanner.Batch) error {
+	seen := p.streamed[session]
+	durable := len(p.unsent[session]) == 0
+	for _, r := range b.Records {
+		rec := r.Record
+		if r.Replayed || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) || claude.Key(rec) == "" {
+			continue
+		}
+		if durable && seen != nil && seen.Has(rec) {
+			continue
+		}
+		since, ok := p.held[session]
+		if !ok {
+			p.held[session] = p.now()
+			return scanner.ErrHold
+		}
+		if p.now().Sub(since) < RemoteHoldWindow {
+			return scanner.ErrHold
+		}
+		break // held long enough: remote mode does not print it
+	}
+	delete(p.held, session)
+	return nil
+}
+
 // SetRemote hands session to remote mode (true) or back to the scanner.
 func (p *Pipeline) SetRemote(session string, remote bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if remote {
 		p.remote[session] = true
+		delete(p.passing, session)
 		return
 	}
+	if _, ok := p.held[session]; ok && p.remote[session] {
+		p.passing[session] = true
+	}
 	delete(p.remote, session)
+	delete(p.held, session)
 }
 
 // MapRecords maps records remote mode read from stream-json and appends

@@ -391,6 +391,7 @@ func (m *Mapper) subFor(provider string) *subagent {
 
 // emit appends an envelope. Agent envelopes carry the open turn.
 func (m *Mapper) emit(role protocol.Role, id string, sub *subagent, claudeUUID string, ev protocol.Event) {
+	ev.Text = capText(ev.Text)
 	e := protocol.Envelope{ID: id, Time: m.lastTime, Role: role, ClaudeUUID: claudeUUID, Ev: ev}
 	if role == protocol.RoleAgent {
 		e.Turn = m.turn
@@ -783,6 +784,20 @@ func (m *Mapper) interrupted(src string) {
 }
 
 func isInterrupt(s string) bool { return claude.IsInterruptText(s) }
+
+// MaxTextBytes bounds the text of a text or service envelope as the mapper
+// writes it (a prompt can be a pasted file of any size): a longer text is
+// cut at a UTF-8 boundary and ends with a note that gives its full size, so
+// that its envelope stays within protocol.MaxEnvelopeBytes.
+const MaxTextBytes = 512 << 10
+
+func capText(s string) string {
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	p, _ := Preview(s, MaxTextBytes)
+	return p + "\n\n[ccrelay: text cut at " + strconv.Itoa(len(p)) + " of " + strconv.Itoa(len(s)) + " bytes]"
+}
 
 // Preview cuts s to at most max bytes without splitting a UTF-8 sequence.
 // It reports whether s was cut. Invalid UTF-8 is replaced.

@@ -70,6 +70,66 @@ func subagentTitle(in input) string {
 // toolArgs: an object input as is; a missing input as {}; anything else
 // wrapped as {"input": <value>}.
 func toolArgs(raw json.RawMessage) json.RawMessage {
+	return capArgs(wrapArgs(raw))
+}
+
+// Tool inputs larger than MaxArgsBytes are capped so that their envelope
+// stays within protocol.MaxEnvelopeBytes (a tool input Claude writes has no
+// bound of its own: one Write of a generated file can be many megabytes).
+const (
+	// MaxArgsBytes bounds a tool-call-start's args as the mapper writes
+	// them; larger args are capped.
+	MaxArgsBytes = 1 << 20
+	// MaxArgStringBytes: a capped args object keeps at most this much of
+	// each string at its top level (cut at a UTF-8 boundary).
+	MaxArgStringBytes = 64 << 10
+	// CutKey names the member a capped args object gains: an object of the
+	// fields that were cut, each with its full size in bytes (of the
+	// string's text, or of the whole input's JSON for "input").
+	CutKey = "ccrelayCut"
+)
+
+// capArgs returns args (a JSON object) unchanged when it is at most
+// MaxArgsBytes; otherwise the object with each top-level string longer
+// than MaxArgStringBytes cut to that and named in CutKey with its full
+// size; if that is still too large, {"input": the first MaxArgStringBytes
+// of the JSON text, CutKey: {"input": its size}}. The result is a pure
+// function of args.
+func capArgs(args json.RawMessage) json.RawMessage {
+	if len(args) <= MaxArgsBytes {
+		return args
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(args, &obj) == nil {
+		cut := map[string]int{}
+		for k, v := range obj {
+			if len(v) <= MaxArgStringBytes || v[0] != '"' {
+				continue
+			}
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				continue
+			}
+			p, _ := Preview(s, MaxArgStringBytes)
+			obj[k], _ = json.Marshal(p)
+			cut[k] = len(s)
+		}
+		if len(cut) > 0 {
+			obj[CutKey], _ = json.Marshal(cut)
+			if b, err := json.Marshal(obj); err == nil && len(b) <= MaxArgsBytes {
+				return b
+			}
+		}
+	}
+	p, _ := Preview(string(args), MaxArgStringBytes)
+	b, _ := json.Marshal(struct {
+		Input string         `json:"input"`
+		Cut   map[string]int `json:"ccrelayCut"`
+	}{p, map[string]int{"input": len(args)}})
+	return b
+}
+
+func wrapArgs(raw json.RawMessage) json.RawMessage {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 {
 		return json.RawMessage("{}")

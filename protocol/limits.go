@@ -10,9 +10,9 @@ import (
 // with an error frame that names the field and the limit.
 const (
 	// MaxEnvelopeBytes bounds one envelope's JSON. The mapper caps tool
-	// results (MaxResultBytes) but not text or tool arguments, which the
-	// model's output bounds; half the relay's frame limit leaves room for
-	// the rest of a batch.
+	// results (MaxResultBytes), tool arguments (mapper.MaxArgsBytes) and
+	// texts (mapper.MaxTextBytes) well below it; half the relay's frame
+	// limit leaves room for the rest of a batch.
 	MaxEnvelopeBytes = 4 << 20
 	// MaxInfoBytes bounds an announced session description (its JSON).
 	MaxInfoBytes = 1 << 20

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 )
@@ -18,6 +19,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	// A frame over MaxFrameBytes is answered (readFrames), not a reason
+	// to close: a CLI that sent one hears why and goes on.
+	c.SetReadLimit(MaxDiscardFrameBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
@@ -43,6 +47,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, *ferr)
 			}
 			ack.Ref = f.Ref
+			crashpoint.Hit(crashpoint.RelayCommitted)
 			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, ack); err != nil {
 				return err
@@ -127,24 +132,30 @@ func (s *Server) closeStatus(c *websocket.Conn, err error) {
 }
 
 // storeBatch stores a validated batch and publishes what is new to the
-// apps.
+// apps. The store commits batches of every connection in groups and calls
+// back in sequence order, so apps get envelopes in order; the ack goes out
+// only once the batch is durable.
 func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (protocol.Frame, *protocol.Frame) {
-	s.appendMu.Lock()
-	defer s.appendMu.Unlock()
-	res, err := s.store.Append(ctx, session, items)
+	var fresh []Stored
+	res, err := s.store.AppendThen(ctx, session, items, func(res []Appended) {
+		for i, it := range items {
+			if res[i].New {
+				fresh = append(fresh, Stored{Seq: res[i].Seq, ID: it.ID, Body: it.Body})
+			}
+		}
+		if len(fresh) > 0 {
+			s.hub.publish(session, newPublished(session, fresh))
+		}
+	})
 	if err != nil {
 		s.storeFailed("append", session, err)
 		e := errorFrame("store", "%v", err)
 		return protocol.Frame{}, &e
 	}
 	ack := protocol.Frame{Type: protocol.FrameAck, Session: session, Acks: make([]protocol.Ack, len(items))}
-	var fresh []Stored
 	for i, it := range items {
 		ack.Acks[i] = protocol.Ack{ID: it.ID, Seq: res[i].Seq}
-		switch {
-		case res[i].New:
-			fresh = append(fresh, Stored{Seq: res[i].Seq, ID: it.ID, Body: it.Body})
-		case res[i].Conflict:
+		if res[i].Conflict {
 			// Ids are derived from where an envelope came from: the same id
 			// with other content is a mapper change or a bug. The first
 			// stays; say so.
@@ -153,7 +164,6 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 		}
 	}
 	if len(fresh) > 0 {
-		s.hub.publish(session, newPublished(session, fresh))
 		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)
 		}

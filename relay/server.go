@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -26,10 +28,15 @@ import (
 
 // Limits of the wire protocol.
 const (
-	MaxFrameBytes   = 8 << 20 // a frame larger than this closes the connection (1009)
-	maxBatch        = 1000    // envelopes in one FrameEnvelopes
-	historyPage     = 500
-	subscriberSlack = 256 // live batches (and session changes) buffered per app before it is dropped; each buffer is allocated whole, so it is most of an idle app's cost
+	MaxFrameBytes = 8 << 20 // a larger frame is refused with an error frame naming it (CLI endpoint) or closes the connection (1009, app endpoint)
+	// MaxDiscardFrameBytes: a CLI's frame over MaxFrameBytes is read on
+	// (and thrown away, never held) up to this size so that the relay can
+	// answer it with an error frame and keep the connection; beyond it the
+	// connection is closed (1009).
+	MaxDiscardFrameBytes = 64 << 20
+	maxBatch             = 1000 // envelopes in one FrameEnvelopes
+	historyPage          = 500
+	subscriberSlack      = 256 // live batches (and session changes) buffered per app before it is dropped; each buffer is allocated whole, so it is most of an idle app's cost
 )
 
 // tokenProtocolPrefix: browsers cannot set headers on a websocket, so apps
@@ -61,10 +68,9 @@ type Server struct {
 	now    func() time.Time // the clock of the login limits (tests replace it)
 	pongs  atomic.Int64     // pings answered, over all connections
 
-	appendMu sync.Mutex // appends and their publication happen in seq order
-	hub      hub
-	conns    sync.WaitGroup // open websocket connections
-	dp       dataPath       // counters (Stats)
+	hub   hub
+	conns sync.WaitGroup // open websocket connections
+	dp    dataPath       // counters (Stats)
 
 	routes // command routing (commands.go)
 
@@ -479,6 +485,69 @@ func writeFrame(ctx context.Context, c *websocket.Conn, f protocol.Frame) error 
 	return writeRaw(ctx, c, b)
 }
 
+// readFrame reads one message, holding at most MaxFrameBytes+1 of it:
+// the rest of a larger one is read and thrown away (as far as the
+// connection's read limit lets), and size says how large it was.
+func readFrame(ctx context.Context, c *websocket.Conn) (data []byte, size int64, err error) {
+	_, r, err := c.Reader(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err = io.ReadAll(io.LimitReader(r, MaxFrameBytes+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	size = int64(len(data))
+	if size > MaxFrameBytes {
+		n, err := io.Copy(io.Discard, r)
+		if err != nil {
+			return nil, 0, err
+		}
+		size += n
+	}
+	return data, size, nil
+}
+
+// refuseTooLarge answers a frame over MaxFrameBytes with the error code
+// its type uses for a frame refused for what it is, and its ref, both read
+// from the frame's head.
+func refuseTooLarge(data []byte, size int64) *protocol.Frame {
+	typ, ref := frameHead(data[:min(len(data), 4096)])
+	e := errorFrame(refusalCode(typ), "the frame is %d bytes, more than the relay's limit of %d (relay.MaxFrameBytes); nothing of it was stored or forwarded", size, MaxFrameBytes)
+	e.Ref = ref
+	return &e
+}
+
+// frameHead reads the type and ref from the start of a frame's JSON (they
+// come before its envelopes when a CLI encodes a protocol.Frame).
+func frameHead(head []byte) (typ, ref string) {
+	d := json.NewDecoder(bytes.NewReader(head))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return "", ""
+	}
+	for typ == "" || ref == "" {
+		k, err := d.Token()
+		if err != nil {
+			return typ, ref
+		}
+		key, _ := k.(string)
+		v, err := d.Token()
+		if err != nil {
+			return typ, ref
+		}
+		if _, ok := v.(json.Delim); ok {
+			return typ, ref // an array or object: the short fields are behind
+		}
+		switch s, _ := v.(string); key {
+		case "type":
+			typ = s
+		case "ref":
+			ref = s
+		}
+	}
+	return typ, ref
+}
+
 func errorFrame(code, format string, args ...any) protocol.Frame {
 	return protocol.Frame{Type: protocol.FrameError, Code: code, Message: fmt.Sprintf(format, args...)}
 }
@@ -487,9 +556,15 @@ func errorFrame(code, format string, args ...any) protocol.Frame {
 // ends. A malformed frame gets an error frame and reading goes on.
 func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(protocol.Frame) error) error {
 	for {
-		_, data, err := c.Read(ctx)
+		data, size, err := readFrame(ctx, c)
 		if err != nil {
 			return err
+		}
+		if size > MaxFrameBytes {
+			if werr := writeFrame(ctx, c, *refuseTooLarge(data, size)); werr != nil {
+				return werr
+			}
+			continue
 		}
 		var f protocol.Frame
 		if err := json.Unmarshal(data, &f); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,19 +151,40 @@ func TestCLIBatchesAcksAndErrors(t *testing.T) {
 	if ack := recv(t, c); ack.Type != protocol.FrameAck || ack.Acks[0].Seq != 5 {
 		t.Fatalf("after errors %+v", ack)
 	}
-	// A frame over the limit closes the connection with 1009, not a crash.
-	huge := make([]byte, MaxFrameBytes+10)
-	c.Write(context.Background(), websocket.MessageText, huge)
+	// A CLI's frame over the limit is answered with an error frame that
+	// names it (its ref, its type's refusal code, its size); the
+	// connection goes on.
+	huge, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Ref: "r-huge", Session: s1,
+		Envelopes: []json.RawMessage{json.RawMessage(`"` + strings.Repeat("x", MaxFrameBytes) + `"`)}})
+	if err := c.Write(context.Background(), websocket.MessageText, huge); err != nil {
+		t.Fatal(err)
+	}
+	if f := recv(t, c); f.Type != protocol.FrameError || f.Ref != "r-huge" || f.Code != "bad-batch" ||
+		!strings.Contains(f.Message, strconv.Itoa(len(huge))) || !strings.Contains(f.Message, "MaxFrameBytes") {
+		t.Fatalf("oversized frame: %+v", f)
+	}
+	send(t, c, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 5, 6)})
+	if ack := recv(t, c); ack.Type != protocol.FrameAck || ack.Acks[0].Seq != 6 {
+		t.Fatalf("after oversize %+v", ack)
+	}
+	// On the app endpoint a frame over the limit closes the connection
+	// with 1009, not a crash.
+	app := dial(t, srv, "/ws/app")
+	app.Write(context.Background(), websocket.MessageText, make([]byte, MaxFrameBytes+10))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _, err := c.Read(ctx)
-	if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
-		t.Fatalf("oversized frame: %v", err)
+	for {
+		if _, _, err := app.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+				t.Fatalf("oversized app frame: %v", err)
+			}
+			break
+		}
 	}
 	// The relay is fine afterwards.
 	c2 := dial(t, srv, "/ws/cli")
-	send(t, c2, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 5, 6)})
-	if ack := recv(t, c2); ack.Acks[0].Seq != 6 {
+	send(t, c2, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 6, 7)})
+	if ack := recv(t, c2); ack.Acks[0].Seq != 7 {
 		t.Fatalf("after oversize %+v", ack)
 	}
 }

@@ -26,6 +26,8 @@ type Store struct {
 	r *sql.DB // readers (WAL lets them run beside the writer)
 
 	now func() time.Time // the clock (time.Now when nil); tests set it
+
+	group grouper // commits appends in groups (groupcommit.go)
 }
 
 func (s *Store) clock() time.Time {
@@ -93,6 +95,8 @@ func OpenStore(path string) (*Store, error) {
 	if err := privateFiles(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	// synchronous=NORMAL survives a crash of the relay; envelopes are
+	// committed with FULL, in groups (groupcommit.go), to survive power loss.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -165,6 +169,7 @@ func privateFiles(path string) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.closeGroup()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -177,21 +182,9 @@ type Appended struct {
 	Conflict bool
 }
 
-// Append stores items in order in session (created if new) and returns
-// what became of each: a new sequence number for a new id, the existing one
-// for an id stored before (the first content stays). It is one
-// transaction: all or nothing.
-func (s *Store) Append(ctx context.Context, session string, items []Item) (_ []Appended, err error) {
-	defer func() {
-		if err != nil {
-			err = fmt.Errorf("append to %s: %w", session, err)
-		}
-	}()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
+// appendTx stores items in order in session (created if new) within tx
+// and returns what became of each (see Append).
+func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items []Item) ([]Appended, error) {
 	now := s.clock().UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
 		return nil, err
@@ -239,9 +232,6 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) (_ []A
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`, next, now, prompt, session); err != nil {
 			return nil, err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

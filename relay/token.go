@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ccrelay/ccrelay/internal/durable"
 )
 
 // TokenFile is the name of the token file in the relay's data folder.
@@ -90,6 +92,12 @@ func LoadOrCreateToken(dir string) (string, error) {
 		return "", fmt.Errorf("write token: %w", err)
 	}
 	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("write token: %w", err)
+	}
+	// The token is handed out (printed, saved by CLIs) once this returns:
+	// it must survive power loss.
+	if err := durable.SyncFile(path, f); err != nil {
 		f.Close()
 		return "", fmt.Errorf("write token: %w", err)
 	}

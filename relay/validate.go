@@ -21,6 +21,14 @@ func refuseInvalidUTF8(f protocol.Frame, data []byte) *protocol.Frame {
 	if err == nil {
 		return nil
 	}
+	e := errorFrame(refusalCode(f.Type), "the frame is not valid UTF-8 (%v); nothing of it was stored or forwarded", err)
+	e.Ref = f.Ref
+	return &e
+}
+
+// refusalCode is the error code for a frame of type typ refused for what
+// it is (a CLI drops such a frame rather than send it again).
+func refusalCode(typ string) string {
 	code := map[string]string{
 		protocol.FrameEnvelopes: "bad-batch",
 		protocol.FrameAnnounce:  "bad-announce",
@@ -28,13 +36,11 @@ func refuseInvalidUTF8(f protocol.Frame, data []byte) *protocol.Frame {
 		protocol.FrameResult:    "bad-result",
 		protocol.FrameCommand:   "bad-command",
 		protocol.FrameSubscribe: "bad-subscribe",
-	}[f.Type]
+	}[typ]
 	if code == "" {
 		code = "bad-frame"
 	}
-	e := errorFrame(code, "the frame is not valid UTF-8 (%v); nothing of it was stored or forwarded", err)
-	e.Ref = f.Ref
-	return &e
+	return code
 }
 
 func checkSession(id string) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/durable"
 )
 
 // Cursor is the durable state of a scanner: per file, the position up to
@@ -131,27 +132,13 @@ func (c Cursor) Save(path string) error {
 	return writeAtomic(path, data)
 }
 
+// writeAtomic replaces path with data durably (durable.WriteFile): a crash
+// or power loss leaves the old cursor or the new one.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("save cursor: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".cursor-*")
-	if err != nil {
-		return fmt.Errorf("save cursor: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save cursor: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save cursor: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save cursor: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := durable.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("save cursor: %w", err)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 )
 
 // Defaults of Config, and the scanner's limits (docs/protocol.md, "Limits:
@@ -52,6 +53,12 @@ type Record struct {
 	// state (the mapper's open turn, subagents) and need not send it again.
 	Replayed bool
 }
+
+// ErrHold, returned by a Sink's Deliver (wrapped or not), says that it
+// cannot take the batch yet and nothing is wrong: the scanner delivers the
+// same batch again at a later pass (Retry set), keeps the session's cursor
+// before it, and logs nothing.
+var ErrHold = errors.New("hold the batch: deliver it again later")
 
 // Batch is a run of new records of one session, merged across its files in
 // timestamp order like `ccrelay replay` merges them.
@@ -478,6 +485,7 @@ func (s *Scanner) sync(ctx context.Context) error {
 	}
 	s.endWatchPass()
 	if s.dirty {
+		crashpoint.Hit(crashpoint.ScannerDelivered)
 		if serr := s.saveCursor(); serr != nil {
 			return errors.Join(err, serr)
 		}
@@ -558,6 +566,11 @@ func (s *Scanner) release(ctx context.Context, ss *session, files []*file) (bool
 		}
 		if err := s.sink.Deliver(ctx, Batch{Session: ss.id, Records: out, Retry: retry}); err != nil {
 			ss.retry, ss.retryTake = out, take
+			if errors.Is(err, ErrHold) {
+				// Not yet: the batch is delivered again at a later pass,
+				// and the cursor stays before it.
+				break
+			}
 			return delivered, fmt.Errorf("deliver records of session %s: %w", ss.id, err)
 		}
 		ss.retry, ss.retryTake = nil, nil

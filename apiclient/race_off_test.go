@@ -1,0 +1,5 @@
+//go:build !race
+
+package apiclient
+
+const raceEnabled = false

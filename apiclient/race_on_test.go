@@ -1,0 +1,6 @@
+//go:build race
+
+package apiclient
+
+// raceEnabled: the race detector slows the code several times over.
+const raceEnabled = true

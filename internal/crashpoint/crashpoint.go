@@ -1,0 +1,80 @@
+// Package crashpoint is a test seam that stops a process at a named step
+// of a durable change, as a crash or power cut would there. A process
+// started with CCRELAY_CRASH_AT=<step> kills itself with SIGKILL the first
+// time it reaches Hit(<step>); CCRELAY_CRASH_AT=<step>@<n> the nth time.
+// Without the variable Hit costs one comparison. The steps are listed in
+// Steps; tests walk every one of them.
+package crashpoint
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Env is the variable that names the step to stop at.
+const Env = "CCRELAY_CRASH_AT"
+
+// The steps, in the order an envelope meets them.
+const (
+	// ScannerDelivered: the scanner delivered a batch (its envelopes are
+	// in the outbox) and has not saved its cursor.
+	ScannerDelivered = "scanner-delivered"
+	// OutboxWritten: an append is written to the outbox's log, not fsynced.
+	OutboxWritten = "outbox-written"
+	// OutboxSynced: an append is fsynced, the caller not told yet.
+	OutboxSynced = "outbox-synced"
+	// RelayCommitted: the relay committed a batch and has not acked it.
+	RelayCommitted = "relay-committed"
+	// OutboxAcked: the relay's ack arrived; the acknowledged offset is not
+	// saved yet.
+	OutboxAcked = "outbox-acked"
+	// OutboxCompacted: compaction replaced the log; the new offset is not
+	// saved yet.
+	OutboxCompacted = "outbox-compacted"
+	// Renamed: a durable replace renamed its new file into place and has
+	// not fsynced the folder (durable.Replace: the acknowledged offset,
+	// the cursor, a new outbox log).
+	Renamed = "renamed"
+	// SwitchFlushed: a switch to the app delivered what the scanner read;
+	// the turn is not closed yet.
+	SwitchFlushed = "switch-flushed"
+	// SwitchClosed: a switch closed the terminal's turn; remote mode has
+	// not started.
+	SwitchClosed = "switch-closed"
+)
+
+// Steps lists every step.
+var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
+	Renamed, SwitchFlushed, SwitchClosed}
+
+var (
+	once   sync.Once
+	target string
+	nth    int64 = 1
+	hits   atomic.Int64
+)
+
+func load() {
+	v := os.Getenv(Env)
+	if name, n, ok := strings.Cut(v, "@"); ok {
+		if k, err := strconv.ParseInt(n, 10, 64); err == nil && k > 0 {
+			v, nth = name, k
+		}
+	}
+	target = v
+}
+
+// Hit marks that the process reached step. If it is the step named by
+// CCRELAY_CRASH_AT (the nth time), the process kills itself at once.
+func Hit(step string) {
+	once.Do(load)
+	if target == "" || step != target {
+		return
+	}
+	if hits.Add(1) == nth {
+		kill()
+	}
+}
