@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -84,6 +85,10 @@ type RemoteOptions struct {
 	Args   []string // the user's arguments: the setting-like ones are passed (RemoteArgs)
 	Dir    string
 	Env    []string // nil: this process's environment; CCRELAY_* is never passed
+	// ProjectDir is where Claude writes the session's transcripts ("":
+	// found from Env's HOME and CLAUDE_CONFIG_DIR and Dir). Remote mode
+	// reads foreground subagents' transcripts there (D22).
+	ProjectDir string
 	// Model and PermissionMode for the next start ("" = Claude's default).
 	Model, PermissionMode string
 	// AllowBypass lets the app switch Claude to bypassPermissions (every
@@ -114,6 +119,7 @@ type Remote struct {
 	log    *slog.Logger
 	conv   *Converter
 	q      *queue.Queue[item]
+	files  *subFiles // owned by the reader goroutine
 
 	mu      sync.Mutex
 	proc    *process
@@ -129,6 +135,14 @@ type Remote struct {
 	nextReq     int
 	waiters     map[string]waiter
 	closed      bool
+	// msg holds the blocks of the assistant message being streamed until
+	// its message_delta brings the final usage (msgID is its id).
+	msg      []*claude.StreamMessage
+	msgID    string
+	deferred []deferred // what Claude printed meanwhile (MaxDeferredLines)
+	// streaming is the id of the main agent's message whose message_start
+	// Claude printed: only then does a message_delta follow.
+	streaming string
 }
 
 // item is one entry of the outgoing queue.
@@ -160,7 +174,37 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		waiters: map[string]waiter{},
 		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
+	if opts.ProjectDir == "" {
+		opts.ProjectDir = projectDirFor(opts.Env, opts.Dir)
+	}
+	r.files = newSubFiles(opts.ProjectDir, id, SubagentFileWait, opts.Logger)
 	return r
+}
+
+// projectDirFor is where Claude started in dir with environment env (nil:
+// this process's) writes its transcripts; "" when that cannot be told.
+func projectDirFor(env []string, dir string) string {
+	getenv := os.Getenv
+	if env != nil {
+		getenv = func(k string) string {
+			v := ""
+			for _, kv := range env {
+				if strings.HasPrefix(kv, k+"=") {
+					v = kv[len(k)+1:]
+				}
+			}
+			return v
+		}
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return ""
+	}
+	d, err := claude.ProjectDir(claude.ConfigDir(getenv, home), dir)
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 // started reports whether Claude has the session (it printed its init).
@@ -362,10 +406,14 @@ func (r *Remote) read(p *process) {
 			r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
 			continue
 		}
-		r.handle(p, m)
+		extra, skip := r.subagentRecords(m)
+		r.handleWith(p, m, extra, skip)
 	}
+	// What the subagents' transcripts hold that stdout did not print
+	// goes out before the end of the turn.
+	leftover := r.files.endAll()
 	p.wait()
-	r.exited(p)
+	r.exitedWith(p, leftover)
 	close(p.done)
 }
 
@@ -373,9 +421,110 @@ func (r *Remote) read(p *process) {
 // file can be big; past this it is skipped, not held in memory).
 const maxStreamLine = 64 << 20
 
-func (r *Remote) handle(p *process, m *claude.StreamMessage) {
+// subagentRecords reads what a foreground subagent's transcript holds that
+// Claude did not print, up to the message m (D22). skip is set when m is a
+// subagent record already sent from the transcript. Called by the reader,
+// without mu: it may wait for the transcript.
+func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Record, skip bool) {
+	switch m.Type {
+	case claude.StreamSystem:
+		if m.System == nil {
+			return nil, false
+		}
+		switch m.Subtype {
+		case claude.SystemTaskStarted:
+			if !m.System.IsBackgrounded {
+				r.files.started(m.System.ToolUseID, m.System.TaskID)
+			}
+		case claude.SystemTaskNotification:
+			return r.files.ended(r.files.toolUseID(m.System.ToolUseID, m.System.TaskID)), false
+		case claude.SystemTaskUpdated:
+			if claude.TaskTerminal(m.System.Patch.Status) {
+				return r.files.ended(r.files.toolUseID("", m.System.TaskID)), false
+			}
+		}
+	case claude.StreamUser, claude.StreamAssistant:
+		rec := m.Record
+		if rec == nil {
+			return nil, false
+		}
+		if rec.ParentToolUseID != "" {
+			prior, self := r.files.before(rec)
+			if self == nil {
+				return nil, true
+			}
+			m.Record = self
+			return prior, false
+		}
+		if rec.Type == claude.TypeUser && rec.Message != nil {
+			// The Agent call's result: its subagent is over.
+			for _, b := range rec.Message.Content.Blocks {
+				if b.Type == "tool_result" {
+					extra = append(extra, r.files.ended(b.ToolUseID)...)
+				}
+			}
+		}
+	}
+	return extra, false
+}
+
+func (r *Remote) handle(p *process, m *claude.StreamMessage) { r.handleWith(p, m, nil, false) }
+
+// handleWith handles m after the subagent records that come before it;
+// with skip, m itself was sent already.
+func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.msg) > 0 && !r.sameMessage(m) {
+		if waitsForUsage(m) && len(r.deferred) < MaxDeferredLines {
+			// Claude runs tools (a subagent, say) while the message
+			// that called them still streams: what they print waits
+			// behind the message's blocks, in order.
+			r.deferred = append(r.deferred, deferred{p: p, m: m, extra: extra, skip: skip})
+			return
+		}
+		r.flushMessage()
+	}
+	r.dispatch(p, m, extra, skip)
+}
+
+// MaxDeferredLines bounds the lines of Claude's output that wait behind an
+// assistant message being streamed for its final usage; past it the
+// message goes out with the usage it has.
+const MaxDeferredLines = 1000
+
+// deferred is a line of Claude's output waiting behind the message being
+// streamed.
+type deferred struct {
+	p     *process
+	m     *claude.StreamMessage
+	extra []*claude.Record
+	skip  bool
+}
+
+// waitsForUsage reports whether m may wait behind the main agent's message
+// being streamed: subagents' messages and system messages other than init.
+// Anything else (a tool result, a permission request, the result) means
+// the app must see the message now.
+func waitsForUsage(m *claude.StreamMessage) bool {
+	switch m.Type {
+	case claude.StreamSystem:
+		return m.Subtype != claude.SystemInit
+	case claude.StreamUser, claude.StreamAssistant:
+		return m.Record != nil && m.Record.ParentToolUseID != ""
+	}
+	return false
+}
+
+// dispatch handles m after the subagent records that come before it.
+// Called with mu held.
+func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
+	for _, x := range extra {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
+	if skip {
+		return
+	}
 	switch m.Type {
 	case claude.StreamUser, claude.StreamAssistant:
 		if m.Record == nil {
@@ -396,12 +545,13 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 				}
 			}
 		}
-		recs := r.conv.Convert(m)
-		if held := heldCall(rec); held != "" {
-			r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
-		} else {
-			r.q.Push(item{recs: recs})
+		if streamed(rec) && rec.Message.ID == r.streaming {
+			// Its final usage comes with message_delta (D22).
+			r.msgID = rec.Message.ID
+			r.msg = append(r.msg, m)
+			return
 		}
+		r.push(m)
 	case claude.StreamSystem:
 		if m.System == nil {
 			return
@@ -426,6 +576,13 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		}
 	case claude.StreamEvent:
 		r.live(m)
+		if id := messageStartID(m); id != "" {
+			r.streaming = id
+		}
+		if u := messageDeltaUsage(m); u != nil {
+			r.finalUsage(u)
+			r.flushMessage()
+		}
 	case claude.StreamControlRequest:
 		r.controlRequest(p, m.Control)
 	case claude.StreamControlCancel:
@@ -451,6 +608,118 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 	case claude.StreamResult:
 		r.result(m.Result)
 	}
+}
+
+// push converts a user or assistant message and queues its records; a
+// top-level tool call waits briefly for its permission request or result.
+func (r *Remote) push(m *claude.StreamMessage) {
+	recs := r.conv.Convert(m)
+	if held := heldCall(m.Record); held != "" {
+		r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
+	} else {
+		r.q.Push(item{recs: recs})
+	}
+}
+
+// streamed reports whether rec is a top-level assistant message that Claude
+// streams (stream_event lines) and whose final usage the message_delta
+// event carries: Claude prints each content block with the usage of
+// message_start (output_tokens 1) and no stop reason.
+func streamed(rec *claude.Record) bool {
+	return rec.Type == claude.TypeAssistant && rec.ParentToolUseID == "" && !rec.IsSidechain && !rec.IsAPIError &&
+		rec.Message != nil && rec.Message.ID != "" && rec.Message.Model != claude.SyntheticModel
+}
+
+// sameMessage reports whether m belongs to the assistant message whose
+// blocks are held for their usage: its stream events, its other blocks.
+func (r *Remote) sameMessage(m *claude.StreamMessage) bool {
+	if len(r.msg) == 0 {
+		return true
+	}
+	switch m.Type {
+	case claude.StreamEvent:
+		return true
+	case claude.StreamAssistant:
+		return m.Record != nil && streamed(m.Record) && m.Record.Message.ID == r.msgID
+	}
+	return false
+}
+
+// flushMessage queues the held blocks of the current assistant message.
+// Called with mu held.
+func (r *Remote) flushMessage() {
+	held, later := r.msg, r.deferred
+	r.msg, r.msgID, r.deferred = nil, "", nil
+	if len(held) > 0 {
+		r.streaming = "" // its message_delta came, or will not
+	}
+	for _, m := range held {
+		r.push(m)
+	}
+	for _, d := range later {
+		r.dispatch(d.p, d.m, d.extra, d.skip)
+	}
+}
+
+// finalUsage puts the usage of message_delta over the message_start usage
+// of the held blocks: the message's final usage, as the transcript has it.
+func (r *Remote) finalUsage(delta map[string]json.RawMessage) {
+	if len(r.msg) == 0 {
+		return
+	}
+	u := map[string]json.RawMessage{}
+	if first := r.msg[0].Record.Message.Usage; len(first) > 0 {
+		_ = json.Unmarshal(first, &u)
+	}
+	for k, v := range delta {
+		if string(v) != "null" {
+			u[k] = v
+		}
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return
+	}
+	for _, m := range r.msg {
+		m.Record.Message.Usage = b
+	}
+}
+
+// messageStartID is the message id of a message_start stream event of the
+// main agent, "" for any other event.
+func messageStartID(m *claude.StreamMessage) string {
+	if m.ParentToolUseID != "" || len(m.Event) == 0 {
+		return ""
+	}
+	var ev struct {
+		Type    string `json:"type"`
+		Message struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(m.Event, &ev) != nil || ev.Type != "message_start" {
+		return ""
+	}
+	return ev.Message.ID
+}
+
+// messageDeltaUsage is the usage of a message_delta stream event of the
+// main agent, nil for any other event.
+func messageDeltaUsage(m *claude.StreamMessage) map[string]json.RawMessage {
+	if m.ParentToolUseID != "" || len(m.Event) == 0 {
+		return nil
+	}
+	var ev struct {
+		Type  string                     `json:"type"`
+		Usage map[string]json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(m.Event, &ev) != nil || ev.Type != "message_delta" {
+		return nil
+	}
+	if ev.Usage == nil {
+		ev.Usage = map[string]json.RawMessage{}
+	}
+	return ev.Usage
 }
 
 // heldCall is the tool_use id of a top-level tool call in rec, which waits
@@ -796,9 +1065,17 @@ type waiter struct {
 // exited handles the end of a Claude process. An end we did not ask for
 // closes the open turn as failed with a note saying why; the next prompt
 // starts a fresh process on the same session.
-func (r *Remote) exited(p *process) {
+func (r *Remote) exited(p *process) { r.exitedWith(p, nil) }
+
+// exitedWith is exited after sending leftover, what subagents' transcripts
+// held that Claude had not printed.
+func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flushMessage()
+	for _, x := range leftover {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
 	if r.proc != p {
 		return
 	}
