@@ -254,6 +254,12 @@ func (c *Converter) notification(s *claude.System) *claude.Record {
 // Interrupted returns an interrupted tool result for every call still open,
 // except those of background subagents (they run on), and forgets them.
 func (c *Converter) Interrupted() []*claude.Record {
+	return c.Closed(claude.InterruptedForToolText)
+}
+
+// Closed is Interrupted with text as the results' content: what ended the
+// calls (Claude exited, say), which the app shows on each.
+func (c *Converter) Closed(text string) []*claude.Record {
 	var out []*claude.Record
 	keep := c.order[:0]
 	for _, id := range c.order {
@@ -270,7 +276,7 @@ func (c *Converter) Interrupted() []*claude.Record {
 			"type": "user", "sessionId": c.session,
 			"message": map[string]any{"role": "user", "content": []map[string]any{{
 				"type": "tool_result", "tool_use_id": id, "is_error": true,
-				"content": claude.InterruptedForToolText,
+				"content": text,
 			}}},
 		}
 		if parent != "" {

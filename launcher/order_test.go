@@ -265,3 +265,20 @@ func repeat(v map[string]any, n int) []map[string]any {
 	}
 	return out
 }
+
+// A result that says subtype success with is_error (an API error) ends the
+// turn failed, even when no error message came before it.
+func TestRemoteResultAPIErrorFails(t *testing.T) {
+	out := &MemOutbox{}
+	r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NewPipeline("", out), &events{})
+	p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+	r.proc = p
+	r.handle(p, streamLine(t, map[string]any{"type": "user", "uuid": "u1", "isReplay": true, "message": map[string]any{"role": "user", "content": "hi"}}))
+	r.handle(p, streamLine(t, map[string]any{"type": "assistant", "uuid": "a1", "message": map[string]any{"id": "m1", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "working"}}}}))
+	r.handle(p, streamLine(t, map[string]any{"type": "result", "subtype": "success", "is_error": true, "api_error_status": 400, "terminal_reason": "api_error"}))
+	envs := out.Envelopes()
+	if len(envs) == 0 || envs[len(envs)-1].Ev.T != protocol.KindTurnEnd || envs[len(envs)-1].Ev.Status != protocol.StatusFailed {
+		t.Fatalf("envelopes %q", envtest.DescribeAll(envs))
+	}
+}

@@ -140,6 +140,10 @@ type Remote struct {
 	msg      []*claude.StreamMessage
 	msgID    string
 	deferred []deferred // what Claude printed meanwhile (MaxDeferredLines)
+	// crashAt is the size of the main transcript when Claude ended by
+	// itself (-1: it did not); repaired holds the uuids sent from there.
+	crashAt  int64
+	repaired map[string]bool
 	// streaming is the id of the main agent's message whose message_start
 	// Claude printed: only then does a message_delta follow.
 	streaming string
@@ -171,13 +175,13 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]waiter{},
-		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
+		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{},
+		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
-	if opts.ProjectDir == "" {
-		opts.ProjectDir = projectDirFor(opts.Env, opts.Dir)
+	if r.opts.ProjectDir == "" {
+		r.opts.ProjectDir = projectDirFor(opts.Env, opts.Dir)
 	}
-	r.files = newSubFiles(opts.ProjectDir, id, SubagentFileWait, opts.Logger)
+	r.files = newSubFiles(r.opts.ProjectDir, id, SubagentFileWait, opts.Logger)
 	return r
 }
 
@@ -448,6 +452,16 @@ func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Recor
 		if rec == nil {
 			return nil, false
 		}
+		if rec.ParentToolUseID == "" && !rec.IsSidechain {
+			if fixed := r.repairs(rec); len(fixed) > 0 {
+				r.mu.Lock()
+				for _, x := range fixed {
+					r.repaired[x.UUID] = true
+				}
+				r.mu.Unlock()
+				return fixed, false
+			}
+		}
 		if rec.ParentToolUseID != "" {
 			prior, self := r.files.before(rec)
 			if self == nil {
@@ -532,6 +546,10 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 		}
 		p.accept()
 		rec := m.Record
+		if rec.UUID != "" && r.repaired[rec.UUID] {
+			delete(r.repaired, rec.UUID) // sent from the transcript already
+			return
+		}
 		if !r.turnOpen && rec.ParentToolUseID == "" && !rec.IsSidechain {
 			// A turn opens: a queued prompt's, or one Claude started.
 			r.turnOpen = true
@@ -747,7 +765,10 @@ func (r *Remote) result(res *claude.Result) {
 	switch {
 	case r.interrupted || strings.HasPrefix(res.TerminalReason, "aborted"):
 		status = protocol.StatusCancelled
-	case res.Subtype != "" && res.Subtype != "success":
+	case res.Subtype != "" && res.Subtype != "success",
+		// An API error ends with subtype success but is_error and
+		// terminal_reason api_error (claude-code-peer §4).
+		res.IsError, res.TerminalReason == "api_error":
 		status = protocol.StatusFailed
 	}
 	if status != protocol.StatusCompleted {
@@ -1087,10 +1108,17 @@ func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 		return
 	}
 	reason := p.reason()
+	// The resumed Claude repairs what this one left (the results of calls
+	// it never finished): sendRepairs reads them from here.
+	r.crashAt = -1
+	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil && r.opts.ProjectDir != "" {
+		r.crashAt = fi.Size()
+	}
 	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
 	r.state.Error = "Claude Code stopped: " + reason
 	if r.turnOpen {
-		if recs := r.conv.Interrupted(); len(recs) > 0 {
+		// Nobody interrupted: the calls ended because Claude did.
+		if recs := r.conv.Closed(ExitedMidToolText(reason)); len(recs) > 0 {
 			r.q.Push(item{recs: recs})
 		}
 		now := time.Now().UnixMilli()
@@ -1100,6 +1128,75 @@ func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	r.q.Flush()
 	r.turnOpen, r.queued = false, 0
 	r.publish()
+}
+
+// MaxRepairRecords bounds the records read from the main transcript after
+// a crash (the repairs the resumed Claude writes); the rest is left to
+// local mode's scanner.
+const MaxRepairRecords = 1000
+
+// repairs returns what the resumed Claude wrote to the transcript after
+// the previous one ended by itself and before rec, the first message it
+// prints (the results it records for calls left unfinished, "No response
+// requested."), which it does not print: live then converges to replay.
+// Called by the reader without mu: it may wait for the transcript
+// (SubagentFileWait).
+func (r *Remote) repairs(rec *claude.Record) []*claude.Record {
+	r.mu.Lock()
+	at := r.crashAt
+	r.crashAt = -1
+	r.mu.Unlock()
+	if at < 0 {
+		return nil
+	}
+	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
+	deadline := time.Now().Add(SubagentFileWait)
+	for {
+		recs, found := readRepairs(path, at, rec.UUID)
+		if found || time.Now().After(deadline) {
+			return recs
+		}
+		time.Sleep(subagentFilePoll)
+	}
+}
+
+// readRepairs reads the main-chain messages of the transcript at path from
+// offset at up to the one with uuid stop (found), at most MaxRepairRecords.
+func readRepairs(path string, at int64, stop string) (recs []*claude.Record, found bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return nil, false
+	}
+	lr := lines.NewReader(f, 64<<10, maxStreamLine)
+	for len(recs) < MaxRepairRecords {
+		l, err := lr.Next()
+		if err != nil || !l.Complete {
+			break
+		}
+		if l.TooLong || len(l.Data) == 0 {
+			continue
+		}
+		rec, err := claude.Parse(bytes.Clone(l.Data))
+		if err != nil || rec.UUID == "" || rec.IsSidechain || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) {
+			continue
+		}
+		if rec.UUID == stop {
+			return recs, true
+		}
+		recs = append(recs, rec)
+	}
+	return recs, false
+}
+
+// ExitedMidToolText is the result of a tool call that was running when
+// Claude Code ended by itself (crashed, killed): what happened, with how
+// it ended (reason: "signal: killed", "exit status 1: …").
+func ExitedMidToolText(reason string) string {
+	return "Claude Code exited while this tool ran (" + reason + "); the tool did not finish."
 }
 
 // Stop ends the session's Claude process, if any: the open turn (if any)

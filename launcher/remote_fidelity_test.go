@@ -86,3 +86,61 @@ func TestRealClaudeRemoteForegroundSubagent(t *testing.T) {
 		}
 	}
 }
+
+// Claude killed while a tool runs: the call's result and the note say what
+// happened (Claude exited, and how), the turn ends failed; the next prompt
+// resumes the session, and live then equals replay of the transcript.
+func TestRealClaudeRemoteKilledMidTool(t *testing.T) {
+	yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
+	rig, e := realRemote(t,
+		fakeapi.Rule{LastUserContains: "run it", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Running."),
+			fakeapi.ToolUse("Bash", map[string]any{"command": "timeout 20 tail -f /dev/null", "description": "Wait"})}},
+		fakeapi.Rule{AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("After the tool.")}},
+		fakeapi.Rule{LastUserContains: "again", Reply: []fakeapi.Block{fakeapi.Text("Back.")}})
+	e.Extra = append(e.Extra, "IS_SANDBOX=1")
+	rig.r.opts.Env = e.Environ()
+	rig.r.opts.PermissionMode = "bypassPermissions"
+	rig.r.state.PermissionMode = "bypassPermissions"
+	rig.prompt("run it")
+	rig.until("the tool call", has("TCS(toolu_fake0001", 1))
+	rig.r.mu.Lock()
+	p := rig.r.proc
+	rig.r.mu.Unlock()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d := rig.until("the failed turn", has("TE(failed)", 1))
+	wantInOrder(t, d, "U(run it)", "TS", "A(Running.)", "TCS(toolu_fake0001 Bash)",
+		`TCE(toolu_fake0001 error "Claude Code exited while this tool ran (signal: killed)`, "S(Claude Code stopped unexpectedly: signal: killed)", "TE(failed)")
+	for _, s := range d {
+		if strings.Contains(s, "interrupted by user") || strings.Contains(s, "Interrupted by user") {
+			t.Fatalf("nobody interrupted: %q", d)
+		}
+	}
+	rig.prompt("again")
+	rig.until("the next turn", has("A(Back.)", 1))
+	// Live converges to replay: every envelope of replay is sent, with
+	// its id, in order (the results the resumed Claude records for the
+	// unfinished call included); besides them live has only what the
+	// crash itself showed (the call's end, the note) and turn markers.
+	rig.r.Stop(protocol.StatusCompleted)
+	live := withoutTurnMarkers(rig.checkTurns())
+	want := withoutTurnMarkers(replayFiles(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl")))
+	ld, wd := envtest.DescribeAll(live), envtest.DescribeAll(want)
+	j := 0
+	for i := range live {
+		if j < len(want) && live[i].ID == want[j].ID && ld[i] == wd[j] {
+			j++
+			continue
+		}
+		if !strings.Contains(ld[i], "Claude Code exited while this tool ran") && !strings.HasPrefix(ld[i], "SVC(Claude Code stopped unexpectedly") {
+			t.Fatalf("live %d %s is not in replay\nlive:   %q\nreplay: %q", i, ld[i], ld, wd)
+		}
+	}
+	if j != len(want) {
+		t.Fatalf("replay's %s is not live\nlive:   %q\nreplay: %q", wd[j], ld, wd)
+	}
+	if n := count(ld, "TCE(toolu_fake0001)"); n != 2 {
+		t.Fatalf("the call's ends: %d in %q", n, ld)
+	}
+}
