@@ -12,6 +12,8 @@ const (
 	SystemStatus           = "status"
 	SystemTaskStarted      = "task_started"
 	SystemTaskNotification = "task_notification"
+	SystemTaskUpdated      = "task_updated"
+	SystemTaskProgress     = "task_progress"
 )
 
 // Control request subtypes.
@@ -40,6 +42,24 @@ type System struct {
 	IsBackgrounded bool   `json:"is_backgrounded"`
 	TaskStatus     string `json:"-"`
 	Summary        string `json:"summary"`
+	// task_updated: the fields of the task that changed.
+	Patch struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+	} `json:"patch"`
+	// task_progress: what the task does now.
+	LastToolName string          `json:"last_tool_name"`
+	TaskUsage    json.RawMessage `json:"usage"`
+}
+
+// TaskTerminal reports whether a task status (task_updated's patch,
+// task_notification) says the task is over.
+func TaskTerminal(status string) bool {
+	switch status {
+	case "completed", "failed", "killed", "stopped", "cancelled", "error":
+		return true
+	}
+	return false
 }
 
 func parseSystem(line []byte) (*System, error) {

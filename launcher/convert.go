@@ -170,8 +170,12 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 		a := c.agent(p)
 		if !a.rooted {
 			a.rooted = true
-			isPrompt := r.Type == claude.TypeUser && r.Message != nil && r.Message.Content.IsString
-			if !isPrompt && a.prompt != "" {
+			if isSubagentPrompt(r) {
+				// Claude prints a foreground subagent's prompt as text
+				// blocks; the transcript (and so replay) has it as a
+				// string, the sidechain root: one prompt, replay's id.
+				asRootPrompt(r)
+			} else if a.prompt != "" {
 				out = append(out, c.root(p, r.AgentID, r.Timestamp))
 			}
 		}
@@ -210,6 +214,40 @@ func (c *Converter) conversation(r *claude.Record) []*claude.Record {
 		out = append(out, retries...)
 	}
 	return append(out, r)
+}
+
+// isSubagentPrompt reports whether r is a user message of text only (no
+// tool result): a subagent's prompt when it is the subagent's first.
+func isSubagentPrompt(r *claude.Record) bool {
+	if r.Type != claude.TypeUser || r.Message == nil {
+		return false
+	}
+	c := &r.Message.Content
+	if c.IsString {
+		return true
+	}
+	for _, b := range c.Blocks {
+		if b.Type != "text" {
+			return false
+		}
+	}
+	return len(c.Blocks) > 0
+}
+
+// asRootPrompt makes the content of a subagent's prompt a string, as the
+// subagent's transcript holds it.
+func asRootPrompt(r *claude.Record) {
+	c := &r.Message.Content
+	if c.IsString {
+		return
+	}
+	var sb strings.Builder
+	for _, b := range c.Blocks {
+		if b.Text != nil {
+			sb.WriteString(*b.Text)
+		}
+	}
+	r.Message.Content = claude.Content{Present: true, IsString: true, String: sb.String(), Raw: c.Raw}
 }
 
 // isPrompt reports whether r is a top-level user message that is neither a
@@ -270,6 +308,12 @@ func (c *Converter) notification(s *claude.System) *claude.Record {
 // Interrupted returns an interrupted tool result for every call still open,
 // except those of background subagents (they run on), and forgets them.
 func (c *Converter) Interrupted() []*claude.Record {
+	return c.Closed(claude.InterruptedForToolText)
+}
+
+// Closed is Interrupted with text as the results' content: what ended the
+// calls (Claude exited, say), which the app shows on each.
+func (c *Converter) Closed(text string) []*claude.Record {
 	var out []*claude.Record
 	keep := c.order[:0]
 	for _, id := range c.order {
@@ -286,7 +330,7 @@ func (c *Converter) Interrupted() []*claude.Record {
 			"type": "user", "sessionId": c.session,
 			"message": map[string]any{"role": "user", "content": []map[string]any{{
 				"type": "tool_result", "tool_use_id": id, "is_error": true,
-				"content": claude.InterruptedForToolText,
+				"content": text,
 			}}},
 		}
 		if parent != "" {

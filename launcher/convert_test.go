@@ -65,3 +65,55 @@ func TestConverterRetriesAndCompaction(t *testing.T) {
 		})
 	}
 }
+
+// A foreground subagent's prompt: Claude prints it as text blocks after
+// task_started; it becomes one string prompt (the sidechain root replay
+// reads from the subagent's transcript), never the prompt twice. A
+// background subagent's prompt, which Claude does not print, is made from
+// task_started.
+func TestConverterSubagentPromptOnce(t *testing.T) {
+	const (
+		launch  = `{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"tu1","name":"Agent","input":{"prompt":"count the files","description":"Count"}}]},"parent_tool_use_id":null,"uuid":"a1"}`
+		fgStart = `{"type":"system","subtype":"task_started","task_id":"a0123456789abcdef","tool_use_id":"tu1","description":"Count","prompt":"count the files","is_backgrounded":false}`
+		bgStart = `{"type":"system","subtype":"task_started","task_id":"a0123456789abcdef","tool_use_id":"tu1","description":"Count","prompt":"count the files","is_backgrounded":true}`
+		printed = `{"type":"user","message":{"role":"user","content":[{"type":"text","text":"count the files"}]},"parent_tool_use_id":"tu1","agent_id":"a0123456789abcdef","uuid":"p1"}`
+		work    = `{"type":"assistant","message":{"id":"m2","role":"assistant","content":[{"type":"tool_use","id":"tu2","name":"Bash","input":{"command":"ls"}}]},"parent_tool_use_id":"tu1","agent_id":"a0123456789abcdef","uuid":"a2"}`
+	)
+	tests := []struct {
+		name  string
+		lines []string
+		want  string // per record: uuid ("-" none) and "s" when a string prompt
+	}{
+		{"foreground, prompt printed", []string{launch, fgStart, printed, work}, "a1 p1:s a2"},
+		{"background, prompt not printed", []string{launch, bgStart, work}, "a1 -:s a2"},
+		{"foreground, prompt not printed", []string{launch, fgStart, work}, "a1 -:s a2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewConverter("11111111-2222-4333-8444-555555555555")
+			var got []string
+			for _, l := range tt.lines {
+				m, err := claude.ParseStream([]byte(l))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range c.Convert(m) {
+					s := r.UUID
+					if s == "" {
+						s = "-"
+					}
+					if r.Type == claude.TypeUser && r.Message.Content.IsString {
+						if r.Message.Content.String != "count the files" || r.ParentToolUseID != "tu1" {
+							t.Fatalf("prompt %+v", r)
+						}
+						s += ":s"
+					}
+					got = append(got, s)
+				}
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Fatalf("got %q, want %q", g, tt.want)
+			}
+		})
+	}
+}

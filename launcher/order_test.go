@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestRemoteOrderingProperty(t *testing.T) {
 				r.handle(p, streamLine(t, v))
 			}
 			for range 60 {
-				switch op := rng.IntN(14); op {
+				switch op := rng.IntN(15); op {
 				case 0:
 					epoch, inTurn = epoch+1, true
 					r.mu.Lock()
@@ -85,7 +86,12 @@ func TestRemoteOrderingProperty(t *testing.T) {
 					r.mu.Unlock()
 					msg(map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": "prompt " + next()}})
 				case 1, 2:
-					msg(map[string]any{"type": "assistant", "message": map[string]any{"id": "m" + next(), "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "t" + next()}}}})
+					id := "m" + next()
+					if rng.IntN(2) == 0 {
+						// Streamed: held for message_delta's usage (case 14).
+						msg(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start", "message": map[string]any{"id": id}}})
+					}
+					msg(map[string]any{"type": "assistant", "message": map[string]any{"id": id, "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "t" + next()}}}})
 				case 3:
 					id := "toolu_" + next()
 					open = append(open, id)
@@ -136,6 +142,8 @@ func TestRemoteOrderingProperty(t *testing.T) {
 					open = nil
 				case 12:
 					clock.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+				case 14:
+					msg(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_delta", "usage": map[string]any{"output_tokens": 9}}})
 				case 13:
 					if rng.IntN(4) == 0 { // Claude dies; a new process follows
 						close(p.exited)
@@ -185,5 +193,92 @@ func TestRemoteOrderingProperty(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Remote usage is the message's final usage (message_delta over
+// message_start's, service_tier kept), while what Claude printed meanwhile
+// (a subagent started by a tool the message called) waits behind the
+// message, in order; past MaxDeferredLines the message goes out with the
+// usage it has.
+func TestRemoteFinalUsage(t *testing.T) {
+	start := map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start", "message": map[string]any{"id": "m1"}}}
+	text := map[string]any{"type": "assistant", "uuid": "a1", "message": map[string]any{"id": "m1", "role": "assistant",
+		"usage":   map[string]any{"input_tokens": 12, "output_tokens": 1, "service_tier": "standard"},
+		"content": []any{map[string]any{"type": "text", "text": "hello"}}}}
+	call := map[string]any{"type": "assistant", "uuid": "a2", "message": map[string]any{"id": "m1", "role": "assistant",
+		"usage":   map[string]any{"input_tokens": 12, "output_tokens": 1, "service_tier": "standard"},
+		"content": []any{map[string]any{"type": "tool_use", "id": "toolu_A", "name": "Agent", "input": map[string]any{"prompt": "sub task", "description": "d"}}}}}
+	started := map[string]any{"type": "system", "subtype": "task_started", "task_id": "a0", "tool_use_id": "toolu_A", "prompt": "sub task", "is_backgrounded": false}
+	prompt := map[string]any{"type": "user", "uuid": "p1", "parent_tool_use_id": "toolu_A", "message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "sub task"}}}}
+	delta := map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_delta", "usage": map[string]any{"output_tokens": 42}}}
+	status := map[string]any{"type": "system", "subtype": "status", "status": "requesting"}
+	tests := []struct {
+		name  string
+		lines []map[string]any
+		want  string
+	}{
+		{"final usage, subagent behind the message", []map[string]any{start, text, call, started, prompt, delta},
+			`A(hello)[usage] out=42 tier="standard"; S(d)[sub]; A(sub task)[sub]`},
+		{"no message_start: not held", []map[string]any{text, call, started, prompt, delta},
+			`A(hello)[usage] out=1 tier="standard"; S(d)[sub]; A(sub task)[sub]`},
+		{"too much waiting behind it", append(append([]map[string]any{start, text}, repeat(status, MaxDeferredLines+1)...), delta),
+			`A(hello)[usage] out=1 tier="standard"`},
+		{"just within the bound", append(append([]map[string]any{start, text}, repeat(status, MaxDeferredLines)...), delta),
+			`A(hello)[usage] out=42 tier="standard"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := &MemOutbox{}
+			r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+				NewPipeline("", out), &events{})
+			p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+			r.proc = p
+			for _, l := range tt.lines {
+				r.handle(p, streamLine(t, l))
+			}
+			r.mu.Lock()
+			r.q.Flush()
+			r.mu.Unlock()
+			var got []string
+			for _, e := range out.Envelopes() {
+				if e.Ev.T == protocol.KindTurnStart {
+					continue
+				}
+				d := strings.ReplaceAll(envtest.Describe(e), "[sub="+e.Subagent+"]", "[sub]")
+				if e.Usage != nil {
+					d += fmt.Sprintf(" out=%d tier=%q", e.Usage.OutputTokens, e.Usage.ServiceTier)
+				}
+				got = append(got, d)
+			}
+			if g := strings.Join(got, "; "); g != tt.want {
+				t.Fatalf("got  %s\nwant %s", g, tt.want)
+			}
+		})
+	}
+}
+
+func repeat(v map[string]any, n int) []map[string]any {
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// A result that says subtype success with is_error (an API error) ends the
+// turn failed, even when no error message came before it.
+func TestRemoteResultAPIErrorFails(t *testing.T) {
+	out := &MemOutbox{}
+	r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NewPipeline("", out), &events{})
+	p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+	r.proc = p
+	r.handle(p, streamLine(t, map[string]any{"type": "user", "uuid": "u1", "isReplay": true, "message": map[string]any{"role": "user", "content": "hi"}}))
+	r.handle(p, streamLine(t, map[string]any{"type": "assistant", "uuid": "a1", "message": map[string]any{"id": "m1", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "working"}}}}))
+	r.handle(p, streamLine(t, map[string]any{"type": "result", "subtype": "success", "is_error": true, "api_error_status": 400, "terminal_reason": "api_error"}))
+	envs := out.Envelopes()
+	if len(envs) == 0 || envs[len(envs)-1].Ev.T != protocol.KindTurnEnd || envs[len(envs)-1].Ev.Status != protocol.StatusFailed {
+		t.Fatalf("envelopes %q", envtest.DescribeAll(envs))
 	}
 }

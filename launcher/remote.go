@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -83,6 +84,10 @@ type RemoteOptions struct {
 	Args   []string // the user's arguments: the setting-like ones are passed (RemoteArgs)
 	Dir    string
 	Env    []string // nil: this process's environment; CCRELAY_* is never passed
+	// ProjectDir is where Claude writes the session's transcripts ("":
+	// found from Env's HOME and CLAUDE_CONFIG_DIR and Dir). Remote mode
+	// reads foreground subagents' transcripts there (D22).
+	ProjectDir string
 	// Model and PermissionMode for the next start ("" = Claude's default).
 	Model, PermissionMode string
 	// AllowBypass lets the app switch Claude to bypassPermissions (every
@@ -113,6 +118,7 @@ type Remote struct {
 	log    *slog.Logger
 	conv   *Converter
 	q      *queue.Queue[item]
+	files  *subFiles // owned by the reader goroutine
 
 	mu      sync.Mutex
 	proc    *process
@@ -128,6 +134,18 @@ type Remote struct {
 	nextReq     int
 	waiters     map[string]waiter
 	closed      bool
+	// msg holds the blocks of the assistant message being streamed until
+	// its message_delta brings the final usage (msgID is its id).
+	msg      []*claude.StreamMessage
+	msgID    string
+	deferred []deferred // what Claude printed meanwhile (MaxDeferredLines)
+	// crashAt is the size of the main transcript when Claude ended by
+	// itself (-1: it did not); repaired holds the uuids sent from there.
+	crashAt  int64
+	repaired map[string]bool
+	// streaming is the id of the main agent's message whose message_start
+	// Claude printed: only then does a message_delta follow.
+	streaming string
 }
 
 // item is one entry of the outgoing queue.
@@ -156,10 +174,40 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]waiter{},
-		state:   SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
+		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{},
+		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
+	if r.opts.ProjectDir == "" {
+		r.opts.ProjectDir = projectDirFor(opts.Env, opts.Dir)
+	}
+	r.files = newSubFiles(r.opts.ProjectDir, id, SubagentFileWait, opts.Logger)
 	return r
+}
+
+// projectDirFor is where Claude started in dir with environment env (nil:
+// this process's) writes its transcripts; "" when that cannot be told.
+func projectDirFor(env []string, dir string) string {
+	getenv := os.Getenv
+	if env != nil {
+		getenv = func(k string) string {
+			v := ""
+			for _, kv := range env {
+				if strings.HasPrefix(kv, k+"=") {
+					v = kv[len(k)+1:]
+				}
+			}
+			return v
+		}
+	}
+	home := getenv("HOME")
+	if home == "" {
+		return ""
+	}
+	d, err := claude.ProjectDir(claude.ConfigDir(getenv, home), dir)
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 // started reports whether Claude has the session (it printed its init).
@@ -361,10 +409,14 @@ func (r *Remote) read(p *process) {
 			r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
 			continue
 		}
-		r.handle(p, m)
+		extra, skip := r.subagentRecords(m)
+		r.handleWith(p, m, extra, skip)
 	}
+	// What the subagents' transcripts hold that stdout did not print
+	// goes out before the end of the turn.
+	leftover := r.files.endAll()
 	p.wait()
-	r.exited(p)
+	r.exitedWith(p, leftover)
 	close(p.done)
 }
 
@@ -372,9 +424,120 @@ func (r *Remote) read(p *process) {
 // file can be big; past this it is skipped, not held in memory).
 const maxStreamLine = 64 << 20
 
-func (r *Remote) handle(p *process, m *claude.StreamMessage) {
+// subagentRecords reads what a foreground subagent's transcript holds that
+// Claude did not print, up to the message m (D22). skip is set when m is a
+// subagent record already sent from the transcript. Called by the reader,
+// without mu: it may wait for the transcript.
+func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Record, skip bool) {
+	switch m.Type {
+	case claude.StreamSystem:
+		if m.System == nil {
+			return nil, false
+		}
+		switch m.Subtype {
+		case claude.SystemTaskStarted:
+			if !m.System.IsBackgrounded {
+				r.files.started(m.System.ToolUseID, m.System.TaskID)
+			}
+		case claude.SystemTaskNotification:
+			return r.files.ended(r.files.toolUseID(m.System.ToolUseID, m.System.TaskID)), false
+		case claude.SystemTaskUpdated:
+			if claude.TaskTerminal(m.System.Patch.Status) {
+				return r.files.ended(r.files.toolUseID("", m.System.TaskID)), false
+			}
+		}
+	case claude.StreamUser, claude.StreamAssistant:
+		rec := m.Record
+		if rec == nil {
+			return nil, false
+		}
+		if rec.ParentToolUseID == "" && !rec.IsSidechain {
+			if fixed := r.repairs(rec); len(fixed) > 0 {
+				r.mu.Lock()
+				for _, x := range fixed {
+					r.repaired[x.UUID] = true
+				}
+				r.mu.Unlock()
+				return fixed, false
+			}
+		}
+		if rec.ParentToolUseID != "" {
+			prior, self := r.files.before(rec)
+			if self == nil {
+				return nil, true
+			}
+			m.Record = self
+			return prior, false
+		}
+		if rec.Type == claude.TypeUser && rec.Message != nil {
+			// The Agent call's result: its subagent is over.
+			for _, b := range rec.Message.Content.Blocks {
+				if b.Type == "tool_result" {
+					extra = append(extra, r.files.ended(b.ToolUseID)...)
+				}
+			}
+		}
+	}
+	return extra, false
+}
+
+func (r *Remote) handle(p *process, m *claude.StreamMessage) { r.handleWith(p, m, nil, false) }
+
+// handleWith handles m after the subagent records that come before it;
+// with skip, m itself was sent already.
+func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.msg) > 0 && !r.sameMessage(m) {
+		if waitsForUsage(m) && len(r.deferred) < MaxDeferredLines {
+			// Claude runs tools (a subagent, say) while the message
+			// that called them still streams: what they print waits
+			// behind the message's blocks, in order.
+			r.deferred = append(r.deferred, deferred{p: p, m: m, extra: extra, skip: skip})
+			return
+		}
+		r.flushMessage()
+	}
+	r.dispatch(p, m, extra, skip)
+}
+
+// MaxDeferredLines bounds the lines of Claude's output that wait behind an
+// assistant message being streamed for its final usage; past it the
+// message goes out with the usage it has.
+const MaxDeferredLines = 1000
+
+// deferred is a line of Claude's output waiting behind the message being
+// streamed.
+type deferred struct {
+	p     *process
+	m     *claude.StreamMessage
+	extra []*claude.Record
+	skip  bool
+}
+
+// waitsForUsage reports whether m may wait behind the main agent's message
+// being streamed: subagents' messages and system messages other than init.
+// Anything else (a tool result, a permission request, the result) means
+// the app must see the message now.
+func waitsForUsage(m *claude.StreamMessage) bool {
+	switch m.Type {
+	case claude.StreamSystem:
+		return m.Subtype != claude.SystemInit
+	case claude.StreamUser, claude.StreamAssistant:
+		return m.Record != nil && m.Record.ParentToolUseID != ""
+	}
+	return false
+}
+
+// dispatch handles m after the subagent records that come before it.
+// Called with mu held.
+func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
+	for _, x := range extra {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
+	if skip {
+		return
+	}
 	switch m.Type {
 	case claude.StreamUser, claude.StreamAssistant:
 		if m.Record == nil {
@@ -382,6 +545,10 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		}
 		p.accept()
 		rec := m.Record
+		if rec.UUID != "" && r.repaired[rec.UUID] {
+			delete(r.repaired, rec.UUID) // sent from the transcript already
+			return
+		}
 		if !r.turnOpen && rec.ParentToolUseID == "" && !rec.IsSidechain {
 			// A turn opens: a queued prompt's, or one Claude started.
 			r.turnOpen = true
@@ -395,12 +562,13 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 				}
 			}
 		}
-		recs := r.conv.Convert(m)
-		if held := heldCall(rec); held != "" {
-			r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
-		} else {
-			r.q.Push(item{recs: recs})
+		if streamed(rec) && rec.Message.ID == r.streaming {
+			// Its final usage comes with message_delta (D22).
+			r.msgID = rec.Message.ID
+			r.msg = append(r.msg, m)
+			return
 		}
+		r.push(m)
 	case claude.StreamSystem:
 		if m.System == nil {
 			return
@@ -425,6 +593,13 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 		}
 	case claude.StreamEvent:
 		r.live(m)
+		if id := messageStartID(m); id != "" {
+			r.streaming = id
+		}
+		if u := messageDeltaUsage(m); u != nil {
+			r.finalUsage(u)
+			r.flushMessage()
+		}
 	case claude.StreamControlRequest:
 		r.controlRequest(p, m.Control)
 	case claude.StreamControlCancel:
@@ -452,6 +627,118 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) {
 	}
 }
 
+// push converts a user or assistant message and queues its records; a
+// top-level tool call waits briefly for its permission request or result.
+func (r *Remote) push(m *claude.StreamMessage) {
+	recs := r.conv.Convert(m)
+	if held := heldCall(m.Record); held != "" {
+		r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
+	} else {
+		r.q.Push(item{recs: recs})
+	}
+}
+
+// streamed reports whether rec is a top-level assistant message that Claude
+// streams (stream_event lines) and whose final usage the message_delta
+// event carries: Claude prints each content block with the usage of
+// message_start (output_tokens 1) and no stop reason.
+func streamed(rec *claude.Record) bool {
+	return rec.Type == claude.TypeAssistant && rec.ParentToolUseID == "" && !rec.IsSidechain && !rec.IsAPIError &&
+		rec.Message != nil && rec.Message.ID != "" && rec.Message.Model != claude.SyntheticModel
+}
+
+// sameMessage reports whether m belongs to the assistant message whose
+// blocks are held for their usage: its stream events, its other blocks.
+func (r *Remote) sameMessage(m *claude.StreamMessage) bool {
+	if len(r.msg) == 0 {
+		return true
+	}
+	switch m.Type {
+	case claude.StreamEvent:
+		return true
+	case claude.StreamAssistant:
+		return m.Record != nil && streamed(m.Record) && m.Record.Message.ID == r.msgID
+	}
+	return false
+}
+
+// flushMessage queues the held blocks of the current assistant message.
+// Called with mu held.
+func (r *Remote) flushMessage() {
+	held, later := r.msg, r.deferred
+	r.msg, r.msgID, r.deferred = nil, "", nil
+	if len(held) > 0 {
+		r.streaming = "" // its message_delta came, or will not
+	}
+	for _, m := range held {
+		r.push(m)
+	}
+	for _, d := range later {
+		r.dispatch(d.p, d.m, d.extra, d.skip)
+	}
+}
+
+// finalUsage puts the usage of message_delta over the message_start usage
+// of the held blocks: the message's final usage, as the transcript has it.
+func (r *Remote) finalUsage(delta map[string]json.RawMessage) {
+	if len(r.msg) == 0 {
+		return
+	}
+	u := map[string]json.RawMessage{}
+	if first := r.msg[0].Record.Message.Usage; len(first) > 0 {
+		_ = json.Unmarshal(first, &u)
+	}
+	for k, v := range delta {
+		if string(v) != "null" {
+			u[k] = v
+		}
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return
+	}
+	for _, m := range r.msg {
+		m.Record.Message.Usage = b
+	}
+}
+
+// messageStartID is the message id of a message_start stream event of the
+// main agent, "" for any other event.
+func messageStartID(m *claude.StreamMessage) string {
+	if m.ParentToolUseID != "" || len(m.Event) == 0 {
+		return ""
+	}
+	var ev struct {
+		Type    string `json:"type"`
+		Message struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(m.Event, &ev) != nil || ev.Type != "message_start" {
+		return ""
+	}
+	return ev.Message.ID
+}
+
+// messageDeltaUsage is the usage of a message_delta stream event of the
+// main agent, nil for any other event.
+func messageDeltaUsage(m *claude.StreamMessage) map[string]json.RawMessage {
+	if m.ParentToolUseID != "" || len(m.Event) == 0 {
+		return nil
+	}
+	var ev struct {
+		Type  string                     `json:"type"`
+		Usage map[string]json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(m.Event, &ev) != nil || ev.Type != "message_delta" {
+		return nil
+	}
+	if ev.Usage == nil {
+		ev.Usage = map[string]json.RawMessage{}
+	}
+	return ev.Usage
+}
+
 // heldCall is the tool_use id of a top-level tool call in rec, which waits
 // briefly in the queue (seed 002); sidechain calls are never held.
 func heldCall(rec *claude.Record) string {
@@ -477,7 +764,10 @@ func (r *Remote) result(res *claude.Result) {
 	switch {
 	case r.interrupted || strings.HasPrefix(res.TerminalReason, "aborted"):
 		status = protocol.StatusCancelled
-	case res.Subtype != "" && res.Subtype != "success":
+	case res.Subtype != "" && res.Subtype != "success",
+		// An API error ends with subtype success but is_error and
+		// terminal_reason api_error (claude-code-peer §4).
+		res.IsError, res.TerminalReason == "api_error":
 		status = protocol.StatusFailed
 	}
 	if status != protocol.StatusCompleted {
@@ -795,9 +1085,17 @@ type waiter struct {
 // exited handles the end of a Claude process. An end we did not ask for
 // closes the open turn as failed with a note saying why; the next prompt
 // starts a fresh process on the same session.
-func (r *Remote) exited(p *process) {
+func (r *Remote) exited(p *process) { r.exitedWith(p, nil) }
+
+// exitedWith is exited after sending leftover, what subagents' transcripts
+// held that Claude had not printed.
+func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flushMessage()
+	for _, x := range leftover {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
 	if r.proc != p {
 		return
 	}
@@ -809,10 +1107,17 @@ func (r *Remote) exited(p *process) {
 		return
 	}
 	reason := p.reason()
+	// The resumed Claude repairs what this one left (the results of calls
+	// it never finished): sendRepairs reads them from here.
+	r.crashAt = -1
+	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil && r.opts.ProjectDir != "" {
+		r.crashAt = fi.Size()
+	}
 	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
 	r.state.Error = "Claude Code stopped: " + reason
 	if r.turnOpen {
-		if recs := r.conv.Interrupted(); len(recs) > 0 {
+		// Nobody interrupted: the calls ended because Claude did.
+		if recs := r.conv.Closed(ExitedMidToolText(reason)); len(recs) > 0 {
 			r.q.Push(item{recs: recs})
 		}
 		now := time.Now().UnixMilli()
@@ -822,6 +1127,75 @@ func (r *Remote) exited(p *process) {
 	r.q.Flush()
 	r.turnOpen, r.queued = false, 0
 	r.publish()
+}
+
+// MaxRepairRecords bounds the records read from the main transcript after
+// a crash (the repairs the resumed Claude writes); the rest is left to
+// local mode's scanner.
+const MaxRepairRecords = 1000
+
+// repairs returns what the resumed Claude wrote to the transcript after
+// the previous one ended by itself and before rec, the first message it
+// prints (the results it records for calls left unfinished, "No response
+// requested."), which it does not print: live then converges to replay.
+// Called by the reader without mu: it may wait for the transcript
+// (SubagentFileWait).
+func (r *Remote) repairs(rec *claude.Record) []*claude.Record {
+	r.mu.Lock()
+	at := r.crashAt
+	r.crashAt = -1
+	r.mu.Unlock()
+	if at < 0 {
+		return nil
+	}
+	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
+	deadline := time.Now().Add(SubagentFileWait)
+	for {
+		recs, found := readRepairs(path, at, rec.UUID)
+		if found || time.Now().After(deadline) {
+			return recs
+		}
+		time.Sleep(subagentFilePoll)
+	}
+}
+
+// readRepairs reads the main-chain messages of the transcript at path from
+// offset at up to the one with uuid stop (found), at most MaxRepairRecords.
+func readRepairs(path string, at int64, stop string) (recs []*claude.Record, found bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return nil, false
+	}
+	lr := lines.NewReader(f, 64<<10, maxStreamLine)
+	for len(recs) < MaxRepairRecords {
+		l, err := lr.Next()
+		if err != nil || !l.Complete {
+			break
+		}
+		if l.TooLong || len(l.Data) == 0 {
+			continue
+		}
+		rec, err := claude.Parse(bytes.Clone(l.Data))
+		if err != nil || rec.UUID == "" || rec.IsSidechain || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) {
+			continue
+		}
+		if rec.UUID == stop {
+			return recs, true
+		}
+		recs = append(recs, rec)
+	}
+	return recs, false
+}
+
+// ExitedMidToolText is the result of a tool call that was running when
+// Claude Code ended by itself (crashed, killed): what happened, with how
+// it ended (reason: "signal: killed", "exit status 1: …").
+func ExitedMidToolText(reason string) string {
+	return "Claude Code exited while this tool ran (" + reason + "); the tool did not finish."
 }
 
 // Stop ends the session's Claude process, if any: the open turn (if any)
