@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -131,26 +132,45 @@ func TestRemoteChaos(t *testing.T) {
 
 	final := func(s string) bool { return s == protocol.StatusDone || s == protocol.StatusRejected }
 	prompts, credit, open := 0, 4, 0
-	answered := map[string]bool{}
-	listed := false      // commands for a session the relay does not know yet are refused
-	var pending []string // permission requests the session shows
+	answered := map[string]string{} // request → the answer's command id
+	listed := false                 // commands for a session the relay does not know yet are refused
+	var pending []string            // permission requests the session shows
 	relayKills, cliKills := 0, 0
 	killEvery := chaosCommands / (2*chaosKills + 1)
+	var killPrompt, killWant string // a prompt sent to kill as it reaches Claude
+	kill := func() {
+		if relayKills <= cliKills {
+			srv.Process.Signal(syscall.SIGKILL)
+			srv.Wait()
+			relayKills++
+			app.CloseNow()
+			startRelay()
+			connect()
+		} else {
+			cli.Process.Signal(syscall.SIGKILL)
+			cli.Wait()
+			cliKills++
+			credit = prompts + 4 // the prompts Claude had queued died with it
+			startCLI()
+		}
+	}
 	for {
-		if len(order) >= (relayKills+cliKills+1)*killEvery && relayKills+cliKills < 2*chaosKills {
-			if relayKills <= cliKills {
-				srv.Process.Signal(syscall.SIGKILL)
-				srv.Wait()
-				relayKills++
-				app.CloseNow()
-				startRelay()
-				connect()
-			} else {
-				cli.Process.Signal(syscall.SIGKILL)
-				cli.Wait()
-				cliKills++
-				credit = prompts + 4 // the prompts Claude had queued died with it
-				startCLI()
+		if listed && killPrompt == "" && len(order) >= (relayKills+cliKills+1)*killEvery && relayKills+cliKills < 2*chaosKills {
+			// Kill when a prompt has just reached Claude: its answer is on its
+			// way, so the restarted side must not carry it out again.
+			c := protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: fmt.Sprint("p", prompts)}
+			sent[c.ID] = &chaosCommand{cmd: c, prompt: prompts}
+			order = append(order, c.ID)
+			killPrompt, killWant = c.ID, fmt.Sprintf("prompt p%d\n", prompts)
+			prompts++
+			open++
+			send(c)
+		}
+		if killPrompt != "" {
+			b, _ := os.ReadFile(inlog)
+			if strings.Contains(string(b), killWant) || final(sent[killPrompt].status) {
+				killPrompt = ""
+				kill()
 			}
 		}
 		if listed && len(order) < chaosCommands && prompts < credit && open < 8 {
@@ -162,11 +182,13 @@ func TestRemoteChaos(t *testing.T) {
 			send(c)
 		}
 		for _, r := range pending {
-			if answered[r] || len(order) >= chaosCommands {
+			// A request still shown after its answer was rejected (no CLI
+			// was connected then) is answered again, as a user would.
+			if a := sent[answered[r]]; a != nil && a.status != protocol.StatusRejected || len(order) >= chaosCommands {
 				continue
 			}
-			answered[r] = true
 			c := protocol.Command{ID: protocol.New(), Kind: protocol.CommandPermission, RequestID: r, Allow: true}
+			answered[r] = c.ID
 			sent[c.ID] = &chaosCommand{cmd: c, prompt: -1}
 			order = append(order, c.ID)
 			open++
@@ -178,10 +200,18 @@ func TestRemoteChaos(t *testing.T) {
 		}
 		var f protocol.Frame
 		var ok bool
+		var poll <-chan time.Time
+		if killPrompt != "" {
+			poll = time.After(time.Millisecond) // look at Claude's input again
+		}
 		select {
+		case <-poll:
+			continue
 		case f, ok = <-frames:
 		case <-ctx.Done():
-			t.Fatalf("%d of %d commands sent, %d not final; kills: relay %d, CLI %d", len(order), chaosCommands, open, relayKills, cliKills)
+			b, _ := os.ReadFile(inlog)
+			t.Fatalf("%d of %d commands sent, %d not final; kills: relay %d, CLI %d; prompts %d, credit %d; requests shown %v (answers: %v); Claude's input ends %q",
+				len(order), chaosCommands, open, relayKills, cliKills, prompts, credit, pending, answersTo(sent, pending), b[max(0, len(b)-30):])
 		}
 		if !ok {
 			// The relay went away without being killed here: wait for it.
@@ -269,7 +299,21 @@ func TestRemoteChaos(t *testing.T) {
 
 	// What Claude received: every prompt at most once, in order; every done
 	// prompt exactly once.
-	b, _ := os.ReadFile(inlog)
+	// A prompt is done once it is in Claude's stdin: the last ones may
+	// still be on their way to its log.
+	lastDone := ""
+	for _, id := range order {
+		if c := sent[id]; c.prompt >= 0 && c.status == protocol.StatusDone {
+			lastDone = fmt.Sprintf("prompt p%d\n", c.prompt)
+		}
+	}
+	var b []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, _ = os.ReadFile(inlog)
+		if strings.Contains(string(b), lastDone) || time.Now().After(deadline) {
+			break
+		}
+	}
 	seen := map[int]int{}
 	last := -1
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -308,4 +352,15 @@ func TestRemoteChaos(t *testing.T) {
 	}
 	t.Logf("%d commands (%d prompts): %v; kills: relay %d, CLI %d; rejected prompts that reached Claude %d, that did not %d; reasons %v",
 		len(order), prompts, count, relayKills, cliKills, rejectedRun, rejectedNot, reasons)
+}
+
+// answersTo lists the app's answers to requests and what became of them.
+func answersTo(sent map[string]*chaosCommand, requests []string) []string {
+	var out []string
+	for _, c := range sent {
+		if slices.Contains(requests, c.cmd.RequestID) {
+			out = append(out, c.cmd.RequestID+" "+c.status+" "+c.msg)
+		}
+	}
+	return out
 }
