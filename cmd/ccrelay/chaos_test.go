@@ -340,6 +340,9 @@ func TestRemoteChaos(t *testing.T) {
 		case n > 1:
 			t.Errorf("prompt p%d reached Claude %d times (%s)", c.prompt, n, c.status)
 		case c.status == protocol.StatusDone && n != 1:
+			// done is answered once the prompt is written to Claude's stdin
+			// after Claude's first echo, not once Claude echoed this prompt:
+			// a CLI killed with the prompt still in the pipe loses it.
 			t.Errorf("prompt p%d done but never reached Claude", c.prompt)
 		case c.status == protocol.StatusRejected:
 			reasons["prompt: "+c.msg]++
