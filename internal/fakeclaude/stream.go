@@ -16,6 +16,7 @@ package main
 //	{"text": "…"}                     an assistant text message
 //	{"stream": "a b c", "chunkMs": 20} text streamed word by word (stream_event deltas), then the message
 //	{"tool": {...}}                    a tool call, see tool; with "ask" a can_use_tool request first
+//	                                   (an id ending in "*" is made unique per call, its request too)
 //	{"askPair": [{...}, {...}]}        two tool calls asked at once, answered in any order
 //	{"agent": {...}}                   an Agent call (background unless "foreground")
 //	{"sub": {"parent": "toolu_A", "agentId": "a1", "text": "…"}}  a subagent's text
@@ -35,6 +36,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,6 +81,10 @@ type tool struct {
 	Parent string          `json:"parent"`
 	Agent  string          `json:"agentId"`
 	RunMS  int             `json:"runMs"` // how long the tool runs (interruptible)
+	// unique is set for an id ending in "*": the star becomes a suffix
+	// unique to this call, and the request asking for it is named after it
+	// (ids that stay unique across prompts and restarted processes).
+	unique bool
 }
 
 type agent struct {
@@ -234,6 +241,13 @@ func (s *streamer) readStdin() {
 	}
 }
 
+// uniqueSuffix is a random suffix for a tool id ending in "*".
+func uniqueSuffix() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // inlog appends line to $FAKE_CLAUDE_INLOG, if set.
 func inlog(line string) {
 	p := os.Getenv("FAKE_CLAUDE_INLOG")
@@ -354,6 +368,9 @@ func (s *streamer) toolUse(t tool) {
 func (s *streamer) ask(t tool) string {
 	s.reqN++
 	id := fmt.Sprintf("req-%d", s.reqN)
+	if t.unique {
+		id = "req-" + t.ID
+	}
 	in := t.Input
 	if len(in) == 0 {
 		in = json.RawMessage("{}")
@@ -453,6 +470,9 @@ func (s *streamer) play(steps []step) (ok bool) {
 			s.toolResult(t.ID, t.Parent, t.Agent, "The tool call was cancelled.", true, nil)
 		case st.Tool != nil:
 			t := *st.Tool
+			if base, ok := strings.CutSuffix(t.ID, "*"); ok {
+				t.ID, t.unique = base+uniqueSuffix(), true
+			}
 			s.toolUse(t)
 			if !t.Ask {
 				s.answered(t, map[string]any{"behavior": "allow", "updatedInput": t.Input})
