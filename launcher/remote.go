@@ -313,8 +313,7 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 	r.queued++
 	r.publish()
 	r.mu.Unlock()
-	n, err := p.writePrompt(claude.PromptLine(text))
-	if err != nil {
+	if err := p.write(claude.PromptLine(text)); err != nil {
 		r.mu.Lock()
 		if r.proc == p && r.queued > 0 {
 			r.queued--
@@ -324,25 +323,15 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
 	return func(ctx context.Context) error {
-		// Claude echoes each prompt (--replay-user-messages, isReplay) once
-		// it took it, in the order written: this one is taken when the
-		// n-th echo came. A prompt still in the pipe when Claude dies was
-		// not taken; say why.
-		for {
-			taken, next := p.echoedUpTo(n)
-			if taken {
-				return nil
-			}
-			select {
-			case <-next:
-			case <-p.exited:
-				if taken, _ := p.echoedUpTo(n); taken {
-					return nil
-				}
-				return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		// Claude echoes the prompt (--replay-user-messages) once it took
+		// it; if it dies first, say why.
+		select {
+		case <-p.accepted:
+			return nil
+		case <-p.exited:
+			return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}, nil
 }
@@ -497,9 +486,6 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) { r.handleWith(p, m
 // handleWith handles m after the subagent records that come before it;
 // with skip, m itself was sent already.
 func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
-	if m.IsReplay && m.Record != nil && m.Record.ParentToolUseID == "" && !m.Record.IsSidechain {
-		p.promptEchoed() // a prompt of ours, taken (whatever waits to be sent)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.msg) > 0 && !r.sameMessage(m) {
@@ -1238,18 +1224,12 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 
 // process is one running Claude.
 type process struct {
-	cmd    *exec.Cmd
-	tree   *claudeTree
-	stdin  io.WriteCloser
-	stdout io.Reader
-	stderr *tailBuffer
-	wmu    sync.Mutex
-	// Prompts written and prompts echoed (emu): a prompt is taken once its
-	// echo came; echo is closed and replaced at each echo.
-	emu      sync.Mutex
-	written  int
-	echoed   int
-	echo     chan struct{}
+	cmd      *exec.Cmd
+	tree     *claudeTree
+	stdin    io.WriteCloser
+	stdout   io.Reader
+	stderr   *tailBuffer
+	wmu      sync.Mutex
 	accepted chan struct{}
 	acceptOn sync.Once
 	exited   chan struct{} // stdout ended and the process was waited for
@@ -1267,7 +1247,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	cmd.Dir = dir
 	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
-	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}), echo: make(chan struct{}),
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}),
 		exited: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -1283,42 +1263,6 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 }
 
 func (p *process) accept() { p.acceptOn.Do(func() { close(p.accepted) }) }
-
-// writePrompt writes a prompt line and returns its number (1 for the
-// first prompt of this process).
-func (p *process) writePrompt(line []byte) (int, error) {
-	p.wmu.Lock()
-	defer p.wmu.Unlock()
-	if _, err := p.stdin.Write(line); err != nil {
-		return 0, err
-	}
-	p.emu.Lock()
-	defer p.emu.Unlock()
-	p.written++
-	return p.written, nil
-}
-
-// promptEchoed counts one echoed prompt.
-func (p *process) promptEchoed() {
-	p.emu.Lock()
-	defer p.emu.Unlock()
-	p.echoed++
-	if p.echo != nil {
-		close(p.echo)
-	}
-	p.echo = make(chan struct{})
-}
-
-// echoedUpTo reports whether prompt n was echoed, and else a channel closed
-// at the next echo.
-func (p *process) echoedUpTo(n int) (bool, <-chan struct{}) {
-	p.emu.Lock()
-	defer p.emu.Unlock()
-	if p.echo == nil {
-		p.echo = make(chan struct{})
-	}
-	return p.echoed >= n, p.echo
-}
 
 func (p *process) write(line []byte) error {
 	p.wmu.Lock()
