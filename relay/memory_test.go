@@ -194,8 +194,15 @@ func TestIdleAppMemory(t *testing.T) {
 	before, after := idleApps(t, n)
 	per := (after.heap + after.stack - before.heap - before.stack) / n
 	t.Logf("%d idle apps: heap+stack %d KB per app, RSS +%.1f MB", n, per>>10, float64(after.rss-before.rss)/(1<<20))
-	if per > maxIdleAppBytes {
-		t.Fatalf("an idle app costs %d KB of heap and stack, budget %d KB", per>>10, maxIdleAppBytes>>10)
+	budget := int64(maxIdleAppBytes)
+	if raceEnabled {
+		// The race detector's larger stacks and allocations: without it
+		// an idle app measures about 75 KB (BenchmarkIdleApps, 1,000 apps:
+		// +84 MB RSS), with it about 100 KB.
+		budget = budget * 3 / 2
+	}
+	if per > budget {
+		t.Fatalf("an idle app costs %d KB of heap and stack, budget %d KB", per>>10, budget>>10)
 	}
 }
 
