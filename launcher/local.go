@@ -106,6 +106,15 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	var killTimer <-chan time.Time
 	stopping := false
+	// told is set once SIGHUP or SIGTERM was passed on: the same signal
+	// also ends ctx (ccrelay's loop), and Claude must end from the
+	// signal it got (SIGHUP: 129), not from a SIGTERM sent after it.
+	told := false
+	forward := func(sig os.Signal) {
+		// Claude decides what the signal means (Ctrl-C twice, etc.).
+		_ = cmd.Process.Signal(sig)
+		told = told || sig == syscall.SIGHUP || sig == syscall.SIGTERM
+	}
 	for {
 		select {
 		case err := <-waited:
@@ -117,12 +126,18 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 			}
 			return exitCode(cmd, err)
 		case sig := <-sigs:
-			// Claude decides what the signal means (Ctrl-C twice, etc.).
-			_ = cmd.Process.Signal(sig)
+			forward(sig)
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+				var sc SignalCause
+				switch {
+				case told:
+				case errors.As(context.Cause(ctx), &sc):
+					forward(sc.Signal)
+				default:
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+				}
 				killTimer = time.After(o.StopTimeout)
 			}
 		case <-killTimer:
@@ -132,6 +147,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		}
 	}
 }
+
+// SignalCause is the cause (context.Cause) of a context ended by a signal
+// to ccrelay: RunLocal passes that signal on to Claude, instead of SIGTERM,
+// so that Claude ends as it would have without ccrelay (SIGHUP: 129).
+type SignalCause struct{ Signal os.Signal }
+
+func (c SignalCause) Error() string { return c.Signal.String() + " received" }
 
 func exitCode(cmd *exec.Cmd, err error) (int, error) {
 	if err == nil {

@@ -199,7 +199,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	// Ctrl-C belongs to Claude in local mode (RunLocal forwards it); only
 	// SIGTERM and SIGHUP end the loop. Headless, Ctrl-C ends it too.
-	loopCtx, stopLoop := signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
+	// Claude gets the signal itself (SIGHUP ends it with 129), not SIGTERM.
+	loopCtx, stopLoop := signalContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
 	defer stopLoop()
 	if f.remote {
 		loopCtx = ctx
@@ -340,5 +341,27 @@ func (a *appLink) run(ctx context.Context) {
 				return
 			}
 		}
+	}
+}
+
+// signalContext is signal.NotifyContext whose cause (context.Cause) is a
+// launcher.SignalCause naming the signal that ended it.
+func signalContext(parent context.Context, sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-ch:
+			cancel(launcher.SignalCause{Signal: s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(context.Canceled)
+		<-done
 	}
 }

@@ -10,6 +10,7 @@
 // "{{session}}" in a line is replaced by the session id, "{{source}}" by
 // startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
+// $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -185,15 +187,14 @@ func run(sigs chan os.Signal) error {
 	defer f.Close()
 	if streamMode {
 		go func() {
-			s := <-sigs
-			os.Exit(128 + int(s.(syscall.Signal)))
+			exitOn(<-sigs, sigs)
 		}()
 		return runStream(session, f, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
 	}
 	for _, l := range sc.Lines {
 		select {
 		case s := <-sigs:
-			os.Exit(128 + int(s.(syscall.Signal)))
+			exitOn(s, sigs)
 		case <-time.After(time.Duration(sc.IntervalMS) * time.Millisecond):
 		}
 		if _, err := f.WriteString(strings.NewReplacer("{{session}}", session, "{{source}}", source).Replace(l) + "\n"); err != nil {
@@ -201,11 +202,24 @@ func run(sigs chan os.Signal) error {
 		}
 	}
 	if sc.Hang {
-		s := <-sigs
-		os.Exit(128 + int(s.(syscall.Signal)))
+		exitOn(<-sigs, sigs)
 	}
 	os.Exit(sc.Exit)
 	return nil
+}
+
+// exitOn ends the process for signal s as Claude does: 128+signal. With
+// $FAKE_CLAUDE_HUP_CLEANUP_MS, a hangup is first cleaned up for that long
+// (as Claude's Node runtime does), and a signal arriving meanwhile ends it
+// with that signal's code instead.
+func exitOn(s os.Signal, sigs chan os.Signal) {
+	if ms, _ := strconv.Atoi(os.Getenv("FAKE_CLAUDE_HUP_CLEANUP_MS")); ms > 0 && s == syscall.SIGHUP {
+		select {
+		case s = <-sigs:
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		}
+	}
+	os.Exit(128 + int(s.(syscall.Signal)))
 }
 
 func runHooks(settings, session, transcript, cwd, source string) error {
