@@ -10,7 +10,8 @@
 // "{{session}}" in a line is replaced by the session id, "{{source}}" by
 // startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
-// $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn.
+// $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn. $FAKE_CLAUDE_SCREEN marks where
+// its screen begins and ends on stderr.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
@@ -185,6 +186,11 @@ func run(sigs chan os.Signal) error {
 		return err
 	}
 	defer f.Close()
+	screen := os.Getenv("FAKE_CLAUDE_SCREEN") != ""
+	if screen && !streamMode {
+		// Where Claude's screen begins and ends on the terminal.
+		fmt.Fprintln(os.Stderr, screenOn)
+	}
 	if streamMode {
 		go func() {
 			exitOn(<-sigs, sigs)
@@ -204,9 +210,19 @@ func run(sigs chan os.Signal) error {
 	if sc.Hang {
 		exitOn(<-sigs, sigs)
 	}
+	if screen {
+		fmt.Fprintln(os.Stderr, screenOff)
+	}
 	os.Exit(sc.Exit)
 	return nil
 }
+
+// What $FAKE_CLAUDE_SCREEN prints on stderr when the interactive Claude's
+// screen starts and before it exits: nothing of ccrelay's may come between.
+const (
+	screenOn  = "[fake claude screen on]"
+	screenOff = "[fake claude screen off]"
+)
 
 // exitOn ends the process for signal s as Claude does: 128+signal. With
 // $FAKE_CLAUDE_HUP_CLEANUP_MS, a hangup is first cleaned up for that long
@@ -218,6 +234,9 @@ func exitOn(s os.Signal, sigs chan os.Signal) {
 		case s = <-sigs:
 		case <-time.After(time.Duration(ms) * time.Millisecond):
 		}
+	}
+	if os.Getenv("FAKE_CLAUDE_SCREEN") != "" {
+		fmt.Fprintln(os.Stderr, screenOff)
 	}
 	os.Exit(128 + int(s.(syscall.Signal)))
 }
