@@ -11,7 +11,8 @@
 // startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
 // $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn. $FAKE_CLAUDE_SCREEN marks where
-// its screen begins and ends on stderr.
+// its screen begins and ends on stderr. $FAKE_CLAUDE_EXITSTAMP names a file
+// that gets the time of its exit (Unix nanoseconds).
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
@@ -212,6 +213,10 @@ func run(sigs chan os.Signal) error {
 	}
 	if screen {
 		fmt.Fprintln(os.Stderr, screenOff)
+	}
+	if p := os.Getenv("FAKE_CLAUDE_EXITSTAMP"); p != "" {
+		// When Claude exits, for the time ccrelay takes after it.
+		os.WriteFile(p, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
 	}
 	os.Exit(sc.Exit)
 	return nil
