@@ -66,6 +66,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w (%v)", ErrClaudeNotFound, err)
 	}
+	// The user's own --settings is merged into ccrelay's: Claude takes
+	// the last --settings only.
+	settingsArg, args := TakeSettings(o.Args)
+	user, err := userSettings(settingsArg, o.Dir)
+	if err != nil {
+		return 0, err
+	}
 	onSession := o.OnSession
 	if onSession == nil {
 		onSession = func(SessionStart) {}
@@ -75,13 +82,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		return 0, err
 	}
 	defer hooks.close()
-	settings, cleanup, err := writeSettings(o.HookDir, o.HookCommand, hooks)
+	settings, cleanup, err := writeMergedSettings(o.HookDir, user, o.HookCommand, hooks)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
 
-	cmd := exec.Command(path, append(append([]string(nil), o.Args...), "--settings="+settings)...)
+	cmd := exec.Command(path, append(args, "--settings="+settings)...)
 	cmd.Dir = o.Dir
 	// No secret of ccrelay's in Claude's environment: the hook finds its
 	// token in the hook file.

@@ -12,7 +12,8 @@
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
 // $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn. $FAKE_CLAUDE_SCREEN marks where
 // its screen begins and ends on stderr. $FAKE_CLAUDE_EXITSTAMP names a file
-// that gets the time of its exit (Unix nanoseconds).
+// that gets the time of its exit (Unix nanoseconds); $FAKE_CLAUDE_SETTINGSDUMP
+// one that gets the content of the --settings file it runs with.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
@@ -173,6 +174,11 @@ func run(sigs chan os.Signal) error {
 		if err := json.Unmarshal(b, &sc); err != nil {
 			return fmt.Errorf("script: %w", err)
 		}
+	}
+	if p := os.Getenv("FAKE_CLAUDE_SETTINGSDUMP"); p != "" && settings != "" {
+		// The settings Claude runs with (the last --settings).
+		b, _ := os.ReadFile(settings)
+		os.WriteFile(p, b, 0o644)
 	}
 	if settings != "" {
 		if err := runHooks(settings, session, transcript, cwd, source); err != nil {
