@@ -113,14 +113,9 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	var killTimer <-chan time.Time
 	stopping := false
-	// told is set once SIGHUP or SIGTERM was passed on: the same signal
-	// also ends ctx (ccrelay's loop), and Claude must end from the
-	// signal it got (SIGHUP: 129), not from a SIGTERM sent after it.
-	told := false
 	forward := func(sig os.Signal) {
 		// Claude decides what the signal means (Ctrl-C twice, etc.).
 		_ = cmd.Process.Signal(sig)
-		told = told || sig == syscall.SIGHUP || sig == syscall.SIGTERM
 	}
 	for {
 		select {
@@ -137,12 +132,11 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
-				var sc SignalCause
-				switch {
-				case told:
-				case errors.As(context.Cause(ctx), &sc):
+				// Ended by a signal to ccrelay (SIGHUP, SIGTERM): Claude
+				// ends from that signal, not from a SIGTERM after it.
+				if sc := (SignalCause{}); errors.As(context.Cause(ctx), &sc) {
 					forward(sc.Signal)
-				default:
+				} else {
 					_ = cmd.Process.Signal(syscall.SIGTERM)
 				}
 				killTimer = time.After(o.StopTimeout)
