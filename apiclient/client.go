@@ -313,6 +313,13 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
+// Connected reports whether a connection to the relay is up now.
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn != nil
+}
+
 // Flush waits until the outbox is empty (everything acknowledged) or ctx ends.
 func (c *Client) Flush(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)

@@ -34,3 +34,24 @@ func TestRemoteAndResumeArgs(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TakeSettings removes every --settings and returns the last one's value,
+// leaving everything after -- alone.
+func TestTakeSettings(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		value string
+		rest  []string
+	}{
+		{nil, "", nil},
+		{[]string{"--model", "opus"}, "", []string{"--model", "opus"}},
+		{[]string{"--settings", "a.json", "-c"}, "a.json", []string{"-c"}},
+		{[]string{"--settings={}", "--settings", "b.json", "-p", "hi"}, "b.json", []string{"-p", "hi"}},
+		{[]string{"-c", "--", "--settings", "x"}, "", []string{"-c", "--", "--settings", "x"}},
+	} {
+		v, rest := TakeSettings(tc.args)
+		if v != tc.value || !slices.Equal(rest, tc.rest) {
+			t.Errorf("TakeSettings(%q) = %q, %q; want %q, %q", tc.args, v, rest, tc.value, tc.rest)
+		}
+	}
+}

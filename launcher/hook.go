@@ -125,11 +125,89 @@ type hookFile struct {
 // maxHookFile bounds what the hook command reads of its hook file.
 const maxHookFile = 4 << 10
 
+// TakeSettings removes every --settings option (--settings X or
+// --settings=X) from args and returns the value of the last one, which is
+// the one Claude would have used ("" when there is none).
+func TakeSettings(args []string) (value string, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return value, append(rest, args[i:]...)
+		case strings.HasPrefix(a, "--settings="):
+			value = strings.TrimPrefix(a, "--settings=")
+		case a == "--settings" && i+1 < len(args):
+			i++
+			value = args[i]
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return value, rest
+}
+
+// userSettings reads the settings the user gave with --settings, as Claude
+// takes them: a JSON object, or the path of a file holding one (relative
+// to dir; "": the working directory). "" is no settings.
+func userSettings(value, dir string) (map[string]any, error) {
+	if value == "" {
+		return map[string]any{}, nil
+	}
+	b := []byte(value)
+	if !strings.HasPrefix(strings.TrimSpace(value), "{") {
+		path := value
+		if !filepath.IsAbs(path) && dir != "" {
+			path = filepath.Join(dir, path)
+		}
+		var err error
+		if b, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("--settings: %w", err)
+		}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("--settings %s: not a JSON object: %w", clip(value, 100), err)
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m, nil
+}
+
+// mergeHook adds a hook command for event to settings, after the hooks the
+// settings already have for it.
+func mergeHook(settings map[string]any, event string, entry map[string]any) error {
+	hooks, ok := settings["hooks"].(map[string]any)
+	if settings["hooks"] != nil && !ok {
+		return errors.New("--settings: hooks is not an object")
+	}
+	if hooks == nil {
+		hooks = map[string]any{}
+		settings["hooks"] = hooks
+	}
+	list, ok := hooks[event].([]any)
+	if hooks[event] != nil && !ok {
+		return fmt.Errorf("--settings: hooks.%s is not a list", event)
+	}
+	hooks[event] = append(list, map[string]any{
+		"matcher": "*",
+		"hooks":   []any{entry},
+	})
+	return nil
+}
+
 // writeSettings writes the --settings file that installs the SessionStart
 // hook, and the hook file it names, in a fresh 0700 folder in parent ("":
 // the system's temporary folder). It returns the settings file and a
 // cleanup.
 func writeSettings(parent string, hookCommand []string, h *hookServer) (string, func(), error) {
+	return writeMergedSettings(parent, map[string]any{}, hookCommand, h)
+}
+
+// writeMergedSettings is writeSettings with the user's own settings (from
+// their --settings), to which the hook is added: Claude takes only the last
+// --settings it is given, so ccrelay's must carry the user's.
+func writeMergedSettings(parent string, settings map[string]any, hookCommand []string, h *hookServer) (string, func(), error) {
 	dir, err := os.MkdirTemp(parent, "ccrelay-hook-")
 	if err != nil {
 		return "", nil, fmt.Errorf("hook settings: %w", err)
@@ -144,11 +222,13 @@ func writeSettings(parent string, hookCommand []string, h *hookServer) (string, 
 		return fail(err)
 	}
 	argv := append(append([]string(nil), hookCommand...), hookPath)
-	settings := map[string]any{"hooks": map[string]any{"SessionStart": []any{map[string]any{
-		"matcher": "*",
-		"hooks":   []any{hookEntry(hookOS, argv)},
-	}}}}
-	b, _ := json.Marshal(settings)
+	if err := mergeHook(settings, "SessionStart", hookEntry(hookOS, argv)); err != nil {
+		return fail(err)
+	}
+	b, err := json.Marshal(settings)
+	if err != nil {
+		return fail(err)
+	}
 	path := filepath.Join(dir, "settings.json")
 	if err := writePrivate(path, b); err != nil {
 		return fail(err)

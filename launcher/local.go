@@ -65,6 +65,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w (%v)", ErrClaudeNotFound, err)
 	}
+	// The user's own --settings is merged into ccrelay's: Claude takes
+	// the last --settings only.
+	settingsArg, args := TakeSettings(o.Args)
+	user, err := userSettings(settingsArg, o.Dir)
+	if err != nil {
+		return 0, err
+	}
 	onSession := o.OnSession
 	if onSession == nil {
 		onSession = func(SessionStart) {}
@@ -74,13 +81,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		return 0, err
 	}
 	defer hooks.close()
-	settings, cleanup, err := writeSettings(o.HookDir, o.HookCommand, hooks)
+	settings, cleanup, err := writeMergedSettings(o.HookDir, user, o.HookCommand, hooks)
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
 
-	cmd := exec.Command(path, append(append([]string(nil), o.Args...), "--settings="+settings)...)
+	cmd := exec.Command(path, append(args, "--settings="+settings)...)
 	cmd.Dir = o.Dir
 	// No secret of ccrelay's in Claude's environment: the hook finds its
 	// token in the hook file.
@@ -107,6 +114,10 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 
 	var killTimer <-chan time.Time
 	stopping := false
+	forward := func(sig os.Signal) {
+		// Claude decides what the signal means (Ctrl-C twice, etc.).
+		tree.forward(sig)
+	}
 	for {
 		select {
 		case err := <-waited:
@@ -118,11 +129,17 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 			}
 			return exitCode(cmd, err)
 		case sig := <-sigs:
-			tree.forward(sig)
+			forward(sig)
 		case <-ctx.Done():
 			if !stopping {
 				stopping = true
-				_ = tree.terminate()
+				// Ended by a signal to ccrelay (SIGHUP, SIGTERM): Claude
+				// ends from that signal, not from a SIGTERM after it.
+				if sc := (SignalCause{}); errors.As(context.Cause(ctx), &sc) {
+					forward(sc.Signal)
+				} else {
+					_ = tree.terminate()
+				}
 				killTimer = time.After(o.StopTimeout)
 			}
 		case <-killTimer:
@@ -132,6 +149,13 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		}
 	}
 }
+
+// SignalCause is the cause (context.Cause) of a context ended by a signal
+// to ccrelay: RunLocal passes that signal on to Claude, instead of SIGTERM,
+// so that Claude ends as it would have without ccrelay (SIGHUP: 129).
+type SignalCause struct{ Signal os.Signal }
+
+func (c SignalCause) Error() string { return c.Signal.String() + " received" }
 
 func exitCode(cmd *exec.Cmd, err error) (int, error) {
 	if err == nil {

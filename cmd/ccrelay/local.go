@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,6 +105,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	var out launcher.Outbox
 	var app *appLink // the link to the app, with --relay
+	// The relay client's notices reach the terminal before and after
+	// Claude, never over its screen.
+	gate := &noticeGate{out: os.Stderr, log: log}
+	// The session Claude runs (the hook's), for the resume hint at exit.
+	tracker := &sessionTracker{}
+	var startLine string // said once, before Claude starts
 	if f.relay != "" {
 		token, err := relayToken(f.relayToken, f.tokenFile, "", os.Stderr)
 		if err != nil {
@@ -129,7 +137,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}); err != nil {
 			log.Warn("could not take over what an earlier run left", "err", err)
 		}
-		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: os.Stderr}, box)
+		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
@@ -137,33 +145,39 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		go func() { sendDone <- sender.Run(sendCtx) }()
 		go func() { defer close(appDone); app.run(sendCtx) }()
 		defer func() {
-			// Give the relay a moment to take what is left; the outbox
-			// keeps the rest for the next run.
-			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := sender.Flush(fctx); err != nil {
-				fmt.Fprintln(os.Stderr, "ccrelay: not everything reached the relay; it is kept and sent next time:", err)
-			}
-			cancel()
+			// What is left goes to the relay for a bounded, visible
+			// moment that Ctrl-C cuts short; the outbox keeps the rest.
+			gate.release()
+			ex := exitFlush{sender: sender, box: box, sendDone: sendDone, url: f.relay, gate: gate, out: os.Stderr,
+				timeout: exitFlushTimeout, keptIn: runDir}
+			ex.run()
 			stopSend()
 			<-appDone
-			if err := <-sendDone; err != nil {
-				fmt.Fprintln(os.Stderr, "ccrelay:", err)
+			if !ex.ended {
+				<-sendDone
 			}
+			tracker.hint(os.Stderr)
 		}()
 		out = box
+		host, _ := os.Hostname()
+		startLine = fmt.Sprintf("ccrelay: relaying to %s as %s", f.relay, host)
 	} else {
 		var fo *launcher.FileOutbox
+		recording := f.out
 		if f.out != "" {
 			fo, err = launcher.OpenFileOutbox(f.out)
 		} else {
 			// One file per session, in the folder's state: nothing of
 			// other folders or sessions is read at start.
-			fo, err = launcher.OpenSessionOutbox(filepath.Join(folderState, "sessions"))
+			recording = filepath.Join(folderState, "sessions")
+			fo, err = launcher.OpenSessionOutbox(recording)
 		}
 		if err != nil {
 			return err
 		}
 		defer fo.Close()
+		defer tracker.hint(os.Stderr)
+		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; add --relay URL to reach a phone", recording)
 		// Slots of runs that ended hold only their cursor: removed.
 		if _, err := slot.Leftovers(func(string) error { return nil }); err != nil {
 			log.Warn("could not remove what an earlier run left", "err", err)
@@ -185,15 +199,17 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		<-scanDone
 		return fmt.Errorf("find ccrelay's own path for the hook: %w", err)
 	}
+	tracker.Scanner = sc
 	loopOpts := launcher.LoopOptions{
 		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 			HookCommand: []string{self, "hook"}, HookDir: runDir, Logger: log},
 		Remote:   launcher.RemoteOptions{AllowBypass: f.allowBypass},
-		Pipeline: pipe, Scanner: sc, Logger: log, Notice: os.Stderr,
+		Pipeline: pipe, Scanner: tracker, Logger: log, Notice: os.Stderr,
 	}
 	// Ctrl-C belongs to Claude in local mode (RunLocal forwards it); only
 	// SIGTERM and SIGHUP end the loop. Headless, Ctrl-C ends it too.
-	loopCtx, stopLoop := signal.NotifyContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
+	// Claude gets the signal itself (SIGHUP ends it with 129), not SIGTERM.
+	loopCtx, stopLoop := signalContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
 	defer stopLoop()
 	if f.remote {
 		loopCtx = ctx
@@ -214,7 +230,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			fmt.Fprintf(os.Stderr, "ccrelay: session %s is waiting for a prompt from the app (%s)\n", loopOpts.Session, f.relay)
 		}
 	}
+	fmt.Fprintln(os.Stderr, startLine)
+	if !f.remote {
+		gate.hold() // the terminal is Claude's until it exits
+	}
 	code, runErr := launcher.RunLoop(loopCtx, loopOpts)
+	gate.release()
 	// Claude is gone: read what it wrote last, close the turn, flush.
 	stopScan()
 	scanErr := <-scanDone
@@ -334,5 +355,208 @@ func (a *appLink) run(ctx context.Context) {
 				return
 			}
 		}
+	}
+}
+
+// signalContext is signal.NotifyContext whose cause (context.Cause) is a
+// launcher.SignalCause naming the signal that ended it.
+func signalContext(parent context.Context, sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-ch:
+			cancel(launcher.SignalCause{Signal: s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(context.Canceled)
+		<-done
+	}
+}
+
+// exitFlushTimeout bounds how long ccrelay waits, once Claude has exited,
+// for the relay to acknowledge what is unsent; Ctrl-C cuts it short. The
+// outbox keeps what is left for the next ccrelay in the folder.
+const exitFlushTimeout = 5 * time.Second
+
+// exitFlush is the last send at exit: it says what it waits for, stops at
+// the timeout or at a signal (Ctrl-C), and names the reason when something
+// stays unsent.
+type exitFlush struct {
+	sender   *apiclient.Client
+	box      *apiclient.Outbox
+	sendDone chan error // sender.Run's result
+	url      string
+	gate     *noticeGate
+	out      io.Writer
+	timeout  time.Duration
+	keptIn   string
+	ended    bool // sendDone was read
+}
+
+func (x *exitFlush) run() {
+	// A Ctrl-C pressed from now on is ccrelay's: Claude is gone.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	if x.box.Pending() == 0 {
+		return
+	}
+	refused := func() {
+		fmt.Fprintf(x.out, "ccrelay: not sent: the relay at %s refused the token (wrong or revoked); %s kept in %s for a run with the right token\n",
+			x.url, size(x.box.Pending()), x.keptIn)
+	}
+	select {
+	case err := <-x.sendDone:
+		x.ended = true
+		if errors.Is(err, apiclient.ErrUnauthorized) {
+			refused()
+			return
+		}
+	default:
+	}
+	fmt.Fprintf(x.out, "ccrelay: sending the last %s to the relay (up to %s; Ctrl-C stops, it is kept for the next run)\n",
+		size(x.box.Pending()), x.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), x.timeout)
+	defer cancel()
+	flushed := make(chan error, 1)
+	go func() { flushed <- x.sender.Flush(ctx) }()
+	var stopped os.Signal
+	for {
+		select {
+		case err := <-flushed:
+			if err == nil {
+				fmt.Fprintln(x.out, "ccrelay: sent.")
+				return
+			}
+			fmt.Fprintf(x.out, "ccrelay: not sent: %s; %s kept in %s and sent by the next ccrelay in this folder\n",
+				x.reason(stopped), size(x.box.Pending()), x.keptIn)
+			return
+		case err := <-x.sendDone:
+			x.ended = true
+			if errors.Is(err, apiclient.ErrUnauthorized) {
+				cancel()
+				<-flushed
+				refused()
+				return
+			}
+		case stopped = <-sigs:
+			cancel()
+		}
+	}
+}
+
+// reason says why the relay did not take everything.
+func (x *exitFlush) reason(stopped os.Signal) string {
+	why := ""
+	if !x.sender.Connected() {
+		if n := x.gate.lastUnreachable(); n != "" {
+			why = n
+		} else {
+			why = "the relay at " + x.url + " was not reached"
+		}
+	} else {
+		why = "the relay at " + x.url + " did not acknowledge everything in time"
+	}
+	if stopped != nil {
+		why = "stopped (" + stopped.String() + "); " + why
+	}
+	return why
+}
+
+// size says n bytes in a few characters.
+func size(n int64) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+}
+
+// noticeGate passes the relay client's notices to the terminal, except
+// while Claude has it (hold): then they go to the log, and the last one is
+// shown once Claude has exited (release).
+type noticeGate struct {
+	out io.Writer
+	log *slog.Logger
+
+	mu          sync.Mutex
+	held        bool
+	pending     string // the last notice held
+	unreachable string // why the relay could not be reached, until it is
+}
+
+func (g *noticeGate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	line := strings.TrimSpace(string(p))
+	// The client's notice that the relay cannot be reached names the
+	// reason before "; retrying"; a notice that it was reached clears it.
+	if why, ok := strings.CutPrefix(line, "ccrelay: cannot reach "); ok {
+		why, _, _ = strings.Cut(why, "; retrying")
+		g.unreachable = "cannot reach " + why
+	} else if strings.HasPrefix(line, "ccrelay: reached ") {
+		g.unreachable = ""
+	}
+	g.log.Info("relay notice", "notice", line, "held until Claude exits", g.held)
+	if g.held {
+		g.pending = line
+		return len(p), nil
+	}
+	return g.out.Write(p)
+}
+
+func (g *noticeGate) hold() {
+	g.mu.Lock()
+	g.held = true
+	g.mu.Unlock()
+}
+
+func (g *noticeGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held && g.pending != "" {
+		fmt.Fprintln(g.out, g.pending)
+	}
+	g.held, g.pending = false, ""
+}
+
+func (g *noticeGate) lastUnreachable() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unreachable
+}
+
+// sessionTracker is the loop's scanner, remembering the session Claude
+// announced last: ccrelay's resume hint names it.
+type sessionTracker struct {
+	launcher.Scanner
+	mu      sync.Mutex
+	session string
+}
+
+func (t *sessionTracker) AddSessionPath(id, transcriptPath string) {
+	t.mu.Lock()
+	t.session = id
+	t.mu.Unlock()
+	t.Scanner.AddSessionPath(id, transcriptPath)
+}
+
+// hint tells how to go on with the session relayed: Claude's own hint
+// names claude and a settings file that is gone.
+func (t *sessionTracker) hint(w io.Writer) {
+	t.mu.Lock()
+	id := t.session
+	t.mu.Unlock()
+	if id != "" {
+		fmt.Fprintf(w, "ccrelay: to go on with this session: ccrelay --resume %s\n", id)
 	}
 }

@@ -36,7 +36,7 @@ type localRun struct {
 	script                             string
 }
 
-func newLocalRun(t *testing.T, lines []string, extra map[string]any) *localRun {
+func newLocalRun(t testing.TB, lines []string, extra map[string]any) *localRun {
 	buildFakeClaude(t)
 	r := &localRun{home: t.TempDir(), project: t.TempDir(), state: t.TempDir()}
 	r.out = filepath.Join(r.state, "out.jsonl")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -102,27 +103,42 @@ func TestReplayToSaysWhenRelayUnreachable(t *testing.T) {
 	sameLines(t, storedLines(t, data, id), want)
 }
 
-// Local mode says at once, on stderr, that the relay cannot be reached
-// and that it keeps trying, then that it reached it; what Claude wrote
-// reaches the relay.
+// Local mode tells when the relay cannot be reached, and why, without
+// writing over Claude's screen: in its log at once, on stderr once Claude
+// has exited (the last notice: here that the relay was reached again); what
+// Claude wrote reaches the relay.
 func TestLocalModeSaysWhenRelayUnreachable(t *testing.T) {
 	data, base, token := stoppedRelay(t)
 	const session = "33333333-2222-4333-8444-555555555555"
 	r := newLocalRun(t, recLines(0, 5), map[string]any{"hang": true})
 	cmd := r.command("--relay", base, "--relay-token", token, "--", "--session-id", session)
+	cmd.Env = append(cmd.Env, "FAKE_CLAUDE_SCREEN=1")
 	errs := watchStderr(t, cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	errs.waitFor(t, "cannot reach the relay at "+base+": connection refused")
+	errs.waitFor(t, screenOn)
+	logFile := filepath.Join(r.state, "ccrelay.log")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(logFile)
+		if strings.Contains(string(b), "cannot reach the relay at "+base+": connection refused") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said the relay cannot be reached:\n%s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	srv := restartServe(t, data, strings.TrimPrefix(base, "http://"))
 	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
-	errs.waitFor(t, "reached the relay at "+base)
 	waitStored(t, data, session, 5)
 	cmd.Process.Signal(syscall.SIGTERM)
+	out := errs.rest()
 	cmd.Wait()
-	if out := errs.rest(); strings.Count(out, "cannot reach") != 1 || strings.Count(out, "reached the relay") != 1 {
-		t.Fatalf("not once each:\n%s", out)
+	checkScreen(t, out, "ccrelay: relaying to "+base)
+	if after := out[strings.Index(out, screenOff):]; strings.Count(out, "cannot reach") > 1 || strings.Count(after, "reached the relay at "+base+" again") != 1 {
+		t.Fatalf("stderr:\n%s", out)
 	}
 }

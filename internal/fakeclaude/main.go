@@ -10,6 +10,10 @@
 // "{{session}}" in a line is replaced by the session id, "{{source}}" by
 // startup or resume. With hang, it waits
 // for a signal after writing (SIGTERM and SIGINT end it with 128+signal).
+// $FAKE_CLAUDE_HUP_CLEANUP_MS: see exitOn. $FAKE_CLAUDE_SCREEN marks where
+// its screen begins and ends on stderr. $FAKE_CLAUDE_EXITSTAMP names a file
+// that gets the time of its exit (Unix nanoseconds); $FAKE_CLAUDE_SETTINGSDUMP
+// one that gets the content of the --settings file it runs with.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
 package main
 
@@ -19,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -149,6 +154,11 @@ func run(sigs chan os.Signal) error {
 			return fmt.Errorf("script: %w", err)
 		}
 	}
+	if p := os.Getenv("FAKE_CLAUDE_SETTINGSDUMP"); p != "" && settings != "" {
+		// The settings Claude runs with (the last --settings).
+		b, _ := os.ReadFile(settings)
+		os.WriteFile(p, b, 0o644)
+	}
 	if settings != "" {
 		if err := runHooks(settings, session, transcript, cwd, source); err != nil {
 			return err
@@ -162,17 +172,21 @@ func run(sigs chan os.Signal) error {
 		return err
 	}
 	defer f.Close()
+	screen := os.Getenv("FAKE_CLAUDE_SCREEN") != ""
+	if screen && !streamMode {
+		// Where Claude's screen begins and ends on the terminal.
+		fmt.Fprintln(os.Stderr, screenOn)
+	}
 	if streamMode {
 		go func() {
-			s := <-sigs
-			os.Exit(128 + int(s.(syscall.Signal)))
+			exitOn(<-sigs, sigs)
 		}()
 		return runStream(session, f, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
 	}
 	for _, l := range sc.Lines {
 		select {
 		case s := <-sigs:
-			os.Exit(128 + int(s.(syscall.Signal)))
+			exitOn(s, sigs)
 		case <-time.After(time.Duration(sc.IntervalMS) * time.Millisecond):
 		}
 		if _, err := f.WriteString(strings.NewReplacer("{{session}}", session, "{{source}}", source).Replace(l) + "\n"); err != nil {
@@ -180,11 +194,41 @@ func run(sigs chan os.Signal) error {
 		}
 	}
 	if sc.Hang {
-		s := <-sigs
-		os.Exit(128 + int(s.(syscall.Signal)))
+		exitOn(<-sigs, sigs)
+	}
+	if screen {
+		fmt.Fprintln(os.Stderr, screenOff)
+	}
+	if p := os.Getenv("FAKE_CLAUDE_EXITSTAMP"); p != "" {
+		// When Claude exits, for the time ccrelay takes after it.
+		os.WriteFile(p, []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o644)
 	}
 	os.Exit(sc.Exit)
 	return nil
+}
+
+// What $FAKE_CLAUDE_SCREEN prints on stderr when the interactive Claude's
+// screen starts and before it exits: nothing of ccrelay's may come between.
+const (
+	screenOn  = "[fake claude screen on]"
+	screenOff = "[fake claude screen off]"
+)
+
+// exitOn ends the process for signal s as Claude does: 128+signal. With
+// $FAKE_CLAUDE_HUP_CLEANUP_MS, a hangup is first cleaned up for that long
+// (as Claude's Node runtime does), and a signal arriving meanwhile ends it
+// with that signal's code instead.
+func exitOn(s os.Signal, sigs chan os.Signal) {
+	if ms, _ := strconv.Atoi(os.Getenv("FAKE_CLAUDE_HUP_CLEANUP_MS")); ms > 0 && s == syscall.SIGHUP {
+		select {
+		case s = <-sigs:
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		}
+	}
+	if os.Getenv("FAKE_CLAUDE_SCREEN") != "" {
+		fmt.Fprintln(os.Stderr, screenOff)
+	}
+	os.Exit(128 + int(s.(syscall.Signal)))
 }
 
 func runHooks(settings, session, transcript, cwd, source string) error {
