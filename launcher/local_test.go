@@ -20,6 +20,15 @@ import (
 var fakeClaude string
 
 func TestMain(m *testing.M) {
+	// The package's tests get a temporary folder of their own, removed at
+	// the end: a ccrelay or Claude that a test kills on purpose cannot
+	// clean up its own files (a hook folder, say).
+	tmp, err := os.MkdirTemp("", "launcher-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
+	defer os.RemoveAll(tmp)
 	dir, err := os.MkdirTemp("", "fakeclaude")
 	if err != nil {
 		panic(err)
@@ -31,6 +40,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(tmp)
 	os.Exit(code)
 }
 
