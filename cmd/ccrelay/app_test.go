@@ -57,9 +57,9 @@ func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Con
 		chromedp.NoSandbox,
 		chromedp.UserDataDir(t.TempDir()),
 		// Chromium keeps its singleton socket in a folder of its own under
-		// TMPDIR, left behind when the browser is killed: keep it in the
-		// test's folder.
-		chromedp.Env("TMPDIR="+t.TempDir()),
+		// TMPDIR, left behind when the browser is killed: keep it in a
+		// folder of the test's, short enough for a unix socket's path.
+		chromedp.Env("TMPDIR="+socketDir(t)),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
@@ -75,6 +75,24 @@ func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Con
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// socketDir returns a folder, removed when the test ends, whose path leaves
+// room for a unix socket below it: a socket's path is at most 107 bytes, and
+// t.TempDir's paths carry the test's name (Chromium refused to start in CI
+// under /tmp/tmp.XXXXXXXXXX/TestAppPermissionDenyReasonAndEdit2269226675/004).
+func socketDir(t testing.TB) string {
+	t.Helper()
+	parent := os.TempDir()
+	if len(parent) > 48 {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, "cr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func must(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
