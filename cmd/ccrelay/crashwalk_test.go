@@ -245,6 +245,8 @@ type crashSession struct {
 	home, project, state  string
 	stream, local, pidlog string
 	session               string
+	stderr                *strings.Builder // the running ccrelay's
+	told                  string           // the first status of the last prompt
 }
 
 func newCrashSession(t *testing.T, rl *crashRelay, session string) *crashSession {
@@ -285,6 +287,7 @@ func (s *crashSession) start(point string, args ...string) (*exec.Cmd, *strings.
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
+	s.stderr = &stderr
 	return cmd, &stderr
 }
 
@@ -304,7 +307,10 @@ func (s *crashSession) until(what string, cmd *exec.Cmd, exited <-chan struct{},
 			return false
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("waiting for %s", what)
+			cmd.Process.Kill()
+			<-exited // stderr is whole, and no longer written
+			logged, _ := os.ReadFile(filepath.Join(s.state, "ccrelay", "ccrelay.log"))
+			s.t.Fatalf("waiting for %s\nthe prompt: %s\nrelay: %s\nccrelay: %s\nlog:\n%s", what, s.told, storedKinds(storedLines(s.t, s.rl.data, s.session)), s.stderr, logged)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -346,6 +352,7 @@ func (s *crashSession) tryPrompt(text string) error {
 		var f protocol.Frame
 		json.Unmarshal(data, &f)
 		if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == id {
+			s.told = string(f.Status) + " " + f.Message
 			return nil
 		}
 		if f.Type == protocol.FrameError {
@@ -405,18 +412,20 @@ func (s *crashSession) check() {
 		got = got[:len(want)]
 	}
 	if len(got) != len(want) {
-		kinds := func(ls []string) string {
-			var k []string
-			for _, l := range ls {
-				var e protocol.Envelope
-				json.Unmarshal([]byte(l), &e)
-				k = append(k, describeEnv(e))
-			}
-			return strings.Join(k, " ")
-		}
-		s.t.Fatalf("relay stored %d envelopes, replay has %d\nrelay  %s\nreplay %s", len(got), len(want), kinds(got), kinds(want))
+		s.t.Fatalf("relay stored %d envelopes, replay has %d\nrelay  %s\nreplay %s", len(got), len(want), storedKinds(got), storedKinds(want))
 	}
 	sameEnvelopes(s.t, got, want)
+}
+
+// storedKinds describes stored envelopes, one word each.
+func storedKinds(ls []string) string {
+	var k []string
+	for _, l := range ls {
+		var e protocol.Envelope
+		json.Unmarshal([]byte(l), &e)
+		k = append(k, describeEnv(e))
+	}
+	return strings.Join(k, " ")
 }
 
 func describeEnv(e protocol.Envelope) string {

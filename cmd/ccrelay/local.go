@@ -138,7 +138,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			log.Warn("could not take over what an earlier run left", "err", err)
 		}
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate}, box)
-		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command),
+		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
@@ -284,10 +284,18 @@ func sessionInfo(cwd string, st launcher.SessionState) json.RawMessage {
 	return sessionInfoWith(cwd, st, "", "")
 }
 
+// appSender is what appLink needs of the relay client.
+type appSender interface {
+	Commands() <-chan apiclient.Inbound
+	Announce(session string, info json.RawMessage)
+	Live(session string, payload json.RawMessage)
+	Reply(ctx context.Context, session, id string, ok bool, message string) error
+}
+
 // appLink connects the session loop with the relay: state and live deltas
 // out, the app's commands in (each answered with its outcome).
 type appLink struct {
-	sender *apiclient.Client
+	sender appSender
 	ledger *launcher.Ledger // each command's outcome: a repeat is answered, never run again
 	cwd    string
 	log    *slog.Logger
@@ -297,12 +305,19 @@ type appLink struct {
 
 	mu      sync.Mutex
 	current string // the session the loop runs now
+	// known is closed by the first State: until then no command is taken,
+	// since none can be judged against the session the loop runs (the
+	// relay hands a CLI its session's commands as soon as the outbox sends
+	// that session's envelopes, before the loop says what it runs).
+	known     chan struct{}
+	knownOnce sync.Once
 }
 
 func (a *appLink) State(session string, st launcher.SessionState) {
 	a.mu.Lock()
 	a.current = session
 	a.mu.Unlock()
+	a.knownOnce.Do(func() { close(a.known) })
 	a.sender.Announce(session, sessionInfoWith(a.cwd, st, a.claudeVersion, a.versionWarning))
 }
 
@@ -310,6 +325,11 @@ func (a *appLink) Live(session string, payload json.RawMessage) { a.sender.Live(
 
 // run hands the app's commands to the loop until ctx ends.
 func (a *appLink) run(ctx context.Context) {
+	select {
+	case <-a.known:
+	case <-ctx.Done():
+		return
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -327,6 +347,7 @@ func (a *appLink) run(ctx context.Context) {
 					a.log.Warn("could not answer a command; the answer is sent again on the next connection", "id", in.Command.ID, "err", rerr)
 				}
 			}
+			a.log.Info("command from the app", "session", in.Session, "id", in.Command.ID, "kind", in.Command.Kind)
 			fresh, outcome, lerr := a.ledger.Begin(in.Command.ID)
 			switch {
 			case lerr != nil:
