@@ -324,3 +324,48 @@ func TestStreamFixturesGleam(t *testing.T) {
 		}
 	}
 }
+
+// A record cut short by a crash, with the resumed process's first record
+// appended to it on the same line: the whole record is read, not lost with
+// the torn one (seen in the crash walk: the app's next prompt vanished from
+// replay of the transcript).
+func TestParseTornLine(t *testing.T) {
+	user := `{"parentUuid":"a2","isSidechain":false,"type":"user","message":{"role":"user","content":[{"type":"text","text":"two {\"x\":1}"}]},"uuid":"u2","timestamp":"2026-11-22T18:59:35.149Z"}`
+	tests := []struct {
+		name, line string
+		uuid       string // "" for an error
+	}{
+		{"torn in a text", `{"parentUuid":"u1","type":"assistant","uuid":"a2","message":{"id":"m","content":[{"type":"text","text":"more 1 xxxx` + user, "u2"},
+		{"torn after an escaped quote", `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"say \"hi\" {\"` + user, "u2"},
+		{"torn between keys", `{"type":"assistant","uuid":"a2",` + user, "u2"},
+		{"torn in a tool result", `{"type":"user","uuid":"r1","toolUseResult":{"stdout":"a\nb","structuredPatch":[{"oldStart":1,"lines":["-x` + user, "u2"},
+		{"torn, nothing after", `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"more 1 xxxx`, ""},
+		{"torn, then a torn one", `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"more` + `{"type":"user","uuid":"u3","message":{"content":"tw`, ""},
+		{"whole", user, "u2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Parse([]byte(tc.line))
+			switch {
+			case tc.uuid == "" && err == nil:
+				t.Fatalf("parsed %+v", r)
+			case tc.uuid != "" && err != nil:
+				t.Fatal(err)
+			case tc.uuid != "" && (r.UUID != tc.uuid || r.Type != TypeUser || r.Message == nil):
+				t.Fatalf("record %+v", r)
+			}
+		})
+	}
+}
+
+// tornTail's search is bounded: a long line of object starts that never
+// parses is given up on, not searched to the end.
+func BenchmarkParseTornWorstCase(b *testing.B) {
+	line := []byte(`{"type":"assistant","message":` + strings.Repeat(`{"a":`, 100_000))
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := Parse(line); err == nil {
+			b.Fatal("parsed")
+		}
+	}
+}

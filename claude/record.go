@@ -162,6 +162,54 @@ func IsConversationType(t string) bool {
 // Raw values are validated when they are decoded.
 func Parse(line []byte) (*Record, error) {
 	line = bytes.TrimRight(line, "\r\n")
+	r, err := parse(line)
+	if err != nil {
+		// A record cut short by a crash, with the next process's first
+		// record appended to it: the whole one is read.
+		if rest := tornTail(line); rest != nil {
+			if r2, err2 := parse(rest); err2 == nil && IsConversationType(r2.Type) {
+				return r2, nil
+			}
+		}
+	}
+	return r, err
+}
+
+// Bounds of tornTail's search: a line that fails to parse is tried at its
+// last maxTornTries object starts, reading at most maxTornBytes in all.
+const (
+	maxTornTries = 256
+	maxTornBytes = 64 << 20
+)
+
+// tornTail returns the whole record at the end of a line that does not
+// parse, or nil. Claude appends each record as one write; a process killed
+// during a write leaves a line without its end, and the next process
+// (resumed) appends its first record to it. The record is the shortest
+// valid JSON suffix starting at `{"`: inside strings quotes are escaped, so
+// every such start is an object's, and an inner object is never a valid
+// suffix (closing brackets follow it).
+func tornTail(line []byte) []byte {
+	end, read := len(line), 0
+	for range maxTornTries {
+		i := bytes.LastIndex(line[1:end], []byte(`{"`))
+		if i < 0 {
+			return nil
+		}
+		i++
+		read += len(line) - i
+		if read > maxTornBytes {
+			return nil
+		}
+		if json.Valid(line[i:]) {
+			return line[i:]
+		}
+		end = i
+	}
+	return nil
+}
+
+func parse(line []byte) (*Record, error) {
 	typ, err := PeekType(line)
 	if err != nil {
 		return nil, err
