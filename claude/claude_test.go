@@ -342,6 +342,10 @@ func TestParseTornLine(t *testing.T) {
 		{"torn, nothing after", `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"more 1 xxxx`, ""},
 		{"torn, then a torn one", `{"type":"assistant","uuid":"a2","message":{"content":[{"type":"text","text":"more` + `{"type":"user","uuid":"u3","message":{"content":"tw`, ""},
 		{"whole", user, "u2"},
+		{"empty", "", ""},
+		{"one brace", "{", ""},
+		{"a start only", `{"`, ""},
+		{"starts only", `x{"{"`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,3 +78,26 @@ func countTypeKeys(line []byte) int {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// FuzzParseTorn: a line that does not parse never panics, and a whole
+// record appended to any prefix of another is read back whole.
+func FuzzParseTorn(f *testing.F) {
+	f.Add([]byte(`{"type":"assistant","uuid":"a","message":{"content":[{"type":"text","text":"x`), 10)
+	f.Add([]byte(``), 0)
+	f.Add([]byte(`{"{"`), 3)
+	user := []byte(`{"type":"user","uuid":"u2","message":{"role":"user","content":[{"type":"text","text":"two"}]}}`)
+	f.Fuzz(func(t *testing.T, torn []byte, cut int) {
+		Parse(torn)
+		if cut < 0 || cut > len(torn) || json.Valid(torn[:cut]) || bytes.Contains(torn[:cut], []byte("\n")) {
+			return
+		}
+		line := append(append([]byte(nil), torn[:cut]...), user...)
+		r, err := Parse(line)
+		if err != nil || r.UUID != "u2" {
+			if json.Valid(line) {
+				return // the prefix made one valid object of it: not torn
+			}
+			t.Fatalf("Parse(%q) = %+v, %v", line, r, err)
+		}
+	})
+}

@@ -163,9 +163,11 @@ func IsConversationType(t string) bool {
 func Parse(line []byte) (*Record, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	r, err := parse(line)
-	if err != nil {
-		// A record cut short by a crash, with the next process's first
-		// record appended to it: the whole one is read.
+	// A record cut short by a crash, with the next process's first record
+	// appended to it: the whole one is read. A conversation record fails to
+	// parse then; another type is only checked for its end (D14), so it is
+	// validated when a conversation record's start follows its own.
+	if err != nil || (!IsConversationType(r.Type) && mayHoldRecordStart(line) && !json.Valid(line)) {
 		if rest := tornTail(line); rest != nil {
 			if r2, err2 := parse(rest); err2 == nil && IsConversationType(r2.Type) {
 				return r2, nil
@@ -173,6 +175,16 @@ func Parse(line []byte) (*Record, error) {
 		}
 	}
 	return r, err
+}
+
+// mayHoldRecordStart reports whether a conversation record may start after
+// the first byte of line: Claude's begin with `{"parentUuid":` or
+// `{"type":` (a cheap look, done before a full validation).
+func mayHoldRecordStart(line []byte) bool {
+	if len(line) < 2 {
+		return false
+	}
+	return bytes.Contains(line[1:], []byte(`{"parentUuid":`)) || bytes.Contains(line[1:], []byte(`{"type":`))
 }
 
 // Bounds of tornTail's search: a line that fails to parse is tried at its
@@ -192,6 +204,9 @@ const (
 func tornTail(line []byte) []byte {
 	end, read := len(line), 0
 	for range maxTornTries {
+		if end < 2 {
+			return nil
+		}
 		i := bytes.LastIndex(line[1:end], []byte(`{"`))
 		if i < 0 {
 			return nil
