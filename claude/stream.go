@@ -1,6 +1,7 @@
 package claude
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -40,6 +41,9 @@ type StreamMessage struct {
 	Event json.RawMessage
 	// ParentToolUseID of a stream_event line.
 	ParentToolUseID string
+	// IsReplay: a user line that echoes a prompt written to Claude's stdin
+	// (--replay-user-messages).
+	IsReplay bool
 
 	Raw []byte
 }
@@ -113,6 +117,7 @@ func ParseStream(line []byte) (*StreamMessage, error) {
 			return nil, err
 		}
 		m.Record, m.UUID, m.SessionID = r, r.UUID, r.SessionID
+		m.IsReplay = typ == StreamUser && isReplay(line)
 		return m, nil
 	case StreamResult:
 		m.Result = new(Result)
@@ -146,4 +151,19 @@ func ParseStream(line []byte) (*StreamMessage, error) {
 	}
 	m.UUID, m.SessionID, m.Event, m.ParentToolUseID = head.UUID, head.SessionID, head.Event, head.ParentToolUseID
 	return m, nil
+}
+
+// isReplay reports whether a user line has "isReplay": true at any depth
+// of its JSON structure. Inside a JSON string every quote is escaped, so
+// the unescaped key can only be structure; Claude Code sets it at the top.
+func isReplay(line []byte) bool {
+	i := bytes.Index(line, []byte(`"isReplay"`))
+	if i < 0 {
+		return false
+	}
+	rest := bytes.TrimLeft(line[i+len(`"isReplay"`):], " \t")
+	if len(rest) == 0 || rest[0] != ':' {
+		return false
+	}
+	return bytes.HasPrefix(bytes.TrimLeft(rest[1:], " \t"), []byte("true"))
 }

@@ -325,13 +325,16 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 	}
 }
 
-// PromptTimeout is how long a prompt written to Claude may wait for Claude
-// to take it before the app is told it failed.
-const PromptTimeout = 2 * time.Minute
-
 // MaxOrderedCommands bounds the prompts and settings waiting for the
 // session's writer; one more is rejected at once.
 const MaxOrderedCommands = 256
+
+// MaxUntakenPrompts bounds the prompts written to Claude that it has not
+// taken yet (echoed): the writer waits before writing one more, and
+// commands wait in its queue (MaxOrderedCommands) meanwhile. A prompt is
+// done when Claude took it, however long the turns before it run; it fails
+// when Claude ends first, never on a timer.
+const MaxUntakenPrompts = 64
 
 // ordered is the session's one writer of prompts and settings: a FIFO that
 // writes each command to Claude's stdin in arrival order. Only the wait for
@@ -341,6 +344,7 @@ type ordered struct {
 	stopWrites context.CancelFunc
 	r          orderedRemote
 	fifo       chan Command
+	untaken    chan struct{}  // a token per prompt written and not taken (MaxUntakenPrompts)
 	done       chan struct{}  // run returned
 	waits      sync.WaitGroup // the waits for Claude's answers
 }
@@ -354,7 +358,8 @@ type orderedRemote interface {
 
 func newOrdered(ctx context.Context, r orderedRemote) *ordered {
 	wctx, cancel := context.WithCancel(ctx)
-	w := &ordered{ctx: ctx, stopWrites: cancel, r: r, fifo: make(chan Command, MaxOrderedCommands), done: make(chan struct{})}
+	w := &ordered{ctx: ctx, stopWrites: cancel, r: r, fifo: make(chan Command, MaxOrderedCommands),
+		untaken: make(chan struct{}, MaxUntakenPrompts), done: make(chan struct{})}
 	go w.run(wctx)
 	return w
 }
@@ -380,6 +385,14 @@ func (w *ordered) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-w.fifo:
+			if c.Kind == protocol.CommandPrompt {
+				select {
+				case w.untaken <- struct{}{}:
+				case <-ctx.Done():
+					c.Reply(ErrClosed)
+					return
+				}
+			}
 			w.write(c)
 		}
 	}
@@ -394,7 +407,12 @@ func (w *ordered) write(c Command) {
 	switch c.Kind {
 	case protocol.CommandPrompt:
 		wait, err = w.r.SendPrompt(c.Text)
-		timeout = PromptTimeout
+		timeout = 0
+		defer func() {
+			if err != nil {
+				<-w.untaken
+			}
+		}()
 	case protocol.CommandModel:
 		wait, err = w.r.SendModel(c.Model)
 	case protocol.CommandPermissionMode:
@@ -407,9 +425,16 @@ func (w *ordered) write(c Command) {
 		return
 	}
 	w.waits.Go(func() {
-		ctx, cancel := context.WithTimeout(w.ctx, timeout)
+		ctx, cancel := w.ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeout(w.ctx, timeout)
+		}
 		defer cancel()
-		c.Reply(wait(ctx))
+		err := wait(ctx)
+		if c.Kind == protocol.CommandPrompt {
+			<-w.untaken
+		}
+		c.Reply(err)
 	})
 }
 

@@ -1,10 +1,12 @@
 package launcher
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -44,7 +46,7 @@ func TestRemoteOrderingProperty(t *testing.T) {
 			r := NewRemote("sess", RemoteOptions{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 				NewPipeline("", out), &events{})
 			newProc := func() *process {
-				p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+				p := &process{stdin: nopWriteCloser{io.Discard}, exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
 				r.mu.Lock()
 				r.proc = p
 				r.mu.Unlock()
@@ -232,7 +234,7 @@ func TestRemoteFinalUsage(t *testing.T) {
 			out := &MemOutbox{}
 			r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 				NewPipeline("", out), &events{})
-			p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+			p := &process{stdin: nopWriteCloser{io.Discard}, exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
 			r.proc = p
 			for _, l := range tt.lines {
 				r.handle(p, streamLine(t, l))
@@ -272,7 +274,7 @@ func TestRemoteResultAPIErrorFails(t *testing.T) {
 	out := &MemOutbox{}
 	r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		NewPipeline("", out), &events{})
-	p := &process{stdin: nopWriteCloser{io.Discard}, accepted: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+	p := &process{stdin: nopWriteCloser{io.Discard}, exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
 	r.proc = p
 	r.handle(p, streamLine(t, map[string]any{"type": "user", "uuid": "u1", "isReplay": true, "message": map[string]any{"role": "user", "content": "hi"}}))
 	r.handle(p, streamLine(t, map[string]any{"type": "assistant", "uuid": "a1", "message": map[string]any{"id": "m1", "role": "assistant", "content": []any{map[string]any{"type": "text", "text": "working"}}}}))
@@ -280,5 +282,79 @@ func TestRemoteResultAPIErrorFails(t *testing.T) {
 	envs := out.Envelopes()
 	if len(envs) == 0 || envs[len(envs)-1].Ev.T != protocol.KindTurnEnd || envs[len(envs)-1].Ev.Status != protocol.StatusFailed {
 		t.Fatalf("envelopes %q", envtest.DescribeAll(envs))
+	}
+}
+
+// A prompt is taken when Claude echoes it (isReplay), in the order written;
+// one echo with a text block per prompt takes several (Claude Code joins
+// the prompts queued behind a turn); a tool result or a subagent's message
+// takes none, whatever its keys; a prompt Claude never echoed before it
+// ended is not done. The session is busy until every prompt is taken.
+func TestRemotePromptTakenOnItsEcho(t *testing.T) {
+	out := &MemOutbox{}
+	r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		NewPipeline("", out), &events{})
+	p := &process{stdin: nopWriteCloser{io.Discard}, exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+	r.proc = p
+	results := make([]chan error, 4)
+	for i := range results {
+		wait, err := r.SendPrompt(fmt.Sprint("prompt ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- wait(context.Background()) }()
+	}
+	taken := func(want ...bool) {
+		t.Helper()
+		for i, w := range want {
+			if !w {
+				select {
+				case err := <-results[i]:
+					t.Fatalf("prompt %d answered %v before its echo", i, err)
+				case <-time.After(20 * time.Millisecond):
+				}
+				continue
+			}
+			select {
+			case err := <-results[i]:
+				if err != nil {
+					t.Fatalf("prompt %d: %v", i, err)
+				}
+				results[i] = nil
+			case <-time.After(10 * time.Second):
+				t.Fatalf("prompt %d not taken after its echo", i)
+			}
+		}
+	}
+	echo := func(extra map[string]any, blocks ...any) {
+		m := map[string]any{"type": "user", "uuid": fmt.Sprint("u", len(out.Envelopes())), "isReplay": true,
+			"message": map[string]any{"role": "user", "content": blocks}}
+		maps.Copy(m, extra)
+		r.handle(p, streamLine(t, m))
+	}
+	text := func(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+	echo(nil, text("prompt 0"))
+	taken(true, false)
+	r.handle(p, streamLine(t, map[string]any{"type": "result", "subtype": "success"}))
+	// Claude takes prompts 1 and 2 together.
+	echo(nil, text("prompt 1\n"), text("prompt 2"))
+	taken(false, true, true, false)
+	// Neither a tool result nor a subagent's prompt takes prompt 3.
+	echo(nil, map[string]any{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"})
+	echo(map[string]any{"parent_tool_use_id": "toolu_2"}, text("a subagent's task"))
+	taken(false, false, false, false)
+	if st := r.State(); st.Status != StatusBusy {
+		t.Fatalf("status %s with a prompt not taken", st.Status)
+	}
+	// Claude ends before taking prompt 3: it is not done.
+	close(p.exited)
+	select {
+	case err := <-results[3]:
+		if err == nil {
+			t.Fatal("a prompt Claude never took was answered done")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a prompt Claude never took was never answered")
 	}
 }

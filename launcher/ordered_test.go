@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,5 +218,88 @@ func TestOrderedQueueBounded(t *testing.T) {
 	// Each pushed command got one reply: written (nil) or not (ErrClosed).
 	if n != MaxOrderedCommands+1 {
 		t.Fatalf("%d replies after stop, want %d", n, MaxOrderedCommands+1)
+	}
+}
+
+// untakenRemote writes every prompt at once; Claude takes them only when
+// the test says (take), never on a timer.
+type untakenRemote struct {
+	mu      sync.Mutex
+	written int
+	take    chan struct{} // one send takes the oldest prompt not taken
+}
+
+func (u *untakenRemote) SendPrompt(string) (func(context.Context) error, error) {
+	u.mu.Lock()
+	u.written++
+	u.mu.Unlock()
+	return func(ctx context.Context) error {
+		select {
+		case <-u.take:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, nil
+}
+func (u *untakenRemote) SendModel(string) (func(context.Context) error, error) {
+	return func(context.Context) error { return nil }, nil
+}
+func (u *untakenRemote) SendPermissionMode(string) (func(context.Context) error, error) {
+	return u.SendModel("")
+}
+func (u *untakenRemote) count() int { u.mu.Lock(); defer u.mu.Unlock(); return u.written }
+
+// At most MaxUntakenPrompts prompts are written and not taken: the next
+// waits in the queue until Claude takes one. A prompt not taken is never
+// answered on a timer (a long turn before it is no failure); it ends with
+// the session.
+func TestOrderedUntakenPromptsBounded(t *testing.T) {
+	u := &untakenRemote{take: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newOrdered(ctx, u)
+	replies := make(chan error, MaxUntakenPrompts+2)
+	cmd := Command{Command: protocol.Command{Kind: protocol.CommandPrompt}, Reply: func(err error) { replies <- err }}
+	for range MaxUntakenPrompts + 1 {
+		w.push(cmd)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for u.count() < MaxUntakenPrompts && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := u.count(); n != MaxUntakenPrompts {
+		t.Fatalf("%d prompts written, want %d", n, MaxUntakenPrompts)
+	}
+	select {
+	case err := <-replies:
+		t.Fatalf("a prompt was answered before Claude took any: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if n := u.count(); n != MaxUntakenPrompts {
+		t.Fatalf("%d prompts written while %d were not taken", n, MaxUntakenPrompts)
+	}
+	u.take <- struct{}{} // Claude takes one: it is done, and the next is written
+	if err := <-replies; err != nil {
+		t.Fatalf("taken prompt: %v", err)
+	}
+	for u.count() < MaxUntakenPrompts+1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := u.count(); n != MaxUntakenPrompts+1 {
+		t.Fatalf("%d prompts written after one was taken, want %d", n, MaxUntakenPrompts+1)
+	}
+	// The session ends: the prompts not taken are answered with why.
+	cancel()
+	w.stop()
+	w.waits.Wait()
+	n := 0
+	for len(replies) > 0 {
+		if err := <-replies; err == nil {
+			t.Fatal("a prompt Claude never took was answered done")
+		}
+		n++
+	}
+	if n != MaxUntakenPrompts {
+		t.Fatalf("%d answers at the end, want %d", n, MaxUntakenPrompts)
 	}
 }

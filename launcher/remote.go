@@ -313,7 +313,8 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 	r.queued++
 	r.publish()
 	r.mu.Unlock()
-	if err := p.write(claude.PromptLine(text)); err != nil {
+	n, err := p.writePrompt(claude.PromptLine(text))
+	if err != nil {
 		r.mu.Lock()
 		if r.proc == p && r.queued > 0 {
 			r.queued--
@@ -323,15 +324,25 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
 	return func(ctx context.Context) error {
-		// Claude echoes the prompt (--replay-user-messages) once it took
-		// it; if it dies first, say why.
-		select {
-		case <-p.accepted:
-			return nil
-		case <-p.exited:
-			return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
-		case <-ctx.Done():
-			return ctx.Err()
+		// Claude echoes each prompt (--replay-user-messages, isReplay) once
+		// it took it, in the order written: this one is taken when the
+		// n-th echo came. A prompt still in the pipe when Claude dies was
+		// not taken; say why.
+		for {
+			taken, next := p.echoedUpTo(n)
+			if taken {
+				return nil
+			}
+			select {
+			case <-next:
+			case <-p.exited:
+				if taken, _ := p.echoedUpTo(n); taken {
+					return nil
+				}
+				return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}, nil
 }
@@ -486,6 +497,11 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) { r.handleWith(p, m
 // handleWith handles m after the subagent records that come before it;
 // with skip, m itself was sent already.
 func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
+	if m.IsReplay && m.Record != nil && m.Record.ParentToolUseID == "" && !m.Record.IsSidechain {
+		if n := echoedPrompts(m.Record); n > 0 {
+			p.promptsEchoed(n) // prompts of ours, taken (whatever waits to be sent)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.msg) > 0 && !r.sameMessage(m) {
@@ -543,16 +559,20 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 		if m.Record == nil {
 			return
 		}
-		p.accept()
 		rec := m.Record
+		mainChain := rec.ParentToolUseID == "" && !rec.IsSidechain
+		if m.IsReplay && mainChain && r.queued > 0 {
+			// Prompts taken: one echo can take several (echoedPrompts).
+			r.queued = max(r.queued-echoedPrompts(rec), 0)
+			r.publish()
+		}
 		if rec.UUID != "" && r.repaired[rec.UUID] {
 			delete(r.repaired, rec.UUID) // sent from the transcript already
 			return
 		}
-		if !r.turnOpen && rec.ParentToolUseID == "" && !rec.IsSidechain {
+		if !r.turnOpen && mainChain {
 			// A turn opens: a queued prompt's, or one Claude started.
 			r.turnOpen = true
-			r.queued = max(r.queued-1, 0)
 			r.publish()
 		}
 		if rec.Type == claude.TypeUser && rec.Message != nil {
@@ -575,7 +595,6 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 		}
 		switch m.Subtype {
 		case claude.SystemInit:
-			p.accept()
 			r.opts.Resume = true // the session exists from now on
 			if m.System.Model != "" {
 				r.state.Model = m.System.Model
@@ -1224,14 +1243,18 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 
 // process is one running Claude.
 type process struct {
-	cmd      *exec.Cmd
-	tree     *claudeTree
-	stdin    io.WriteCloser
-	stdout   io.Reader
-	stderr   *tailBuffer
-	wmu      sync.Mutex
-	accepted chan struct{}
-	acceptOn sync.Once
+	cmd    *exec.Cmd
+	tree   *claudeTree
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *tailBuffer
+	wmu    sync.Mutex
+	// Prompts written and prompts echoed (emu): a prompt is taken once its
+	// echo came; echo is closed and replaced at each echo.
+	emu      sync.Mutex
+	written  int
+	echoed   int
+	echo     chan struct{}
 	exited   chan struct{} // stdout ended and the process was waited for
 	done     chan struct{} // exited and handled
 	stopping atomic.Bool
@@ -1247,7 +1270,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	cmd.Dir = dir
 	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
-	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, accepted: make(chan struct{}),
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}),
 		exited: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -1262,7 +1285,63 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	return p, nil
 }
 
-func (p *process) accept() { p.acceptOn.Do(func() { close(p.accepted) }) }
+// writePrompt writes a prompt line and returns its number (1 for the
+// first prompt of this process).
+func (p *process) writePrompt(line []byte) (int, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if _, err := p.stdin.Write(line); err != nil {
+		return 0, err
+	}
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	p.written++
+	return p.written, nil
+}
+
+// promptsEchoed counts n echoed prompts.
+func (p *process) promptsEchoed(n int) {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	p.echoed += n
+	if p.echo != nil {
+		close(p.echo)
+	}
+	p.echo = make(chan struct{})
+}
+
+// echoedPrompts is how many of the prompts written to Claude an echo
+// takes. Each prompt is written as one text block (claude.PromptLine);
+// Claude takes the prompts queued behind a running turn together, as one
+// user message with a text block per prompt (Claude Code 2.1.330: "second\n",
+// "third").
+// A message with a tool result is no echo (0), whatever its keys say.
+func echoedPrompts(rec *claude.Record) int {
+	if rec.Message == nil {
+		return 1
+	}
+	n := 0
+	for _, b := range rec.Message.Content.Blocks {
+		switch b.Type {
+		case "text":
+			n++
+		case "tool_result":
+			return 0
+		}
+	}
+	return max(n, 1)
+}
+
+// echoedUpTo reports whether prompt n was echoed, and else a channel closed
+// at the next echo.
+func (p *process) echoedUpTo(n int) (bool, <-chan struct{}) {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	if p.echo == nil {
+		p.echo = make(chan struct{})
+	}
+	return p.echoed >= n, p.echo
+}
 
 func (p *process) write(line []byte) error {
 	p.wmu.Lock()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,80 @@ func TestRealClaudeRemoteSubagent(t *testing.T) {
 		}
 	}
 	sameAsReplay(t, rig, e, true)
+}
+
+// Prompts sent while a turn runs: each is done only when Claude took it
+// (its echo, when its turn starts), not when it was written, and the turns
+// run in the order sent. An interrupt stops the running turn only: the
+// prompts queued behind it still run (Claude's still_queued).
+func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
+	for _, interrupt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in turn", true: "interrupted"}[interrupt], func(t *testing.T) {
+			rig, e := realRemote(t,
+				fakeapi.Rule{LastUserContains: "talk slowly", Reply: []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten")},
+					ChunkDelay: 100 * time.Millisecond},
+				fakeapi.Rule{LastUserContains: "second", Reply: []fakeapi.Block{fakeapi.Text("reply to second")}},
+				fakeapi.Rule{LastUserContains: "third", Reply: []fakeapi.Block{fakeapi.Text("reply to third")}})
+			rig.prompt("talk slowly")
+			taken := make(chan string, 2)
+			for _, text := range []string{"second", "third"} {
+				wait, err := rig.r.SendPrompt(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					if err := wait(ctx); err != nil {
+						taken <- text + ": " + err.Error()
+						return
+					}
+					taken <- text
+				}()
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(rig.ev.liveText(), "three") && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			// The first turn still streams: neither queued prompt is taken.
+			select {
+			case s := <-taken:
+				t.Fatalf("prompt %q done while the turn before it ran", s)
+			default:
+			}
+			if interrupt {
+				if err := rig.r.Interrupt(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Claude takes the prompts queued behind a turn together (one
+			// user message, a text block each): both are done then.
+			var got []string
+			for range 2 {
+				select {
+				case s := <-taken:
+					got = append(got, s)
+				case <-time.After(60 * time.Second):
+					t.Fatalf("prompts taken: %q; envelopes: %q", got, describeAll(rig.out.Envelopes()))
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, []string{"second", "third"}) {
+				t.Fatalf("prompts taken: %q", got)
+			}
+			rig.untilState("idle", func(s SessionState) bool { return s.Status == StatusIdle })
+			first := map[bool]string{false: "TE(completed)", true: "TE(cancelled)"}[interrupt]
+			d := rig.until("the queued prompts' turn", func(d []string) bool { return len(d) > 0 && d[len(d)-1] == "TE(completed)" && count(d, "TE(") >= 2 })
+			var order []string
+			for _, s := range d {
+				if strings.HasPrefix(s, "TE(") || strings.HasPrefix(s, "U(") {
+					order = append(order, strings.TrimSpace(s))
+				}
+			}
+			if want := []string{"U(talk slowly)", first, "U(second\n)", "U(third)", "TE(completed)"}; !slices.Equal(order, want) {
+				t.Fatalf("prompts and turn ends %q, want %q", order, want)
+			}
+			sameAsReplay(t, rig, e, false)
+		})
+	}
 }
