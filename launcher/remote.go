@@ -595,6 +595,11 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 		}
 		switch m.Subtype {
 		case claude.SystemInit:
+			// Claude starts each turn with init: a prompt's, or one it
+			// starts by itself after a background task, whose first
+			// message comes only when its first block is complete (the
+			// notification prompt is not printed).
+			r.turnOpen = true
 			r.opts.Resume = true // the session exists from now on
 			if m.System.Model != "" {
 				r.state.Model = m.System.Model

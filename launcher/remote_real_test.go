@@ -239,3 +239,63 @@ func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 		})
 	}
 }
+
+// A turn Claude starts by itself (a background subagent's notification
+// after the prompt's turn ended) and a queued prompt's turn: the session is
+// busy while they run, and Interrupt stops them (the turn ends cancelled).
+func TestRealClaudeRemoteBusyAndInterruptOutsidePromptTurns(t *testing.T) {
+	slow := []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")}
+	t.Run("self-started", func(t *testing.T) {
+		yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
+		rig, e := realRemote(t,
+			fakeapi.Rule{Agent: "main", LastUserContains: "<task-notification>", Reply: slow, ChunkDelay: 150 * time.Millisecond},
+			fakeapi.Rule{Agent: "main", AfterToolResult: no, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
+				"description": "Count files", "prompt": "SUBAGENT_TASK: count the files here", "subagent_type": "general-purpose"})}},
+			fakeapi.Rule{Agent: "main", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
+			// The subagent works after "Launched." (as in
+			// TestRealClaudeRemoteSubagent), so both copies agree on order.
+			fakeapi.Rule{Agent: "subagent", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Sub: listing."),
+				fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
+			fakeapi.Rule{Agent: "subagent", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}})
+		rig.prompt("spawn a helper")
+		interruptWhileStreaming(t, rig, "two")
+		sameAsReplay(t, rig, e, true)
+	})
+	t.Run("queued", func(t *testing.T) {
+		rig, e := realRemote(t,
+			fakeapi.Rule{LastUserContains: "first", Reply: []fakeapi.Block{fakeapi.Text("alpha beta gamma")}, ChunkDelay: 100 * time.Millisecond},
+			fakeapi.Rule{LastUserContains: "second", Reply: slow, ChunkDelay: 150 * time.Millisecond})
+		rig.prompt("first")
+		wait, err := rig.r.SendPrompt("second")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		interruptWhileStreaming(t, rig, "two")
+		sameAsReplay(t, rig, e, false)
+	})
+}
+
+// interruptWhileStreaming waits for word in the live text, checks that the
+// session is busy, interrupts, and waits for the turn to end cancelled.
+func interruptWhileStreaming(t *testing.T, rig *remoteRig, word string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(rig.ev.liveText(), word) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := rig.r.State(); st.Status != StatusBusy {
+		t.Fatalf("status %q while Claude streams", st.Status)
+	}
+	if err := rig.r.Interrupt(context.Background()); err != nil {
+		t.Fatalf("interrupt: %v", err)
+	}
+	d := rig.until("the cancelled turn", func(d []string) bool { return len(d) > 0 && d[len(d)-1] == "TE(cancelled)" })
+	if count(d, "TE(cancelled)") != 1 {
+		t.Fatalf("envelopes %q", d)
+	}
+}
