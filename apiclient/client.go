@@ -66,6 +66,7 @@ type Client struct {
 	announce map[string][]byte         // session -> latest announced info
 	changed  chan struct{}             // an announcement to send
 	unsent   map[string]protocol.Frame // session/command id -> a result not acknowledged
+	refused  bool                      // the relay refused the token: Run ended
 
 	unreachable bool // the user was told the relay cannot be reached
 }
@@ -291,6 +292,9 @@ func (c *Client) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, ErrUnauthorized) {
+			c.mu.Lock()
+			c.refused = true
+			c.mu.Unlock()
 			c.notice("ccrelay: the relay at %s refused the token (wrong or revoked): nothing is sent to it in this run; the envelopes are kept on disk for a run with the right token", c.cfg.URL)
 			return err
 		}
@@ -318,6 +322,14 @@ func (c *Client) Connected() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.conn != nil
+}
+
+// Refused reports whether the relay refused the token (Run ended with
+// ErrUnauthorized).
+func (c *Client) Refused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused
 }
 
 // Flush waits until the outbox is empty (everything acknowledged) or ctx ends.

@@ -201,13 +201,14 @@ func mergeHook(settings map[string]any, event string, entry map[string]any) erro
 // the system's temporary folder). It returns the settings file and a
 // cleanup.
 func writeSettings(parent string, hookCommand []string, h *hookServer) (string, func(), error) {
-	return writeMergedSettings(parent, map[string]any{}, hookCommand, h)
+	return writeMergedSettings(parent, map[string]any{}, hookCommand, h, nil, nil)
 }
 
 // writeMergedSettings is writeSettings with the user's own settings (from
 // their --settings), to which the hook is added: Claude takes only the last
-// --settings it is given, so ccrelay's must carry the user's.
-func writeMergedSettings(parent string, settings map[string]any, hookCommand []string, h *hookServer) (string, func(), error) {
+// --settings it is given, so ccrelay's must carry the user's. With sl,
+// ccrelay's status line replaces the user's (userSL), which it runs first.
+func writeMergedSettings(parent string, settings map[string]any, hookCommand []string, h *hookServer, sl *StatusLine, userSL any) (string, func(), error) {
 	dir, err := os.MkdirTemp(parent, "ccrelay-hook-")
 	if err != nil {
 		return "", nil, fmt.Errorf("hook settings: %w", err)
@@ -224,6 +225,11 @@ func writeMergedSettings(parent string, settings map[string]any, hookCommand []s
 	argv := append(append([]string(nil), hookCommand...), hookPath)
 	if err := mergeHook(settings, "SessionStart", hookEntry(hookOS, argv)); err != nil {
 		return fail(err)
+	}
+	if sl != nil {
+		if err := addStatusLine(settings, dir, *sl, userSL, hookOS); err != nil {
+			return fail(err)
+		}
 	}
 	b, err := json.Marshal(settings)
 	if err != nil {

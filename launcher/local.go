@@ -40,7 +40,10 @@ type LocalOptions struct {
 	// temporary folder). ccrelay uses its state folder, so that what a
 	// killed ccrelay leaves stays there.
 	HookDir string
-	Logger  *slog.Logger
+	// StatusLine, if set, puts ccrelay's state in Claude's status line,
+	// after the user's own.
+	StatusLine *StatusLine
+	Logger     *slog.Logger
 }
 
 // RunLocal starts interactive Claude Code in the user's terminal with a
@@ -81,7 +84,11 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 		return 0, err
 	}
 	defer hooks.close()
-	settings, cleanup, err := writeMergedSettings(o.HookDir, user, o.HookCommand, hooks)
+	var userSL any
+	if o.StatusLine != nil {
+		userSL = userStatusLine(user, o.Dir, o.Env)
+	}
+	settings, cleanup, err := writeMergedSettings(o.HookDir, user, o.HookCommand, hooks, o.StatusLine, userSL)
 	if err != nil {
 		return 0, err
 	}

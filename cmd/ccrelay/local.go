@@ -111,6 +111,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	// The session Claude runs (the hook's), for the resume hint at exit.
 	tracker := &sessionTracker{}
 	var startLine string // said once, before Claude starts
+	var statusLine *launcher.StatusLine
 	if f.relay != "" {
 		token, err := relayToken(f.relayToken, f.tokenFile, "", os.Stderr)
 		if err != nil {
@@ -144,6 +145,11 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
 		go func() { defer close(appDone); app.run(sendCtx) }()
+		// Claude's status line shows the relay's state (ccrelay statusline).
+		statusLine = &launcher.StatusLine{StatusFile: filepath.Join(runDir, "status.json")}
+		statusDone := make(chan struct{})
+		go func() { defer close(statusDone); keepStatus(sendCtx, statusLine.StatusFile, sender, box, log) }()
+		defer func() { <-statusDone }()
 		defer func() {
 			// What is left goes to the relay for a bounded, visible
 			// moment that Ctrl-C cuts short; the outbox keeps the rest.
@@ -200,9 +206,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		return fmt.Errorf("find ccrelay's own path for the hook: %w", err)
 	}
 	tracker.Scanner = sc
+	if statusLine != nil {
+		statusLine.Command = []string{self, "statusline"}
+	}
 	loopOpts := launcher.LoopOptions{
 		Local: launcher.LocalOptions{Claude: f.claude, Args: claudeArgs, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-			HookCommand: []string{self, "hook"}, HookDir: runDir, Logger: log},
+			HookCommand: []string{self, "hook"}, HookDir: runDir, StatusLine: statusLine, Logger: log},
 		Remote:   launcher.RemoteOptions{AllowBypass: f.allowBypass},
 		Pipeline: pipe, Scanner: tracker, Logger: log, Notice: os.Stderr,
 	}
@@ -398,6 +407,32 @@ func signalContext(parent context.Context, sigs ...os.Signal) (context.Context, 
 		signal.Stop(ch)
 		cancel(context.Canceled)
 		<-done
+	}
+}
+
+// statusEvery is how often the relay's state is looked at for Claude's
+// status line; the file is rewritten only when it changed.
+const statusEvery = 500 * time.Millisecond
+
+// keepStatus keeps the status file in step with the relay link until ctx
+// ends.
+func keepStatus(ctx context.Context, file string, sender *apiclient.Client, box *apiclient.Outbox, log *slog.Logger) {
+	t := time.NewTicker(statusEvery)
+	defer t.Stop()
+	var last *launcher.RelayStatus
+	for {
+		st := launcher.RelayStatus{Connected: sender.Connected(), Unsent: box.Pending(), Refused: sender.Refused()}
+		if last == nil || st != *last {
+			if err := launcher.WriteStatus(file, st); err != nil {
+				log.Warn("could not write the status line's state", "err", err)
+			}
+			last = &st
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -15,6 +15,9 @@
 // that gets the time of its exit (Unix nanoseconds); $FAKE_CLAUDE_SETTINGSDUMP
 // one that gets the content of the --settings file it runs with.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
+// $FAKE_CLAUDE_STATUSLINE names a file that gets the output of the
+// settings' status line command, run (after the lines) until it holds
+// $FAKE_CLAUDE_STATUSLINE_UNTIL.
 package main
 
 import (
@@ -193,6 +196,9 @@ func run(sigs chan os.Signal) error {
 			return err
 		}
 	}
+	if p := os.Getenv("FAKE_CLAUDE_STATUSLINE"); p != "" && settings != "" {
+		statusLine(settings, session, p, os.Getenv("FAKE_CLAUDE_STATUSLINE_UNTIL"))
+	}
 	if sc.Hang {
 		exitOn(<-sigs, sigs)
 	}
@@ -229,6 +235,30 @@ func exitOn(s os.Signal, sigs chan os.Signal) {
 		fmt.Fprintln(os.Stderr, screenOff)
 	}
 	os.Exit(128 + int(s.(syscall.Signal)))
+}
+
+// statusLine runs the settings' status line command as Claude Code does
+// (through the shell, the session's details on stdin) until its output
+// holds until (at most 20 s), and writes the last output to path.
+func statusLine(settings, session, path, until string) {
+	b, _ := os.ReadFile(settings)
+	var s struct {
+		StatusLine struct {
+			Command string `json:"command"`
+		} `json:"statusLine"`
+	}
+	json.Unmarshal(b, &s)
+	in, _ := json.Marshal(map[string]any{"session_id": session, "model": map[string]string{"display_name": "Fake"}})
+	var out []byte
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		cmd := exec.Command("/bin/sh", "-c", s.StatusLine.Command)
+		cmd.Stdin = strings.NewReader(string(in))
+		out, _ = cmd.Output()
+		if strings.Contains(string(out), until) {
+			break
+		}
+	}
+	os.WriteFile(path, out, 0o644)
 }
 
 func runHooks(settings, session, transcript, cwd, source string) error {
