@@ -161,7 +161,7 @@ func TestVAPIDToken(t *testing.T) {
 func sender(t *testing.T) (*push.WebPush, *pushtest.Service) {
 	k, _ := push.NewKeys()
 	svc := pushtest.New(t, k.PublicKey())
-	w := push.NewWebPush(k, "mailto:ops@example.net", nil, nil)
+	w := push.NewWebPush(k, "mailto:ops@example.net", &http.Client{}, nil) // the fake service is on loopback
 	push.SetBackoff(w, func(int, time.Duration) time.Duration { return time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

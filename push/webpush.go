@@ -59,8 +59,12 @@ type WebPush struct {
 
 // NewWebPush returns a sender signing with keys; subject is the relay's
 // contact for push services (mailto: or https:). A nil client gets one with
-// SendTimeout that follows no redirect.
+// SendTimeout that follows no redirect, uses no proxy and connects only to
+// public addresses (see ErrPrivateAddress).
 func NewWebPush(keys *Keys, subject string, client *http.Client, log *slog.Logger) *WebPush {
+	if client == nil {
+		client = publicClient()
+	}
 	return &WebPush{keys: keys, subject: subject, q: newQueue(client, log), now: time.Now}
 }
 

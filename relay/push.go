@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -516,6 +518,19 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// publicHost reports whether host (a name or an IP) may be on the public
+// Internet: an IP that is not, and localhost names, are refused.
+func publicHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return false
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return push.PublicAddress(a)
+	}
+	return true
+}
+
 func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) error {
 	if opts.WebPush == nil {
 		return errors.New("Web Push is off on this relay")
@@ -530,6 +545,11 @@ func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) 
 	u, err := url.Parse(ep)
 	if err != nil || !(u.Scheme == "https" || u.Scheme == "http" && opts.AllowHTTPEndpoints) || u.Host == "" || u.User != nil {
 		return errors.New("endpoint is not an https URL")
+	}
+	if !opts.AllowHTTPEndpoints && !publicHost(u.Hostname()) {
+		// The sender refuses such addresses when it dials (push.
+		// ErrPrivateAddress); said here at once, to the device.
+		return errors.New("endpoint is not on a public address")
 	}
 	if err := req.Subscription.Check(); err != nil {
 		return err

@@ -40,7 +40,7 @@ func startPushRelay(t *testing.T) *pushRelay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wp := push.NewWebPush(keys, "mailto:ops@example.net", nil, log)
+	wp := push.NewWebPush(keys, "mailto:ops@example.net", &http.Client{}, log) // the fake service is on loopback
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); wp.Run(ctx) }()
@@ -354,6 +354,19 @@ func TestPushSubscriptionRefused(t *testing.T) {
 	r.rs.push.opts.AllowHTTPEndpoints = false
 	if code, b := r.do(t, http.MethodPut, "/push/subscription", map[string]any{"device": deviceID("x"), "subscription": good}); code != http.StatusBadRequest {
 		t.Errorf("an http endpoint: %d %s", code, b)
+	}
+	// Nor https endpoints on the relay's own network (a device must not
+	// make the relay post into it); a public one is taken.
+	for _, host := range []string{"127.0.0.1", "localhost", "10.0.0.7:8443", "169.254.169.254", "[::1]", "[fd00::1]", "100.101.102.103", "app.localhost"} {
+		sub := with(func(s *push.Subscription) { s.Endpoint = "https://" + host + "/push/x" })
+		code, b := r.do(t, http.MethodPut, "/push/subscription", map[string]any{"device": deviceID("x"), "subscription": sub})
+		if code != http.StatusBadRequest || !strings.Contains(string(b), "public address") {
+			t.Errorf("endpoint on %s: %d %s", host, code, b)
+		}
+	}
+	sub := with(func(s *push.Subscription) { s.Endpoint = "https://fcm.googleapis.com/fcm/send/x" })
+	if code, b := r.do(t, http.MethodPut, "/push/subscription", map[string]any{"device": deviceID("x"), "subscription": sub}); code != http.StatusOK && code != http.StatusNoContent {
+		t.Errorf("a public endpoint: %d %s", code, b)
 	}
 	// The endpoints need the token.
 	res, err := http.Get(r.srv.URL + "/push/key")
