@@ -347,6 +347,7 @@ func (s *Server) revoke(ctx context.Context, w http.ResponseWriter, c Credential
 		return
 	}
 	n := s.closeCredential(c.ID, "this "+c.Role+" was signed out")
+	s.forgetPushDevices(c.ID)
 	s.log.Info("credential revoked", "role", c.Role, "name", c.Name, "why", why, "connections closed", n)
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "role": c.Role, "closed": n})
 }

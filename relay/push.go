@@ -211,7 +211,11 @@ func (s *Server) setVisibility(ctx context.Context, c *websocket.Conn, f protoco
 	if p.visible == nil {
 		p.visible = map[*websocket.Conn]pushVisibility{}
 	}
-	p.visible[c] = pushVisibility{owner: ownerFrom(ctx), device: f.Device, session: f.Session, visible: f.Visible}
+	dev := f.Device
+	if dev != "" {
+		dev = pushDeviceKey(ctx, dev)
+	}
+	p.visible[c] = pushVisibility{owner: ownerFrom(ctx), device: dev, session: f.Session, visible: f.Visible}
 	return nil
 }
 
@@ -454,7 +458,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 	case "/push/subscription":
 		switch r.Method {
 		case http.MethodGet:
-			dev := r.URL.Query().Get("device")
+			dev := pushDeviceKey(r.Context(), r.URL.Query().Get("device"))
 			p.mu.Lock()
 			d := p.devices[owner][dev]
 			var kinds []string
@@ -477,6 +481,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 				pushError(w, http.StatusBadRequest, err.Error())
 				return
 			}
+			req.Device = pushDeviceKey(r.Context(), req.Device)
 			if err := s.subscribe(owner, req); err != nil {
 				s.log.Error("push subscriptions", "err", err)
 				pushError(w, http.StatusInternalServerError, "the relay could not save the subscription; see its log")
@@ -484,7 +489,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 			}
 			w.WriteHeader(http.StatusNoContent)
 		case http.MethodDelete:
-			dev := r.URL.Query().Get("device")
+			dev := pushDeviceKey(r.Context(), r.URL.Query().Get("device"))
 			p.mu.Lock()
 			delete(p.devices[owner], dev)
 			err := p.save()
@@ -515,6 +520,40 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, summary(si))
 	default:
 		pushError(w, http.StatusNotFound, "no such push endpoint")
+	}
+}
+
+// pushDeviceKey is the key of a device's subscription: the id the app
+// chose, within the credential that sent it, so that a paired device can
+// neither read, replace nor remove another's (a bootstrap token has no
+// credential: its ids are the app's own).
+func pushDeviceKey(ctx context.Context, device string) string {
+	if id := principalFrom(ctx).cred.ID; id != "" {
+		return id + ":" + device
+	}
+	return device
+}
+
+// forgetPushDevices removes the subscriptions of a credential (revoked):
+// its device hears nothing more.
+func (s *Server) forgetPushDevices(credID string) {
+	p := &s.push
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, devs := range p.devices {
+		for k := range devs {
+			if strings.HasPrefix(k, credID+":") {
+				delete(devs, k)
+				n++
+			}
+		}
+	}
+	if n == 0 || p.opts == nil {
+		return
+	}
+	if err := p.save(); err != nil {
+		s.log.Error("push subscriptions", "err", err)
 	}
 }
 

@@ -56,13 +56,18 @@ func startPushRelay(t *testing.T) *pushRelay {
 
 func (r *pushRelay) do(t *testing.T, method, path string, body any) (int, []byte) {
 	t.Helper()
+	return r.doAs(t, testToken, method, path, body)
+}
+
+func (r *pushRelay) doAs(t *testing.T, token, method, path string, body any) (int, []byte) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, r.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -471,4 +476,56 @@ func TestVisibilityForgottenAtDisconnect(t *testing.T) {
 	waitFor(t, "the session shown", shown)
 	app.Close(websocket.StatusNormalClosure, "")
 	waitFor(t, "the session no longer shown", func() bool { return !shown() })
+}
+
+// A paired device's subscriptions are its own: another device of the same
+// account that names its device id reads nothing, replaces nothing and
+// removes nothing; revoking a device removes its subscriptions.
+func TestPushSubscriptionsBoundToCredential(t *testing.T) {
+	r := startPushRelay(t)
+	ctx := context.Background()
+	account := r.rs.tokens[testToken]
+	credA, secretA, err := r.rs.store.AddCredential(ctx, account, RoleDevice, "phone A", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secretB, err := r.rs.store.AddCredential(ctx, account, RoleDevice, "phone B", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := deviceID("a")
+	sub := r.svc.Subscribe("a")
+	if code, b := r.doAs(t, secretA, http.MethodPut, "/push/subscription", map[string]any{"device": dev, "subscription": sub}); code != http.StatusNoContent {
+		t.Fatalf("A subscribes: %d %s", code, b)
+	}
+	if code, _ := r.doAs(t, secretA, http.MethodGet, "/push/subscription?device="+dev, nil); code != http.StatusOK {
+		t.Fatalf("A reads its subscription: %d", code)
+	}
+	if code, _ := r.doAs(t, secretB, http.MethodGet, "/push/subscription?device="+dev, nil); code != http.StatusNotFound {
+		t.Fatalf("B reads A's subscription: %d", code)
+	}
+	other := sub
+	other.Endpoint += "-b"
+	if code, b := r.doAs(t, secretB, http.MethodPut, "/push/subscription", map[string]any{"device": dev, "subscription": other}); code != http.StatusNoContent {
+		t.Fatalf("B subscribes: %d %s", code, b)
+	}
+	r.doAs(t, secretB, http.MethodDelete, "/push/subscription?device="+dev, nil)
+	r.rs.push.mu.Lock()
+	a := r.rs.push.devices[account][credA.ID+":"+dev]
+	n := len(r.rs.push.devices[account])
+	r.rs.push.mu.Unlock()
+	if a == nil || a.Sub.Endpoint != sub.Endpoint || n != 1 {
+		t.Fatalf("A's subscription after B's requests: %+v (%d devices)", a, n)
+	}
+	r.rs.revoke(ctx, httptest.NewRecorder(), credA, "test")
+	r.rs.push.mu.Lock()
+	n = len(r.rs.push.devices[account])
+	r.rs.push.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d subscriptions left after A was revoked", n)
+	}
+	saved, _ := os.ReadFile(r.file)
+	if strings.Contains(string(saved), credA.ID) {
+		t.Fatalf("the revoked device's subscription is still saved: %s", saved)
+	}
 }
