@@ -84,6 +84,10 @@ type Credential struct {
 // account's).
 var ErrNoCredential = errors.New("no such machine or device")
 
+// ErrTooManyCredentials: the account has MaxCredentials machines and
+// devices already.
+var ErrTooManyCredentials = errors.New("the account has the most machines and devices it may have; revoke some first")
+
 func hashCredential(secret string) []byte {
 	sum := sha256.Sum256([]byte("ccrelay-credential:" + secret))
 	return sum[:]
@@ -179,7 +183,7 @@ func (s *Store) AddCredential(ctx context.Context, account, role, name string, p
 		return Credential{}, "", fmt.Errorf("add credential: %w", err)
 	}
 	if n >= MaxCredentials {
-		return Credential{}, "", fmt.Errorf("add credential: the account has %d machines and devices, the most it may have; revoke some first", n)
+		return Credential{}, "", fmt.Errorf("add credential: %d of %d: %w", n, MaxCredentials, ErrTooManyCredentials)
 	}
 	secret := credentialPrefix + randomHex(32)
 	c := Credential{ID: randomHex(8), Account: account, Role: role, CreatedMS: s.clock().UnixMilli(), PublicKey: publicKey}

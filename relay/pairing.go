@@ -306,6 +306,11 @@ func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
 		name = pc.role
 	}
 	cred, secret, err := s.store.AddCredential(r.Context(), pc.account, pc.role, name, req.PublicKey)
+	if errors.Is(err, ErrTooManyCredentials) {
+		s.log.Warn("pairing refused", "err", err)
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
 	if err != nil {
 		s.log.Error("pairing", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)

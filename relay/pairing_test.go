@@ -125,3 +125,19 @@ func TestPendingCodesBounded(t *testing.T) {
 		t.Errorf("oldest code: %d %s", st, b)
 	}
 }
+
+// An account with MaxCredentials machines and devices cannot pair one more:
+// the code is answered 409 with what to do, not a server error.
+func TestPairingBeyondCredentialLimit(t *testing.T) {
+	r := startTestRelay(t)
+	account := r.relay.tokens[testToken]
+	for i := range MaxCredentials {
+		if _, _, err := r.relay.store.AddCredential(t.Context(), account, RoleDevice, fmt.Sprint("d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, b := redeem(t, r, newCode(t, r, RoleDevice))
+	if st != http.StatusConflict || !strings.Contains(b, "revoke some first") {
+		t.Fatalf("%d %q", st, b)
+	}
+}
