@@ -120,3 +120,30 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ForkParent is the session a command line forks (--resume ID with
+// --fork-session), or "" (no fork, or a fork of a session not named:
+// --continue, or --resume without an id).
+func ForkParent(args []string) string {
+	fork, parent := false, ""
+	for _, it := range splitArgs(args) {
+		switch it.name {
+		case "--fork-session":
+			fork = true
+		case "--resume", "-r":
+			v := ""
+			if name, val, ok := strings.Cut(it.args[0], "="); ok && name == it.name {
+				v = val
+			} else if len(it.args) > 1 {
+				v = it.args[1]
+			}
+			if ValidSessionID(v) {
+				parent = v
+			}
+		}
+	}
+	if !fork {
+		return ""
+	}
+	return parent
+}

@@ -55,3 +55,24 @@ func TestTakeSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestForkParent(t *testing.T) {
+	const id = "11111111-2222-4333-8444-555555555555"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resume", id, "--fork-session"}, id},
+		{[]string{"--fork-session", "--resume=" + id}, id},
+		{[]string{"-r", id, "--fork-session", "--model", "opus"}, id},
+		{[]string{"--resume", id}, ""},
+		{[]string{"--continue", "--fork-session"}, ""},
+		{[]string{"--resume", "not-a-uuid", "--fork-session"}, ""},
+		{[]string{"--fork-session"}, ""},
+		{[]string{"--", "--resume", id, "--fork-session"}, ""},
+	} {
+		if got := ForkParent(tc.args); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}

@@ -597,3 +597,22 @@ func TestSubscriberSlack(t *testing.T) {
 		t.Fatalf("not dropped after %d", subscriberSlack+1)
 	}
 }
+
+// A fork's parent travels in lists when it is a session id; anything else
+// in its place is dropped.
+func TestSummaryInfoForkedFrom(t *testing.T) {
+	const id = "11111111-2222-4333-8444-555555555555"
+	for _, tc := range []struct{ in, want string }{
+		{`{"forkedFrom":"` + id + `"}`, id},
+		{`{"forkedFrom":"javascript:alert(1)"}`, ""},
+		{`{"forkedFrom":7}`, ""},
+		{`{}`, ""},
+	} {
+		var got struct {
+			ForkedFrom string `json:"forkedFrom"`
+		}
+		if err := json.Unmarshal(summaryInfo(json.RawMessage(tc.in)), &got); err != nil || got.ForkedFrom != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.in, got.ForkedFrom, err, tc.want)
+		}
+	}
+}

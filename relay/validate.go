@@ -134,6 +134,11 @@ func summaryInfo(info json.RawMessage) json.RawMessage {
 			out[k] = clip(s, summaryStringBytes)
 		}
 	}
+	// A fork's parent: a session id, or left out.
+	var parent string
+	if json.Unmarshal(m["forkedFrom"], &parent) == nil && parent != "" && checkSession(parent) == nil {
+		out["forkedFrom"] = parent
+	}
 	var cost float64
 	if json.Unmarshal(m["costUsd"], &cost) == nil && m["costUsd"] != nil {
 		out["costUsd"] = cost

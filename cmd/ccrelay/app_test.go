@@ -903,3 +903,22 @@ func TestAppSurvivesBadFrames(t *testing.T) {
 	t.Logf("session note: %s", note)
 	screenshot(t, ctx, "bad-frames-session-phone")
 }
+
+// A forked session says which session it forks, with a link to it (its
+// title when the app knows it); a parent that is not a session id is not
+// shown.
+func TestAppForkLinksParent(t *testing.T) {
+	r := startAppRelay(t)
+	parent, _ := r.replay(t, corpus+smallSession)
+	fork, _ := r.replay(t, corpus+"/claude-code-2.1.330/say-hi/transcripts/-home-dev-project/d83aa5ad-de94-4b51-a9ae-d6e89d27d795.jsonl")
+	cli := dialCLI(t, r)
+	cli.announce(parent, map[string]any{"cwd": "/home/dev/project", "mode": "local", "status": "idle", "title": "The parent session"})
+	cli.announce(fork, map[string]any{"cwd": "/home/dev/project", "mode": "local", "status": "idle", "forkedFrom": parent})
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, fork)
+	waitJS(t, ctx, "the link to the parent", `(() => { const a = document.querySelector('a.fork-link');
+		return a && a.textContent === 'forked from The parent session' && a.getAttribute('href') === '#/s/`+parent+`'; })()`)
+	must(t, ctx, chromedp.Click(chromedp.CSS("a.fork-link")))
+	waitJS(t, ctx, "the parent open", `location.hash === '#/s/`+parent+`' && !document.querySelector('a.fork-link')`)
+}

@@ -34,13 +34,20 @@ func checkClaudeVersion(ctx context.Context, bin string, log *slog.Logger, notic
 // sessionInfoWith is sessionInfo with the Claude Code version and the
 // warning about it, if any.
 func sessionInfoWith(cwd string, st launcher.SessionState, claudeVersion, versionWarning string) json.RawMessage {
+	return sessionInfoFork(cwd, st, claudeVersion, versionWarning, "")
+}
+
+// sessionInfoFork is sessionInfoWith for a session forked from another
+// (forkedFrom: the parent's id; "" for none).
+func sessionInfoFork(cwd string, st launcher.SessionState, claudeVersion, versionWarning, forkedFrom string) json.RawMessage {
 	host, _ := os.Hostname()
 	b, _ := json.Marshal(struct {
 		Cwd            string `json:"cwd"`
 		Machine        string `json:"machine"`
 		ClaudeVersion  string `json:"claudeVersion,omitempty"`
 		VersionWarning string `json:"versionWarning,omitempty"`
+		ForkedFrom     string `json:"forkedFrom,omitempty"`
 		launcher.SessionState
-	}{cwd, host, claudeVersion, versionWarning, st})
+	}{cwd, host, claudeVersion, versionWarning, forkedFrom, st})
 	return b
 }

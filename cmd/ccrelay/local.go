@@ -139,7 +139,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			log.Warn("could not take over what an earlier run left", "err", err)
 		}
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate}, box)
-		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}),
+		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
@@ -312,6 +312,10 @@ type appLink struct {
 	// claudeVersion and versionWarning go into every session info.
 	claudeVersion, versionWarning string
 
+	// forkParent is the session the user's arguments fork (--resume ID
+	// --fork-session), and forkChild the fork, once Claude runs it.
+	forkParent, forkChild string
+
 	mu      sync.Mutex
 	current string // the session the loop runs now
 	// known is closed by the first State: until then no command is taken,
@@ -325,9 +329,16 @@ type appLink struct {
 func (a *appLink) State(session string, st launcher.SessionState) {
 	a.mu.Lock()
 	a.current = session
+	if a.forkParent != "" && a.forkChild == "" && session != a.forkParent {
+		a.forkChild = session // the first session Claude runs is the fork
+	}
+	forkedFrom := ""
+	if session == a.forkChild {
+		forkedFrom = a.forkParent
+	}
 	a.mu.Unlock()
 	a.knownOnce.Do(func() { close(a.known) })
-	a.sender.Announce(session, sessionInfoWith(a.cwd, st, a.claudeVersion, a.versionWarning))
+	a.sender.Announce(session, sessionInfoFork(a.cwd, st, a.claudeVersion, a.versionWarning, forkedFrom))
 }
 
 func (a *appLink) Live(session string, payload json.RawMessage) { a.sender.Live(session, payload) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/relay"
 )
 
 // ccrelay's status line: the user's own first (run as Claude runs it, with
@@ -137,5 +139,48 @@ func TestStatusLineUnderRelay(t *testing.T) {
 				t.Errorf("the user's padding is not kept: %s", settings)
 			}
 		})
+	}
+}
+
+// ccrelay --resume X --fork-session: the fork Claude runs is announced with
+// forkedFrom X (the app links it to X); the parent's info says nothing of it.
+func TestForkAnnouncedWithParent(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	const parent = "12121212-2222-4333-8444-555555555555"
+	r := newLocalRun(t, recLines(0, 3), nil)
+	cmd := exec.Command(binary, "--claude", fakeClaude, "--state", r.state, "--relay", base, "--relay-token", token, "--resume", parent, "--fork-session")
+	cmd.Dir = r.project
+	cmd.Env = []string{"HOME=" + r.home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + r.script}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ccrelay: %v\n%s", err, out)
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	st, err := relay.OpenStore(filepath.Join(data, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sessions, err := st.Sessions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := 0
+	for _, s := range sessions {
+		var info struct {
+			ForkedFrom string `json:"forkedFrom"`
+		}
+		json.Unmarshal(s.Info, &info)
+		switch {
+		case s.ID == parent && info.ForkedFrom != "":
+			t.Errorf("the parent says it is forked from %s", info.ForkedFrom)
+		case s.ID != parent && info.ForkedFrom == parent:
+			forks++
+		}
+	}
+	if forks != 1 {
+		t.Fatalf("%d sessions forked from %s; sessions: %+v", forks, parent, sessions)
 	}
 }

@@ -89,7 +89,7 @@ func run(sigs chan os.Signal) error {
 	}
 	var settings, session, source = "", "", "startup"
 	streamMode := false
-	withID, resuming := false, false
+	withID, resuming, forking := false, false, false
 	streamModel, streamMode2 := "fake-model", "default"
 	args := os.Args[1:]
 	if p := os.Getenv("FAKE_CLAUDE_ARGLOG"); p != "" {
@@ -130,9 +130,14 @@ func run(sigs chan os.Signal) error {
 		case "--resume", "-r":
 			session, source = next(), "resume"
 			resuming = true
+		case "--fork-session":
+			forking = true
 		}
 	}
-	if withID && resuming {
+	if forking && resuming && !withID {
+		session = claude.NewSessionID() // the fork: a session of its own
+	}
+	if withID && resuming && !forking {
 		// As Claude Code refuses it.
 		fmt.Fprintln(os.Stderr, "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.")
 		os.Exit(1)

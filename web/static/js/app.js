@@ -181,6 +181,8 @@ function cleanSession(s) {
   }
   if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
   if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
+  // A fork's parent: only a session id (it becomes a link).
+  if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   const num = (v) => (Number.isFinite(v) ? v : 0);
   return { id: s.id, info, prompt: typeof s.prompt === 'string' ? s.prompt : '', lastSeq: num(s.lastSeq), updated: num(s.updated) };
 }
@@ -509,9 +511,13 @@ function sessionPage(id) {
     top.titleEl.textContent = oneLine(sessionTitle(s), 80);
     document.title = oneLine(sessionTitle(s), 40) + ' · ccrelay';
     const bits = [i.cwd ? shortPath(i.cwd) : '', i.machine || ''].filter(Boolean);
+    const parent = i.forkedFrom ? app.sessions.get(i.forkedFrom) : null;
     fill(top.subEl,
       h('span', { class: 'status-dot ' + (i.status || 'idle') }),
       h('span', { text: statusText(i) }),
+      // Before the folder and machine, which give way on a narrow screen.
+      i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom),
+        text: 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 40) }) : null,
       bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
     const use = contextUse(i.usage || model.usage);
     meter.hidden = !use || use.used === 0;
