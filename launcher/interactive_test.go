@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,20 +30,28 @@ var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\x1b[()
 
 func (s *screen) text() string { return ansi.ReplaceAllString(s.String(), "") }
 
+// newTerminal opens a pseudo-terminal of 40 rows and cols columns, closed
+// when the test ends: Claude gets tty, and scr collects what it prints.
+func newTerminal(t *testing.T, cols uint16) (ptmx, tty *os.File, scr *screen) {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ptmx.Close(); tty.Close() })
+	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: cols})
+	scr = &screen{}
+	go func() { _, _ = io.Copy(scr, ptmx) }()
+	return ptmx, tty, scr
+}
+
 // The real Claude Code in interactive mode under a pseudo-terminal, started
 // by RunLocal: the SessionStart hook reports the session, the scanner follows
 // the transcript, and the prompt typed in the terminal and the answer come
 // out as envelopes equal to the replay of the finished transcript.
 func TestRealClaudeInteractive(t *testing.T) {
 	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("hello from the terminal")}})
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
-	var scr screen
-	go func() { _, _ = io.Copy(&scr, ptmx) }()
+	ptmx, tty, scr := newTerminal(t, 120)
 
 	out := &MemOutbox{}
 	pipe := NewPipeline("", out)
@@ -67,21 +76,11 @@ func TestRealClaudeInteractive(t *testing.T) {
 		}
 		done <- code
 	}()
-	waitScreen := func(what string, cond func(string) bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond(scr.text()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s; screen:\n%q", what, tail(scr.text(), 3000))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 	// Wait for the input box, then type a prompt.
-	waitScreen("the prompt", func(s string) bool {
+	waitScreen(t, scr, "the prompt", func(s string) bool {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
-	typeLine(t, ptmx, &scr, "say hi")
+	typeLine(t, ptmx, scr, "say hi")
 	// The terminal draws words with cursor moves, not spaces: look for
 	// the answer where it matters, in the outbox.
 	deadline := time.Now().Add(30 * time.Second)
@@ -92,7 +91,7 @@ func TestRealClaudeInteractive(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// Quit Claude as a user would.
-	typeLine(t, ptmx, &scr, "/exit")
+	typeLine(t, ptmx, scr, "/exit")
 	var code int
 	select {
 	case code = <-done:

@@ -123,14 +123,8 @@ func TestRealClaudeRemoteInterrupt(t *testing.T) {
 	rig, e := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")},
 		ChunkDelay: 150 * time.Millisecond})
 	rig.prompt("talk slowly")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(rig.ev.liveText(), "two") && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := rig.r.Interrupt(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	d := rig.until("cancelled turn", has("TE(cancelled)", 1))
+	interruptWhileStreaming(t, rig, "two")
+	d := describeAll(rig.out.Envelopes())
 	if count(d, "S(Interrupted by user)") != 1 || d[len(d)-1] != "TE(cancelled)" {
 		t.Fatalf("interrupt: %q", d)
 	}
@@ -141,16 +135,25 @@ func TestRealClaudeRemoteInterrupt(t *testing.T) {
 // remote mode it opens a turn of its own, while the -p transcript has no
 // turn boundary to show that): every other envelope is the same, with the
 // same ids, including the prompt stream-json leaves out (D4, D17).
-func TestRealClaudeRemoteSubagent(t *testing.T) {
+// backgroundHelper is a fake API where the main agent launches a
+// background subagent ("Count files") that lists files and reports, and
+// then answers the task notification with notified.
+func backgroundHelper(notified fakeapi.Rule) []fakeapi.Rule {
 	yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
-	rig, e := realRemote(t,
-		fakeapi.Rule{Agent: "main", LastUserContains: "<task-notification>", Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}},
-		fakeapi.Rule{Agent: "main", AfterToolResult: no, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
+	notified.Agent, notified.LastUserContains = "main", "<task-notification>"
+	return []fakeapi.Rule{notified,
+		{Agent: "main", AfterToolResult: no, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
 			"description": "Count files", "prompt": "SUBAGENT_TASK: count the files here", "subagent_type": "general-purpose"})}},
-		fakeapi.Rule{Agent: "main", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
-		fakeapi.Rule{Agent: "subagent", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Sub: listing."),
+		{Agent: "main", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
+		// The subagent works after "Launched.", so live and replay agree
+		// on order.
+		{Agent: "subagent", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Sub: listing."),
 			fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
-		fakeapi.Rule{Agent: "subagent", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}})
+		{Agent: "subagent", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}}}
+}
+
+func TestRealClaudeRemoteSubagent(t *testing.T) {
+	rig, e := realRemote(t, backgroundHelper(fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}})...)
 	rig.prompt("spawn a helper")
 	d := rig.until("the follow-up turn", func(d []string) bool {
 		return count(d, "A(The helper is done.)") == 1 && strings.HasPrefix(d[len(d)-1], "TE(")
@@ -246,17 +249,7 @@ func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 func TestRealClaudeRemoteBusyAndInterruptOutsidePromptTurns(t *testing.T) {
 	slow := []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")}
 	t.Run("self-started", func(t *testing.T) {
-		yes, no := fakeapi.Bool(true), fakeapi.Bool(false)
-		rig, e := realRemote(t,
-			fakeapi.Rule{Agent: "main", LastUserContains: "<task-notification>", Reply: slow, ChunkDelay: 150 * time.Millisecond},
-			fakeapi.Rule{Agent: "main", AfterToolResult: no, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
-				"description": "Count files", "prompt": "SUBAGENT_TASK: count the files here", "subagent_type": "general-purpose"})}},
-			fakeapi.Rule{Agent: "main", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
-			// The subagent works after "Launched." (as in
-			// TestRealClaudeRemoteSubagent), so both copies agree on order.
-			fakeapi.Rule{Agent: "subagent", AfterToolResult: no, Reply: []fakeapi.Block{fakeapi.Text("Sub: listing."),
-				fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
-			fakeapi.Rule{Agent: "subagent", AfterToolResult: yes, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}})
+		rig, e := realRemote(t, backgroundHelper(fakeapi.Rule{Reply: slow, ChunkDelay: 150 * time.Millisecond})...)
 		rig.prompt("spawn a helper")
 		interruptWhileStreaming(t, rig, "two")
 		sameAsReplay(t, rig, e, true)

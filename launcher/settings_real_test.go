@@ -2,15 +2,12 @@ package launcher
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
@@ -21,14 +18,7 @@ import (
 // ccrelay's hook fires too, and ccrelay's status line shows after theirs.
 func TestRealClaudeUserSettingsApply(t *testing.T) {
 	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("hello")}})
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 160})
-	var scr screen
-	go func() { _, _ = io.Copy(&scr, ptmx) }()
+	ptmx, tty, scr := newTerminal(t, 160)
 
 	marker := filepath.Join(t.TempDir(), "user-hook-ran")
 	user := `{"permissions":{"defaultMode":"plan"},"statusLine":{"type":"command","command":"echo MYSTATUS"},` +
@@ -55,18 +45,10 @@ func TestRealClaudeUserSettingsApply(t *testing.T) {
 		}
 		done <- code
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		s := scr.text()
-		if strings.Contains(s, "MYSTATUS RELAYPART") && strings.Contains(strings.ToLower(s), "plan mode") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the status line or plan mode not shown; screen:\n%q", tail(s, 3000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	typeLine(t, ptmx, &scr, "/exit")
+	waitScreen(t, scr, "the status lines and plan mode", func(s string) bool {
+		return strings.Contains(s, "MYSTATUS RELAYPART") && strings.Contains(strings.ToLower(s), "plan mode")
+	})
+	typeLine(t, ptmx, scr, "/exit")
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):

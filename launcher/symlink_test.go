@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
@@ -43,15 +41,7 @@ func TestRealClaudeSymlinkedWorkingDirectory(t *testing.T) {
 		t.Fatalf("the symlinked path maps to Claude's folder %s: the test would not test anything", watched)
 	}
 
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
-	pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120})
-	var scr screen
-	go func() { _, _ = io.Copy(&scr, ptmx) }()
+	ptmx, tty, scr := newTerminal(t, 120)
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	out := &MemOutbox{}
@@ -84,10 +74,10 @@ func TestRealClaudeSymlinkedWorkingDirectory(t *testing.T) {
 		})
 		done <- res{code, err}
 	}()
-	waitScreen(t, &scr, "the prompt", func(s string) bool {
+	waitScreen(t, scr, "the prompt", func(s string) bool {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
-	typeLine(t, ptmx, &scr, "say hi")
+	typeLine(t, ptmx, scr, "say hi")
 	deadline := time.Now().Add(30 * time.Second)
 	for !hasAgentText(out.Envelopes(), "hello through the link") {
 		if time.Now().After(deadline) {
@@ -95,7 +85,7 @@ func TestRealClaudeSymlinkedWorkingDirectory(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	typeLine(t, ptmx, &scr, "/exit")
+	typeLine(t, ptmx, scr, "/exit")
 	var r res
 	select {
 	case r = <-done:

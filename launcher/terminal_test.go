@@ -4,7 +4,6 @@ package launcher
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // sttyA is `stty -a` of the terminal tty.
@@ -33,14 +30,7 @@ func sttyA(t *testing.T, tty *os.File) string {
 // mode: RunLocal returns 137, the terminal's settings (stty -a) are what
 // they were before Claude started, and one line names the signal.
 func TestRunLocalRestoresTerminalAfterKill(t *testing.T) {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	defer tty.Close()
-	var scr screen
-	go func() { _, _ = io.Copy(&scr, ptmx) }()
+	_, tty, scr := newTerminal(t, 120)
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	r := newFakeRun(t, map[string]any{"lines": []string{}, "hang": true}, "FAKE_CLAUDE_RAW=1", "FAKE_CLAUDE_PIDFILE="+pidfile)
 	before := sttyA(t, tty)
