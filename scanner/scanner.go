@@ -89,6 +89,10 @@ type Config struct {
 	MissingTimeout time.Duration
 	// NoWatch disables fsnotify: polling only.
 	NoWatch bool
+	// WatchFiles watches each followed transcript instead of the project
+	// folder (default on kqueue platforms, macOS and the BSDs: see
+	// watchFilesDefault).
+	WatchFiles *bool
 	// OrderWindow is how long a record may wait for another file of its
 	// session that is behind in time (a subagent writing while the main
 	// thread does). Records are delivered in timestamp order across files;
@@ -196,6 +200,9 @@ var (
 // cursor file gives the positions of sessions followed before (pruned: see
 // MaxCursorSessions).
 func New(cfg Config, sink Sink) (*Scanner, error) {
+	if cfg.WatchFiles == nil {
+		cfg.WatchFiles = &watchFilesDefault
+	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
@@ -473,7 +480,10 @@ func (s *Scanner) noteResult(err error) {
 // delivers it and saves the cursor.
 func (s *Scanner) sync(ctx context.Context) error {
 	s.beginWatchPass()
-	s.watch(s.cfg.ProjectDir)
+	s.missingFile = false
+	if !*s.cfg.WatchFiles {
+		s.watch(s.cfg.ProjectDir)
+	}
 	var err error
 	for _, ss := range s.sessions {
 		if ss.dead {
@@ -496,8 +506,17 @@ func (s *Scanner) sync(ctx context.Context) error {
 
 func (s *Scanner) syncSession(ctx context.Context, ss *session) error {
 	subDir := filepath.Join(strings.TrimSuffix(ss.main, ".jsonl"), "subagents")
-	s.watch(filepath.Dir(ss.main))
+	if *s.cfg.WatchFiles {
+		s.watchFile(ss.main)
+	} else {
+		s.watch(filepath.Dir(ss.main))
+	}
 	s.watch(subDir)
+	if *s.cfg.WatchFiles && s.watcher != nil && !s.watched[subDir] && !s.watched[filepath.Dir(subDir)] {
+		// No folder of the session to watch for its first subagent's
+		// transcript: looked for at the fallback interval.
+		s.missingFile = true
+	}
 	paths := []string{ss.main}
 	subs, err := s.listSubagents(ss.main)
 	switch {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +28,14 @@ const (
 	watchAncestors = 3
 )
 
+// watchFilesDefault: kqueue (macOS, the BSDs) holds a descriptor for
+// every entry of a watched folder, so a project folder of 1,000
+// transcripts would take 1,000 descriptors (macOS allows 256 by default).
+// There the scanner watches the transcripts it follows (its sessions' main
+// files, and their subagents/ folders, which hold only theirs) and never
+// the project folder. Tested on Linux with Config.WatchFiles.
+var watchFilesDefault = runtime.GOOS != "linux" && runtime.GOOS != "windows"
+
 type watchState struct {
 	watcher  *fsnotify.Watcher
 	watchAdd func(dir string) error // the watcher's Add (a seam for tests)
@@ -35,6 +45,9 @@ type watchState struct {
 	limitEpisode bool // logged, not yet over
 	nextTry      time.Time
 	retryEvery   time.Duration
+	// missingFile: with WatchFiles, a followed transcript does not exist
+	// yet (it cannot be watched): the pass interval is the fallback's.
+	missingFile bool
 }
 
 func newWatchState() watchState {
@@ -44,7 +57,7 @@ func newWatchState() watchState {
 // pollInterval is the periodic check's interval: faster while watches are
 // missing for the limit.
 func (w *watchState) pollInterval(configured time.Duration) time.Duration {
-	if w.limitEpisode {
+	if w.limitEpisode || w.missingFile {
 		return min(configured, FallbackPollInterval)
 	}
 	return configured
@@ -65,12 +78,29 @@ func (s *Scanner) endWatchPass() {
 	}
 }
 
-// watch watches dir, or the nearest existing folder above it.
+// watch watches dir, or the nearest existing folder above it (with
+// WatchFiles, never the project folder or above).
 func (s *Scanner) watch(dir string) { s.watchUp(dir, watchAncestors) }
+
+// watchFile watches a followed transcript (WatchFiles); one that does not
+// exist yet is looked for at the fallback interval.
+func (s *Scanner) watchFile(path string) {
+	if s.watcher == nil || s.watched[path] || s.limited {
+		return
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		s.missingFile = true
+		return
+	}
+	s.watchUp(path, 0)
+}
 
 func (s *Scanner) watchUp(dir string, up int) {
 	if s.watcher == nil || s.watched[dir] || s.limited {
 		return
+	}
+	if *s.cfg.WatchFiles && !strings.HasPrefix(dir, s.cfg.ProjectDir+string(filepath.Separator)) {
+		return // the project folder or above: every transcript's descriptor
 	}
 	err := s.watchAdd(dir)
 	switch {
