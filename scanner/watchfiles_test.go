@@ -40,7 +40,9 @@ func kqueueDescriptors(t *testing.T, sc *Scanner) int {
 // exist yet is found at the fallback interval once it does.
 func TestScannerWatchFiles(t *testing.T) {
 	dir := t.TempDir()
-	name := func(i int) string { return filepath.Join(dir, fmt.Sprintf("%08d-0000-4000-8000-000000000000.jsonl", i)) }
+	name := func(i int) string {
+		return filepath.Join(dir, fmt.Sprintf("%08d-0000-4000-8000-000000000000.jsonl", i))
+	}
 	for i := range 1000 {
 		appendTo(t, name(i), userLine(fmt.Sprint("u", i), "a"))
 	}
