@@ -39,7 +39,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, *ferr)
 			}
 			if err := s.claim(ctx, f.Session); err != nil {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+				return writeFrame(ctx, c, claimRefused(f, err))
 			}
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
@@ -91,7 +91,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-announce", Message: err.Error()})
 			}
 			if err := s.claim(ctx, f.Session); err != nil {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+				return writeFrame(ctx, c, claimRefused(f, err))
 			}
 			// Only the summary is kept: it is all that lists send, it costs
 			// nothing to list, and the relay holds no more than it needs.
@@ -147,6 +147,11 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 			s.hub.publish(session, newPublished(session, fresh))
 		}
 	})
+	if errors.Is(err, ErrDeleted) {
+		// Deleted between the claim and the append.
+		e := protocol.Frame{Type: protocol.FrameError, Session: session, Code: CodeDeleted, Message: ErrDeleted.Error()}
+		return protocol.Frame{}, &e
+	}
 	if err != nil {
 		s.storeFailed("append", session, err)
 		e := errorFrame("store", "%v", err)

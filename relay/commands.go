@@ -315,6 +315,11 @@ func (s *Server) notify(owner, session, id, status, message string) {
 // session belongs to another token. Call it only for a validated frame: a
 // claim creates the session.
 func (s *Server) claim(ctx context.Context, session string) error {
+	if gone, err := s.store.Deleted(ctx, session); err != nil {
+		return err
+	} else if gone {
+		return ErrDeleted
+	}
 	return s.store.Claim(ctx, session, ownerFrom(ctx))
 }
 

@@ -196,6 +196,10 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
 	mux.Handle("GET /status", s.auth(s.only(http.HandlerFunc(s.serveStatus), RoleDevice)))
+	// Listing and deleting sessions: the app (a device) and ccrelay
+	// sessions (a machine) alike, within the credential's account.
+	mux.Handle("GET /sessions", s.auth(s.only(http.HandlerFunc(s.serveSessions), RoleDevice, RoleMachine)))
+	mux.Handle("DELETE /sessions/{id}", s.auth(s.only(http.HandlerFunc(s.serveDelete), RoleDevice, RoleMachine)))
 	mux.Handle("/push/", s.auth(s.only(http.HandlerFunc(s.servePush), RoleDevice)))
 	s.accountRoutes(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

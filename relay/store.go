@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
 );
-` + commandsTable + `
+` + commandsTable + tombstonesTable + `
 CREATE TABLE IF NOT EXISTS envelopes (
 	session TEXT NOT NULL,
 	seq     INTEGER NOT NULL,
@@ -185,6 +185,16 @@ type Appended struct {
 // appendTx stores items in order in session (created if new) within tx
 // and returns what became of each (see Append).
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items []Item) ([]Appended, error) {
+	// A deleted session stays deleted: checked in the append's own
+	// transaction, so a delete between a CLI's claim and its append cannot
+	// bring the session back.
+	var gone int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&gone); err != nil {
+		return nil, err
+	}
+	if gone > 0 {
+		return nil, ErrDeleted
+	}
 	now := s.clock().UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
 		return nil, err
@@ -585,4 +595,63 @@ func migrateCommands(w *sql.DB, path string) error {
 		}
 	}
 	return nil
+}
+
+// tombstonesTable: a deleted session leaves its id, owner and time of
+// deletion, so that a CLI resending an old outbox cannot bring it back.
+const tombstonesTable = `CREATE TABLE IF NOT EXISTS tombstones (
+	id         TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,
+	deleted_ms INTEGER NOT NULL
+);`
+
+// ErrDeleted is returned for a session that was deleted.
+var ErrDeleted = errors.New("the session was deleted")
+
+// DeleteSession removes a session of owner with its envelopes and commands,
+// and leaves a tombstone. It fails with sql.ErrNoRows (wrapped) when there
+// is no such session and ErrForbidden when it belongs to another owner.
+func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var got string
+	if err := tx.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, session).Scan(&got); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	if got != owner {
+		return ErrForbidden
+	}
+	for _, q := range []string{
+		`DELETE FROM envelopes WHERE session = ?`,
+		`DELETE FROM commands WHERE session = ?`,
+		`DELETE FROM sessions WHERE id = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, session); err != nil {
+			return fmt.Errorf("delete %s: %w", session, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		session, owner, s.clock().UnixMilli()); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	return nil
+}
+
+// Deleted says whether session was deleted (has a tombstone).
+func (s *Store) Deleted(ctx context.Context, session string) (bool, error) {
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&n); err != nil {
+		return false, fmt.Errorf("tombstone of %s: %w", session, err)
+	}
+	return n > 0, nil
 }
