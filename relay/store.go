@@ -97,7 +97,10 @@ func OpenStore(path string) (*Store, error) {
 	}
 	// synchronous=NORMAL survives a crash of the relay; envelopes are
 	// committed with FULL, in groups (groupcommit.go), to survive power loss.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	// auto_vacuum first, before WAL writes the header: a new database frees
+	// pages back to the file system (ReclaimPages); on an existing one it is
+	// a no-op (it would take a VACUUM).
+	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -131,7 +134,7 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	r, err := sql.Open("sqlite", dsn+"&mode=ro")
+	r, err := sql.Open("sqlite", strings.Replace(dsn, "_pragma=auto_vacuum(INCREMENTAL)&", "", 1)+"&mode=ro")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -654,4 +657,83 @@ func (s *Store) Deleted(ctx context.Context, session string) (bool, error) {
 		return false, fmt.Errorf("tombstone of %s: %w", session, err)
 	}
 	return n > 0, nil
+}
+
+// PruneInactive deletes at most limit sessions whose last activity is
+// before the given time, oldest first, each with its envelopes and
+// commands, leaving tombstones (as DeleteSession does), in one
+// transaction. It returns the sessions deleted.
+func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) (_ []SessionInfo, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, `SELECT id, owner FROM sessions WHERE updated_ms < ? ORDER BY updated_ms, id LIMIT ?`, before.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	var gone []SessionInfo
+	for rows.Next() {
+		var si SessionInfo
+		if err := rows.Scan(&si.ID, &si.Owner); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("prune sessions: %w", err)
+		}
+		gone = append(gone, si)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	now := s.clock().UnixMilli()
+	for _, si := range gone {
+		for _, q := range []string{
+			`DELETE FROM envelopes WHERE session = ?`,
+			`DELETE FROM commands WHERE session = ?`,
+			`DELETE FROM sessions WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, si.ID); err != nil {
+				return nil, fmt.Errorf("prune %s: %w", si.ID, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, si.ID, si.Owner, now); err != nil {
+			return nil, fmt.Errorf("prune %s: %w", si.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	return gone, nil
+}
+
+// ReclaimPages gives at most pages free pages of the database back to the
+// file system (PRAGMA incremental_vacuum). Databases created with
+// auto_vacuum=INCREMENTAL shrink; on older ones (auto_vacuum off) it does
+// nothing: the free pages are reused by later writes, and a copy made with
+// `ccrelay backup` is compact. It returns the free pages left.
+func (s *Store) ReclaimPages(ctx context.Context, pages int) (int64, error) {
+	if _, err := s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
+		return 0, fmt.Errorf("incremental vacuum: %w", err)
+	}
+	var free int64
+	if err := s.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return 0, fmt.Errorf("free pages: %w", err)
+	}
+	return free, nil
+}
+
+// Incremental says whether the database frees pages back to the file
+// system on ReclaimPages (auto_vacuum=INCREMENTAL: databases created since
+// it was set).
+func (s *Store) Incremental(ctx context.Context) bool {
+	var mode int
+	if err := s.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return false
+	}
+	return mode == 2
 }

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +35,7 @@ func newServeCmd() *cobra.Command {
 	var lim relay.Limits
 	var notify notifyFlags
 	var opts serveOptions
+	var keep retainFlag
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -78,11 +81,19 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
 			}
 			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+			if keep > 0 {
+				rctx, stopRetention := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				wg.Go(func() { rl.rs.RunRetention(rctx, relay.Retention{Keep: time.Duration(keep)}) })
+				defer wg.Wait()
+				defer stopRetention()
+			}
 			return rl.wait(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
+	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
 	cmd.Flags().StringVar(&opts.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -248,4 +259,43 @@ func (r *runningRelay) wait(ctx context.Context) error {
 	}
 	r.log.Info("relay stopped")
 	return nil
+}
+
+// retainFlag is a duration that also takes days ("30d").
+type retainFlag time.Duration
+
+func (f *retainFlag) String() string {
+	if *f == 0 {
+		return ""
+	}
+	return time.Duration(*f).String()
+}
+
+func (f *retainFlag) Type() string { return "duration" }
+
+func (f *retainFlag) Set(v string) error {
+	d, err := parseRetain(v)
+	if err != nil {
+		return err
+	}
+	*f = retainFlag(d)
+	return nil
+}
+
+// parseRetain reads "30d", "12h", "90m": a positive duration, days allowed.
+func parseRetain(v string) (time.Duration, error) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days <= 0 || days > 100*365 {
+			return 0, fmt.Errorf("%q: want a number of days from 1 to 36500 (30d) or a duration (12h)", v)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q: want a positive duration (30d, 12h)", v)
+		}
+	}
+	return d, nil
 }

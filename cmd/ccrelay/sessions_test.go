@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/relay"
 )
@@ -67,5 +68,29 @@ func TestSessionsLsRm(t *testing.T) {
 	}
 	if gone, err := st.Deleted(ctx, mine); err != nil || !gone {
 		t.Fatalf("no tombstone: %v %v", gone, err)
+	}
+}
+
+func TestParseRetain(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"30d", 30 * 24 * time.Hour, true},
+		{"1d", 24 * time.Hour, true},
+		{"12h", 12 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"0d", 0, false},
+		{"-1h", 0, false},
+		{"0s", 0, false},
+		{"xd", 0, false},
+		{"99999d", 0, false},
+		{"soon", 0, false},
+	} {
+		got, err := parseRetain(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseRetain(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
 	}
 }
