@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -22,6 +23,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	// A frame over MaxFrameBytes is answered (readFrames), not a reason
 	// to close: a CLI that sent one hears why and goes on.
 	c.SetReadLimit(MaxDiscardFrameBytes)
+	defer s.connOpened("cli")()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
@@ -137,6 +139,7 @@ func (s *Server) closeStatus(c *websocket.Conn, err error) {
 // only once the batch is durable.
 func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (protocol.Frame, *protocol.Frame) {
 	var fresh []Stored
+	t0 := time.Now()
 	res, err := s.store.AppendThen(ctx, session, items, func(res []Appended) {
 		for i, it := range items {
 			if res[i].New {
@@ -147,6 +150,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 			s.hub.publish(session, newPublished(session, fresh))
 		}
 	})
+	s.observeStore("append", t0)
 	if errors.Is(err, ErrDeleted) {
 		// Deleted between the claim and the append.
 		e := protocol.Frame{Type: protocol.FrameError, Session: session, Code: CodeDeleted, Message: ErrDeleted.Error()}
@@ -168,6 +172,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 			s.log.Warn("envelope id stored before with other content; the first is kept", "session", session, "id", it.ID, "seq", res[i].Seq)
 		}
 	}
+	s.stored(fresh)
 	if len(fresh) > 0 {
 		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)

@@ -737,3 +737,22 @@ func (s *Store) Incremental(ctx context.Context) bool {
 	}
 	return mode == 2
 }
+
+// SizeBytes is the database's size in pages (in use and free) times the
+// page size; 0 when it cannot be read.
+func (s *Store) SizeBytes(ctx context.Context) int64 {
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&n); err != nil {
+		return 0
+	}
+	return n
+}
+
+// Ping checks that the store answers a read.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, `SELECT 1 FROM sessions LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("store ping: %w", err)
+	}
+	return nil
+}

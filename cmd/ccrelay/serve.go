@@ -36,6 +36,7 @@ func newServeCmd() *cobra.Command {
 	var notify notifyFlags
 	var opts serveOptions
 	var keep retainFlag
+	var metricsListen string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -81,6 +82,17 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
 			}
 			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+			if metricsListen != "" {
+				stopMetrics, err := serveMetrics(metricsListen, rl)
+				if err != nil {
+					ended, end := context.WithCancel(context.Background())
+					end()
+					rl.wait(ended)
+					return err
+				}
+				defer stopMetrics()
+				fmt.Fprintf(cmd.OutOrStdout(), "  metrics: http://%s/metrics\n", metricsListen)
+			}
 			if keep > 0 {
 				rctx, stopRetention := context.WithCancel(context.Background())
 				var wg sync.WaitGroup
@@ -93,6 +105,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
 	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
@@ -298,4 +311,25 @@ func parseRetain(v string) (time.Duration, error) {
 		}
 	}
 	return d, nil
+}
+
+// metricsReadTimeout bounds a metrics request's headers.
+const metricsReadTimeout = 10 * time.Second
+
+// serveMetrics serves the relay's metrics at /metrics on an address of
+// their own (never the public listener). The returned function stops it.
+func serveMetrics(addr string, rl *runningRelay) (func(), error) {
+	if addr == rl.listening {
+		return nil, fmt.Errorf("--metrics-listen %s: the metrics need an address of their own, not the public one", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", rl.rs.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	return func() { srv.Close(); <-done }, nil
 }

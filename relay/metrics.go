@@ -1,0 +1,103 @@
+package relay
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ReadyTimeout bounds the store check of /readyz.
+const ReadyTimeout = 2 * time.Second
+
+// metrics are the relay's Prometheus metrics, served by MetricsHandler on
+// a listener of their own (never the public one). Nothing in them names a
+// session, a token or content.
+type metrics struct {
+	once sync.Once
+	reg  *prometheus.Registry
+
+	conns      *prometheus.GaugeVec   // open websocket connections by role
+	connsTotal *prometheus.CounterVec // connections opened by role
+	envIn      prometheus.Counter     // envelopes stored (new)
+	bytesIn    prometheus.Counter     // their bytes
+	storeLat   *prometheus.HistogramVec
+}
+
+func (s *Server) met() *metrics {
+	m := &s.metrics
+	m.once.Do(func() {
+		m.reg = prometheus.NewRegistry()
+		m.conns = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ccrelay_connections", Help: "Open websocket connections, by role (cli, app)."}, []string{"role"})
+		m.connsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ccrelay_connections_total", Help: "Websocket connections opened, by role (cli, app)."}, []string{"role"})
+		m.envIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "ccrelay_envelopes_in_total", Help: "Envelopes stored (new ones; resent ones not counted)."})
+		m.bytesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "ccrelay_envelope_bytes_in_total", Help: "Bytes of the envelopes stored."})
+		m.storeLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ccrelay_store_seconds", Help: "Latency of store operations, by operation.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"op"})
+		m.reg.MustRegister(m.conns, m.connsTotal, m.envIn, m.bytesIn, m.storeLat,
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ccrelay_retention_deleted_total", Help: "Sessions deleted by retention (serve --retain)."}, func() float64 { return float64(s.dp.retained.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ccrelay_store_errors_total", Help: "Store operations that failed."}, func() float64 { return float64(s.dp.storeErrors.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ccrelay_database_bytes", Help: "Size of the database (pages in use and free)."}, func() float64 { return float64(s.store.SizeBytes(context.Background())) }),
+			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		for _, r := range []string{"cli", "app"} {
+			m.conns.WithLabelValues(r)
+			m.connsTotal.WithLabelValues(r)
+		}
+	})
+	return m
+}
+
+// MetricsHandler serves the metrics in Prometheus' text format. Serve it
+// on a listener of its own (serve --metrics-listen), never the public one.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.met().reg, promhttp.HandlerOpts{})
+}
+
+// connOpened counts a websocket connection of role; call the returned
+// function when it ends.
+func (s *Server) connOpened(role string) func() {
+	m := s.met()
+	m.connsTotal.WithLabelValues(role).Inc()
+	g := m.conns.WithLabelValues(role)
+	g.Inc()
+	return g.Dec
+}
+
+// observeStore records how long a store operation took.
+func (s *Server) observeStore(op string, start time.Time) {
+	s.met().storeLat.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// stored counts the envelopes a batch stored.
+func (s *Server) stored(fresh []Stored) {
+	m := s.met()
+	var n int
+	for _, st := range fresh {
+		n += len(st.Body)
+	}
+	m.envIn.Add(float64(len(fresh)))
+	m.bytesIn.Add(float64(n))
+}
+
+// serveHealthz answers GET /healthz (no auth): the process is alive. It
+// says nothing else.
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte("ok\n"))
+}
+
+// serveReadyz answers GET /readyz (no auth): 200 when the store answers
+// within ReadyTimeout, 503 otherwise. It says nothing else.
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ok\n"))
+}
