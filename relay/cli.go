@@ -23,7 +23,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	// A frame over MaxFrameBytes is answered (readFrames), not a reason
 	// to close: a CLI that sent one hears why and goes on.
 	c.SetReadLimit(MaxDiscardFrameBytes)
-	defer s.connOpened("cli")()
+	defer s.connOpened("cli", r)(&err)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))

@@ -2,10 +2,14 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,14 +60,40 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.met().reg, promhttp.HandlerOpts{})
 }
 
-// connOpened counts a websocket connection of role; call the returned
-// function when it ends.
-func (s *Server) connOpened(role string) func() {
+// connOpened counts and logs a websocket connection of role (its remote
+// address, never its credential); call the returned function with the
+// error that ended it when it ends: it logs the duration and the reason.
+func (s *Server) connOpened(role string, r *http.Request) func(err *error) {
 	m := s.met()
 	m.connsTotal.WithLabelValues(role).Inc()
 	g := m.conns.WithLabelValues(role)
 	g.Inc()
-	return g.Dec
+	start := time.Now()
+	s.log.Info("connection opened", "role", role, "addr", r.RemoteAddr)
+	return func(err *error) {
+		g.Dec()
+		s.log.Info("connection closed", "role", role, "addr", r.RemoteAddr, "duration", time.Since(start).Round(time.Millisecond), "reason", closeReason(*err))
+	}
+}
+
+// closeReason says why a connection ended, in a few words: the close code
+// of the peer, the relay stopping, or the kind of failure (never content).
+func closeReason(err error) string {
+	var ce websocket.CloseError
+	switch {
+	case err == nil:
+		return "ended"
+	case errors.As(err, &ce):
+		return fmt.Sprintf("closed by peer (%d)", int(ce.Code))
+	case errors.Is(err, context.Canceled):
+		return "relay stopping"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	case errors.Is(err, io.EOF):
+		return "connection lost"
+	default:
+		return "connection error"
+	}
 }
 
 // observeStore records how long a store operation took.

@@ -40,3 +40,27 @@ func TestServeMetricsListen(t *testing.T) {
 		t.Fatalf("healthz: %d %q", code, body)
 	}
 }
+
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format, want string
+		ok           bool
+	}{
+		{"text", "msg=hello", true},
+		{"json", `"msg":"hello"`, true},
+		{"xml", "", false},
+	} {
+		var b strings.Builder
+		log, err := newLogger(tc.format, &b)
+		if (err == nil) != tc.ok {
+			t.Fatalf("%s: %v", tc.format, err)
+		}
+		if err != nil {
+			continue
+		}
+		log.Info("hello")
+		if !strings.Contains(b.String(), tc.want) {
+			t.Errorf("%s: %q", tc.format, b.String())
+		}
+	}
+}

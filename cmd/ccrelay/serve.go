@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -37,6 +38,7 @@ func newServeCmd() *cobra.Command {
 	var opts serveOptions
 	var keep retainFlag
 	var metricsListen string
+	var logFormat string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -52,7 +54,10 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log, err := newLogger(logFormat, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			// Everything given is checked before anything is created.
 			tr, err := opts.prepare(cmd.Context(), dir)
 			if err != nil {
@@ -106,6 +111,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line)")
 	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
@@ -332,4 +338,15 @@ func serveMetrics(addr string, rl *runningRelay) (func(), error) {
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	return func() { srv.Close(); <-done }, nil
+}
+
+// newLogger logs to w as text or JSON lines.
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
