@@ -75,18 +75,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			defer stopNotify()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
-			if rl.public != "" {
-				fmt.Fprintf(out, "  public: %s\n", rl.public)
-			}
-			for _, u := range rl.networkURLs() {
-				fmt.Fprintf(out, "  phone: %s\n", u)
-			}
-			if rl.everywhere && !tr.tls() && tr.transport.Proxies == nil {
-				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
-			}
-			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+			// The metrics listen before the banner: it says the relay is up.
 			if metricsListen != "" {
 				stopMetrics, err := serveMetrics(metricsListen, rl)
 				if err != nil {
@@ -96,10 +85,24 @@ carries the token in its #fragment, which browsers never send to a server.`,
 					return err
 				}
 				defer stopMetrics()
-				fmt.Fprintf(cmd.OutOrStdout(), "  metrics: http://%s/metrics\n", metricsListen)
 			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
+			if rl.public != "" {
+				fmt.Fprintf(out, "  public: %s\n", rl.public)
+			}
+			for _, u := range rl.networkURLs() {
+				fmt.Fprintf(out, "  phone: %s\n", u)
+			}
+			if metricsListen != "" {
+				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", metricsListen)
+			}
+			if rl.everywhere && !tr.tls() && tr.transport.Proxies == nil {
+				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
+			}
+			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
 			if keep > 0 {
-				rctx, stopRetention := context.WithCancel(context.Background())
+				rctx, stopRetention := context.WithCancel(cmd.Context()) // ends with the relay
 				var wg sync.WaitGroup
 				wg.Go(func() { rl.rs.RunRetention(rctx, relay.Retention{Keep: time.Duration(keep)}) })
 				defer wg.Wait()
