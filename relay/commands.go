@@ -292,6 +292,7 @@ func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, 
 		s.peersMu.Unlock()
 	}
 	if moved {
+		s.commandEnded(status)
 		s.notify(owner, session, id, status, message)
 	}
 	return moved, c, nil

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,6 +31,8 @@ type metrics struct {
 	envIn      prometheus.Counter     // envelopes stored (new)
 	bytesIn    prometheus.Counter     // their bytes
 	storeLat   *prometheus.HistogramVec
+	commands   *prometheus.CounterVec // commands that reached a final status, by status
+	pushes     *prometheus.CounterVec // notifications handed to a sender, by channel and result
 }
 
 func (s *Server) met() *metrics {
@@ -41,7 +44,9 @@ func (s *Server) met() *metrics {
 		m.envIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "ccrelay_envelopes_in_total", Help: "Envelopes stored (new ones; resent ones not counted)."})
 		m.bytesIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "ccrelay_envelope_bytes_in_total", Help: "Bytes of the envelopes stored."})
 		m.storeLat = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ccrelay_store_seconds", Help: "Latency of store operations, by operation.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"op"})
-		m.reg.MustRegister(m.conns, m.connsTotal, m.envIn, m.bytesIn, m.storeLat,
+		m.commands = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ccrelay_commands_total", Help: "Commands that reached a final status (done, rejected), by status."}, []string{"status"})
+		m.pushes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ccrelay_push_sends_total", Help: "Notifications handed to a sender (webpush, ntfy), by result (queued, failed)."}, []string{"channel", "result"})
+		m.reg.MustRegister(m.conns, m.connsTotal, m.envIn, m.bytesIn, m.storeLat, m.commands, m.pushes,
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ccrelay_retention_deleted_total", Help: "Sessions deleted by retention (serve --retain)."}, func() float64 { return float64(s.dp.retained.Load()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "ccrelay_store_errors_total", Help: "Store operations that failed."}, func() float64 { return float64(s.dp.storeErrors.Load()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ccrelay_database_bytes", Help: "Size of the database (pages in use and free)."}, func() float64 { return float64(s.store.SizeBytes(context.Background())) }),
@@ -94,6 +99,22 @@ func closeReason(err error) string {
 	default:
 		return "connection error"
 	}
+}
+
+// commandEnded counts a command that moved to status, if it is final.
+func (s *Server) commandEnded(status string) {
+	if status == protocol.StatusDone || status == protocol.StatusRejected {
+		s.met().commands.WithLabelValues(status).Inc()
+	}
+}
+
+// pushCounted counts a notification handed to channel's sender.
+func (s *Server) pushCounted(channel string, err error) {
+	result := "queued"
+	if err != nil {
+		result = "failed"
+	}
+	s.met().pushes.WithLabelValues(channel, result).Inc()
 }
 
 // observeStore records how long a store operation took.

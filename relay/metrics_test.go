@@ -38,6 +38,20 @@ func TestMetrics(t *testing.T) {
 	app := dial(t, srv, "/ws/app")
 	send(t, app, protocol.Frame{Type: protocol.FrameList})
 	recv(t, app)
+	// A prompt, carried out: one command done.
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "go"}})
+	for {
+		f := recv(t, cli)
+		if f.Type == protocol.FrameCommand {
+			send(t, cli, protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: f.Command.ID}, Status: protocol.StatusDone})
+			break
+		}
+	}
+	for {
+		if f := recv(t, cli); f.Type == protocol.FrameAck {
+			break
+		}
+	}
 
 	res, err := http.Get(msrv.URL)
 	if err != nil {
@@ -93,6 +107,7 @@ func TestMetrics(t *testing.T) {
 		{"ccrelay_connections_total", []string{"role", "app"}, 1},
 		{"ccrelay_store_seconds", []string{"op", "append"}, 2},
 		{"ccrelay_retention_deleted_total", nil, 0},
+		{"ccrelay_commands_total", []string{"status", "done"}, 1},
 	} {
 		if got := value(c.name, c.label...); got != c.want {
 			t.Errorf("%s %v = %v, want %v", c.name, c.label, got, c.want)
