@@ -69,6 +69,33 @@ type Client struct {
 	refused  bool                      // the relay refused the token: Run ended
 
 	unreachable bool // the user was told the relay cannot be reached
+
+	deleted map[string]bool // sessions the relay said were deleted
+}
+
+// codeDeleted is the relay's answer for a session that was deleted.
+const codeDeleted = "deleted"
+
+// markDeleted remembers that the relay deleted session: what the outbox
+// holds for it is dropped, and it is neither written nor announced again.
+func (c *Client) markDeleted(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deleted == nil {
+		c.deleted = map[string]bool{}
+	}
+	if !c.deleted[session] {
+		c.log.Warn("the session was deleted on the relay; its envelopes are dropped", "session", session)
+	}
+	c.deleted[session] = true
+	delete(c.announce, session)
+}
+
+// Deleted reports whether the relay said that session was deleted.
+func (c *Client) Deleted(session string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deleted[session]
 }
 
 // Inbound is a command from an app for one of this CLI's sessions. Answer
@@ -116,6 +143,10 @@ func (c *Client) Commands() <-chan Inbound { return c.inbound }
 // session's queued commands arrive once it is announced.
 func (c *Client) Announce(session string, info json.RawMessage) {
 	c.mu.Lock()
+	if c.deleted[session] {
+		c.mu.Unlock()
+		return
+	}
 	c.announce[session] = append([]byte(nil), info...)
 	c.mu.Unlock()
 	select {
@@ -471,6 +502,9 @@ func (c *Client) session(ctx context.Context) error {
 }
 
 func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
+	if c.Deleted(b.session) {
+		return c.box.ack(b.end)
+	}
 	ack, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameEnvelopes, Session: b.session, Envelopes: b.envelopes})
 	if err != nil {
 		return err
@@ -480,6 +514,9 @@ func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
 		// The relay refuses this batch for what it is: it would refuse it
 		// again; skip it rather than block everything behind it.
 		c.log.Error("relay refused a batch; dropping it", "code", ack.Code, "message", ack.Message, "session", b.session)
+		return c.box.ack(b.end)
+	case ack.Type == protocol.FrameError && ack.Code == codeDeleted:
+		c.markDeleted(b.session)
 		return c.box.ack(b.end)
 	case ack.Type == protocol.FrameError:
 		// A relay-side failure (storage): keep the batch, retry later.
@@ -526,6 +563,11 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 		reply, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: info})
 		if err != nil {
 			return err
+		}
+		if reply.Type == protocol.FrameError && reply.Code == codeDeleted {
+			c.markDeleted(session)
+			sent[session] = string(info)
+			continue
 		}
 		if reply.Type == protocol.FrameError {
 			if retryable(reply.Code) {

@@ -88,7 +88,8 @@ type SessionSummary struct {
 	Info    json.RawMessage `json:"info"`
 	Prompt  string          `json:"prompt,omitempty"` // the session's first prompt (≤ 200 characters)
 	LastSeq int64           `json:"lastSeq"`
-	Updated int64           `json:"updated"` // Unix ms of the last activity
+	Updated int64           `json:"updated"`           // Unix ms of the last activity
+	Deleted bool            `json:"deleted,omitempty"` // the session was deleted: apps drop it
 }
 
 // Command kinds an app can send.

@@ -20,6 +20,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	defer s.connOpened("app", r)(&err)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var wg sync.WaitGroup

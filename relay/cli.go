@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -22,6 +23,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	// A frame over MaxFrameBytes is answered (readFrames), not a reason
 	// to close: a CLI that sent one hears why and goes on.
 	c.SetReadLimit(MaxDiscardFrameBytes)
+	defer s.connOpened("cli", r)(&err)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
@@ -39,7 +41,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, *ferr)
 			}
 			if err := s.claim(ctx, f.Session); err != nil {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+				return writeFrame(ctx, c, claimRefused(f, err))
 			}
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
@@ -91,7 +93,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-announce", Message: err.Error()})
 			}
 			if err := s.claim(ctx, f.Session); err != nil {
-				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "forbidden", Message: err.Error()})
+				return writeFrame(ctx, c, claimRefused(f, err))
 			}
 			// Only the summary is kept: it is all that lists send, it costs
 			// nothing to list, and the relay holds no more than it needs.
@@ -137,6 +139,7 @@ func (s *Server) closeStatus(c *websocket.Conn, err error) {
 // only once the batch is durable.
 func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (protocol.Frame, *protocol.Frame) {
 	var fresh []Stored
+	t0 := time.Now()
 	res, err := s.store.AppendThen(ctx, session, items, func(res []Appended) {
 		for i, it := range items {
 			if res[i].New {
@@ -147,6 +150,12 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 			s.hub.publish(session, newPublished(session, fresh))
 		}
 	})
+	s.observeStore("append", t0)
+	if errors.Is(err, ErrDeleted) {
+		// Deleted between the claim and the append.
+		e := protocol.Frame{Type: protocol.FrameError, Session: session, Code: CodeDeleted, Message: ErrDeleted.Error()}
+		return protocol.Frame{}, &e
+	}
 	if err != nil {
 		s.storeFailed("append", session, err)
 		e := errorFrame("store", "%v", err)
@@ -163,6 +172,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 			s.log.Warn("envelope id stored before with other content; the first is kept", "session", session, "id", it.ID, "seq", res[i].Seq)
 		}
 	}
+	s.stored(fresh)
 	if len(fresh) > 0 {
 		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)

@@ -292,6 +292,7 @@ func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, 
 		s.peersMu.Unlock()
 	}
 	if moved {
+		s.commandEnded(status)
 		s.notify(owner, session, id, status, message)
 	}
 	return moved, c, nil
@@ -315,6 +316,11 @@ func (s *Server) notify(owner, session, id, status, message string) {
 // session belongs to another token. Call it only for a validated frame: a
 // claim creates the session.
 func (s *Server) claim(ctx context.Context, session string) error {
+	if gone, err := s.store.Deleted(ctx, session); err != nil {
+		return err
+	} else if gone {
+		return ErrDeleted
+	}
 	return s.store.Claim(ctx, session, ownerFrom(ctx))
 }
 

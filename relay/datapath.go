@@ -12,6 +12,7 @@ import (
 type dataPath struct {
 	conflicts   atomic.Int64 // envelope ids stored before with other content
 	storeErrors atomic.Int64 // store operations that failed
+	retained    atomic.Int64 // sessions deleted by retention
 }
 
 // Stats are counters a relay exposes (for logs, tests and monitoring).

@@ -47,12 +47,14 @@ func (h *hub) removeLister(l *lister) {
 
 // sessionChanged sends a session's new state to every lister; a lister
 // that cannot keep up is dropped.
-func (h *hub) sessionChanged(si SessionInfo) {
-	frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSession, Sessions: []protocol.SessionSummary{summary(si)}})
+func (h *hub) sessionChanged(si SessionInfo) { h.sessionChangedSummary(si.Owner, summary(si)) }
+
+func (h *hub) sessionChangedSummary(owner string, sum protocol.SessionSummary) {
+	frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameSession, Sessions: []protocol.SessionSummary{sum}})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for l := range h.listers {
-		if l.owner != si.Owner {
+		if l.owner != owner {
 			continue
 		}
 		select {

@@ -390,7 +390,9 @@ func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct stri
 		urgency = push.UrgencyHigh
 	}
 	for _, t := range targets {
-		if err := opts.WebPush.Send(t.sub, payload, urgency, push.DefaultTTL, func() { s.pushGone(owner, t.device, t.sub.Endpoint) }); err != nil {
+		err := opts.WebPush.Send(t.sub, payload, urgency, push.DefaultTTL, func() { s.pushGone(owner, t.device, t.sub.Endpoint) })
+		s.pushCounted("webpush", err)
+		if err != nil {
 			s.log.Warn("push not queued", "session", session, "kind", kind, "err", err)
 		}
 	}
@@ -399,7 +401,9 @@ func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct stri
 		if opts.AppURL != "" {
 			link = opts.AppURL + "/#/s/" + session
 		}
-		if err := opts.Ntfy.Send("ccrelay", ntfyText[kind], link); err != nil {
+		err := opts.Ntfy.Send("ccrelay", ntfyText[kind], link)
+		s.pushCounted("ntfy", err)
+		if err != nil {
 			s.log.Warn("ntfy not queued", "session", session, "kind", kind, "err", err)
 		}
 	}

@@ -75,6 +75,8 @@ type Server struct {
 	routes // command routing (commands.go)
 
 	push pushState // notifications (push.go)
+
+	metrics metrics // Prometheus metrics (metrics.go)
 }
 
 // Wait blocks until every websocket connection has ended. Cancel the
@@ -196,6 +198,13 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/health", authed)
 	mux.Handle("/ws/", authed)
 	mux.Handle("GET /status", s.auth(s.only(http.HandlerFunc(s.serveStatus), RoleDevice)))
+	// Liveness and readiness for orchestrators: no token, no content.
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /readyz", s.serveReadyz)
+	// Listing and deleting sessions: the app (a device) and ccrelay
+	// sessions (a machine) alike, within the credential's account.
+	mux.Handle("GET /sessions", s.auth(s.only(http.HandlerFunc(s.serveSessions), RoleDevice, RoleMachine)))
+	mux.Handle("DELETE /sessions/{id}", s.auth(s.only(http.HandlerFunc(s.serveDelete), RoleDevice, RoleMachine)))
 	mux.Handle("/push/", s.auth(s.only(http.HandlerFunc(s.servePush), RoleDevice)))
 	s.accountRoutes(mux)
 	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

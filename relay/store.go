@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 	created_ms INTEGER NOT NULL,
 	updated_ms INTEGER NOT NULL
 );
-` + commandsTable + `
+` + commandsTable + tombstonesTable + `
 CREATE TABLE IF NOT EXISTS envelopes (
 	session TEXT NOT NULL,
 	seq     INTEGER NOT NULL,
@@ -97,7 +97,10 @@ func OpenStore(path string) (*Store, error) {
 	}
 	// synchronous=NORMAL survives a crash of the relay; envelopes are
 	// committed with FULL, in groups (groupcommit.go), to survive power loss.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	// auto_vacuum first, before WAL writes the header: a new database frees
+	// pages back to the file system (ReclaimPages); on an existing one it is
+	// a no-op (it would take a VACUUM).
+	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -131,7 +134,7 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	r, err := sql.Open("sqlite", dsn+"&mode=ro")
+	r, err := sql.Open("sqlite", strings.Replace(dsn, "_pragma=auto_vacuum(INCREMENTAL)&", "", 1)+"&mode=ro")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -185,6 +188,16 @@ type Appended struct {
 // appendTx stores items in order in session (created if new) within tx
 // and returns what became of each (see Append).
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items []Item) ([]Appended, error) {
+	// A deleted session stays deleted: checked in the append's own
+	// transaction, so a delete between a CLI's claim and its append cannot
+	// bring the session back.
+	var gone int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&gone); err != nil {
+		return nil, err
+	}
+	if gone > 0 {
+		return nil, ErrDeleted
+	}
 	now := s.clock().UnixMilli()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
 		return nil, err
@@ -583,6 +596,163 @@ func migrateCommands(w *sql.DB, path string) error {
 		if _, err := w.Exec(q); err != nil {
 			return fmt.Errorf("index commands in %s: %w", path, err)
 		}
+	}
+	return nil
+}
+
+// tombstonesTable: a deleted session leaves its id, owner and time of
+// deletion, so that a CLI resending an old outbox cannot bring it back.
+const tombstonesTable = `CREATE TABLE IF NOT EXISTS tombstones (
+	id         TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,
+	deleted_ms INTEGER NOT NULL
+);`
+
+// ErrDeleted is returned for a session that was deleted.
+var ErrDeleted = errors.New("the session was deleted")
+
+// DeleteSession removes a session of owner with its envelopes and commands,
+// and leaves a tombstone. It fails with sql.ErrNoRows (wrapped) when there
+// is no such session and ErrForbidden when it belongs to another owner.
+func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var got string
+	if err := tx.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, session).Scan(&got); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	if got != owner {
+		return ErrForbidden
+	}
+	for _, q := range []string{
+		`DELETE FROM envelopes WHERE session = ?`,
+		`DELETE FROM commands WHERE session = ?`,
+		`DELETE FROM sessions WHERE id = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, session); err != nil {
+			return fmt.Errorf("delete %s: %w", session, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+		session, owner, s.clock().UnixMilli()); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	return nil
+}
+
+// Deleted says whether session was deleted (has a tombstone).
+func (s *Store) Deleted(ctx context.Context, session string) (bool, error) {
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&n); err != nil {
+		return false, fmt.Errorf("tombstone of %s: %w", session, err)
+	}
+	return n > 0, nil
+}
+
+// PruneInactive deletes at most limit sessions whose last activity is
+// before the given time, oldest first, each with its envelopes and
+// commands, leaving tombstones (as DeleteSession does), in one
+// transaction. It returns the sessions deleted.
+func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) (_ []SessionInfo, err error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, `SELECT id, owner FROM sessions WHERE updated_ms < ? ORDER BY updated_ms, id LIMIT ?`, before.UnixMilli(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	var gone []SessionInfo
+	for rows.Next() {
+		var si SessionInfo
+		if err := rows.Scan(&si.ID, &si.Owner); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("prune sessions: %w", err)
+		}
+		gone = append(gone, si)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	now := s.clock().UnixMilli()
+	for _, si := range gone {
+		for _, q := range []string{
+			`DELETE FROM envelopes WHERE session = ?`,
+			`DELETE FROM commands WHERE session = ?`,
+			`DELETE FROM sessions WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, si.ID); err != nil {
+				return nil, fmt.Errorf("prune %s: %w", si.ID, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, si.ID, si.Owner, now); err != nil {
+			return nil, fmt.Errorf("prune %s: %w", si.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("prune sessions: %w", err)
+	}
+	return gone, nil
+}
+
+// ReclaimPages gives at most pages free pages of the database back to the
+// file system (PRAGMA incremental_vacuum). Databases created with
+// auto_vacuum=INCREMENTAL shrink; on older ones (auto_vacuum off) it does
+// nothing: the free pages are reused by later writes, and a copy made with
+// `ccrelay backup` is compact. It returns the free pages left.
+func (s *Store) ReclaimPages(ctx context.Context, pages int) (int64, error) {
+	if _, err := s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
+		return 0, fmt.Errorf("incremental vacuum: %w", err)
+	}
+	var free int64
+	if err := s.w.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		return 0, fmt.Errorf("free pages: %w", err)
+	}
+	return free, nil
+}
+
+// Incremental says whether the database frees pages back to the file
+// system on ReclaimPages (auto_vacuum=INCREMENTAL: databases created since
+// it was set).
+func (s *Store) Incremental(ctx context.Context) bool {
+	var mode int
+	if err := s.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return false
+	}
+	return mode == 2
+}
+
+// SizeBytes is the database's size in pages (in use and free) times the
+// page size; 0 when it cannot be read.
+func (s *Store) SizeBytes(ctx context.Context) int64 {
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&n); err != nil {
+		return 0
+	}
+	return n
+}
+
+// Ping checks that the store answers a read.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.r.QueryRowContext(ctx, `SELECT 1 FROM sessions LIMIT 1`).Scan(&one); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("store ping: %w", err)
 	}
 	return nil
 }

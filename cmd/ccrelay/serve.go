@@ -5,11 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +36,9 @@ func newServeCmd() *cobra.Command {
 	var lim relay.Limits
 	var notify notifyFlags
 	var opts serveOptions
+	var keep retainFlag
+	var metricsListen string
+	var logFormat string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -48,7 +54,10 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log, err := newLogger(logFormat, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
 			// Everything given is checked before anything is created.
 			tr, err := opts.prepare(cmd.Context(), dir)
 			if err != nil {
@@ -66,6 +75,17 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				return err
 			}
 			defer stopNotify()
+			// The metrics listen before the banner: it says the relay is up.
+			if metricsListen != "" {
+				stopMetrics, err := serveMetrics(metricsListen, rl)
+				if err != nil {
+					ended, end := context.WithCancel(context.Background())
+					end()
+					rl.wait(ended)
+					return err
+				}
+				defer stopMetrics()
+			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
 			if rl.public != "" {
@@ -74,15 +94,28 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			for _, u := range rl.networkURLs() {
 				fmt.Fprintf(out, "  phone: %s\n", u)
 			}
+			if metricsListen != "" {
+				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", metricsListen)
+			}
 			if rl.everywhere && !tr.tls() && tr.transport.Proxies == nil {
 				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
 			}
 			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+			if keep > 0 {
+				rctx, stopRetention := context.WithCancel(cmd.Context()) // ends with the relay
+				var wg sync.WaitGroup
+				wg.Go(func() { rl.rs.RunRetention(rctx, relay.Retention{Keep: time.Duration(keep)}) })
+				defer wg.Wait()
+				defer stopRetention()
+			}
 			return rl.wait(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
+	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line)")
+	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
 	cmd.Flags().StringVar(&opts.keyFile, "tls-key", "", "the private key of --tls-cert (PEM)")
@@ -248,4 +281,75 @@ func (r *runningRelay) wait(ctx context.Context) error {
 	}
 	r.log.Info("relay stopped")
 	return nil
+}
+
+// retainFlag is a duration that also takes days ("30d").
+type retainFlag time.Duration
+
+func (f *retainFlag) String() string {
+	if *f == 0 {
+		return ""
+	}
+	return time.Duration(*f).String()
+}
+
+func (f *retainFlag) Type() string { return "duration" }
+
+func (f *retainFlag) Set(v string) error {
+	d, err := parseRetain(v)
+	if err != nil {
+		return err
+	}
+	*f = retainFlag(d)
+	return nil
+}
+
+// parseRetain reads "30d", "12h", "90m": a positive duration, days allowed.
+func parseRetain(v string) (time.Duration, error) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(v, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil || days <= 0 || days > 100*365 {
+			return 0, fmt.Errorf("%q: want a number of days from 1 to 36500 (30d) or a duration (12h)", v)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			return 0, fmt.Errorf("%q: want a positive duration (30d, 12h)", v)
+		}
+	}
+	return d, nil
+}
+
+// metricsReadTimeout bounds a metrics request's headers.
+const metricsReadTimeout = 10 * time.Second
+
+// serveMetrics serves the relay's metrics at /metrics on an address of
+// their own (never the public listener). The returned function stops it.
+func serveMetrics(addr string, rl *runningRelay) (func(), error) {
+	if addr == rl.listening {
+		return nil, fmt.Errorf("--metrics-listen %s: the metrics need an address of their own, not the public one", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", rl.rs.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: metricsReadTimeout}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	return func() { srv.Close(); <-done }, nil
+}
+
+// newLogger logs to w as text or JSON lines.
+func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }

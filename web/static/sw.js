@@ -2,7 +2,7 @@
 //
 // Shell: the app's files are fetched from the network first (so a new relay's
 // app shows at once) and kept in a cache; with no network they come from it.
-// Nothing of the relay's API (/ws/, /status, /push/, /health) is cached.
+// Nothing of the relay's API (/ws/, /status, /push/, /health, /sessions) is cached.
 //
 // Notifications: a push carries only {session, kind, seq}. The worker asks
 // the relay (GET /push/session, with the credential the app keeps in
@@ -43,7 +43,7 @@ const SHELL = [
   'seal.js',
 ];
 // Paths of the relay's API: never cached, never answered from the cache.
-const API = /^\/(ws|status|push|health)(\/|$)/;
+const API = /^\/(ws|status|push|health|sessions)(\/|$)/;
 // A command from a notification gives up after this long.
 const COMMAND_TIMEOUT_MS = 15000;
 // The database the app shares (offline.js: DB_NAME, DB_VERSION).

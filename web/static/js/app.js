@@ -5,7 +5,7 @@
 
 import { fill, h, icon } from './dom.js';
 import { Connection, newID, parseTiming } from './conn.js';
-import { loadList, loadSession, saveItems, saveList } from './offline.js';
+import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
 import { keepCredential, openNotifications, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextUse, toolName } from './view.js';
@@ -138,12 +138,14 @@ function onFrame(f) {
   try {
     switch (f.type) {
       case 'sessions':
-        if (!Array.isArray(f.sessions)) throw new BadEnvelope('a session list that is not a list');
+        // An empty list comes without its field (omitted when empty).
+        if (f.sessions !== undefined && !Array.isArray(f.sessions)) throw new BadEnvelope('a session list that is not a list');
         app.sessions.clear();
-        addSessions(f.sessions);
+        addSessions(f.sessions || []);
         app.listed = true;
         app.staleSince = 0;
         saveList([...app.sessions.values()]).catch(() => {});
+        keepOnly(new Set(app.sessions.keys())).catch(() => {});
         app.page?.onSessions?.();
         break;
       case 'session':
@@ -164,10 +166,19 @@ function onFrame(f) {
 
 function addSessions(list) {
   for (const raw of list) {
+    if (raw && raw.deleted === true && typeof raw.id === 'string') { sessionDeleted(raw.id); continue; }
     const s = cleanSession(raw);
     if (s) app.sessions.set(s.id, s);
     else skip('a session without a valid id', 'session:' + safeJSON(raw));
   }
+}
+
+// sessionDeleted forgets a session deleted on the relay: the list, the
+// offline copy, and the page showing it (back to the list).
+function sessionDeleted(id) {
+  app.sessions.delete(id);
+  forgetSession(id).catch(() => {});
+  if (app.route.name === 'session' && app.route.id === id) location.hash = '#/';
 }
 
 // cleanSession keeps what the app reads of a listed session, each field of
@@ -661,8 +672,22 @@ function sessionPage(id) {
       remote ? null : h('p', { class: 'meta', text: 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
+      h('button', { class: 'wide danger', type: 'button', onclick: () => removeSession() }, 'Delete session'),
       h('button', { class: 'wide primary', value: 'close', text: 'Done' })));
     dialog.showModal();
+  }
+
+  // removeSession deletes the session on the relay, once confirmed: its
+  // envelopes and commands are gone for good, from every device.
+  async function removeSession() {
+    if (!confirm('Delete this session? Its messages are removed from the relay and every device, for good.')) return;
+    const code = await app.conn.deleteSession(id);
+    if (code === 204 || code === 404) {
+      dialog.close();
+      sessionDeleted(id);
+      return;
+    }
+    alert(code ? 'The relay did not delete the session (' + code + ').' : 'The relay did not answer; the session was not deleted.');
   }
 
   function onFrame(f) {

@@ -252,6 +252,25 @@ export class Connection extends EventTarget {
     }
   }
 
+  /**
+   * deleteSession asks DELETE /sessions/<id>: the relay's status code, 0
+   * when it did not answer in time.
+   */
+  async deleteSession(session) {
+    const ctl = new AbortController();
+    const t = setTimeout(() => ctl.abort(), this.timing.status);
+    try {
+      const res = await fetch(this.base + '/sessions/' + encodeURIComponent(session), {
+        method: 'DELETE', headers: { Authorization: 'Bearer ' + this.token }, cache: 'no-store', signal: ctl.signal,
+      });
+      return res.status;
+    } catch {
+      return 0;
+    } finally {
+      clearTimeout(t);
+    }
+  }
+
   retry() {
     if (this.stopped || this.timer || this.paused || this.ws) return;
     if (navigator.onLine === false) { this.setState('offline'); return; } // 'online' reconnects

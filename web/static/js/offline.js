@@ -158,3 +158,26 @@ export async function evictTo(limit) {
   const db = await openDB();
   if (db) await evict(db, null, limit);
 }
+
+/** forgetSession drops what is kept of a session (it was deleted on the relay). */
+export async function forgetSession(session) {
+  const db = await openDB();
+  if (!db) return;
+  await chains.get(session);
+  const tx = db.transaction(['sessions', 'envelopes'], 'readwrite');
+  tx.objectStore('sessions').delete(session);
+  tx.objectStore('envelopes').delete(IDBKeyRange.bound([session, -Infinity], [session, Infinity]));
+  await done(tx);
+}
+
+/**
+ * keepOnly drops the kept sessions that are not in ids (the relay's whole
+ * list, just received): sessions deleted on the relay, or removed by its
+ * retention, while this app was away.
+ */
+export async function keepOnly(ids) {
+  const db = await openDB();
+  if (!db) return;
+  const all = await result(db.transaction('sessions').objectStore('sessions').getAllKeys());
+  for (const id of all) if (!ids.has(id)) await forgetSession(id);
+}
