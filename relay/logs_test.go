@@ -81,12 +81,12 @@ func TestLogsHoldNoContent(t *testing.T) {
 		switch l["msg"] {
 		case "connection opened":
 			opened++
-			if l["role"] == nil || l["addr"] == nil {
+			if l["role"] == nil || l["addr"] == nil || l["credential"] != "bootstrap token" {
 				t.Errorf("opened line %v", l)
 			}
 		case "connection closed":
 			closed++
-			if l["role"] == nil || l["addr"] == nil || l["duration"] == nil || l["reason"] == nil {
+			if l["role"] == nil || l["addr"] == nil || l["credential"] == nil || l["duration"] == nil || l["reason"] == nil {
 				t.Errorf("closed line %v", l)
 			}
 		case "login failed":

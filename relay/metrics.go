@@ -74,11 +74,22 @@ func (s *Server) connOpened(role string, r *http.Request) func(err *error) {
 	g := m.conns.WithLabelValues(role)
 	g.Inc()
 	start := time.Now()
-	s.log.Info("connection opened", "role", role, "addr", r.RemoteAddr)
+	who := credentialName(principalFrom(r.Context()))
+	addr := s.clientAddr(r)
+	s.log.Info("connection opened", "role", role, "credential", who, "addr", addr)
 	return func(err *error) {
 		g.Dec()
-		s.log.Info("connection closed", "role", role, "addr", r.RemoteAddr, "duration", time.Since(start).Round(time.Millisecond), "reason", closeReason(*err))
+		s.log.Info("connection closed", "role", role, "credential", who, "addr", addr, "duration", time.Since(start).Round(time.Millisecond), "reason", closeReason(*err))
 	}
+}
+
+// credentialName names who opened a connection in the logs: the
+// credential's name (never its secret), or the bootstrap token.
+func credentialName(p principal) string {
+	if p.cred.ID != "" {
+		return p.cred.Name
+	}
+	return "bootstrap token"
 }
 
 // closeReason says why a connection ended, in a few words: the close code
