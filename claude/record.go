@@ -71,6 +71,10 @@ type Record struct {
 
 	// Raw is the line the record was parsed from (without the newline).
 	Raw []byte
+	// RateLimit and Reset are set on the system records ccrelay makes of
+	// stream-json's rate_limit_event and conversation_reset (remote mode).
+	RateLimit *RateLimitInfo     `json:"-"`
+	Reset     *ConversationReset `json:"-"`
 }
 
 // SyntheticModel is the model of the messages Claude Code writes itself

@@ -3,6 +3,7 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -17,7 +18,28 @@ const (
 	StreamControlRequest  = "control_request"
 	StreamControlResponse = "control_response"
 	StreamControlCancel   = "control_cancel_request"
+	// StreamRateLimit says the account's rate limit changed (Claude Code
+	// 2.1.330: {"type":"rate_limit_event","rate_limit_info":{…}}).
+	StreamRateLimit = "rate_limit_event"
+	// StreamConversationReset says the conversation was discarded
+	// (/clear, leaving plan mode with a clear context, …).
+	StreamConversationReset = "conversation_reset"
 )
+
+// RateLimitInfo is a rate_limit_event's rate_limit_info (the fields ccrelay
+// shows; others are ignored).
+type RateLimitInfo struct {
+	Status        string   `json:"status"` // allowed | allowed_warning | rejected
+	ResetsAt      int64    `json:"resetsAt,omitempty"`
+	RateLimitType string   `json:"rateLimitType,omitempty"` // five_hour, seven_day, …
+	Utilization   *float64 `json:"utilization,omitempty"`
+}
+
+// ConversationReset is a conversation_reset message.
+type ConversationReset struct {
+	NewConversationID string `json:"new_conversation_id"`
+	Trigger           string `json:"trigger"` // clear | plan_mode_exit | fresh_session | onboarding
+}
 
 // StreamMessage is one stream-json line. User and assistant messages are
 // parsed as a Record (same uuid as the transcript record); the other types
@@ -44,6 +66,9 @@ type StreamMessage struct {
 	// IsReplay: a user line that echoes a prompt written to Claude's stdin
 	// (--replay-user-messages).
 	IsReplay bool
+	// RateLimit of a rate_limit_event, Reset of a conversation_reset.
+	RateLimit *RateLimitInfo
+	Reset     *ConversationReset
 
 	Raw []byte
 }
@@ -136,6 +161,19 @@ func ParseStream(line []byte) (*StreamMessage, error) {
 			return nil, fmt.Errorf("decode control_request: %w", err)
 		}
 		m.Subtype = m.Control.Request.Subtype
+	case StreamRateLimit:
+		var v struct {
+			Info *RateLimitInfo `json:"rate_limit_info"`
+		}
+		if err := json.Unmarshal(line, &v); err != nil || v.Info == nil {
+			return nil, fmt.Errorf("decode rate_limit_event: %v", cmpErr(err, "no rate_limit_info"))
+		}
+		m.RateLimit = v.Info
+	case StreamConversationReset:
+		m.Reset = new(ConversationReset)
+		if err := json.Unmarshal(line, m.Reset); err != nil {
+			return nil, fmt.Errorf("decode conversation_reset: %w", err)
+		}
 	case StreamControlResponse:
 		m.Response = new(ControlResponse)
 		if err := json.Unmarshal(line, m.Response); err != nil {
@@ -151,6 +189,14 @@ func ParseStream(line []byte) (*StreamMessage, error) {
 	}
 	m.UUID, m.SessionID, m.Event, m.ParentToolUseID = head.UUID, head.SessionID, head.Event, head.ParentToolUseID
 	return m, nil
+}
+
+// cmpErr is err, or an error saying why when err is nil.
+func cmpErr(err error, why string) error {
+	if err != nil {
+		return err
+	}
+	return errors.New(why)
 }
 
 // isReplay reports whether a user line has "isReplay": true at any depth

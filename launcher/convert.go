@@ -62,6 +62,14 @@ func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
 	switch m.Type {
 	case claude.StreamUser, claude.StreamAssistant:
 		return c.conversation(m.Record)
+	case claude.StreamRateLimit, claude.StreamConversationReset:
+		// Printed on stdout only (no transcript record): a system record
+		// of ccrelay's, which the mapper shows as a service envelope.
+		if m.UUID == "" {
+			return nil
+		}
+		return []*claude.Record{{Type: claude.TypeSystem, Subtype: m.Type, UUID: m.UUID, SessionID: c.session,
+			Timestamp: time.Now().UnixMilli(), RateLimit: m.RateLimit, Reset: m.Reset}}
 	case claude.StreamSystem:
 		if m.System == nil {
 			return nil

@@ -59,6 +59,9 @@ type SessionState struct {
 	// Error says why Claude could not start or stopped, until the next
 	// prompt.
 	Error string `json:"error,omitempty"`
+	// RateLimit is the account's rate limit as Claude last reported it
+	// (remote mode).
+	RateLimit *claude.RateLimitInfo `json:"rateLimit,omitempty"`
 }
 
 // PermissionRequest is a tool use waiting for the app's answer.
@@ -614,6 +617,15 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 				// too (seed 004).
 				r.q.Push(item{recs: recs})
 			}
+		}
+	case claude.StreamRateLimit, claude.StreamConversationReset:
+		if m.RateLimit != nil {
+			rl := *m.RateLimit
+			r.state.RateLimit = &rl
+			r.publish()
+		}
+		if recs := r.conv.Convert(m); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
 		}
 	case claude.StreamEvent:
 		r.live(m)

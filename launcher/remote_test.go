@@ -513,3 +513,30 @@ func TestRemoteStopMidTurn(t *testing.T) {
 		t.Fatalf("prompt after stop: %v", err)
 	}
 }
+
+// Claude's rate_limit_event and conversation_reset (stdout only): a change
+// of the rate limit is a service envelope in the turn and the session
+// state's rateLimit; an "allowed" that changes nothing is not shown; a
+// conversation reset is a visible boundary.
+func TestRemoteRateLimitAndReset(t *testing.T) {
+	raw := func(m map[string]any) map[string]any { return map[string]any{"raw": m} }
+	rl := func(status string, util float64) map[string]any {
+		return raw(map[string]any{"type": "rate_limit_event", "rate_limit_info": map[string]any{
+			"status": status, "rateLimitType": "five_hour", "utilization": util, "resetsAt": 1795478400}})
+	}
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(rl("allowed", 0.2), map[string]any{"text": "one"}, rl("allowed_warning", 0.8)),
+		steps(raw(map[string]any{"type": "conversation_reset", "new_conversation_id": "22222222-2222-4333-8444-555555555555", "trigger": "clear"}),
+			rl("allowed_warning", 0.85), map[string]any{"text": "two"}, raw(map[string]any{"type": "future_message", "x": 1})),
+	}}, RemoteOptions{})
+	rig.prompt("first")
+	rig.until("first turn end", has("TE(completed)", 1))
+	st := rig.untilState("the rate limit in the state", func(s SessionState) bool { return s.RateLimit != nil })
+	if st.RateLimit.Status != "allowed_warning" || st.RateLimit.RateLimitType != "five_hour" {
+		t.Fatalf("state's rate limit %+v", st.RateLimit)
+	}
+	rig.prompt("/clear")
+	d := rig.until("second turn end", has("TE(completed)", 2))
+	envtest.Eq(t, d, "U(first)", "TS", "A(one)", "S(Rate limit warning: 80% of the 5-hour usage limit used (resets Nov 24 00:00 UTC))", "TE(completed)",
+		"U(/clear)", "TS", "S(Conversation cleared (/clear): Claude starts afresh from here)", "A(two)", "TE(completed)")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -230,4 +231,68 @@ func (b *diffBounds) hunk(d *protocol.Diff, h protocol.Hunk, lines []string) boo
 	}
 	d.Hunks = append(d.Hunks, h)
 	return true
+}
+
+// rateLimited shows a change of the account's rate limit (remote mode:
+// stream-json's rate_limit_event): a warning or a refusal, and the return
+// to normal after one; an "allowed" that changes nothing is not shown.
+func (m *Mapper) rateLimited(r *claude.Record, sub *subagent) {
+	rl := r.RateLimit
+	if rl.Status == m.rateLimit || (m.rateLimit == "" && rl.Status == "allowed") {
+		m.rateLimit = rl.Status
+		return
+	}
+	m.rateLimit = rl.Status
+	src := source(r)
+	m.ensureTurn(r)
+	m.ensureStarted(sub, src)
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "rate-limit"), sub, "",
+		protocol.Event{T: protocol.KindService, Text: RateLimitText(rl)})
+}
+
+// RateLimitText says a rate limit change in words.
+func RateLimitText(rl *claude.RateLimitInfo) string {
+	window := map[string]string{"five_hour": "5-hour", "seven_day": "weekly", "seven_day_opus": "weekly Opus",
+		"seven_day_sonnet": "weekly Sonnet", "seven_day_overage_included": "weekly", "overage": "extra usage"}[rl.RateLimitType]
+	limit := "usage limit"
+	if window != "" {
+		limit = window + " usage limit"
+	}
+	resets := ""
+	if rl.ResetsAt > 0 {
+		resets = " (resets " + time.Unix(rl.ResetsAt, 0).UTC().Format("Jan 2 15:04 UTC") + ")"
+	}
+	switch rl.Status {
+	case "rejected":
+		return "Rate limited: the " + limit + " is reached" + resets
+	case "allowed_warning":
+		used := ""
+		if rl.Utilization != nil {
+			used = " " + strconv.Itoa(int(*rl.Utilization*100+0.5)) + "% of the"
+		}
+		return "Rate limit warning:" + cmpOr(used, " close to the") + " " + limit + " used" + resets
+	case "allowed":
+		return "Rate limit: back to normal"
+	}
+	s, _ := Preview(rl.Status, 64)
+	return "Rate limit: " + s
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// conversationReset shows where Claude discarded the conversation (/clear,
+// leaving plan mode with a clear context, …): what follows starts afresh.
+func (m *Mapper) conversationReset(r *claude.Record, sub *subagent) {
+	src := source(r)
+	m.ensureTurn(r)
+	m.ensureStarted(sub, src)
+	why := map[string]string{"clear": " (/clear)", "plan_mode_exit": " (leaving plan mode)", "fresh_session": " (a fresh session for the plan)",
+		"onboarding": " (onboarding)"}[r.Reset.Trigger]
+	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "reset"), sub, "",
+		protocol.Event{T: protocol.KindService, Text: "Conversation cleared" + why + ": Claude starts afresh from here"})
 }

@@ -49,6 +49,8 @@ type Mapper struct {
 
 	turn     string // open turn id, "" when none
 	lastTime int64
+	// rateLimit is the last rate limit status shown ("" none yet).
+	rateLimit string
 
 	subs      map[string]*subagent // provider tool id -> subagent
 	subOrder  []string             // provider ids in creation order
@@ -246,6 +248,10 @@ func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
 			m.apiRetry(r, sub)
 		case r.Compact != nil:
 			m.compacted(r, sub)
+		case r.RateLimit != nil:
+			m.rateLimited(r, sub)
+		case r.Reset != nil:
+			m.conversationReset(r, sub)
 		}
 		return
 	case r.Type == claude.TypeSummary:

@@ -616,3 +616,18 @@ func TestSummaryInfoForkedFrom(t *testing.T) {
 		}
 	}
 }
+
+// The rate limit travels in lists, bounded.
+func TestSummaryInfoRateLimit(t *testing.T) {
+	in := `{"rateLimit":{"status":"allowed_warning","resetsAt":1795478400,"rateLimitType":"five_hour","utilization":0.8,"extra":"` + strings.Repeat("x", 10000) + `"}}`
+	out := summaryInfo(json.RawMessage(in))
+	var got struct {
+		RateLimit map[string]any `json:"rateLimit"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil || got.RateLimit["status"] != "allowed_warning" || got.RateLimit["rateLimitType"] != "five_hour" || got.RateLimit["extra"] != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(out) > 300 {
+		t.Fatalf("%d bytes", len(out))
+	}
+}

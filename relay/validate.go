@@ -146,6 +146,17 @@ func summaryInfo(info json.RawMessage) json.RawMessage {
 	if u := m["usage"]; len(u) > 0 && len(u) <= summaryUsageBytes && u[0] == '{' {
 		out["usage"] = u
 	}
+	// The rate limit's status, window and reset time (remote mode).
+	var rl struct {
+		Status        string   `json:"status"`
+		ResetsAt      int64    `json:"resetsAt"`
+		RateLimitType string   `json:"rateLimitType"`
+		Utilization   *float64 `json:"utilization"`
+	}
+	if json.Unmarshal(m["rateLimit"], &rl) == nil && rl.Status != "" {
+		out["rateLimit"] = map[string]any{"status": clip(rl.Status, 32), "resetsAt": rl.ResetsAt,
+			"rateLimitType": clip(rl.RateLimitType, 64), "utilization": rl.Utilization}
+	}
 	var perms []map[string]json.RawMessage
 	if json.Unmarshal(m["permissions"], &perms) == nil && perms != nil {
 		list := []map[string]any{}

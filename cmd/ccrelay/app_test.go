@@ -922,3 +922,21 @@ func TestAppForkLinksParent(t *testing.T) {
 	must(t, ctx, chromedp.Click(chromedp.CSS("a.fork-link")))
 	waitJS(t, ctx, "the parent open", `location.hash === '#/s/`+parent+`' && !document.querySelector('a.fork-link')`)
 }
+
+// A rate limit reached or near shows in the session's header; none while
+// the limit is fine.
+func TestAppShowsRateLimit(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "rateLimit": map[string]any{"status": "allowed", "rateLimitType": "five_hour"}})
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the header", `document.querySelector('.top-sub') && document.querySelector('.top-sub').textContent.includes('Remote')`)
+	if eval[bool](t, ctx, `!!document.querySelector('.rate-limit')`) {
+		t.Fatal("a rate limit chip while the limit is fine")
+	}
+	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "rateLimit": map[string]any{"status": "rejected", "rateLimitType": "five_hour", "resetsAt": 1795478400}})
+	waitJS(t, ctx, "the rate limit chip", `(document.querySelector('.rate-limit')?.textContent || '').startsWith('Rate limited until')`)
+}

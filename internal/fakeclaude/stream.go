@@ -40,6 +40,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -70,6 +71,9 @@ type step struct {
 	SleepMS  int      `json:"sleepMs"`
 	Withdraw *tool    `json:"withdraw"`
 	Exit     *int     `json:"exit"`
+	// Raw is printed on stdout as it is (with the session id): a message
+	// type the fake has no step for (rate_limit_event, …).
+	Raw map[string]any `json:"raw"`
 }
 
 type tool struct {
@@ -440,6 +444,12 @@ func (s *streamer) play(steps []step) (ok bool) {
 		switch {
 		case st.Exit != nil:
 			os.Exit(*st.Exit)
+		case st.Raw != nil:
+			m := maps.Clone(st.Raw)
+			if _, ok := m["uuid"]; !ok {
+				m["uuid"] = claude.NewSessionID()
+			}
+			s.emit(m, false)
 		case st.SleepMS > 0:
 			if !s.wait(time.Duration(st.SleepMS) * time.Millisecond) {
 				s.cut(false)

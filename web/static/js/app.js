@@ -181,6 +181,14 @@ function sessionDeleted(id) {
   if (app.route.name === 'session' && app.route.id === id) location.hash = '#/';
 }
 
+// rateLimitChip shows a rate limit that is near or reached (null when
+// there is none to show).
+function rateLimitChip(rl) {
+  if (!rl || (rl.status !== 'allowed_warning' && rl.status !== 'rejected')) return null;
+  const until = rl.resetsAt ? ' until ' + new Date(rl.resetsAt * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+  return h('span', { class: 'chip warn rate-limit', text: rl.status === 'rejected' ? 'Rate limited' + until : 'Near the rate limit' });
+}
+
 // cleanSession keeps what the app reads of a listed session, each field of
 // its documented type (others dropped); null without an id.
 function cleanSession(s) {
@@ -192,6 +200,10 @@ function cleanSession(s) {
   }
   if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
   if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
+  // The rate limit (remote mode): its status and reset time only.
+  if (raw.rateLimit && typeof raw.rateLimit === 'object' && typeof raw.rateLimit.status === 'string') {
+    info.rateLimit = { status: raw.rateLimit.status, resetsAt: Number.isFinite(raw.rateLimit.resetsAt) ? raw.rateLimit.resetsAt : 0 };
+  }
   // A fork's parent: only a session id (it becomes a link).
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   const num = (v) => (Number.isFinite(v) ? v : 0);
@@ -526,6 +538,7 @@ function sessionPage(id) {
     fill(top.subEl,
       h('span', { class: 'status-dot ' + (i.status || 'idle') }),
       h('span', { text: statusText(i) }),
+      rateLimitChip(i.rateLimit),
       // Before the folder and machine, which give way on a narrow screen.
       i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom),
         text: 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 40) }) : null,
