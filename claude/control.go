@@ -20,6 +20,7 @@ const (
 const (
 	ControlCanUseTool        = "can_use_tool"
 	ControlInterrupt         = "interrupt"
+	ControlStopTask          = "stop_task" // {"task_id"}: stops one background task
 	ControlSetModel          = "set_model"
 	ControlSetPermissionMode = "set_permission_mode"
 )

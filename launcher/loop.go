@@ -307,6 +307,9 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 			c.Reply(r.Answer(c.RequestID, c.Allow, c.Input, c.ForSession, c.Reason))
 		case protocol.CommandAbort:
 			c.Reply(r.Interrupt(ctx))
+		case protocol.CommandStopTask:
+			// Claude's answer is waited for beside the loop.
+			w.waits.Go(func() { c.Reply(r.StopTask(ctx, c.Subagent)) })
 		case protocol.CommandSwitch:
 			if c.Mode != "local" {
 				c.Reply(nil)

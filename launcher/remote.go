@@ -127,6 +127,9 @@ type Remote struct {
 	proc    *process
 	state   SessionState
 	pending []*PermissionRequest
+	// tasks are the background subagents running: subagent id -> Claude's
+	// task id (what stop_task names); at most MaxTrackedTasks.
+	tasks map[string]string
 	// Turns as Claude's own stream shows them: one opens on the first
 	// main-chain message after an idle result (a prompt's, or one Claude
 	// starts by itself after a background task) and closes on result.
@@ -177,7 +180,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{},
+		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{}, tasks: map[string]string{},
 		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
 	if r.opts.ProjectDir == "" {
@@ -612,6 +615,7 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			}
 			r.publish()
 		default:
+			r.trackTask(m.Subtype, m.System)
 			if recs := r.conv.Convert(m); len(recs) > 0 {
 				// A background task ended: forwarded now, between turns
 				// too (seed 004).
@@ -993,6 +997,50 @@ func (r *Remote) Interrupt(ctx context.Context) error {
 	r.publish()
 	r.mu.Unlock()
 	_, err := r.control(ctx, p, claude.ControlInterrupt, nil)
+	return err
+}
+
+// MaxTrackedTasks bounds the background subagents a Remote keeps for
+// stop-task; past it, new ones cannot be stopped one by one (Interrupt
+// still stops the turn).
+const MaxTrackedTasks = 256
+
+// trackTask follows which background subagents run. Called with mu held.
+func (r *Remote) trackTask(subtype string, sys *claude.System) {
+	switch subtype {
+	case claude.SystemTaskStarted:
+		if sys.IsBackgrounded && sys.TaskID != "" && sys.ToolUseID != "" && len(r.tasks) < MaxTrackedTasks {
+			r.tasks[protocol.SubagentID(sys.ToolUseID)] = sys.TaskID
+		}
+	case claude.SystemTaskNotification:
+		delete(r.tasks, protocol.SubagentID(sys.ToolUseID))
+	case claude.SystemTaskUpdated:
+		if claude.TaskTerminal(sys.Patch.Status) {
+			for sub, id := range r.tasks {
+				if id == sys.TaskID {
+					delete(r.tasks, sub)
+				}
+			}
+		}
+	}
+}
+
+// ErrNoTask is the answer to stop-task for a subagent that is not a
+// running background task.
+var ErrNoTask = errors.New("no such background subagent is running")
+
+// StopTask stops one background subagent (Claude's stop_task control
+// request), leaving the turn and the other subagents running.
+func (r *Remote) StopTask(ctx context.Context, subagent string) error {
+	r.mu.Lock()
+	p, id := r.proc, r.tasks[subagent]
+	r.mu.Unlock()
+	if p == nil || id == "" {
+		return ErrNoTask
+	}
+	ctx, cancel := context.WithTimeout(ctx, ControlTimeout)
+	defer cancel()
+	_, err := r.control(ctx, p, claude.ControlStopTask, map[string]string{"task_id": id})
 	return err
 }
 

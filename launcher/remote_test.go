@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -539,4 +540,40 @@ func TestRemoteRateLimitAndReset(t *testing.T) {
 	d := rig.until("second turn end", has("TE(completed)", 2))
 	envtest.Eq(t, d, "U(first)", "TS", "A(one)", "S(Rate limit warning: 80% of the 5-hour usage limit used (resets Nov 24 00:00 UTC))", "TE(completed)",
 		"U(/clear)", "TS", "S(Conversation cleared (/clear): Claude starts afresh from here)", "A(two)", "TE(completed)")
+}
+
+// stop-task stops one background subagent: Claude gets stop_task with the
+// subagent's task id, and once Claude says the task ended it is no longer
+// running (a second stop is refused); an unknown subagent is refused.
+func TestRemoteStopTask(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(map[string]any{"agent": map[string]any{"id": "toolu_bg1", "agentId": "a0123456789abcdef", "prompt": "count", "description": "Count files"}},
+			map[string]any{"text": "Launched."}),
+	}}, RemoteOptions{})
+	inlog := filepath.Join(t.TempDir(), "in")
+	rig.r.opts.Env = append(rig.r.opts.Env, "FAKE_CLAUDE_INLOG="+inlog)
+	rig.prompt("spawn")
+	rig.until("the turn", has("TE(completed)", 1))
+	sub := protocol.SubagentID("toolu_bg1")
+	if err := rig.r.StopTask(context.Background(), "c"+strings.Repeat("0", 23)); !errors.Is(err, ErrNoTask) {
+		t.Fatalf("stop of an unknown subagent: %v", err)
+	}
+	if err := rig.r.StopTask(context.Background(), sub); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	b, _ := os.ReadFile(inlog)
+	if !strings.Contains(string(b), "stop_task a0123456789abcdef") {
+		t.Fatalf("Claude's input: %q", b)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := rig.r.StopTask(context.Background(), sub)
+		if errors.Is(err, ErrNoTask) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped task still runs: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

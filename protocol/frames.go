@@ -100,6 +100,9 @@ const (
 	CommandSwitch         = "switch"
 	CommandModel          = "model"
 	CommandPermissionMode = "permission-mode"
+	// CommandStopTask stops one background subagent (Subagent), not the
+	// turn.
+	CommandStopTask = "stop-task"
 )
 
 // Command statuses.
@@ -126,12 +129,14 @@ type Command struct {
 	// switch (local|remote), permission-mode, model
 	Mode  string `json:"mode,omitempty"`
 	Model string `json:"model,omitempty"`
+	// stop-task: the subagent (its envelopes' subagent id)
+	Subagent string `json:"subagent,omitempty"`
 }
 
 // ValidCommandKind reports whether k is a known kind.
 func ValidCommandKind(k string) bool {
 	switch k {
-	case CommandPrompt, CommandPermission, CommandAbort, CommandSwitch, CommandModel, CommandPermissionMode:
+	case CommandPrompt, CommandPermission, CommandAbort, CommandSwitch, CommandModel, CommandPermissionMode, CommandStopTask:
 		return true
 	}
 	return false

@@ -93,5 +93,16 @@ func (c *Command) Validate() error {
 	if len(c.Input) > 0 && !isJSONObject(c.Input) {
 		return fmt.Errorf("command input must be a JSON object")
 	}
+	if c.Kind == CommandStopTask && !IsCuid(c.Subagent) {
+		return fmt.Errorf("stop-task names no subagent (a cuid2), got %q", clipField(c.Subagent))
+	}
 	return nil
+}
+
+// clipField keeps an error message short when a field is long.
+func clipField(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

@@ -369,6 +369,9 @@ func TestCommandValidate(t *testing.T) {
 	if c := ok(); c.Validate() != nil {
 		t.Fatalf("base command invalid: %v", c.Validate())
 	}
+	if c := (Command{ID: "k3x9ab", Kind: CommandStopTask, Subagent: SubagentID("toolu_1")}); c.Validate() != nil {
+		t.Fatalf("stop-task invalid: %v", c.Validate())
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Command)
@@ -382,6 +385,8 @@ func TestCommandValidate(t *testing.T) {
 		{"long request id", func(c *Command) { c.Kind = CommandPermission; c.RequestID = strings.Repeat("r", MaxFieldBytes+1) }},
 		{"long text", func(c *Command) { c.Text = strings.Repeat("x", MaxCommandBytes+1) }},
 		{"input not an object", func(c *Command) { c.Kind = CommandPermission; c.Input = json.RawMessage(`[1]`) }},
+		{"stop-task without a subagent", func(c *Command) { c.Kind = CommandStopTask }},
+		{"stop-task, a subagent that is no id", func(c *Command) { c.Kind = CommandStopTask; c.Subagent = "../x" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok()

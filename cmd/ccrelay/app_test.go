@@ -940,3 +940,44 @@ func TestAppShowsRateLimit(t *testing.T) {
 	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "rateLimit": map[string]any{"status": "rejected", "rateLimitType": "five_hour", "resetsAt": 1795478400}})
 	waitJS(t, ctx, "the rate limit chip", `(document.querySelector('.rate-limit')?.textContent || '').startsWith('Rate limited until')`)
 }
+
+// A running subagent of a remote session has a Stop button: it sends
+// stop-task for that subagent, and goes once the subagent stopped. A local
+// session's subagent has none.
+func TestAppStopsSubagent(t *testing.T) {
+	r := startAppRelay(t)
+	const id = "45454545-2222-4333-8444-555555555555"
+	sub := protocol.SubagentID("toolu_bg1")
+	now := time.Now().UnixMilli()
+	env := func(tag, ev string, withSub bool) string {
+		s := fmt.Sprintf(`{"id":"csub%s","time":%d,"role":"agent","turn":"ctsub"`, tag, now)
+		if withSub {
+			s += `,"subagent":"` + sub + `"`
+		}
+		return s + `,"ev":` + ev + `}`
+	}
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"mode": "local", "status": "busy"})
+	cli.envelopes(id, fmt.Sprintf(`{"id":"csubu","time":%d,"role":"user","ev":{"t":"text","text":"spawn a helper"}}`, now),
+		env("ts", `{"t":"turn-start"}`, false), env("st", `{"t":"start","title":"Count files"}`, true),
+		env("tx", `{"t":"text","text":"counting"}`, true))
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the subagent", `!!document.querySelector('details.sub')`)
+	shown := `getComputedStyle(document.querySelector('details.sub .sub-stop')).display !== 'none'`
+	if eval[bool](t, ctx, shown) {
+		t.Fatal("a Stop button in a local session")
+	}
+	cli.announce(id, map[string]any{"mode": "remote", "status": "busy"})
+	waitJS(t, ctx, "the Stop button", shown)
+	// Clicked by script: on a phone-sized page the prompt box covers the
+	// end of the conversation until it scrolls.
+	eval[any](t, ctx, `document.querySelector('details.sub .sub-stop').click()`)
+	cmd := cli.command(protocol.StatusDone, "")
+	if cmd.Kind != protocol.CommandStopTask || cmd.Subagent != sub {
+		t.Fatalf("command %+v", cmd)
+	}
+	cli.envelopes(id, env("sp", `{"t":"stop"}`, true))
+	waitJS(t, ctx, "the Stop button gone", `!(`+shown+`) && document.querySelector('details.sub').dataset.status === 'done'`)
+}

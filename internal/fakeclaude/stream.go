@@ -218,6 +218,7 @@ func (s *streamer) readStdin() {
 		case "control_request":
 			sub, _ := m.Request["subtype"].(string)
 			resp := map[string]any{}
+			var stopped any // the task stop_task ended
 			switch sub {
 			case "interrupt":
 				resp["still_queued"] = []any{}
@@ -230,6 +231,10 @@ func (s *streamer) readStdin() {
 				inlog(fmt.Sprint("model ", m.Request["model"]))
 				s.setMu.Lock()
 				s.model = fmt.Sprint(m.Request["model"])
+			case "stop_task":
+				// The task stops: Claude says so with task_updated.
+				inlog(fmt.Sprint("stop_task ", m.Request["task_id"]))
+				stopped = m.Request["task_id"]
 			case "set_permission_mode":
 				resp["mode"] = m.Request["mode"]
 				inlog(fmt.Sprint("mode ", m.Request["mode"]))
@@ -240,6 +245,10 @@ func (s *streamer) readStdin() {
 				"subtype": "success", "request_id": m.RequestID, "response": resp}}, false)
 			if sub == "set_model" || sub == "set_permission_mode" {
 				s.setMu.Unlock()
+			}
+			if stopped != nil {
+				s.emit(map[string]any{"type": "system", "subtype": "task_updated", "task_id": stopped,
+					"patch": map[string]any{"status": "killed"}, "uuid": claude.NewSessionID()}, false)
 			}
 		}
 	}

@@ -476,7 +476,9 @@ function sessionPage(id) {
   }
 
   function viewOpts(minBlocks = 0) {
-    return { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode, loadEarlier, minBlocks };
+    return { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode, loadEarlier, minBlocks,
+      // A running subagent of a remote session can be stopped alone.
+      stopSub: (sub, btn) => command({ kind: 'stop-task', subagent: sub }, 'Stop subagent', () => { btn.disabled = false; }) };
   }
 
   // loadEarlier fetches, on a socket of its own, the envelopes before the
@@ -553,6 +555,7 @@ function sessionPage(id) {
       meter.title = 'Context in use: ' + use.label;
     }
     const remote = i.mode === 'remote';
+    main.dataset.mode = i.mode || ''; // what the stylesheet shows (a subagent's Stop)
     // A recording (no machine ever announced it) cannot take prompts.
     const recording = app.listed && !i.mode;
     input.disabled = recording;

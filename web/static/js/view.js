@@ -250,11 +250,14 @@ export class ConversationView {
     const title = h('span', { class: 'title' });
     const meta = h('span', { class: 'meta' });
     const activity = h('div', { class: 'activity' });
+    // Shown by the stylesheet for a running subagent of a remote session.
+    const stop = h('button', { class: 'sub-stop', type: 'button', 'aria-label': 'Stop this subagent',
+      onclick: (e) => { e.preventDefault(); stop.disabled = true; this.opts.stopSub?.(s.id, stop); } }, icon('stop'), ' Stop');
     const body = h('div', { class: 'sub-body' });
     const el = h('details', { class: 'sub', 'data-sub': s.id },
       h('summary', null, h('span', { class: 'sub-icon' }, icon('agent')), h('span', { class: 'sub-head' }, title, meta), status, icon('chevron', 'chev')),
-      activity);
-    const d = { el, status, title, meta, activity, body: null };
+      activity, stop);
+    const d = { el, status, title, meta, activity, stop, body: null };
     const fillIn = () => {
       if (d.body) return;
       for (const it of s.items) body.append(this.item(it));
