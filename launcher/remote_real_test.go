@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -291,4 +292,48 @@ func interruptWhileStreaming(t *testing.T, rig *remoteRig, word string) {
 	if count(d, "TE(cancelled)") != 1 {
 		t.Fatalf("envelopes %q", d)
 	}
+}
+
+// stop_task against the real Claude Code: a background subagent that is
+// still working is stopped alone; Claude confirms, and the subagent is no
+// longer running.
+func TestRealClaudeRemoteStopTask(t *testing.T) {
+	rules := backgroundHelper(fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}})
+	for i := range rules {
+		if rules[i].Agent == "subagent" {
+			rules[i].Delay = 20 * time.Second // still working when stopped
+		}
+	}
+	rig, _ := realRemote(t, rules...)
+	rig.prompt("spawn a helper")
+	rig.until("the launch", func(d []string) bool { return count(d, "A(Launched.)") == 1 })
+	sub := protocol.SubagentID("toolu_fake0001")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := rig.r.StopTask(context.Background(), sub)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNoTask) || time.Now().After(deadline) {
+			t.Fatalf("stop: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the task is followed once Claude says it started
+	}
+	for {
+		if errors.Is(rig.r.StopTask(context.Background(), sub), ErrNoTask) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stopped subagent still runs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d := rig.until("the subagent's end", func(d []string) bool { return count(d, "S(Agent “Count files” stopped)") == 1 })
+	if count(d, "stop["+sub+"]") < 1 || count(d, "TE(cancelled)") != 0 || count(d, "A(Launched.)") != 1 {
+		t.Fatalf("envelopes %q", d)
+	}
+	// Not compared with replay: Claude 2.1.330 prints the stopped
+	// subagent's "[Request interrupted by user]" on stdout after the task's
+	// notification, while its transcript has it before; live shows the
+	// subagent again for that line (a known difference).
 }
