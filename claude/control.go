@@ -21,6 +21,7 @@ const (
 	ControlCanUseTool        = "can_use_tool"
 	ControlInterrupt         = "interrupt"
 	ControlStopTask          = "stop_task" // {"task_id"}: stops one background task
+	ControlGetContextUsage   = "get_context_usage"
 	ControlSetModel          = "set_model"
 	ControlSetPermissionMode = "set_permission_mode"
 )

@@ -62,6 +62,79 @@ type SessionState struct {
 	// RateLimit is the account's rate limit as Claude last reported it
 	// (remote mode).
 	RateLimit *claude.RateLimitInfo `json:"rateLimit,omitempty"`
+	// Context is the context window's use after the last turn, as Claude
+	// counts it (get_context_usage; remote mode, when Claude offers it).
+	Context *ContextUsage `json:"context,omitempty"`
+}
+
+// ContextUsage is what Claude's get_context_usage says, bounded: the
+// tokens used and the window, and the largest categories of use.
+type ContextUsage struct {
+	UsedTokens int64             `json:"usedTokens"`
+	MaxTokens  int64             `json:"maxTokens"`
+	Categories []ContextCategory `json:"categories,omitempty"` // at most MaxContextCategories
+}
+
+// ContextCategory is one kind of context use (system prompt, tools,
+// messages, …).
+type ContextCategory struct {
+	Name   string `json:"name"`
+	Tokens int64  `json:"tokens"`
+}
+
+// MaxContextCategories bounds the categories kept of a context usage.
+const MaxContextCategories = 8
+
+// parseContextUsage reads get_context_usage's answer; nil when it says
+// nothing usable.
+func parseContextUsage(raw json.RawMessage) *ContextUsage {
+	var v struct {
+		Categories []struct {
+			Name   string `json:"name"`
+			Tokens int64  `json:"tokens"`
+			Kind   string `json:"kind"`
+		} `json:"categories"`
+		TotalTokens int64 `json:"totalTokens"`
+		MaxTokens   int64 `json:"maxTokens"`
+	}
+	if json.Unmarshal(raw, &v) != nil || v.MaxTokens <= 0 || v.TotalTokens < 0 {
+		return nil
+	}
+	u := &ContextUsage{UsedTokens: v.TotalTokens, MaxTokens: v.MaxTokens}
+	for _, c := range v.Categories {
+		if c.Kind == "used" && c.Tokens > 0 && len(u.Categories) < MaxContextCategories {
+			u.Categories = append(u.Categories, ContextCategory{Name: clip(c.Name, 64), Tokens: c.Tokens})
+		}
+	}
+	return u
+}
+
+// askContext asks Claude, after a turn, how full its context is; one
+// question at a time, and never again once Claude refused (an older
+// Claude Code does not know it). Called with mu held. The line is written
+// beside the reader (which holds mu): it ends when written, or when
+// Claude's stdin closes.
+func (r *Remote) askContext() {
+	p := r.proc
+	if p == nil || r.contextAsked || r.contextRefused {
+		return
+	}
+	r.contextAsked = true
+	r.nextReq++
+	id := "ccrelay-" + strconv.Itoa(r.nextReq)
+	r.waiters[id] = waiter{ch: make(chan *claude.ControlResponse, 1), onResponse: func(resp *claude.ControlResponse) {
+		r.contextAsked = false
+		if resp.Response.Subtype != "success" {
+			r.contextRefused = true
+			return
+		}
+		if u := parseContextUsage(resp.Response.Response); u != nil {
+			r.state.Context = u
+			r.publish()
+		}
+	}}
+	line := claude.ControlRequestLine(id, claude.ControlGetContextUsage, map[string]string{"detail": "summary"})
+	go func() { _ = p.write(line) }()
 }
 
 // PermissionRequest is a tool use waiting for the app's answer.
@@ -127,6 +200,9 @@ type Remote struct {
 	proc    *process
 	state   SessionState
 	pending []*PermissionRequest
+	// contextAsked: a get_context_usage is unanswered; contextRefused:
+	// Claude does not answer it (not asked again).
+	contextAsked, contextRefused bool
 	// tasks are the background subagents running: subagent id -> Claude's
 	// task id (what stop_task names); at most MaxTrackedTasks.
 	tasks map[string]string
@@ -660,6 +736,9 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			if w.onSuccess != nil && m.Response.Response.Subtype == "success" {
 				w.onSuccess()
 			}
+			if w.onResponse != nil {
+				w.onResponse(m.Response)
+			}
 			w.ch <- m.Response
 		}
 	case claude.StreamResult:
@@ -828,6 +907,7 @@ func (r *Remote) result(res *claude.Result) {
 	r.q.Flush()
 	r.turnOpen, r.interrupted = false, false
 	r.publish()
+	r.askContext()
 }
 
 // liveDelta is the payload of a live frame: a piece of text or thinking
@@ -1164,6 +1244,9 @@ func (r *Remote) sendControl(p *process, subtype string, fields map[string]strin
 type waiter struct {
 	ch        chan *claude.ControlResponse
 	onSuccess func()
+	// onResponse, if set, runs under mu in the reader with Claude's answer,
+	// success or not.
+	onResponse func(*claude.ControlResponse)
 }
 
 // exited handles the end of a Claude process. An end we did not ask for

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -336,4 +337,40 @@ func TestRealClaudeRemoteStopTask(t *testing.T) {
 	// subagent's "[Request interrupted by user]" on stdout after the task's
 	// notification, while its transcript has it before; live shows the
 	// subagent again for that line (a known difference).
+}
+
+// After a turn remote mode asks the real Claude Code how full its context
+// is (get_context_usage): the session state says it, used and window, with
+// the largest uses named.
+func TestRealClaudeRemoteContextUsage(t *testing.T) {
+	rig, _ := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("hi")}})
+	rig.prompt("hello")
+	st := rig.untilState("the context usage", func(s SessionState) bool { return s.Context != nil })
+	c := st.Context
+	if c.MaxTokens <= 0 || c.UsedTokens <= 0 || c.UsedTokens > c.MaxTokens || len(c.Categories) == 0 || len(c.Categories) > MaxContextCategories {
+		t.Fatalf("context usage %+v", c)
+	}
+	t.Logf("context: %d of %d tokens; %+v", c.UsedTokens, c.MaxTokens, c.Categories)
+}
+
+func TestParseContextUsage(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want *ContextUsage
+	}{
+		{`{"categories":[{"name":"System prompt","tokens":2369,"kind":"used"},{"name":"Free space","tokens":9000,"kind":"free"}],"totalTokens":2369,"maxTokens":200000}`,
+			&ContextUsage{UsedTokens: 2369, MaxTokens: 200000, Categories: []ContextCategory{{"System prompt", 2369}}}},
+		{`{}`, nil},
+		{`{"totalTokens":5,"maxTokens":0}`, nil},
+		{`[1]`, nil},
+	} {
+		got := parseContextUsage(json.RawMessage(tc.in))
+		if (got == nil) != (tc.want == nil) || got != nil && (got.UsedTokens != tc.want.UsedTokens || got.MaxTokens != tc.want.MaxTokens || !slices.Equal(got.Categories, tc.want.Categories)) {
+			t.Errorf("%s: %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+	many := `{"totalTokens":1,"maxTokens":2,"categories":[` + strings.Repeat(`{"name":"x","tokens":1,"kind":"used"},`, 20) + `{"name":"y","tokens":1,"kind":"used"}]}`
+	if got := parseContextUsage(json.RawMessage(many)); len(got.Categories) != MaxContextCategories {
+		t.Errorf("%d categories kept", len(got.Categories))
+	}
 }

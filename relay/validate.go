@@ -146,6 +146,14 @@ func summaryInfo(info json.RawMessage) json.RawMessage {
 	if u := m["usage"]; len(u) > 0 && len(u) <= summaryUsageBytes && u[0] == '{' {
 		out["usage"] = u
 	}
+	// The context window's use (remote mode): tokens used and the window.
+	var cu struct {
+		UsedTokens int64 `json:"usedTokens"`
+		MaxTokens  int64 `json:"maxTokens"`
+	}
+	if json.Unmarshal(m["context"], &cu) == nil && cu.MaxTokens > 0 && cu.UsedTokens >= 0 {
+		out["context"] = map[string]any{"usedTokens": cu.UsedTokens, "maxTokens": cu.MaxTokens}
+	}
 	// The rate limit's status, window and reset time (remote mode).
 	var rl struct {
 		Status        string   `json:"status"`

@@ -25,3 +25,18 @@ func TestAppMeterTinyUsage(t *testing.T) {
 		t.Errorf("meter title %q", eval[string](t, ctx, `document.querySelector('.meter').title`))
 	}
 }
+
+// Claude's own count of its context (get_context_usage, remote mode) wins
+// over the estimate from the last turn's usage.
+func TestAppMeterClaudesCount(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "usage": map[string]any{"input_tokens": 2000, "context_window": 200000},
+		"context": map[string]any{"usedTokens": 250000, "maxTokens": 1000000}})
+	waitJS(t, ctx, "the meter at Claude's count", `(() => { const m = document.querySelector('.meter');
+		return !m.hidden && m.querySelector('.meter-label').textContent === '25%' && m.title === "Context in use: 250k / 1.0M (Claude's count)"; })()`)
+}

@@ -8,7 +8,7 @@ import { Connection, newID, parseTiming } from './conn.js';
 import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
 import { keepCredential, openNotifications, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
-import { ConversationView, contextUse, toolName } from './view.js';
+import { ConversationView, contextCount, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 import { listFilter } from './listfilter.js';
@@ -200,6 +200,10 @@ function cleanSession(s) {
   }
   if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
   if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
+  // The context window's use as Claude counts it (remote mode).
+  if (raw.context && Number.isFinite(raw.context.usedTokens) && Number.isFinite(raw.context.maxTokens) && raw.context.maxTokens > 0) {
+    info.context = { usedTokens: raw.context.usedTokens, maxTokens: raw.context.maxTokens };
+  }
   // The rate limit (remote mode): its status and reset time only.
   if (raw.rateLimit && typeof raw.rateLimit === 'object' && typeof raw.rateLimit.status === 'string') {
     info.rateLimit = { status: raw.rateLimit.status, resetsAt: Number.isFinite(raw.rateLimit.resetsAt) ? raw.rateLimit.resetsAt : 0 };
@@ -545,7 +549,7 @@ function sessionPage(id) {
       i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom),
         text: 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 40) }) : null,
       bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
-    const use = contextUse(i.usage || model.usage);
+    const use = i.context ? contextCount(i.context) : contextUse(i.usage || model.usage);
     meter.hidden = !use || use.used === 0;
     if (use) {
       meter.querySelector('.meter-bar span').style.width = use.pct.toFixed(1) + '%';

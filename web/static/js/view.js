@@ -358,6 +358,12 @@ export function toolName(name) {
 }
 
 /** contextMeter describes usage as context in use over the window. */
+/** contextCount is the meter's reading from Claude's own count. */
+export function contextCount(c) {
+  const used = Math.max(0, c.usedTokens), win = c.maxTokens;
+  return { used, win, pct: Math.min(100, (used / win) * 100), label: tokens(used) + ' / ' + tokens(win) + ' (Claude\'s count)' };
+}
+
 export function contextUse(usage, fallbackWindow = 200000) {
   if (!usage) return null;
   const used = (usage.input_tokens || 0) + (usage.cache_creation_input_tokens || 0) + (usage.cache_read_input_tokens || 0);
