@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,9 +63,66 @@ type SessionState struct {
 	// RateLimit is the account's rate limit as Claude last reported it
 	// (remote mode).
 	RateLimit *claude.RateLimitInfo `json:"rateLimit,omitempty"`
+	// Tasks is what the running subagents do now, as Claude's
+	// task_progress says (at most MaxTrackedProgress).
+	Tasks []TaskProgress `json:"tasks,omitempty"`
 	// Context is the context window's use after the last turn, as Claude
 	// counts it (get_context_usage; remote mode, when Claude offers it).
 	Context *ContextUsage `json:"context,omitempty"`
+}
+
+// TaskProgress is a running subagent's progress.
+type TaskProgress struct {
+	Subagent    string `json:"subagent"` // its envelopes' subagent id
+	Description string `json:"description,omitempty"`
+	LastTool    string `json:"lastTool,omitempty"` // the tool it used last
+	Tokens      int64  `json:"tokens,omitempty"`
+	ToolUses    int64  `json:"toolUses,omitempty"`
+}
+
+// MaxTrackedProgress bounds the subagents whose progress the state shows.
+const MaxTrackedProgress = 16
+
+// progress updates the state from task_progress, and drops a task that
+// ended. Called with mu held.
+func (r *Remote) progress(subtype string, sys *claude.System) {
+	sub := ""
+	if sys.ToolUseID != "" {
+		sub = protocol.SubagentID(sys.ToolUseID)
+	}
+	idx := -1
+	for i, t := range r.state.Tasks {
+		if t.Subagent == sub || (sub == "" && r.taskIDs[t.Subagent] == sys.TaskID) {
+			idx = i
+		}
+	}
+	switch {
+	case subtype == claude.SystemTaskProgress && sub != "":
+		var u struct {
+			Tokens   int64 `json:"total_tokens"`
+			ToolUses int64 `json:"tool_uses"`
+		}
+		json.Unmarshal(sys.TaskUsage, &u)
+		t := TaskProgress{Subagent: sub, Description: clip(sys.Description, 200), LastTool: clip(sys.LastToolName, 64), Tokens: u.Tokens, ToolUses: u.ToolUses}
+		r.taskIDs[sub] = sys.TaskID
+		switch {
+		case idx >= 0:
+			r.state.Tasks[idx] = t
+		case len(r.state.Tasks) < MaxTrackedProgress:
+			r.state.Tasks = append(r.state.Tasks, t)
+		default:
+			return
+		}
+	case subtype == claude.SystemTaskNotification || subtype == claude.SystemTaskUpdated && claude.TaskTerminal(sys.Patch.Status):
+		if idx < 0 {
+			return
+		}
+		delete(r.taskIDs, r.state.Tasks[idx].Subagent)
+		r.state.Tasks = slices.Delete(r.state.Tasks, idx, idx+1)
+	default:
+		return
+	}
+	r.publish()
 }
 
 // ContextUsage is what Claude's get_context_usage says, bounded: the
@@ -206,6 +264,8 @@ type Remote struct {
 	// tasks are the background subagents running: subagent id -> Claude's
 	// task id (what stop_task names); at most MaxTrackedTasks.
 	tasks map[string]string
+	// taskIDs names the task of each subagent in state.Tasks.
+	taskIDs map[string]string
 	// Turns as Claude's own stream shows them: one opens on the first
 	// main-chain message after an idle result (a prompt's, or one Claude
 	// starts by itself after a background task) and closes on result.
@@ -256,7 +316,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		opts.Logger = slog.Default()
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{}, tasks: map[string]string{},
+		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{}, tasks: map[string]string{}, taskIDs: map[string]string{},
 		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
 	if r.opts.ProjectDir == "" {
@@ -692,6 +752,7 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			r.publish()
 		default:
 			r.trackTask(m.Subtype, m.System)
+			r.progress(m.Subtype, m.System)
 			if recs := r.conv.Convert(m); len(recs) > 0 {
 				// A background task ended: forwarded now, between turns
 				// too (seed 004).
@@ -1293,6 +1354,8 @@ func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	}
 	r.q.Flush()
 	r.turnOpen, r.queued = false, 0
+	r.state.Tasks, r.taskIDs = nil, map[string]string{} // they ended with Claude
+	clear(r.tasks)
 	r.publish()
 }
 

@@ -577,3 +577,25 @@ func TestRemoteStopTask(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// task_progress shows in the state as what the subagent does now; the
+// task's end removes it.
+func TestRemoteTaskProgress(t *testing.T) {
+	raw := func(m map[string]any) map[string]any { return map[string]any{"raw": m} }
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(map[string]any{"agent": map[string]any{"id": "toolu_bg1", "agentId": "a0123456789abcdef", "prompt": "count", "description": "Count files"}},
+			raw(map[string]any{"type": "system", "subtype": "task_progress", "task_id": "a0123456789abcdef", "tool_use_id": "toolu_bg1",
+				"description": "Count files", "last_tool_name": "Bash", "usage": map[string]any{"total_tokens": 1200, "tool_uses": 3}}),
+			map[string]any{"text": "Launched."}),
+		steps(map[string]any{"notify": map[string]any{"parent": "toolu_bg1", "agentId": "a0123456789abcdef", "summary": "done"}}, map[string]any{"text": "ok"}),
+	}}, RemoteOptions{})
+	rig.prompt("spawn")
+	st := rig.untilState("the progress", func(s SessionState) bool { return len(s.Tasks) == 1 })
+	want := TaskProgress{Subagent: protocol.SubagentID("toolu_bg1"), Description: "Count files", LastTool: "Bash", Tokens: 1200, ToolUses: 3}
+	if st.Tasks[0] != want {
+		t.Fatalf("progress %+v, want %+v", st.Tasks[0], want)
+	}
+	rig.until("the first turn", has("TE(completed)", 1))
+	rig.prompt("next")
+	rig.untilState("the progress gone", func(s SessionState) bool { return len(s.Tasks) == 0 && s.Status == StatusIdle })
+}

@@ -121,6 +121,9 @@ const (
 
 var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}
 
+// summaryTasks bounds the subagents' progress that lists carry.
+const summaryTasks = 16
+
 // summaryInfo is the bounded part of info that lists carry.
 func summaryInfo(info json.RawMessage) json.RawMessage {
 	var m map[string]json.RawMessage
@@ -153,6 +156,24 @@ func summaryInfo(info json.RawMessage) json.RawMessage {
 	}
 	if json.Unmarshal(m["context"], &cu) == nil && cu.MaxTokens > 0 && cu.UsedTokens >= 0 {
 		out["context"] = map[string]any{"usedTokens": cu.UsedTokens, "maxTokens": cu.MaxTokens}
+	}
+	// What the running subagents do now (remote mode), bounded.
+	var tasks []struct {
+		Subagent    string `json:"subagent"`
+		Description string `json:"description"`
+		LastTool    string `json:"lastTool"`
+		Tokens      int64  `json:"tokens"`
+		ToolUses    int64  `json:"toolUses"`
+	}
+	if json.Unmarshal(m["tasks"], &tasks) == nil && len(tasks) > 0 {
+		list := []map[string]any{}
+		for _, t := range tasks[:min(len(tasks), summaryTasks)] {
+			if protocol.IsCuid(t.Subagent) {
+				list = append(list, map[string]any{"subagent": t.Subagent, "description": clip(t.Description, 200),
+					"lastTool": clip(t.LastTool, 64), "tokens": t.Tokens, "toolUses": t.ToolUses})
+			}
+		}
+		out["tasks"] = list
 	}
 	// The rate limit's status, window and reset time (remote mode).
 	var rl struct {

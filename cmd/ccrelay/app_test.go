@@ -943,7 +943,8 @@ func TestAppShowsRateLimit(t *testing.T) {
 
 // A running subagent of a remote session has a Stop button: it sends
 // stop-task for that subagent, and goes once the subagent stopped. A local
-// session's subagent has none.
+// session's subagent has none. What Claude says the subagent does now
+// (task_progress) shows under it.
 func TestAppStopsSubagent(t *testing.T) {
 	r := startAppRelay(t)
 	const id = "45454545-2222-4333-8444-555555555555"
@@ -969,8 +970,10 @@ func TestAppStopsSubagent(t *testing.T) {
 	if eval[bool](t, ctx, shown) {
 		t.Fatal("a Stop button in a local session")
 	}
-	cli.announce(id, map[string]any{"mode": "remote", "status": "busy"})
+	cli.announce(id, map[string]any{"mode": "remote", "status": "busy", "tasks": []map[string]any{
+		{"subagent": sub, "description": "Count files", "lastTool": "Bash", "tokens": 1200, "toolUses": 3}}})
 	waitJS(t, ctx, "the Stop button", shown)
+	waitJS(t, ctx, "the subagent's progress", `document.querySelector('details.sub > .progress').textContent === 'Bash · 3 tools · 1.2k tokens'`)
 	// Clicked by script: on a phone-sized page the prompt box covers the
 	// end of the conversation until it scrolls.
 	eval[any](t, ctx, `document.querySelector('details.sub .sub-stop').click()`)

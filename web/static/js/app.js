@@ -9,7 +9,7 @@ import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } f
 import { keepCredential, openNotifications, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextCount, contextUse, toolName } from './view.js';
-import { ago, baseName, oneLine, shortPath } from './format.js';
+import { ago, baseName, oneLine, shortPath, tokens } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 import { listFilter } from './listfilter.js';
 import { findBar } from './find.js';
@@ -200,6 +200,12 @@ function cleanSession(s) {
   }
   if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
   if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
+  // What the running subagents do now (remote mode).
+  if (Array.isArray(raw.tasks)) {
+    info.tasks = raw.tasks.filter((t) => t && typeof t.subagent === 'string').slice(0, 16).map((t) => ({
+      subagent: t.subagent, lastTool: typeof t.lastTool === 'string' ? t.lastTool : '',
+      tokens: Number.isFinite(t.tokens) ? t.tokens : 0, toolUses: Number.isFinite(t.toolUses) ? t.toolUses : 0 }));
+  }
   // The context window's use as Claude counts it (remote mode).
   if (raw.context && Number.isFinite(raw.context.usedTokens) && Number.isFinite(raw.context.maxTokens) && raw.context.maxTokens > 0) {
     info.context = { usedTokens: raw.context.usedTokens, maxTokens: raw.context.maxTokens };
@@ -560,6 +566,11 @@ function sessionPage(id) {
     }
     const remote = i.mode === 'remote';
     main.dataset.mode = i.mode || ''; // what the stylesheet shows (a subagent's Stop)
+    for (const el of conv.querySelectorAll('details.sub > .progress')) el.textContent = '';
+    for (const t of i.tasks || []) {
+      const el = conv.querySelector('details.sub[data-sub="' + CSS.escape(t.subagent) + '"] > .progress');
+      if (el) el.textContent = [t.lastTool, t.toolUses ? t.toolUses + (t.toolUses === 1 ? ' tool' : ' tools') : '', t.tokens ? tokens(t.tokens) + ' tokens' : ''].filter(Boolean).join(' · ');
+    }
     // A recording (no machine ever announced it) cannot take prompts.
     const recording = app.listed && !i.mode;
     input.disabled = recording;

@@ -254,9 +254,11 @@ export class ConversationView {
     const stop = h('button', { class: 'sub-stop', type: 'button', 'aria-label': 'Stop this subagent',
       onclick: (e) => { e.preventDefault(); stop.disabled = true; this.opts.stopSub?.(s.id, stop); } }, icon('stop'), ' Stop');
     const body = h('div', { class: 'sub-body' });
+    // What Claude says the subagent does now (the app fills it in).
+    const progress = h('div', { class: 'progress' });
     const el = h('details', { class: 'sub', 'data-sub': s.id },
       h('summary', null, h('span', { class: 'sub-icon' }, icon('agent')), h('span', { class: 'sub-head' }, title, meta), status, icon('chevron', 'chev')),
-      activity, stop);
+      activity, progress, stop);
     const d = { el, status, title, meta, activity, stop, body: null };
     const fillIn = () => {
       if (d.body) return;
