@@ -43,6 +43,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if err := s.claim(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, claimRefused(f, err))
 			}
+			// The owner is known before any app sees what this frame
+			// brings: a command sent on seeing it finds the CLI.
+			fresh := s.setOwner(f.Session, me)
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
 				ferr.Ref = f.Ref
@@ -50,7 +53,6 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			ack.Ref = f.Ref
 			crashpoint.Hit(crashpoint.RelayCommitted)
-			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, ack); err != nil {
 				return err
 			}
@@ -95,6 +97,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			if err := s.claim(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, claimRefused(f, err))
 			}
+			// The owner is known before the apps hear of the session: a
+			// command sent on seeing it finds the CLI.
+			fresh := s.setOwner(f.Session, me)
 			// Only the summary is kept: it is all that lists send, it costs
 			// nothing to list, and the relay holds no more than it needs.
 			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
@@ -106,8 +111,8 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, e)
 			}
 			s.hub.sessionChanged(si)
+			s.told(f.Session)
 			s.pushAnnounced(ctx, si, f.Info)
-			fresh := s.setOwner(f.Session, me)
 			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
 				return err
 			}
@@ -148,6 +153,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 		}
 		if len(fresh) > 0 {
 			s.hub.publish(session, newPublished(session, fresh))
+			s.told(session)
 		}
 	})
 	s.observeStore("append", t0)

@@ -55,10 +55,20 @@ type routes struct {
 	// beforeDelivered, when set (tests), runs after a command is handed to
 	// a CLI and before "delivered" is recorded.
 	beforeDelivered atomic.Pointer[func(id string)]
+	// shown, when set (tests), runs when the apps are told of a session's
+	// announce or envelopes.
+	shown atomic.Pointer[func(session string)]
 }
 
 func newRoutes() routes {
 	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}}
+}
+
+// told runs the shown hook (tests).
+func (s *Server) told(session string) {
+	if hook := s.shown.Load(); hook != nil {
+		(*hook)(session)
+	}
 }
 
 // setOwner makes cli the owner of session (commands go to it from now on)

@@ -3,8 +3,10 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,5 +327,58 @@ func TestPeerQueueBounded(t *testing.T) {
 				t.Fatal("not dropped past the bound")
 			}
 		})
+	}
+}
+
+// An app that acts on a session as soon as a CLI's announce or envelopes
+// show it finds that CLI: the relay knows the owner before it tells the
+// apps (a permission-mode change sent on seeing the session was rejected
+// "no CLI is connected").
+func TestOwnerKnownBeforeAppsSeeSession(t *testing.T) {
+	r := startTestRelay(t)
+	var unowned atomic.Int64 // apps told of a session whose owner the relay did not know
+	hook := func(session string) {
+		r.relay.peersMu.Lock()
+		if r.relay.owners[session] == nil {
+			unowned.Add(1)
+		}
+		r.relay.peersMu.Unlock()
+	}
+	r.relay.shown.Store(&hook)
+	for i := range 30 {
+		session := fmt.Sprintf("5e55a001-0000-4000-8000-%012d", 100+i)
+		app := dial(t, r.srv, "/ws/app")
+		send(t, app, protocol.Frame{Type: protocol.FrameList})
+		recv(t, app) // the list, before the session exists
+		cli := dial(t, r.srv, "/ws/cli")
+		if i%2 == 0 {
+			send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: json.RawMessage(`{"mode":"remote","status":"idle"}`)})
+		} else {
+			e := protocol.Envelope{ID: protocol.DeriveID(session, "x"), Time: 1, Role: protocol.RoleUser, Ev: protocol.Event{T: protocol.KindText, Text: "hi"}}
+			b, _ := e.AppendJSON(nil)
+			send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: session, Envelopes: []json.RawMessage{b}})
+		}
+		for seen := false; !seen; {
+			f := recv(t, app)
+			for _, s := range f.Sessions {
+				seen = seen || s.ID == session
+			}
+		}
+		cmd := &protocol.Command{ID: protocol.New(), Kind: protocol.CommandPermissionMode, Mode: "plan"}
+		send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: cmd})
+		for {
+			f := recv(t, app)
+			if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == cmd.ID {
+				if f.Status == protocol.StatusRejected {
+					t.Fatalf("round %d: %s %s", i, f.Status, f.Message)
+				}
+				break
+			}
+		}
+		app.CloseNow()
+		cli.CloseNow()
+	}
+	if n := unowned.Load(); n > 0 {
+		t.Fatalf("apps were told of a session %d times before the relay knew its CLI", n)
 	}
 }
