@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -155,13 +156,21 @@ func TestRemoteLostAnswerNotRunTwice(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the command never reached the CLI")
 	}
-	// Claude takes the prompt; then the CLI dies, its answer unsent.
+	// Claude takes the prompt and the CLI records it done; then the CLI
+	// dies, its answer unsent.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		if b, _ := os.ReadFile(inlog); strings.Contains(string(b), "prompt only once") {
+		b, _ := os.ReadFile(inlog)
+		ledgers, _ := filepath.Glob(filepath.Join(state, "projects", "*", "commands.jsonl"))
+		done := false
+		for _, l := range ledgers {
+			lb, _ := os.ReadFile(l)
+			done = done || strings.Contains(string(lb), `{"id":"`+id+`","s":"done"}`)
+		}
+		if strings.Contains(string(b), "prompt only once") && done {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("Claude never got the prompt")
+			t.Fatalf("Claude never took the prompt (Claude's input %q)", b)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -240,6 +249,7 @@ func TestRemoteQueuedPromptsInOrder(t *testing.T) {
 	}
 	cli.Process.Signal(syscall.SIGTERM)
 	cli.Wait()
+	waitCLIGone(t, base, token, session) // else a prompt may go to the closing connection
 	const n = 50
 	ids := map[string]bool{}
 	for i := range n {
@@ -286,5 +296,32 @@ func TestRemoteQueuedPromptsInOrder(t *testing.T) {
 	}
 	if got := strings.Split(strings.TrimSpace(string(b)), "\n"); !slices.Equal(got, want) {
 		t.Fatalf("Claude got the prompts in another order:\n%s", b)
+	}
+}
+
+// waitCLIGone waits until the relay no longer counts a CLI connected for
+// session (it notices a closed connection a moment after the process ends).
+func waitCLIGone(t *testing.T, base, token, session string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, base+"/status?session="+session, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			CLI *bool `json:"cli"`
+		}
+		json.NewDecoder(res.Body).Decode(&a)
+		res.Body.Close()
+		if a.CLI != nil && !*a.CLI {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay still counts a CLI connected for %s", session)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the relay, with a deadline
 	}
 }
