@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -8,12 +9,7 @@ import (
 // The context meter in a session's header says how much of the window is
 // in use, and tiny usage reads "<1%", not "0%".
 func TestAppMeterTinyUsage(t *testing.T) {
-	r := startAppRelay(t)
-	id, _ := r.replay(t, corpus+smallSession)
-	cli := dialCLI(t, r)
-	ctx := newBrowser(t)
-	must(t, ctx, phone390())
-	r.open(t, ctx, id)
+	id, cli, ctx := meterSession(t)
 	for _, c := range []struct {
 		tokens int
 		want   string
@@ -29,14 +25,21 @@ func TestAppMeterTinyUsage(t *testing.T) {
 // Claude's own count of its context (get_context_usage, remote mode) wins
 // over the estimate from the last turn's usage.
 func TestAppMeterClaudesCount(t *testing.T) {
+	id, cli, ctx := meterSession(t)
+	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "usage": map[string]any{"input_tokens": 2000, "context_window": 200000},
+		"context": map[string]any{"usedTokens": 250000, "maxTokens": 1000000}})
+	waitJS(t, ctx, "the meter at Claude's count", `(() => { const m = document.querySelector('.meter');
+		return !m.hidden && m.querySelector('.meter-label').textContent === '25%' && m.title === "Context in use: 250k / 1.0M (Claude's count)"; })()`)
+}
+
+// meterSession opens a recorded session at phone size, with a CLI that can
+// announce its state.
+func meterSession(t *testing.T) (string, *fakeCLI, context.Context) {
 	r := startAppRelay(t)
 	id, _ := r.replay(t, corpus+smallSession)
 	cli := dialCLI(t, r)
 	ctx := newBrowser(t)
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
-	cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "usage": map[string]any{"input_tokens": 2000, "context_window": 200000},
-		"context": map[string]any{"usedTokens": 250000, "maxTokens": 1000000}})
-	waitJS(t, ctx, "the meter at Claude's count", `(() => { const m = document.querySelector('.meter');
-		return !m.hidden && m.querySelector('.meter-label').textContent === '25%' && m.title === "Context in use: 250k / 1.0M (Claude's count)"; })()`)
+	return id, cli, ctx
 }
