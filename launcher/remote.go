@@ -266,6 +266,12 @@ type Remote struct {
 	tasks map[string]string
 	// taskIDs names the task of each subagent in state.Tasks.
 	taskIDs map[string]string
+	// taskCalls is the Agent call of each subagent in tasks; stopping the
+	// calls of tasks ccrelay asked Claude to stop, and stash the end of
+	// such a task, held until its interruption line (beforeMessage).
+	taskCalls map[string]string
+	stopping  map[string]bool
+	stash     map[string][]*claude.Record
 	// Turns as Claude's own stream shows them: one opens on the first
 	// main-chain message after an idle result (a prompt's, or one Claude
 	// starts by itself after a background task) and closes on result.
@@ -317,6 +323,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 	}
 	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
 		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{}, tasks: map[string]string{}, taskIDs: map[string]string{},
+		taskCalls: map[string]string{}, stopping: map[string]bool{}, stash: map[string][]*claude.Record{},
 		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
 	if r.opts.ProjectDir == "" {
@@ -690,6 +697,8 @@ func waitsForUsage(m *claude.StreamMessage) bool {
 // dispatch handles m after the subagent records that come before it.
 // Called with mu held.
 func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
+	r.beforeMessage(m)
+	defer r.afterMessage(m)
 	for _, x := range extra {
 		r.q.Push(item{recs: r.conv.conversation(x)})
 	}
@@ -754,6 +763,13 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			r.trackTask(m.Subtype, m.System)
 			r.progress(m.Subtype, m.System)
 			if recs := r.conv.Convert(m); len(recs) > 0 {
+				if m.Subtype == claude.SystemTaskNotification && r.stopping[m.System.ToolUseID] {
+					// A task ccrelay stopped: Claude prints its
+					// interruption line after this; it goes first.
+					delete(r.stopping, m.System.ToolUseID)
+					r.stash[m.System.ToolUseID] = recs
+					return
+				}
 				// A background task ended: forwarded now, between turns
 				// too (seed 004).
 				r.q.Push(item{recs: recs})
@@ -1152,17 +1168,57 @@ func (r *Remote) trackTask(subtype string, sys *claude.System) {
 	case claude.SystemTaskStarted:
 		if sys.IsBackgrounded && sys.TaskID != "" && sys.ToolUseID != "" && len(r.tasks) < MaxTrackedTasks {
 			r.tasks[protocol.SubagentID(sys.ToolUseID)] = sys.TaskID
+			r.taskCalls[protocol.SubagentID(sys.ToolUseID)] = sys.ToolUseID
 		}
 	case claude.SystemTaskNotification:
 		delete(r.tasks, protocol.SubagentID(sys.ToolUseID))
+		delete(r.taskCalls, protocol.SubagentID(sys.ToolUseID))
 	case claude.SystemTaskUpdated:
 		if claude.TaskTerminal(sys.Patch.Status) {
 			for sub, id := range r.tasks {
 				if id == sys.TaskID {
-					delete(r.tasks, sub)
+					delete(r.tasks, sub) // its call stays until its notification
 				}
 			}
 		}
+	}
+}
+
+// beforeMessage sends the held end of a stopped background task before a
+// message that is not its interruption line (Claude's order, D22 aside: a
+// stopped subagent's "[Request interrupted by user]" comes after its
+// notification on stdout, before it in the transcript). Called with mu held.
+func (r *Remote) beforeMessage(m *claude.StreamMessage) {
+	if len(r.stash) == 0 {
+		return
+	}
+	switch {
+	case m.Record != nil && r.stash[m.Record.ParentToolUseID] != nil:
+		return // the stopped subagent's own line: afterMessage sends its end
+	case m.Record != nil, m.Type == claude.StreamResult, m.Type == claude.StreamSystem && m.Subtype == claude.SystemInit:
+		r.flushStash() // the conversation goes on: the end goes first
+	}
+	// Anything else (live deltas, control answers, background_tasks_changed
+	// and other notes) passes without sending it.
+}
+
+// afterMessage sends a stopped subagent's held end after its last line.
+// Called with mu held.
+func (r *Remote) afterMessage(m *claude.StreamMessage) {
+	if m.Record == nil || m.Record.ParentToolUseID == "" {
+		return
+	}
+	if recs := r.stash[m.Record.ParentToolUseID]; recs != nil {
+		delete(r.stash, m.Record.ParentToolUseID)
+		r.q.Push(item{recs: recs})
+	}
+}
+
+// flushStash sends every held end. Called with mu held.
+func (r *Remote) flushStash() {
+	for id, recs := range r.stash {
+		delete(r.stash, id)
+		r.q.Push(item{recs: recs})
 	}
 }
 
@@ -1175,6 +1231,9 @@ var ErrNoTask = errors.New("no such background subagent is running")
 func (r *Remote) StopTask(ctx context.Context, subagent string) error {
 	r.mu.Lock()
 	p, id := r.proc, r.tasks[subagent]
+	if p != nil && id != "" && len(r.stopping) < MaxTrackedTasks {
+		r.stopping[r.taskCalls[subagent]] = true
+	}
 	r.mu.Unlock()
 	if p == nil || id == "" {
 		return ErrNoTask
@@ -1343,6 +1402,7 @@ func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	}
 	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
 	r.state.Error = "Claude Code stopped: " + reason
+	r.flushStash()
 	if r.turnOpen {
 		// Nobody interrupted: the calls ended because Claude did.
 		if recs := r.conv.Closed(ExitedMidToolText(reason)); len(recs) > 0 {
@@ -1356,6 +1416,8 @@ func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
 	r.turnOpen, r.queued = false, 0
 	r.state.Tasks, r.taskIDs = nil, map[string]string{} // they ended with Claude
 	clear(r.tasks)
+	clear(r.taskCalls)
+	clear(r.stopping)
 	r.publish()
 }
 
@@ -1442,6 +1504,7 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.flushStash()
 	if r.turnOpen {
 		if recs := r.conv.Interrupted(); len(recs) > 0 {
 			r.q.Push(item{recs: recs})
