@@ -141,6 +141,16 @@ type Block struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// image
+	Source *ImageSource `json:"source"`
+}
+
+// ImageSource is where an image block's bytes are: inline base64 data
+// (type "base64") or a URL.
+type ImageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
 }
 
 // ErrNotObject is returned for lines that are valid JSON but not an object.
@@ -437,6 +447,8 @@ func parseBlock(it []byte) Block {
 			b.Content = v
 		case "is_error":
 			b.IsError = string(v) == "true"
+		case "source":
+			b.Source = parseSource(v)
 		}
 		return nil
 	})
@@ -444,6 +456,28 @@ func parseBlock(it []byte) Block {
 		return Block{Type: "invalid"}
 	}
 	return b
+}
+
+// parseSource reads an image block's source; nil if it is not an object.
+func parseSource(v []byte) *ImageSource {
+	if len(v) == 0 || v[0] != '{' {
+		return nil
+	}
+	src := &ImageSource{}
+	if eachKey(v, func(k, v []byte) error {
+		switch string(k) {
+		case "type":
+			src.Type = jsonStr(v)
+		case "media_type":
+			src.MediaType = jsonStr(v)
+		case "data":
+			src.Data = jsonStr(v)
+		}
+		return nil
+	}) != nil {
+		return nil
+	}
+	return src
 }
 
 func parseCompact(v []byte) *CompactBoundary {

@@ -702,9 +702,12 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 		m.lastPrompt = src
 		for i := range c.Blocks {
 			b := &c.Blocks[i]
-			if b.Type == "text" && b.Text != nil && strings.TrimSpace(*b.Text) != "" {
+			switch {
+			case b.Type == "text" && b.Text != nil && strings.TrimSpace(*b.Text) != "":
 				m.emitOwn(protocol.RoleUser, blockID(m.session, src, i, "text"), nil, r.UUID,
 					protocol.Event{T: protocol.KindText, Text: *b.Text})
+			case b.Type == "image":
+				m.image(r, src, i, b)
 			}
 		}
 		return
@@ -756,14 +759,23 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 		}
 	}
 	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}
+	var full []byte
 	if text := claude.ToolResultText(b.Content); text != "" {
 		preview, cut := Preview(text, protocol.MaxResultBytes)
 		ev.Result, ev.Truncated = &preview, cut
+		if cut {
+			// The relay keeps the whole text (up to a bound) beside the
+			// envelope, for "show all".
+			kept, _ := Preview(text, protocol.MaxFullResultBytes)
+			full = []byte(kept)
+			ev.Full = int64(len(full))
+		}
 	}
 	if !b.IsError && onlyResult(r) {
 		ev.Diff = diffOf(r)
 	}
 	m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "tool-call-end"), sub, "", ev)
+	m.out[len(m.out)-1].Blob = full
 }
 
 // onlyResult reports whether r holds a single tool_result block, so that

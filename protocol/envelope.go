@@ -68,6 +68,13 @@ type Envelope struct {
 	ClaudeUUID string // optional: the Claude record uuid of text-bearing envelopes
 	Usage      *Usage // optional
 	Ev         Event  // required
+
+	// Blob is content the relay keeps beside the envelope and gives an app
+	// on demand (the full text of a tool result whose preview was cut, an
+	// image's bytes), at most MaxBlobBytes. It is not part of the
+	// envelope's JSON: the CLI sends it with the envelope, the relay stores
+	// it under the envelope's id.
+	Blob []byte
 }
 
 // Event is the payload of an envelope, discriminated by T. Only the fields of
@@ -93,6 +100,7 @@ type Event struct {
 	Error       bool            // tool-call-end (D8)
 	Result      *string         // tool-call-end (D8): text preview, at most MaxResultBytes
 	Truncated   bool            // tool-call-end (D8): Result was cut
+	Full        int64           // tool-call-end (ccrelay): bytes of the full result the relay keeps (the envelope's blob); 0: none
 	Diff        *Diff           // tool-call-end (ccrelay): the file change an edit made
 
 	// file
@@ -205,6 +213,12 @@ func (e *Envelope) Validate() error {
 		}
 		if ev.Truncated && ev.Result == nil {
 			return invalid("tool-call-end truncated without result")
+		}
+		if ev.Full < 0 || ev.Full > MaxFullResultBytes {
+			return invalid("tool-call-end full %d is not within 0 to %d bytes", ev.Full, MaxFullResultBytes)
+		}
+		if ev.Full > 0 && !ev.Truncated {
+			return invalid("tool-call-end full without truncated")
 		}
 		if ev.Diff != nil {
 			if err := ev.Diff.validate(); err != nil {
@@ -348,6 +362,10 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 		}
 		if ev.Truncated {
 			b = append(b, `,"truncated":true`...)
+		}
+		if ev.Full > 0 {
+			b = append(b, `,"full":`...)
+			b = strconv.AppendInt(b, ev.Full, 10)
 		}
 		if ev.Diff != nil {
 			b = append(b, `,"diff":`...)
@@ -586,6 +604,13 @@ func (ev *Event) UnmarshalJSON(data []byte) error {
 				err = errors.Join(err, invalid("tool-call-end result is not a string"))
 			}
 			ev.Result = &s
+		}
+		if raw, ok := m["full"]; ok && !isNull(raw) {
+			var n int64
+			if json.Unmarshal(raw, &n) != nil {
+				err = errors.Join(err, invalid("tool-call-end full is not an integer"))
+			}
+			ev.Full = n
 		}
 		if raw, ok := m["diff"]; ok && !isNull(raw) {
 			var e error

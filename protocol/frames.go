@@ -20,6 +20,7 @@ const (
 	FrameList       = "list"       // the sessions, then their changes as they happen
 	FrameCommand    = "command"    // app → relay → CLI: a prompt, a permission answer, …
 	FrameVisibility = "visibility" // which session the app shows, and whether visibly (no push for it then)
+	FrameBlob       = "blob"       // app → relay: the blob of an envelope (Session, ID); relay → app: it (Blobs), or an error
 	// relay → app.
 	FrameSessions = "sessions"       // the list of sessions (answer to list)
 	FrameSession  = "session"        // one session changed (after list)
@@ -41,6 +42,12 @@ type Frame struct {
 	Session string `json:"session,omitempty"`
 	// Envelopes (FrameEnvelopes): raw envelope JSON, in order.
 	Envelopes []json.RawMessage `json:"envelopes,omitempty"`
+	// Blobs (FrameEnvelopes): the content kept beside envelopes of the
+	// batch (Envelope.Blob), at most one per envelope. FrameBlob (app ↔
+	// relay): the one asked for.
+	Blobs []Blob `json:"blobs,omitempty"`
+	// ID (FrameBlob): the envelope whose blob an app asks for.
+	ID string `json:"id,omitempty"`
 	// Acks (FrameAck): one per envelope of the batch, in order.
 	Acks []Ack `json:"acks,omitempty"`
 	// After (FrameSubscribe): send envelopes with a greater sequence number.
@@ -68,6 +75,13 @@ type Frame struct {
 	// Error (FrameError).
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// Blob is the content kept beside an envelope (Envelope.Blob). Data is
+// base64 (standard, padded) in JSON.
+type Blob struct {
+	ID   string `json:"id"`
+	Data []byte `json:"data"`
 }
 
 // Ack says an envelope is stored under Seq.

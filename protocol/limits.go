@@ -28,6 +28,14 @@ const (
 	// MaxResultMessageBytes bounds the message of a command result (a
 	// reason the CLI gives; Claude's last stderr lines fit).
 	MaxResultMessageBytes = 16 << 10
+	// MaxBlobBytes bounds the content the relay keeps beside one envelope
+	// (Envelope.Blob): an image of a prompt; a larger image is listed
+	// without its bytes.
+	MaxBlobBytes = 4 << 20
+	// MaxFullResultBytes bounds the full text of a tool result kept beside
+	// its tool-call-end (the blob behind "show all"): a longer result is
+	// kept to its first MaxFullResultBytes, cut on a UTF-8 boundary.
+	MaxFullResultBytes = 1 << 20
 	// MaxFieldBytes bounds the short fields of a command: a permission
 	// request id, a mode, a model name.
 	MaxFieldBytes = 256

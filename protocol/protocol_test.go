@@ -125,6 +125,15 @@ func TestValidateRejects(t *testing.T) {
 		{"subagent length 33", func(e *Envelope) { e.Subagent = "c" + strings.Repeat("a", 32) }},
 		{"turn-end canceled", func(e *Envelope) { e.Ev = Event{T: KindTurnEnd, Status: "canceled"} }},
 		{"turn-end without status", func(e *Envelope) { e.Ev = Event{T: KindTurnEnd} }},
+		{"full without truncated", func(e *Envelope) { r := "x"; e.Ev = Event{T: KindToolCallEnd, Call: "t", Result: &r, Full: 5} }},
+		{"negative full", func(e *Envelope) {
+			r := "x"
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Result: &r, Truncated: true, Full: -1}
+		}},
+		{"full over MaxFullResultBytes", func(e *Envelope) {
+			r := "x"
+			e.Ev = Event{T: KindToolCallEnd, Call: "t", Result: &r, Truncated: true, Full: MaxFullResultBytes + 1}
+		}},
 		{"tool-call-start without args", func(e *Envelope) {
 			e.Ev = Event{T: KindToolCallStart, Call: "t", Name: "Bash", Title: "x", Description: "x"}
 		}},
@@ -395,5 +404,28 @@ func TestCommandValidate(t *testing.T) {
 				t.Fatal("accepted")
 			}
 		})
+	}
+}
+
+func TestFullRoundTrip(t *testing.T) {
+	r := "head"
+	in := Envelope{ID: "ca", Time: 1, Role: RoleAgent, Turn: "ct", Ev: Event{T: KindToolCallEnd, Call: "t", Result: &r, Truncated: true, Full: 9000},
+		Blob: []byte("never in JSON")}
+	raw, err := in.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"truncated":true,"full":9000`) || strings.Contains(string(raw), "never") {
+		t.Fatalf("encoded %s", raw)
+	}
+	var out Envelope
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Ev.Full != 9000 || out.Validate() != nil {
+		t.Fatalf("decoded full %d, validate %v", out.Ev.Full, out.Validate())
+	}
+	if err := json.Unmarshal([]byte(`{"id":"ca","time":1,"role":"agent","ev":{"t":"tool-call-end","call":"t","result":"x","truncated":true,"full":"9"}}`), &out); err == nil {
+		t.Error("a full that is not an integer was taken")
 	}
 }
