@@ -505,7 +505,7 @@ func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
 	if c.Deleted(b.session) {
 		return c.box.ack(b.end)
 	}
-	ack, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameEnvelopes, Session: b.session, Envelopes: b.envelopes})
+	ack, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameEnvelopes, Session: b.session, Envelopes: b.envelopes, Blobs: b.blobs})
 	if err != nil {
 		return err
 	}

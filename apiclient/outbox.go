@@ -58,6 +58,9 @@ type entry struct {
 	Session  string          `json:"s"`
 	ID       string          `json:"i"`
 	Envelope json.RawMessage `json:"e"`
+	// Blob is the content the relay keeps beside the envelope
+	// (protocol.Envelope.Blob), if any.
+	Blob []byte `json:"b,omitempty"`
 }
 
 // header is the first line of a compacted log.
@@ -280,7 +283,7 @@ func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envel
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}
-		line, _ := json.Marshal(entry{Session: session, ID: envs[i].ID, Envelope: raw})
+		line, _ := json.Marshal(entry{Session: session, ID: envs[i].ID, Envelope: raw, Blob: envs[i].Blob})
 		buf = append(append(buf, line...), '\n')
 	}
 	return o.appendRaw(buf)
@@ -353,12 +356,13 @@ type batch struct {
 	session   string
 	envelopes []json.RawMessage
 	ids       []string
+	blobs     []protocol.Blob
 	end       int64 // log offset after the batch
 }
 
 // next reads the oldest unacknowledged run of one session, at most max
 // envelopes and, but for its first envelope, at most maxBytes of envelope
-// JSON; nil when everything is acknowledged. Lines it cannot read are
+// JSON and blobs; nil when everything is acknowledged. Lines it cannot read are
 // skipped (they would block everything behind them) and logged once each.
 func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 	o.mu.Lock()
@@ -369,7 +373,7 @@ func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 	}
 	r := bufio.NewReaderSize(io.NewSectionReader(o.log, from, size-from), 64<<10)
 	b := &batch{end: from}
-	n := 0 // bytes of envelope JSON in the batch
+	n := 0 // bytes of envelope JSON and blobs in the batch
 	for len(b.envelopes) < max {
 		line, err := r.ReadBytes('\n')
 		if len(line) == 0 && err != nil {
@@ -396,14 +400,18 @@ func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 		if e.Session != b.session {
 			break
 		}
-		if len(b.envelopes) > 0 && n+len(e.Envelope) > maxBytes {
+		size := len(e.Envelope) + len(e.Blob)*4/3
+		if len(b.envelopes) > 0 && n+size > maxBytes {
 			// Too large to join: it starts the next batch (read again
 			// from b.end).
 			break
 		}
 		b.envelopes = append(b.envelopes, e.Envelope)
 		b.ids = append(b.ids, e.ID)
-		n += len(e.Envelope)
+		if len(e.Blob) > 0 {
+			b.blobs = append(b.blobs, protocol.Blob{ID: e.ID, Data: e.Blob})
+		}
+		n += size
 		b.end += int64(len(line))
 		if errors.Is(err, io.EOF) {
 			break

@@ -86,6 +86,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 				}
 			})
 			return nil
+		case protocol.FrameBlob:
+			return s.sendBlob(ctx, c, f)
 		case protocol.FrameSubscribe:
 			if err := checkSession(f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("bad-subscribe", "%v", err))
@@ -120,6 +122,36 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	})
 	cancel()
 	s.closeStatus(c, err)
+}
+
+// sendBlob answers an app's FrameBlob with what is kept beside the
+// envelope it names, in a session of the app's owner (the answer carries
+// the frame's ref back).
+func (s *Server) sendBlob(ctx context.Context, c *websocket.Conn, f protocol.Frame) error {
+	refuse := func(code, format string, args ...any) error {
+		e := errorFrame(code, format, args...)
+		e.Ref, e.Session, e.ID = f.Ref, f.Session, f.ID
+		return writeFrame(ctx, c, e)
+	}
+	if err := checkSession(f.Session); err != nil {
+		return refuse("bad-blob", "%v", err)
+	}
+	if !protocol.IsCuid(f.ID) {
+		return refuse("bad-blob", "envelope id %q is not a cuid2", clip(f.ID, 40))
+	}
+	if err := s.mine(ctx, f.Session); err != nil {
+		return refuse("not-found", "no session %s for this token", f.Session)
+	}
+	data, err := s.store.Blob(ctx, f.Session, f.ID)
+	switch {
+	case errors.Is(err, ErrNoBlob):
+		return refuse("not-found", "nothing is kept beside envelope %s", f.ID)
+	case err != nil:
+		s.storeFailed("read blob", f.Session, err)
+		return refuse("store", "the relay's store failed")
+	}
+	return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameBlob, Ref: f.Ref, Session: f.Session, ID: f.ID,
+		Blobs: []protocol.Blob{{ID: f.ID, Data: data}}})
 }
 
 // App liveness (docs/protocol.md, "Liveness and status"). Browsers do not

@@ -44,10 +44,12 @@ type Stored struct {
 	Body json.RawMessage
 }
 
-// Item is an envelope to append: its id and its JSON.
+// Item is an envelope to append: its id, its JSON and the blob kept
+// beside it (protocol.Envelope.Blob), if any.
 type Item struct {
 	ID   string
 	Body []byte
+	Blob []byte
 }
 
 // commandsTable: commands are keyed by owner, session and id, so that an id
@@ -84,6 +86,18 @@ CREATE TABLE IF NOT EXISTS envelopes (
 	PRIMARY KEY (session, seq),
 	UNIQUE (session, id)
 ) WITHOUT ROWID;
+` + blobsTable
+
+// blobsTable holds what is kept beside an envelope (a cut tool result's
+// full text, a prompt's image), stored with the envelope and read only
+// when an app asks. A rowid table: large rows do not belong in a WITHOUT
+// ROWID table's b-tree.
+const blobsTable = `CREATE TABLE IF NOT EXISTS blobs (
+	session TEXT NOT NULL,
+	id      TEXT NOT NULL,
+	data    BLOB NOT NULL,
+	UNIQUE (session, id)
+);
 `
 
 // OpenStore opens (creating if needed) the database at path. The database
@@ -217,6 +231,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items 
 		return nil, err
 	}
 	defer ins.Close()
+	var insBlob *sql.Stmt // prepared on the first blob
 	out := make([]Appended, len(items))
 	next := last
 	for i, it := range items {
@@ -238,6 +253,17 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items 
 		}
 		if _, err := ins.ExecContext(ctx, session, next, it.ID, it.Body); err != nil {
 			return nil, err
+		}
+		if len(it.Blob) > 0 {
+			if insBlob == nil {
+				if insBlob, err = tx.PrepareContext(ctx, `INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`); err != nil {
+					return nil, err
+				}
+				defer insBlob.Close()
+			}
+			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
+				return nil, err
+			}
 		}
 		out[i] = Appended{Seq: next, New: true}
 	}
@@ -296,6 +322,22 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 		out = append(out, st)
 	}
 	return out, rows.Err()
+}
+
+// ErrNoBlob is returned by Blob when nothing is kept beside an envelope.
+var ErrNoBlob = errors.New("no blob")
+
+// Blob returns what is kept beside envelope id of session, or ErrNoBlob.
+func (s *Store) Blob(ctx context.Context, session, id string) ([]byte, error) {
+	var data []byte
+	err := s.r.QueryRowContext(ctx, `SELECT data FROM blobs WHERE session = ? AND id = ?`, session, id).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNoBlob
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read blob %s/%s: %w", session, id, err)
+	}
+	return data, nil
 }
 
 // LastSeq is the highest sequence number of session (0 when none).
@@ -633,6 +675,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 	}
 	for _, q := range []string{
 		`DELETE FROM envelopes WHERE session = ?`,
+		`DELETE FROM blobs WHERE session = ?`,
 		`DELETE FROM commands WHERE session = ?`,
 		`DELETE FROM sessions WHERE id = ?`,
 	} {
@@ -694,6 +737,7 @@ func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) 
 	for _, si := range gone {
 		for _, q := range []string{
 			`DELETE FROM envelopes WHERE session = ?`,
+			`DELETE FROM blobs WHERE session = ?`,
 			`DELETE FROM commands WHERE session = ?`,
 			`DELETE FROM sessions WHERE id = ?`,
 		} {

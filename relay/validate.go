@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -61,6 +62,7 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 		return nil, &e
 	}
 	items := make([]Item, len(f.Envelopes))
+	envs := make([]protocol.Envelope, len(f.Envelopes))
 	for i, raw := range f.Envelopes {
 		if len(raw) > protocol.MaxEnvelopeBytes {
 			e := errorFrame("bad-envelope", "envelope %d is %d bytes, more than %d", i, len(raw), protocol.MaxEnvelopeBytes)
@@ -76,8 +78,56 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 			return nil, &e
 		}
 		items[i] = Item{ID: env.ID, Body: raw}
+		envs[i] = env
+	}
+	if len(f.Blobs) > len(f.Envelopes) {
+		e := errorFrame("bad-batch", "%d blobs for %d envelopes", len(f.Blobs), len(f.Envelopes))
+		return nil, &e
+	}
+	for _, b := range f.Blobs {
+		i := slices.IndexFunc(items, func(it Item) bool { return it.ID == b.ID })
+		if i < 0 || items[i].Blob != nil {
+			e := errorFrame("bad-batch", "blob %q is not for one envelope of the batch", clip(b.ID, 40))
+			return nil, &e
+		}
+		if err := checkBlob(&envs[i], b.Data); err != nil {
+			e := errorFrame("bad-envelope", "envelope %d: blob: %v", i, err)
+			return nil, &e
+		}
+		items[i].Blob = b.Data
 	}
 	return items, nil
+}
+
+// BlobImageTypes are the types of image a file envelope's blob may be: the
+// app shows them as images (docs/protocol.md, "Blobs").
+var BlobImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// checkBlob checks that env declares the blob it comes with: a
+// tool-call-end's full result (valid UTF-8, as long as its full says), or a
+// file envelope's image (its ref is its own id, its size and type say
+// what the blob is).
+func checkBlob(env *protocol.Envelope, data []byte) error {
+	switch ev := &env.Ev; ev.T {
+	case protocol.KindToolCallEnd:
+		if int64(len(data)) != ev.Full || ev.Full == 0 {
+			return fmt.Errorf("%d bytes, but the envelope's full says %d", len(data), ev.Full)
+		}
+		return protocol.CheckUTF8(data)
+	case protocol.KindFile:
+		switch {
+		case ev.Ref != env.ID:
+			return fmt.Errorf("the file's ref is not its envelope's id")
+		case ev.Size == nil || int64(len(data)) != *ev.Size:
+			return fmt.Errorf("%d bytes, but the file's size says otherwise", len(data))
+		case len(data) > protocol.MaxBlobBytes:
+			return fmt.Errorf("%d bytes, more than %d", len(data), protocol.MaxBlobBytes)
+		case !slices.Contains(BlobImageTypes, ev.MimeType):
+			return fmt.Errorf("type %q is not an image type the relay keeps", clip(ev.MimeType, 40))
+		}
+		return nil
+	}
+	return fmt.Errorf("a %s envelope has no blob", env.Ev.T)
 }
 
 // checkInfo validates an announced session description: a JSON object of
