@@ -488,7 +488,9 @@ function sessionPage(id) {
   function viewOpts(minBlocks = 0) {
     return { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode, loadEarlier, minBlocks,
       // A running subagent of a remote session can be stopped alone.
-      stopSub: (sub, btn) => command({ kind: 'stop-task', subagent: sub }, 'Stop subagent', () => { btn.disabled = false; }) };
+      stopSub: (sub, btn) => command({ kind: 'stop-task', subagent: sub }, 'Stop subagent', () => { btn.disabled = false; }),
+      // What the relay keeps beside an envelope: a full tool result, a prompt's image.
+      fetchBlob: (envID) => app.conn.fetchBlob(id, envID) };
   }
 
   // loadEarlier fetches, on a socket of its own, the envelopes before the

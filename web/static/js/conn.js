@@ -15,6 +15,8 @@ const V = 1;
 // the browser cannot read (a text frame that is not UTF-8 fails the whole
 // connection): the caller is told, to skip past it.
 export const STUCK_TRIES = 3;
+/** BLOB_TIMEOUT_MS: how long fetchBlob waits for the relay's answer. */
+export const BLOB_TIMEOUT_MS = 30000;
 // "Right after": within this many milliseconds of subscribing.
 export const STUCK_WINDOW_MS = 3000;
 
@@ -96,6 +98,7 @@ export class Connection extends EventTarget {
     this.lastMessage = 0;
     this.subscription = null; // {session, after: () => number}
     this.pending = new Map(); // command id -> command frame, resent on reconnect until answered
+    this.blobs = new Map(); // ref -> waiter of fetchBlob
     this.stopped = false;
     this.stuck = 0; // connections in a row that died right after subscribing
     this.sent = null; // {ws, session, after, at}: a subscribe sent, until its first frame
@@ -157,6 +160,7 @@ export class Connection extends EventTarget {
       if (!f || typeof f !== 'object' || Array.isArray(f) || typeof f.type !== 'string') { this.bad('a frame without a type', e.data); return; }
       if (f.v !== V) { this.bad('a frame of protocol version ' + String(f.v).slice(0, 10), e.data); return; }
       if (f.type === 'heartbeat') return;
+      if ((f.type === 'blob' || f.type === 'error') && typeof f.ref === 'string' && this.blobs.has(f.ref)) { this.blobAnswer(f); return; }
       if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
       this.dispatchEvent(new CustomEvent('frame', { detail: f }));
@@ -403,6 +407,29 @@ export class Connection extends EventTarget {
     const { session, after } = this.subscription;
     const a = after();
     if (this.send({ type: 'subscribe', session, after: a })) this.sent = { ws: this.ws, session, after: a, at: Date.now() };
+  }
+
+  /**
+   * fetchBlob asks the relay for what it keeps beside an envelope (a tool
+   * result's full text, a prompt's image): it resolves to the base64 of its
+   * bytes, or rejects with the relay's reason, or after BLOB_TIMEOUT_MS.
+   */
+  fetchBlob(session, id) {
+    const ref = 'blob-' + newID();
+    return new Promise((resolve, reject) => {
+      if (!this.send({ type: 'blob', ref, session, id })) { reject(new Error('not connected to the relay')); return; }
+      const timer = setTimeout(() => { this.blobs.delete(ref); reject(new Error('the relay did not answer')); }, BLOB_TIMEOUT_MS);
+      this.blobs.set(ref, { resolve, reject, timer, id });
+    });
+  }
+
+  blobAnswer(f) {
+    const w = this.blobs.get(f.ref);
+    this.blobs.delete(f.ref);
+    clearTimeout(w.timer);
+    const b = Array.isArray(f.blobs) ? f.blobs[0] : null;
+    if (f.type === 'blob' && b && b.id === w.id && typeof b.data === 'string') w.resolve(b.data);
+    else w.reject(new Error(typeof f.message === 'string' ? f.message.slice(0, 300) : 'the relay keeps nothing for it'));
   }
 
   /** command sends a command (with a fresh id) and returns its id. */

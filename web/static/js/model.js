@@ -111,6 +111,9 @@ export class SessionModel {
         tool.status = ev.error ? 'failed' : 'done';
         tool.result = ev.result;
         tool.truncated = !!ev.truncated;
+        // The relay keeps the full result (ev.full bytes) under this envelope's id.
+        tool.full = Number.isSafeInteger(ev.full) && ev.full > 0 ? ev.full : 0;
+        tool.endId = env.id;
         tool.end = env.time;
         ch.push({ op: 'update', target: tool });
         break;

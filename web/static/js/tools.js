@@ -254,8 +254,7 @@ R.Read = {
     const text = lines.map((l) => l.text).join('\n');
     const gutter = lines.map((l) => l.n).join('\n');
     return [h('div', { class: 'label', text: `${lines.length} line${lines.length === 1 ? '' : 's'} (${lines[0].n}–${lines[lines.length - 1].n})` }),
-      copyable(h('div', { class: 'file-lines' }, h('pre', { class: 'gutter', 'aria-hidden': 'true', text: gutter }), code(text, lang, 'file-content')), 'Copy lines', text),
-      t.truncated ? h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' }) : null];
+      copyable(h('div', { class: 'file-lines' }, h('pre', { class: 'gutter', 'aria-hidden': 'true', text: gutter }), code(text, lang, 'file-content')), 'Copy lines', text)];
   },
 };
 
@@ -538,8 +537,22 @@ export function toolInput(name, args, ctx = {}, t = null) {
   return h('div', { class: 'tool-input generic' }, genericInput(a));
 }
 
+/**
+ * previewNote says a result is a preview; when the relay keeps the whole
+ * result, a button fetches it (ctx.showAll) and the card is drawn again
+ * with it.
+ */
+function previewNote(t, ctx) {
+  if (!t.truncated) return null;
+  if (!(t.full > 0) || !ctx?.showAll) return h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' });
+  const size = t.full >= 1 << 20 ? (t.full / (1 << 20)).toFixed(1) + ' MB' : Math.ceil(t.full / 1024) + ' KB';
+  const btn = h('button', { class: 'show-all', type: 'button', text: t.fullError ? 'Try again' : `Show all ${size}`,
+    onclick: () => { btn.disabled = true; btn.textContent = 'Loading…'; ctx.showAll(t); } });
+  return h('div', { class: 'meta preview-note' }, t.fullError ? `Could not load the whole result: ${t.fullError}. ` : 'Preview: the first 4 KB. ', btn);
+}
+
 /** toolBody renders a card's body: the input, then the result. */
-export function toolBody(t, model) {
+export function toolBody(t, model, ctx) {
   const parts = [toolInput(t.name, t.args, { model }, t)];
   const r = rendererOf(t.name);
   let res = null;
@@ -547,7 +560,7 @@ export function toolBody(t, model) {
     try { res = r.result(t); } catch (e) { console.error(e); res = null; }
   }
   parts.push(...(res || genericResult(t)));
-  if (t.truncated && !(res && res.length && t.name === 'Read')) parts.push(h('div', { class: 'meta', text: 'Preview: the first 4 KB of the result.' }));
+  parts.push(previewNote(t, ctx));
   if (t.end && t.start) parts.push(h('div', { class: 'meta', text: 'Took ' + duration(t.end - t.start) }));
   return parts.filter(Boolean);
 }

@@ -12,6 +12,24 @@ import { copyButton } from './copy.js';
 
 const CHUNK = 60; // rows rendered at a time
 
+/** IMAGE_TYPES are the images a prompt may show (the relay keeps no other type). */
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
+/** MAX_BLOB_BYTES is protocol.MaxBlobBytes: larger images are not kept. */
+const MAX_BLOB_BYTES = 4 << 20;
+
+function sizeText(n) {
+  if (!(n >= 0)) return '?';
+  return n >= 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MB' : Math.max(1, Math.round(n / 1024)) + ' KB';
+}
+
+/** decodeText turns base64 of UTF-8 into text. */
+function decodeText(b64) {
+  const bin = atob(b64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new TextDecoder().decode(bytes);
+}
+
 export class ConversationView {
   constructor(model, root, opts = {}) {
     this.model = model;
@@ -88,7 +106,7 @@ export class ConversationView {
     if (b.kind === 'user') {
       const ev = b.env.ev;
       const bubble = ev.t === 'file'
-        ? h('div', { class: 'bubble file' }, icon('terminal'), ' ', ev.name)
+        ? this.image(ev, b.env.id)
         : h('div', { class: 'bubble', text: ev.text });
       if (ev.t === 'text' && ((ev.text || '').length > 700 || (ev.text || '').split('\n').length > 12)) {
         bubble.classList.add('clamped');
@@ -242,7 +260,38 @@ export class ConversationView {
   }
 
   fillTool(t, body) {
-    body.replaceChildren(...toolBody(t, this.model));
+    body.replaceChildren(...toolBody(t, this.model, this.opts.fetchBlob ? { showAll: (x) => this.showAll(x) } : null));
+  }
+
+  /** showAll fetches a tool's full result from the relay and draws the card again with it. */
+  async showAll(t) {
+    try {
+      const text = decodeText(await this.opts.fetchBlob(t.endId));
+      t.result = text;
+      t.truncated = false;
+      t.fullError = '';
+    } catch (e) {
+      t.fullError = String(e?.message || e);
+    }
+    this.updateTool(t);
+  }
+
+  /** image draws a prompt's image (a file envelope) once the relay sends its bytes. */
+  image(ev, id) {
+    const w = ev.image?.width > 0 ? ev.image.width : 0;
+    const hh = ev.image?.height > 0 ? ev.image.height : 0;
+    const label = `${ev.name} (${sizeText(ev.size)}${w ? `, ${w}×${hh}` : ''})`;
+    const fig = h('figure', { class: 'bubble image' }, h('figcaption', { class: 'meta', text: label }));
+    if (!IMAGE_TYPES.includes(ev.mimeType) || !this.opts.fetchBlob) return fig;
+    if (!(ev.size <= MAX_BLOB_BYTES)) { fig.append(h('div', { class: 'meta', text: 'Too large for the relay to keep.' })); return fig; }
+    const img = h('img', { alt: 'Image attached to the prompt: ' + ev.name, decoding: 'async' });
+    if (w) { img.width = w; img.height = hh; }
+    fig.prepend(img);
+    this.opts.fetchBlob(id).then((b64) => { img.src = `data:${ev.mimeType};base64,${b64}`; }, (e) => {
+      img.remove();
+      fig.append(h('div', { class: 'meta', text: 'Could not load the image: ' + String(e?.message || e) }));
+    });
+    return fig;
   }
 
   sub(s) {
