@@ -209,6 +209,14 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 	return p.appendTo(ctx, session, envs)
 }
 
+// OpenTurn is the id of the session's open turn, or "".
+func (p *Pipeline) OpenTurn(session string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, m := p.mapperFor(session)
+	return m.Turn()
+}
+
 // CloseTurn ends the open turn of one session with status.
 func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protocol.TurnStatus, nowMS int64) error {
 	p.mu.Lock()

@@ -54,9 +54,14 @@ type SessionState struct {
 	Model          string              `json:"model,omitempty"`
 	PermissionMode string              `json:"permissionMode,omitempty"`
 	Permissions    []PermissionRequest `json:"permissions,omitempty"`
-	// Usage and CostUSD of the last finished turn (Claude's result).
+	// Usage of the last finished turn and CostUSD, the running total of the
+	// Claude process (Claude's result).
 	Usage   json.RawMessage `json:"usage,omitempty"`
 	CostUSD float64         `json:"costUsd,omitempty"`
+	// TurnCosts is what each of the last MaxTurnCosts turns cost, by turn
+	// id, oldest first: the difference between Claude's running totals at
+	// its end and at the end of the turn before.
+	TurnCosts []TurnCost `json:"turnCosts,omitempty"`
 	// Error says why Claude could not start or stopped, until the next
 	// prompt.
 	Error string `json:"error,omitempty"`
@@ -69,6 +74,20 @@ type SessionState struct {
 	// Context is the context window's use after the last turn, as Claude
 	// counts it (get_context_usage; remote mode, when Claude offers it).
 	Context *ContextUsage `json:"context,omitempty"`
+}
+
+// MaxTurnCosts bounds the turns whose cost the state carries.
+const MaxTurnCosts = 64
+
+// TurnCost is what one turn cost, in US dollars as Claude counts it.
+type TurnCost struct {
+	Turn string  `json:"turn"`
+	USD  float64 `json:"usd"`
+}
+
+// turnFeed is a Feed that can say which turn is open (the Pipeline).
+type turnFeed interface {
+	OpenTurn(session string) string
 }
 
 // TaskProgress is a running subagent's progress.
@@ -252,6 +271,13 @@ type Remote struct {
 	log    *slog.Logger
 	conv   *Converter
 	q      *queue.Queue[item]
+	// sent is the last state told, owned by deliver (the queue runs one
+	// deliver at a time).
+	sent *SessionState
+	// costs are the costs of the last turns, added by deliver once the
+	// turn's end is stored; costMu is taken after mu, never before.
+	costMu sync.Mutex
+	costs  []TurnCost
 	files  *subFiles // owned by the reader goroutine
 
 	mu      sync.Mutex
@@ -302,6 +328,7 @@ type item struct {
 	note   string // a service message of our own
 	source string // the note's identity
 	close  protocol.TurnStatus
+	cost   float64 // with close: what the turn cost (USD), 0 when unknown
 	time   int64
 	state  *SessionState // the session's state, told to the app in turn
 }
@@ -378,6 +405,9 @@ func (r *Remote) State() SessionState {
 
 func (r *Remote) snapshot() SessionState {
 	st := r.state
+	r.costMu.Lock()
+	st.TurnCosts = slices.Clone(r.costs)
+	r.costMu.Unlock()
 	st.Permissions = nil
 	for _, p := range r.pending {
 		st.Permissions = append(st.Permissions, *p)
@@ -415,9 +445,29 @@ func (r *Remote) deliver(items []item) {
 		case it.note != "":
 			err = r.feed.Note(ctx, r.id, it.source, it.note, it.time)
 		case it.close != "":
+			turn := ""
+			if tf, ok := r.feed.(turnFeed); ok && it.cost > 0 {
+				turn = tf.OpenTurn(r.id)
+			}
 			err = r.feed.CloseTurn(ctx, r.id, it.close, it.time)
+			if err == nil && turn != "" {
+				r.costMu.Lock()
+				r.costs = append(r.costs, TurnCost{Turn: turn, USD: it.cost})
+				if len(r.costs) > MaxTurnCosts {
+					r.costs = slices.Delete(r.costs, 0, len(r.costs)-MaxTurnCosts)
+				}
+				costs := slices.Clone(r.costs)
+				r.costMu.Unlock()
+				if r.events != nil && r.sent != nil {
+					st := *r.sent
+					st.TurnCosts = costs
+					r.events.State(r.id, st)
+				}
+			}
 		case it.state != nil:
-			r.events.State(r.id, *it.state)
+			st := *it.state
+			r.sent = &st
+			r.events.State(r.id, st)
 		}
 		if err != nil {
 			r.log.Error("remote: could not store what Claude did", "session", r.id, "err", err)
@@ -955,6 +1005,12 @@ func (r *Remote) result(res *claude.Result) {
 	if len(res.Usage) > 0 && string(res.Usage) != "null" {
 		r.state.Usage = append(json.RawMessage(nil), res.Usage...)
 	}
+	// Claude reports the running total of its process: a turn's cost is
+	// the difference (a new process starts again from 0).
+	cost := res.TotalCostUSD - r.state.CostUSD
+	if res.TotalCostUSD < r.state.CostUSD {
+		cost = res.TotalCostUSD
+	}
 	r.state.CostUSD = res.TotalCostUSD
 	status := protocol.StatusCompleted
 	switch {
@@ -980,7 +1036,7 @@ func (r *Remote) result(res *claude.Result) {
 	}
 	r.pending = kept
 	r.publish() // the usage, before the turn-end
-	r.q.Push(item{close: status, time: time.Now().UnixMilli()})
+	r.q.Push(item{close: status, time: time.Now().UnixMilli(), cost: cost})
 	r.q.Flush()
 	r.turnOpen, r.interrupted = false, false
 	r.publish()

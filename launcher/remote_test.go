@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -598,4 +599,32 @@ func TestRemoteTaskProgress(t *testing.T) {
 	rig.until("the first turn", has("TE(completed)", 1))
 	rig.prompt("next")
 	rig.untilState("the progress gone", func(s SessionState) bool { return len(s.Tasks) == 0 && s.Status == StatusIdle })
+}
+
+// Claude reports a running total (total_cost_usd) at each result; the
+// state carries what each turn cost, by its turn id.
+func TestRemoteTurnCosts(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(map[string]any{"text": "one"}),
+		steps(map[string]any{"text": "two"}),
+	}}, RemoteOptions{})
+	rig.prompt("first")
+	rig.until("first turn end", has("TE(completed)", 1))
+	rig.prompt("second")
+	rig.until("second turn end", has("TE(completed)", 2))
+	st := rig.untilState("two turn costs", func(s SessionState) bool { return len(s.TurnCosts) == 2 })
+	var turns []string
+	for _, e := range rig.checkTurns() {
+		if e.Ev.T == protocol.KindTurnEnd {
+			turns = append(turns, e.Turn)
+		}
+	}
+	for i, c := range st.TurnCosts {
+		if c.Turn != turns[i] || math.Abs(c.USD-0.0012) > 1e-9 {
+			t.Errorf("turn cost %d = %+v, want turn %s and 0.0012 (the running totals were 0.0012 and 0.0024)", i, c, turns[i])
+		}
+	}
+	if math.Abs(st.CostUSD-0.0024) > 1e-9 {
+		t.Errorf("costUsd %v, want the running total 0.0024", st.CostUSD)
+	}
 }

@@ -631,3 +631,25 @@ func TestSummaryInfoRateLimit(t *testing.T) {
 		t.Fatalf("%d bytes", len(out))
 	}
 }
+
+func TestSummaryInfoTurnCosts(t *testing.T) {
+	var costs []string
+	for i := range 70 {
+		costs = append(costs, fmt.Sprintf(`{"turn":%q,"usd":%g}`, protocol.DeriveID("t", fmt.Sprint(i)), float64(i)/1000))
+	}
+	costs = append(costs, `{"turn":"Not-A-Cuid","usd":1}`, `{"turn":"cabc","usd":-1}`)
+	out := summaryInfo(json.RawMessage(`{"turnCosts":[` + strings.Join(costs, ",") + `]}`))
+	var got struct {
+		TurnCosts []struct {
+			Turn string  `json:"turn"`
+			USD  float64 `json:"usd"`
+		} `json:"turnCosts"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	// The last 64 of the 72 are looked at; the two bad ones are dropped.
+	if len(got.TurnCosts) != summaryTurnCosts-2 || got.TurnCosts[0].Turn != protocol.DeriveID("t", "8") || got.TurnCosts[0].USD != 0.008 {
+		t.Fatalf("%d turn costs, first %+v", len(got.TurnCosts), got.TurnCosts[0])
+	}
+}

@@ -171,6 +171,10 @@ const (
 
 var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}
 
+// summaryTurnCosts bounds the turn costs that lists carry (the last ones;
+// launcher.MaxTurnCosts).
+const summaryTurnCosts = 64
+
 // summaryTasks bounds the subagents' progress that lists carry.
 const summaryTasks = 16
 
@@ -206,6 +210,20 @@ func summaryInfo(info json.RawMessage) json.RawMessage {
 	}
 	if json.Unmarshal(m["context"], &cu) == nil && cu.MaxTokens > 0 && cu.UsedTokens >= 0 {
 		out["context"] = map[string]any{"usedTokens": cu.UsedTokens, "maxTokens": cu.MaxTokens}
+	}
+	// What each of the last turns cost (remote mode), bounded.
+	var costs []struct {
+		Turn string  `json:"turn"`
+		USD  float64 `json:"usd"`
+	}
+	if json.Unmarshal(m["turnCosts"], &costs) == nil && len(costs) > 0 {
+		list := []map[string]any{}
+		for _, c := range costs[max(0, len(costs)-summaryTurnCosts):] {
+			if protocol.IsCuid(c.Turn) && c.USD >= 0 && c.USD < 1e6 {
+				list = append(list, map[string]any{"turn": c.Turn, "usd": c.USD})
+			}
+		}
+		out["turnCosts"] = list
 	}
 	// What the running subagents do now (remote mode), bounded.
 	var tasks []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,24 @@ func meterSession(t *testing.T) (string, *fakeCLI, context.Context) {
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
 	return id, cli, ctx
+}
+
+// A turn's footer says what it cost once the CLI tells (remote mode's
+// turnCosts), and changes when the cost does.
+func TestAppTurnFooterCost(t *testing.T) {
+	id, cli, ctx := meterSession(t)
+	cli.envelopes(id, turn("co", "what did it cost", "Little.")...)
+	turns := []string{"ctco"}
+	waitJS(t, ctx, "the new turn completed", `document.querySelector('.blocks > .turn[data-turn="ctco"][data-status="completed"]') !== null`)
+	footer := fmt.Sprintf(`document.querySelector('.blocks > .turn[data-turn=%q] .turn-end .meta')?.textContent || ''`, turns[0])
+	if got := eval[string](t, ctx, footer); strings.Contains(got, "$") {
+		t.Fatalf("a cost before any is known: %q", got)
+	}
+	for _, c := range []struct {
+		usd  float64
+		want string
+	}{{0.0012, "$0.0012"}, {1.5, "$1.50"}} {
+		cli.announce(id, map[string]any{"mode": "remote", "status": "idle", "turnCosts": []map[string]any{{"turn": turns[0], "usd": c.usd}}})
+		waitJS(t, ctx, "the footer says "+c.want, fmt.Sprintf(`(%s).endsWith(%q)`, footer, " · "+c.want))
+	}
 }

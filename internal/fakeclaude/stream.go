@@ -119,6 +119,7 @@ type streamer struct {
 	model      string // as set_model left it
 	permMode   string
 	lastUUID   string
+	cost       float64 // total_cost_usd so far: Claude reports the process's running total
 }
 
 func runStream(session string, transcript *os.File, path, model, permMode string) error {
@@ -331,8 +332,9 @@ func (s *streamer) text(t, parent, agentID string) {
 }
 
 func (s *streamer) result(subtype, terminal string, origin map[string]any) {
+	s.cost += 0.0012
 	m := map[string]any{"type": "result", "subtype": subtype, "is_error": subtype != "success", "terminal_reason": terminal,
-		"uuid": claude.NewSessionID(), "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}, "total_cost_usd": 0.0012}
+		"uuid": claude.NewSessionID(), "usage": map[string]any{"input_tokens": 10, "output_tokens": 5}, "total_cost_usd": s.cost}
 	if origin != nil {
 		m["origin"] = origin
 	}

@@ -206,6 +206,10 @@ function cleanSession(s) {
       subagent: t.subagent, lastTool: typeof t.lastTool === 'string' ? t.lastTool : '',
       tokens: Number.isFinite(t.tokens) ? t.tokens : 0, toolUses: Number.isFinite(t.toolUses) ? t.toolUses : 0 }));
   }
+  // What each of the last turns cost (remote mode): turn id -> US dollars.
+  if (Array.isArray(raw.turnCosts)) {
+    info.turnCosts = new Map(raw.turnCosts.filter((c) => c && typeof c.turn === 'string' && Number.isFinite(c.usd) && c.usd >= 0).slice(-64).map((c) => [c.turn, c.usd]));
+  }
   // The context window's use as Claude counts it (remote mode).
   if (raw.context && Number.isFinite(raw.context.usedTokens) && Number.isFinite(raw.context.maxTokens) && raw.context.maxTokens > 0) {
     info.context = { usedTokens: raw.context.usedTokens, maxTokens: raw.context.maxTokens };
@@ -489,6 +493,8 @@ function sessionPage(id) {
     return { onGrow: () => { if (stick) scrollToEnd(); }, live: () => !!info().mode, loadEarlier, minBlocks,
       // A running subagent of a remote session can be stopped alone.
       stopSub: (sub, btn) => command({ kind: 'stop-task', subagent: sub }, 'Stop subagent', () => { btn.disabled = false; }),
+      // What a turn cost, when Claude said (remote mode).
+      turnCost: (turn) => info().turnCosts?.get(turn),
       // What the relay keeps beside an envelope: a full tool result, a prompt's image.
       fetchBlob: (envID) => app.conn.fetchBlob(id, envID) };
   }
@@ -846,7 +852,7 @@ function sessionPage(id) {
     },
     // A session change after the machine was said offline may be its
     // return (it announces itself again).
-    onSessions: () => { subscribe(); renderHeader(); if (!machine.hidden || !machineChecked) checkMachine(); },
+    onSessions: () => { subscribe(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked) checkMachine(); },
     onConn: (s) => { banner.set(s); if (s === 'open') checkMachine(); else showMachine(false); },
     onVisible: redraw,
     onSkip: note.update,

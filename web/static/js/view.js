@@ -17,6 +17,11 @@ const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'];
 /** MAX_BLOB_BYTES is protocol.MaxBlobBytes: larger images are not kept. */
 const MAX_BLOB_BYTES = 4 << 20;
 
+/** costText says a cost in US dollars as Claude Code does: cents, or four decimals below a cent. */
+export function costText(usd) {
+  return '$' + (usd > 0 && usd < 0.01 ? usd.toFixed(4) : usd.toFixed(2));
+}
+
 function sizeText(n) {
   if (!(n >= 0)) return '?';
   return n >= 1 << 20 ? (n / (1 << 20)).toFixed(1) + ' MB' : Math.max(1, Math.round(n / 1024)) + ' KB';
@@ -148,12 +153,22 @@ export class ConversationView {
     const from = this.promptTime(t) ?? t.start;
     if (t.status && t.end && from) bits.push(duration(t.end - from));
     if (t.tools) bits.push(t.tools + (t.tools === 1 ? ' tool' : ' tools'));
+    const cost = t.status ? this.opts.turnCost?.(t.id) : undefined;
+    if (cost !== undefined) bits.push(costText(cost));
+    t.cost = cost;
     const reply = t.items.some((it) => it.kind === 'text' && it.text.trim());
     fill(d.end,
       reply ? copyButton('Copy reply', () => replyText(t)) : null,
       h('span', { class: 'badge ' + st }, st === 'running' ? h('span', { class: 'spinner' }) : icon(st === 'completed' ? 'check' : st === 'failed' ? 'cross' : st === 'open' ? (endOfRecording ? 'stop' : 'dots') : 'stop'), label),
       bits.length ? h('span', { class: 'meta', text: bits.join(' · ') }) : null,
     );
+  }
+
+  /** costsChanged draws again the footers of the turns whose cost came or changed. */
+  costsChanged() {
+    for (const t of this.model.turns.values()) {
+      if (t.status && this.dom.has(t) && this.opts.turnCost?.(t.id) !== t.cost) this.updateTurn(t);
+    }
   }
 
   /** promptTime is the time of the prompt just before turn t, if any. */
