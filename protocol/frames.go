@@ -13,8 +13,10 @@ const (
 	FrameAnnounce  = "announce"       // what a session is: cwd, title, mode, status, …
 	FrameResult    = "command-result" // what became of a command the CLI received
 	FrameLive      = "live"           // CLI → relay → apps: not stored (token deltas); also relay → app
+	FrameKeys      = "keys"           // a session's key, wrapped for devices (end to end encryption)
 	// relay → CLI.
-	FrameAck = "ack" // what was stored, with sequence numbers
+	FrameAck     = "ack"     // what was stored, with sequence numbers
+	FrameDevices = "devices" // the account's devices that have keys
 	// app → relay.
 	FrameSubscribe  = "subscribe"  // a session, from a sequence number
 	FrameList       = "list"       // the sessions, then their changes as they happen
@@ -22,12 +24,13 @@ const (
 	FrameVisibility = "visibility" // which session the app shows, and whether visibly (no push for it then)
 	FrameBlob       = "blob"       // app → relay: the blob of an envelope (Session, ID); relay → app: it (Blobs), or an error
 	// relay → app.
-	FrameSessions = "sessions"       // the list of sessions (answer to list)
-	FrameSession  = "session"        // one session changed (after list)
-	FrameStatus   = "command-status" // where a command stands: queued, delivered, done, rejected
-	FrameBatch    = "batch"          // stored envelopes with their sequence numbers, in order
-	FrameCaughtUp = "caught-up"      // history sent; live envelopes follow
-	FrameError    = "error"          // a frame could not be handled; the connection stays usable
+	FrameSessions   = "sessions"       // the list of sessions (answer to list)
+	FrameSession    = "session"        // one session changed (after list)
+	FrameStatus     = "command-status" // where a command stands: queued, delivered, done, rejected
+	FrameBatch      = "batch"          // stored envelopes with their sequence numbers, in order
+	FrameCaughtUp   = "caught-up"      // history sent; live envelopes follow
+	FrameError      = "error"          // a frame could not be handled; the connection stays usable
+	FrameSessionKey = "session-key"    // a session's key wrapped for this device, and the machine that wrapped it
 )
 
 // Frame is one message between a CLI or an app and the relay. Only the
@@ -46,6 +49,16 @@ type Frame struct {
 	// batch (Envelope.Blob), at most one per envelope. FrameBlob (app ↔
 	// relay): the one asked for.
 	Blobs []Blob `json:"blobs,omitempty"`
+	// Devices (FrameDevices).
+	Devices []DeviceInfo `json:"devices,omitempty"`
+	// Keys (FrameKeys): the session's key wrapped for devices.
+	Keys []WrappedKey `json:"keys,omitempty"`
+	// Wrapped (FrameSessionKey): the session key wrapped for the app's
+	// device; Machine (FrameKeys, FrameSessionKey): the public key of the
+	// machine that wrapped it (base64url), which the app must know from
+	// pairing.
+	Wrapped string `json:"wrapped,omitempty"`
+	Machine string `json:"machine,omitempty"`
 	// ID (FrameBlob): the envelope whose blob an app asks for.
 	ID string `json:"id,omitempty"`
 	// Acks (FrameAck): one per envelope of the batch, in order.

@@ -276,6 +276,10 @@ func (s *Store) DeleteCredential(ctx context.Context, account, id string) error 
 	if n, _ := res.RowsAffected(); n == 0 {
 		return ErrNoCredential
 	}
+	// A revoked device keeps no wrapped key on the relay.
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM session_keys WHERE device = ?`, id); err != nil {
+		return fmt.Errorf("revoke %s: its session keys: %w", id, err)
+	}
 	return nil
 }
 

@@ -30,6 +30,9 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 		wg.Go(func() { s.heartbeat(ctx, c) })
 	}
 	me := newPeer(c, ownerFrom(ctx))
+	if p := principalFrom(ctx); p.role == RoleDevice {
+		me.device = p.cred.ID
+	}
 	wg.Go(func() { me.run(ctx) })
 	defer s.unfollow(me)
 	var listing *lister // one per connection, however many list frames come
@@ -98,7 +101,10 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if err := s.mine(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
 			}
-			s.follow(me, f.Session) // statuses of its commands, too
+			s.follow(me, f.Session) // statuses of its commands and its key, too
+			if err := s.sendSessionKey(ctx, c, me.device, f.Session); err != nil {
+				s.storeFailed("read session key", f.Session, err)
+			}
 			sub := s.hub.add(f.Session)
 			wg.Go(func() {
 				defer s.hub.remove(f.Session, sub)

@@ -27,6 +27,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
+	defer s.addCLI(ctx, me)()
 	var wg sync.WaitGroup
 	wg.Go(func() { me.run(ctx) })
 	defer wg.Wait()
@@ -34,6 +35,8 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	defer s.disown(me)
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
+		case protocol.FrameKeys:
+			return s.storeKeys(ctx, c, me, f)
 		case protocol.FrameEnvelopes:
 			items, ferr := checkBatch(f)
 			if ferr != nil {

@@ -51,6 +51,7 @@ type routes struct {
 	owners    map[string]*peer              // session -> the CLI connection that owns it
 	followers map[string]map[*peer]struct{} // owner/session -> app connections told its commands' statuses
 	delivered map[string]*peer              // owner/session/id -> the CLI it was handed to, not answered yet
+	clis      map[*peer]struct{}            // every CLI connection (told its account's devices)
 
 	// beforeDelivered, when set (tests), runs after a command is handed to
 	// a CLI and before "delivered" is recorded.
@@ -61,7 +62,7 @@ type routes struct {
 }
 
 func newRoutes() routes {
-	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}}
+	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}, clis: map[*peer]struct{}{}}
 }
 
 // told runs the shown hook (tests).

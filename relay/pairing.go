@@ -61,6 +61,48 @@ type pairCode struct {
 	by         string // the credential that asked for it
 	expires    time.Time
 	spent      bool
+	result     *PairResult // once redeemed: for the machine that asked (GET /api/pair/result)
+}
+
+// PairResult is what became of a code, for the machine that asked for it:
+// the credential made, and the redeemer's public key and confirmation tag,
+// which the machine checks with the link's secret before it trusts the
+// device (docs/security.md, "Pairing: trusting a device").
+type PairResult struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	PublicKey []byte `json:"publicKey,omitempty"`
+	Confirm   []byte `json:"confirm,omitempty"`
+}
+
+// setResult records what a redeemed code made.
+func (p *pairing) setResult(code string, r PairResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.codes[codeKey(code)]; c != nil {
+		c.result = &r
+	}
+}
+
+// resultOf is what became of code for the credential by that asked for
+// it: the result once redeemed; ok false while it is not; an errPair when
+// the code is unknown, another's, or spent without a result.
+func (p *pairing) resultOf(code, by string) (res PairResult, ok bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.codes[codeKey(code)]
+	switch {
+	case c == nil || c.by != by:
+		return res, false, errPair{"no such pairing code of this machine"}
+	case c.result != nil:
+		return *c.result, true, nil
+	case c.spent:
+		return res, false, errPair{"this pairing code was cancelled"}
+	case !p.now().Before(c.expires):
+		return res, false, errPair{"this pairing code expired"}
+	}
+	return res, false, nil
 }
 
 type pairing struct {
@@ -238,6 +280,7 @@ func (s *Server) accountRoutes(mux *http.ServeMux) {
 	any := func(h http.HandlerFunc) http.Handler { return s.auth(h) }
 	mux.Handle("POST /api/pair", machine(s.servePair))
 	mux.HandleFunc("POST /api/pair/redeem", s.serveRedeem)
+	mux.Handle("GET /api/pair/result", machine(s.servePairResult))
 	mux.Handle("GET /api/devices", machine(s.serveDevices))
 	mux.Handle("POST /api/devices/revoke", machine(s.serveRevoke))
 	mux.Handle("POST /api/devices/rename", machine(s.serveRename))
@@ -266,6 +309,21 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 	code, exp := s.pairing.issue(p.account, req.Role, p.cred.ID, req.MachineKey)
 	s.log.Info("pairing code made", "role", req.Role, "by", nameOf(p), "expires", exp.Format(time.TimeOnly))
 	writeJSON(w, http.StatusOK, pairAnswer{Code: code, Role: req.Role, Expires: exp.UnixMilli(), URL: s.publicBase(r)})
+}
+
+// servePairResult tells the machine that asked for a code what became of
+// it: 202 while it is not redeemed, 200 with the PairResult once it is,
+// 404 for a code that is not this machine's or is spent or expired.
+func (s *Server) servePairResult(w http.ResponseWriter, r *http.Request) {
+	res, ok, err := s.pairing.resultOf(r.URL.Query().Get("code"), principalFrom(r.Context()).cred.ID)
+	switch {
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case !ok:
+		writeJSON(w, http.StatusAccepted, map[string]any{"redeemed": false})
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
 }
 
 func nameOf(p principal) string {
@@ -316,7 +374,11 @@ func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	s.pairing.setResult(req.Code, PairResult{ID: cred.ID, Name: cred.Name, Role: cred.Role, PublicKey: req.PublicKey, Confirm: req.Confirm})
 	s.log.Info("paired", "role", cred.Role, "name", cred.Name, "addr", s.clientAddr(r))
+	if cred.Role == RoleDevice && len(cred.PublicKey) == 32 {
+		s.tellDevices(r.Context(), pc.account)
+	}
 	writeJSON(w, http.StatusOK, redeemAnswer{Credential: secret, ID: cred.ID, Name: cred.Name, Role: cred.Role, MachineKey: pc.machineKey})
 }
 
@@ -352,6 +414,9 @@ func (s *Server) revoke(ctx context.Context, w http.ResponseWriter, c Credential
 		return
 	}
 	n := s.closeCredential(c.ID, "this "+c.Role+" was signed out")
+	if c.Role == RoleDevice && len(c.PublicKey) == 32 {
+		s.tellDevices(ctx, c.Account) // the CLIs wrap no more keys for it
+	}
 	s.forgetPushDevices(c.ID)
 	s.log.Info("credential revoked", "role", c.Role, "name", c.Name, "why", why, "connections closed", n)
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "role": c.Role, "closed": n})

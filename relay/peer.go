@@ -33,6 +33,9 @@ const (
 type peer struct {
 	c     *websocket.Conn
 	owner string
+	// device is the credential id of an app connection of a device (for
+	// its session keys); "" for a CLI or a bootstrap token.
+	device string
 
 	mu     sync.Mutex
 	queue  [][]byte // frames waiting for run, in order

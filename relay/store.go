@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS envelopes (
 	PRIMARY KEY (session, seq),
 	UNIQUE (session, id)
 ) WITHOUT ROWID;
-` + blobsTable
+` + blobsTable + sessionKeysTable
 
 // blobsTable holds what is kept beside an envelope (a cut tool result's
 // full text, a prompt's image), stored with the envelope and read only
@@ -676,6 +676,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 	for _, q := range []string{
 		`DELETE FROM envelopes WHERE session = ?`,
 		`DELETE FROM blobs WHERE session = ?`,
+		`DELETE FROM session_keys WHERE session = ?`,
 		`DELETE FROM commands WHERE session = ?`,
 		`DELETE FROM sessions WHERE id = ?`,
 	} {
@@ -738,6 +739,7 @@ func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) 
 		for _, q := range []string{
 			`DELETE FROM envelopes WHERE session = ?`,
 			`DELETE FROM blobs WHERE session = ?`,
+			`DELETE FROM session_keys WHERE session = ?`,
 			`DELETE FROM commands WHERE session = ?`,
 			`DELETE FROM sessions WHERE id = ?`,
 		} {

@@ -63,10 +63,23 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 	}
 	items := make([]Item, len(f.Envelopes))
 	envs := make([]protocol.Envelope, len(f.Envelopes))
+	sealed := make([]bool, len(f.Envelopes))
 	for i, raw := range f.Envelopes {
 		if len(raw) > protocol.MaxEnvelopeBytes {
 			e := errorFrame("bad-envelope", "envelope %d is %d bytes, more than %d", i, len(raw), protocol.MaxEnvelopeBytes)
 			return nil, &e
+		}
+		if protocol.IsSealed(raw) {
+			// Sealed end to end: only the readable fields are checked.
+			h, err := protocol.DecodeSealed(raw)
+			if err != nil {
+				e := errorFrame("bad-envelope", "envelope %d: %v", i, err)
+				return nil, &e
+			}
+			items[i] = Item{ID: h.ID, Body: raw}
+			envs[i] = protocol.Envelope{ID: h.ID, Ev: protocol.Event{T: h.Ev.T}}
+			sealed[i] = true
+			continue
 		}
 		var env protocol.Envelope
 		if err := json.Unmarshal(raw, &env); err != nil {
@@ -90,7 +103,11 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 			e := errorFrame("bad-batch", "blob %q is not for one envelope of the batch", clip(b.ID, 40))
 			return nil, &e
 		}
-		if err := checkBlob(&envs[i], b.Data); err != nil {
+		check := checkBlob
+		if sealed[i] {
+			check = checkSealedBlob
+		}
+		if err := check(&envs[i], b.Data); err != nil {
 			e := errorFrame("bad-envelope", "envelope %d: blob: %v", i, err)
 			return nil, &e
 		}
@@ -102,6 +119,25 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 // BlobImageTypes are the types of image a file envelope's blob may be: the
 // app shows them as images (docs/protocol.md, "Blobs").
 var BlobImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// checkSealedBlob checks what the relay can of a sealed envelope's blob:
+// its kind may have one, and its size is within that kind's bound once
+// sealed.
+func checkSealedBlob(env *protocol.Envelope, data []byte) error {
+	limit := 0
+	switch env.Ev.T {
+	case protocol.KindToolCallEnd:
+		limit = protocol.MaxFullResultBytes
+	case protocol.KindFile:
+		limit = protocol.MaxBlobBytes
+	default:
+		return fmt.Errorf("a %s envelope has no blob", env.Ev.T)
+	}
+	if len(data) < protocol.SealOverhead || len(data) > limit+protocol.SealOverhead {
+		return fmt.Errorf("a sealed blob of %d bytes (%d to %d)", len(data), protocol.SealOverhead, limit+protocol.SealOverhead)
+	}
+	return nil
+}
 
 // checkBlob checks that env declares the blob it comes with: a
 // tool-call-end's full result (valid UTF-8, as long as its full says), or a

@@ -1,0 +1,114 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// SealedEnvelope is what a relay sees of an envelope sealed end to end
+// (docs/security.md, "Sealed envelopes and blobs"): the fields it routes
+// by, and Sealed, the whole envelope's JSON sealed under the session's key.
+type SealedEnvelope struct {
+	ID       string      `json:"id"`
+	Time     int64       `json:"time"`
+	Role     Role        `json:"role"`
+	Turn     string      `json:"turn,omitempty"`
+	Subagent string      `json:"subagent,omitempty"`
+	Ev       SealedEvent `json:"ev"`
+	Sealed   string      `json:"sealed"`
+}
+
+// SealedEvent is the readable part of a sealed envelope's event: its kind,
+// and a turn-end's status.
+type SealedEvent struct {
+	T      Kind       `json:"t"`
+	Status TurnStatus `json:"status,omitempty"`
+}
+
+// MaxSealedChars bounds a sealed envelope's text: MaxEnvelopeBytes sealed
+// (29 bytes of version, nonce and tag) in unpadded base64url.
+const MaxSealedChars = ((MaxEnvelopeBytes+29)*8 + 5) / 6
+
+// SealOverhead is what sealing adds to a value (version, nonce, tag).
+const SealOverhead = 29
+
+// IsSealed reports whether raw, an envelope's JSON, is a sealed envelope:
+// it has a "sealed" key (the key cannot appear inside a JSON string, where
+// its quotes would be escaped).
+func IsSealed(raw []byte) bool { return bytes.Contains(raw, []byte(`"sealed":`)) }
+
+// SealedHeader is the readable part of e, to go with its sealed JSON.
+func SealedHeader(e *Envelope, sealed string) SealedEnvelope {
+	h := SealedEnvelope{ID: e.ID, Time: e.Time, Role: e.Role, Turn: e.Turn, Subagent: e.Subagent,
+		Ev: SealedEvent{T: e.Ev.T}, Sealed: sealed}
+	if e.Ev.T == KindTurnEnd {
+		h.Ev.Status = e.Ev.Status
+	}
+	return h
+}
+
+// Validate checks the readable fields by the envelope's rules and that
+// Sealed is unpadded base64url text of a possible size.
+func (s *SealedEnvelope) Validate() error {
+	switch {
+	case !IsCuid(s.ID):
+		return invalid("id %q is not a cuid2", s.ID)
+	case s.Time < 0:
+		return invalid("negative time %d", s.Time)
+	case s.Role != RoleUser && s.Role != RoleAgent:
+		return invalid("role %q is not user or agent", s.Role)
+	case s.Turn != "" && !IsCuid(s.Turn):
+		return invalid("turn %q is not a cuid2", s.Turn)
+	case s.Subagent != "" && !IsCuid(s.Subagent):
+		return invalid("subagent %q is not a cuid2", s.Subagent)
+	case !knownKind(s.Ev.T):
+		return invalid("unknown event kind %q", s.Ev.T)
+	case s.Ev.T == KindTurnEnd && !s.Ev.Status.Valid():
+		return invalid("turn-end status %q", s.Ev.Status)
+	case s.Ev.T != KindTurnEnd && s.Ev.Status != "":
+		return invalid("a status on %s", s.Ev.T)
+	case len(s.Sealed) < (SealOverhead*8+5)/6 || len(s.Sealed) > MaxSealedChars:
+		return invalid("sealed value of %d characters", len(s.Sealed))
+	}
+	for i := 0; i < len(s.Sealed); i++ {
+		c := s.Sealed[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return invalid("sealed value is not base64url at %d", i)
+		}
+	}
+	return nil
+}
+
+// DecodeSealed reads a sealed envelope strictly: only its fields.
+func DecodeSealed(raw []byte) (SealedEnvelope, error) {
+	var s SealedEnvelope
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&s); err != nil {
+		return s, fmt.Errorf("%w: sealed envelope: %v", ErrInvalid, err)
+	}
+	return s, s.Validate()
+}
+
+func knownKind(k Kind) bool {
+	for _, x := range Kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// DeviceInfo is a device the relay lists to a CLI (FrameDevices): a device
+// credential of the CLI's account that has a public key.
+type DeviceInfo struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// WrappedKey is a session key wrapped for one device (FrameKeys).
+type WrappedKey struct {
+	Device  string `json:"device"`
+	Wrapped string `json:"wrapped"`
+}
