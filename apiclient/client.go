@@ -43,6 +43,10 @@ type Config struct {
 	// delay (defaults 100 ms and 30 s).
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
+	// Keyring, when set, is the machine's end-to-end state: the client
+	// sends the relay the keys of sealed sessions, wrapped for the devices
+	// it trusts (the outbox seals with the same keyring).
+	Keyring *Keyring
 	// Notice is where the user hears about the relay (stderr): at once
 	// when it cannot be reached, and why, and that sending goes on being
 	// retried; once when it is reached again; when it refuses the token.
@@ -71,6 +75,12 @@ type Client struct {
 	unreachable bool // the user was told the relay cannot be reached
 
 	deleted map[string]bool // sessions the relay said were deleted
+
+	devices      []protocol.DeviceInfo // the account's keyed devices, as the relay last said
+	devicesKnown bool
+	keysSent     map[string]string // session -> the devices its key was sent for
+	keysDirty    bool              // the device list changed: sync every session's keys
+	trustStamp   string            // the trusted devices file when keys were last synced
 }
 
 // codeDeleted is the relay's answer for a session that was deleted.
@@ -289,6 +299,10 @@ func (c *Client) read(ctx context.Context, cn *conn) {
 		if json.Unmarshal(data, &f) != nil {
 			continue
 		}
+		if f.Type == protocol.FrameDevices && f.Ref == "" {
+			c.setDevices(f.Devices)
+			continue
+		}
 		if f.Type == protocol.FrameCommand && f.Command != nil {
 			select {
 			case c.inbound <- Inbound{Session: f.Session, Command: *f.Command}:
@@ -451,11 +465,24 @@ func (c *Client) session(ctx context.Context) error {
 		c.conn = nil
 		c.mu.Unlock()
 	}()
+	if c.cfg.Keyring != nil {
+		// The devices to wrap keys for, before the first sealed batch.
+		f, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameDevices})
+		if err != nil {
+			return err
+		}
+		if f.Type == protocol.FrameDevices {
+			c.setDevices(f.Devices)
+		}
+	}
 	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
 		b, err := c.box.next(c.cfg.BatchSize, c.cfg.BatchBytes)
 		if err != nil {
+			return err
+		}
+		if err := c.syncKeys(ctx, cn); err != nil {
 			return err
 		}
 		if b == nil {
@@ -483,6 +510,8 @@ func (c *Client) session(ctx context.Context) error {
 				continue
 			case <-c.box.notify:
 				continue
+			case <-c.trustPoll():
+				continue // a device trusted meanwhile (ccrelay pair) gets its keys
 			}
 		}
 		if len(b.envelopes) == 0 { // only unreadable lines
@@ -490,6 +519,11 @@ func (c *Client) session(ctx context.Context) error {
 				return err
 			}
 			continue
+		}
+		if sealedBatch(b) {
+			if err := c.ensureKeys(ctx, cn, b.session); err != nil {
+				return err
+			}
 		}
 		if err := c.sendBatch(ctx, cn, b); err != nil {
 			if progressed {
@@ -530,6 +564,29 @@ func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
 		}
 	}
 	return c.box.ack(b.end)
+}
+
+// TrustPoll is how often an idle client with a keyring looks whether the
+// machine trusts a new device (ccrelay pair writes the file).
+const TrustPoll = 2 * time.Second
+
+// trustPoll fires after TrustPoll when the client has a keyring, never
+// otherwise.
+func (c *Client) trustPoll() <-chan time.Time {
+	if c.cfg.Keyring == nil {
+		return nil
+	}
+	return time.After(TrustPoll)
+}
+
+// sealedBatch reports whether b holds a sealed envelope.
+func sealedBatch(b *batch) bool {
+	for _, e := range b.envelopes {
+		if protocol.IsSealed(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // retryable reports whether an error code from the relay is about the

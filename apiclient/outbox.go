@@ -40,7 +40,8 @@ type Outbox struct {
 	logger  *slog.Logger
 	// stop, when set (tests), is called at each named step of a durable
 	// change; an error stops the change there, as a crash would.
-	stop func(step string) error
+	stop   func(step string) error
+	sealer Sealer
 
 	mu       sync.Mutex
 	log      LogFile
@@ -94,6 +95,15 @@ type OutboxOptions struct {
 	OpenLog func(path string) (LogFile, error)
 	// Logger receives what the outbox repairs or skips (default: discard).
 	Logger *slog.Logger
+	// Sealer, when set, seals the envelopes of the sessions it says
+	// (end-to-end encryption): the log holds them sealed.
+	Sealer Sealer
+}
+
+// Sealer seals envelopes for the relay (a Keyring).
+type Sealer interface {
+	Sealing(session string) bool
+	Seal(session string, env *protocol.Envelope) (raw, blob []byte, err error)
 }
 
 func openLogFile(path string) (LogFile, error) {
@@ -123,7 +133,7 @@ func OpenOutboxWith(dir string, opts OutboxOptions) (*Outbox, error) {
 		f.Close()
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
-	o := &Outbox{dir: dir, openLog: opts.OpenLog, logger: opts.Logger, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
+	o := &Outbox{dir: dir, openLog: opts.OpenLog, logger: opts.Logger, sealer: opts.Sealer, log: f, size: fi.Size(), notify: make(chan struct{}, 1)}
 	if err := o.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -278,12 +288,20 @@ func (o *Outbox) Close() error { return o.log.Close() }
 // caller keeps the envelopes and appends them again later.
 func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
 	var buf []byte
+	sealing := o.sealer != nil && len(envs) > 0 && o.sealer.Sealing(session)
 	for i := range envs {
-		raw, err := envs[i].AppendJSON(nil)
+		var raw, blob []byte
+		var err error
+		if sealing {
+			raw, blob, err = o.sealer.Seal(session, &envs[i])
+		} else {
+			raw, err = envs[i].AppendJSON(nil)
+			blob = envs[i].Blob
+		}
 		if err != nil {
 			return fmt.Errorf("encode envelope: %w", err)
 		}
-		line, _ := json.Marshal(entry{Session: session, ID: envs[i].ID, Envelope: raw, Blob: envs[i].Blob})
+		line, _ := json.Marshal(entry{Session: session, ID: envs[i].ID, Envelope: raw, Blob: blob})
 		buf = append(append(buf, line...), '\n')
 	}
 	return o.appendRaw(buf)

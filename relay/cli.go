@@ -37,6 +37,15 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 		switch f.Type {
 		case protocol.FrameKeys:
 			return s.storeKeys(ctx, c, me, f)
+		case protocol.FrameDevices:
+			// A CLI asks for its account's keyed devices (at connect).
+			devs, err := s.keyedDevices(ctx, me.owner)
+			if err != nil {
+				e := errorFrame("store", "the relay's store failed")
+				e.Ref = f.Ref
+				return writeFrame(ctx, c, e)
+			}
+			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameDevices, Ref: f.Ref, Devices: devs})
 		case protocol.FrameEnvelopes:
 			items, ferr := checkBatch(f)
 			if ferr != nil {

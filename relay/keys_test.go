@@ -119,6 +119,11 @@ func TestSessionKeysThroughTheRelay(t *testing.T) {
 			break
 		}
 	}
+	// A CLI may ask for the list.
+	send(t, cli, protocol.Frame{Type: protocol.FrameDevices, Ref: "d1"})
+	if f := recvType(t, cli, protocol.FrameDevices); f.Ref != "d1" || len(f.Devices) != 1 || f.Devices[0].ID != phoneID {
+		t.Fatalf("asked: %+v", f)
+	}
 	// A CLI that connects now hears of the phone at once.
 	if f := recv(t, dialAs(t, r, testToken, "/ws/cli")); f.Type != protocol.FrameDevices || len(f.Devices) != 1 || f.Devices[0].ID != phoneID {
 		t.Fatalf("a new CLI's first frame %+v", f)

@@ -1,0 +1,280 @@
+package apiclient
+
+// The machine's side of end-to-end encryption (docs/security.md, "Wiring:
+// how sealed content travels"): its key pair, the devices it trusts, and
+// one key per session, all in its state folder.
+
+import (
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/seal"
+)
+
+// Files of the keyring in the state folder.
+const (
+	TrustedDevicesFile = "devices.json" // the devices this machine trusts (0600)
+	SessionKeysDir     = "keys"         // one file per session: its 32-byte key (0600)
+)
+
+// MaxTrustedDevices bounds the devices a machine trusts (the relay's
+// MaxCredentials per account).
+const MaxTrustedDevices = 256
+
+// TrustedDevice is a device whose key this machine confirmed at pairing.
+type TrustedDevice struct {
+	ID        string `json:"id"` // its credential id on the relay
+	Name      string `json:"name"`
+	PublicKey []byte `json:"publicKey"` // X25519, 32 bytes
+	Added     int64  `json:"added"`     // ms since the epoch
+}
+
+// Keyring holds the machine's end-to-end state. Its methods are safe for
+// concurrent use, and for use by several processes at once: trusted
+// devices are read again when the file changes, and a session's key is
+// made once (the first process to write it wins; the others read it).
+type Keyring struct {
+	dir     string
+	machine *seal.KeyPair
+
+	mu      sync.Mutex
+	keys    map[string]*seal.SessionKey
+	trusted []TrustedDevice
+	modTime time.Time
+	size    int64
+}
+
+// OpenKeyring opens the keyring in the state folder dir for the machine's
+// key pair.
+func OpenKeyring(dir string, machine *ecdh.PrivateKey) (*Keyring, error) {
+	kp, err := seal.NewKeyPair(machine)
+	if err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, SessionKeysDir), 0o700); err != nil {
+		return nil, fmt.Errorf("keyring: %w", err)
+	}
+	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}}, nil
+}
+
+// Machine is the machine's key pair.
+func (k *Keyring) Machine() *seal.KeyPair { return k.machine }
+
+// MachinePublic is the machine's public key as the wire carries it.
+func (k *Keyring) MachinePublic() string {
+	return base64.RawURLEncoding.EncodeToString(k.machine.Public().Bytes())
+}
+
+// Trusted returns the devices the machine trusts, as the file says now.
+func (k *Keyring) Trusted() ([]TrustedDevice, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.trustedLocked()
+}
+
+func (k *Keyring) trustedLocked() ([]TrustedDevice, error) {
+	path := filepath.Join(k.dir, TrustedDevicesFile)
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		k.trusted, k.modTime, k.size = nil, time.Time{}, 0
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("trusted devices: %w", err)
+	}
+	if st.ModTime().Equal(k.modTime) && st.Size() == k.size {
+		return slices.Clone(k.trusted), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("trusted devices: %w", err)
+	}
+	var list []TrustedDevice
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("trusted devices %s: %w", path, err)
+	}
+	list = slices.DeleteFunc(list, func(d TrustedDevice) bool { return len(d.PublicKey) != 32 || d.ID == "" })
+	k.trusted, k.modTime, k.size = list, st.ModTime(), st.Size()
+	return slices.Clone(list), nil
+}
+
+// TrustedStamp changes when the trusted devices file does.
+func (k *Keyring) TrustedStamp() (string, error) {
+	st, err := os.Stat(filepath.Join(k.dir, TrustedDevicesFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("trusted devices: %w", err)
+	}
+	return fmt.Sprint(st.ModTime().UnixNano(), st.Size()), nil
+}
+
+// Trust adds d to the trusted devices (replacing one of the same id).
+func (k *Keyring) Trust(d TrustedDevice) error {
+	if len(d.PublicKey) != 32 || d.ID == "" {
+		return errors.New("trust: a device needs an id and a 32-byte public key")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	list, err := k.trustedLocked()
+	if err != nil {
+		return err
+	}
+	list = slices.DeleteFunc(list, func(x TrustedDevice) bool { return x.ID == d.ID })
+	if len(list) >= MaxTrustedDevices {
+		return fmt.Errorf("trust: this machine trusts %d devices already; revoke some first", len(list))
+	}
+	list = append(list, d)
+	b, _ := json.MarshalIndent(list, "", "  ")
+	if err := writeFileDurable(filepath.Join(k.dir, TrustedDevicesFile), b); err != nil {
+		return fmt.Errorf("trust: %w", err)
+	}
+	k.modTime = time.Time{} // read again
+	return nil
+}
+
+// Sealing reports whether session's envelopes are sealed: once it has a
+// key, always; otherwise when the machine trusts a device.
+func (k *Keyring) Sealing(session string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys[session] != nil {
+		return true
+	}
+	if _, err := os.Stat(k.keyPath(session)); err == nil {
+		return true
+	}
+	list, err := k.trustedLocked()
+	return err == nil && len(list) > 0
+}
+
+func (k *Keyring) keyPath(session string) string {
+	return filepath.Join(k.dir, SessionKeysDir, session)
+}
+
+// SessionKey returns session's key, made and saved (0600) the first time.
+func (k *Keyring) SessionKey(session string) (*seal.SessionKey, error) {
+	if !protocol.IsSessionID(session) {
+		return nil, fmt.Errorf("session key: %q is not a session id", session)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if key := k.keys[session]; key != nil {
+		return key, nil
+	}
+	path := k.keyPath(session)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		fresh := make([]byte, seal.KeySize)
+		rand.Read(fresh)
+		if err := publishFile(path, fresh); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("session key: %w", err)
+		}
+		b, err = os.ReadFile(path) // another process may have won
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session key: %w", err)
+	}
+	key, err := seal.SessionKeyFromBytes(b)
+	if err != nil {
+		return nil, fmt.Errorf("session key %s: %w", path, err)
+	}
+	k.keys[session] = key
+	return key, nil
+}
+
+// Sessions lists the sessions this machine has keys for.
+func (k *Keyring) Sessions() ([]string, error) {
+	es, err := os.ReadDir(filepath.Join(k.dir, SessionKeysDir))
+	if err != nil {
+		return nil, fmt.Errorf("session keys: %w", err)
+	}
+	var out []string
+	for _, e := range es {
+		if protocol.IsSessionID(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Wrap wraps session's key for a trusted device.
+func (k *Keyring) Wrap(session string, d TrustedDevice) (string, error) {
+	key, err := k.SessionKey(session)
+	if err != nil {
+		return "", err
+	}
+	pub, err := ecdh.X25519().NewPublicKey(d.PublicKey)
+	if err != nil {
+		return "", fmt.Errorf("wrap for %s: %w", d.Name, err)
+	}
+	return seal.WrapKey(k.machine, pub, session, key)
+}
+
+// Seal turns env into what the relay stores for a sealed envelope: its
+// readable fields and its whole JSON sealed for (session, its id, from the
+// machine); and its blob sealed for (session, "<id>/blob").
+func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte, err error) {
+	key, err := k.SessionKey(session)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, err := env.AppendJSON(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode envelope: %w", err)
+	}
+	sealed, err := key.Seal(seal.AD{Session: session, ID: env.ID, Direction: seal.FromMachine}, plain)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err = json.Marshal(protocol.SealedHeader(env, sealed))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(env.Blob) > 0 {
+		if blob, err = key.SealBytes(seal.AD{Session: session, ID: env.ID + "/blob", Direction: seal.FromMachine}, env.Blob); err != nil {
+			return nil, nil, err
+		}
+	}
+	return raw, blob, nil
+}
+
+// publishFile writes data to a new file at path, 0600, complete or not at
+// all; it fails with an error wrapping os.ErrExist if path exists.
+func publishFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return err // wraps os.ErrExist when path exists
+	}
+	return nil
+}
