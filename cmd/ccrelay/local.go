@@ -38,6 +38,9 @@ type localFlags struct {
 	session    string
 	// allowBypass lets the app switch Claude to bypassPermissions.
 	allowBypass bool
+	// plaintext sends to a relay on another machine although no device is
+	// paired with this machine (nothing sealed).
+	plaintext bool
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
@@ -50,6 +53,7 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
 	cmd.Flags().BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app switch Claude to bypassPermissions (every tool runs without asking); off, the app cannot")
+	cmd.Flags().BoolVar(&f.plaintext, "plaintext", false, "send to a relay on another machine even when no device is paired with this machine (the relay can read the session)")
 }
 
 func stateDir(flag string) (string, error) {
@@ -117,7 +121,15 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		if err != nil {
 			return err
 		}
-		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log})
+		// Sessions are sealed for the devices this machine trusts.
+		kr, err := openKeyring(state)
+		if err != nil {
+			return err
+		}
+		if err := checkPlaintext(f.relay, kr, f.plaintext); err != nil {
+			return err
+		}
+		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr})
 		if err != nil {
 			return err
 		}
@@ -138,7 +150,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}); err != nil {
 			log.Warn("could not take over what an earlier run left", "err", err)
 		}
-		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate}, box)
+		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
 			claudeVersion: claudeVersion, versionWarning: versionWarning}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))

@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,13 +84,6 @@ func machineKey(state string) (*ecdh.PrivateKey, error) {
 		return nil, fmt.Errorf("machine key: %w", err)
 	}
 	return k, nil
-}
-
-// keyFingerprint is what the pairing link's fragment carries of a public
-// key: 128 bits of its SHA-256, base64url.
-func keyFingerprint(pub []byte) string {
-	sum := sha256.Sum256(pub)
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // relayCall makes a JSON request to the relay and decodes its JSON answer;

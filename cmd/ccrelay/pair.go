@@ -1,11 +1,20 @@
 package main
 
 import (
+	"context"
+	"crypto/ecdh"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
+	"github.com/ccrelay/ccrelay/apiclient"
+	"github.com/ccrelay/ccrelay/seal"
 	"github.com/spf13/cobra"
 	"rsc.io/qr"
 )
@@ -46,7 +55,7 @@ func (f *machineFlags) resolve(stderr io.Writer) (string, string, error) {
 
 func newPairCmd() *cobra.Command {
 	var mf machineFlags
-	var asMachine bool
+	var asMachine, noWait bool
 	cmd := &cobra.Command{
 		Use:   "pair",
 		Short: "Pair a phone (QR code) or another machine (--machine) with the relay",
@@ -87,7 +96,10 @@ another machine instead.`,
 				fmt.Fprintf(out, "On the other machine, within 5 minutes (until %s), run:\n\n  ccrelay login %s %s\n\n", until, ans.URL, ans.Code)
 				return nil
 			}
-			link := pairLink(ans.URL, ans.Code, keyFingerprint(key.PublicKey().Bytes()))
+			// The link's secret never reaches the relay: with it the device
+			// proves which public key it sent (docs/security.md).
+			secret := seal.NewPairingSecret()
+			link := pairLink(ans.URL, ans.Code, base64.RawURLEncoding.EncodeToString(key.PublicKey().Bytes()), secret)
 			if !strings.HasPrefix(link, "https://") {
 				fmt.Fprintf(cmd.ErrOrStderr(), "ccrelay: warning: the relay is not reached over HTTPS (%s): a phone cannot use it; see docs/deploy.md\n", ans.URL)
 			}
@@ -95,18 +107,110 @@ another machine instead.`,
 				return err
 			}
 			fmt.Fprintf(out, "\nScan this with the phone's camera, or open:\n  %s\nThe code works once, until %s.\n", link, until)
+			if noWait {
+				fmt.Fprintln(out, "Not waiting: this machine will not seal sessions for that device (run ccrelay pair again and wait to confirm one).")
+				return nil
+			}
+			fmt.Fprintln(out, "Waiting for the device to pair (Ctrl-C stops waiting)…")
+			ctx, cancel := context.WithDeadline(cmd.Context(), time.UnixMilli(ans.Expires))
+			defer cancel()
+			res, err := waitPairResult(ctx, url, cred, ans.Code)
+			if err != nil {
+				return fmt.Errorf("waiting for the device: %w", err)
+			}
+			kr, err := apiclient.OpenKeyring(dir, key)
+			if err != nil {
+				return err
+			}
+			if err := trustPaired(kr, secret, res); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "Paired %q: its key is confirmed; sessions this machine sends from now on are sealed for it.\n", res.Name)
 			return nil
 		},
 	}
 	addMachineFlags(cmd, &mf)
 	cmd.Flags().BoolVar(&asMachine, "machine", false, "make a code for another machine (ccrelay login) instead of a phone")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the link and exit, without waiting to confirm the device's key (it then gets no session keys)")
 	return cmd
 }
 
-// pairLink is the link a phone opens: the relay's address with the code
-// and the machine key's fingerprint in the fragment.
-func pairLink(base, code, fingerprint string) string {
-	return strings.TrimSuffix(base, "/") + "/#pair=" + code + "." + fingerprint
+// pairLink is the link a phone opens: the relay's address with the code,
+// the machine's public key and the pairing secret in the fragment (which
+// the browser never sends).
+func pairLink(base, code, machineKey, secret string) string {
+	return strings.TrimSuffix(base, "/") + "/#pair=" + code + "." + machineKey + "." + secret
+}
+
+// PairPoll is how often ccrelay pair asks the relay whether the code was
+// redeemed.
+const PairPoll = 500 * time.Millisecond
+
+// pairResult is the relay's GET /api/pair/result.
+type pairResult struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	PublicKey []byte `json:"publicKey"`
+	Confirm   []byte `json:"confirm"`
+}
+
+// waitPairResult asks the relay every PairPoll what became of code, until
+// it was redeemed or ctx ends.
+func waitPairResult(ctx context.Context, base, cred, code string) (pairResult, error) {
+	for {
+		req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/pair/result?code="+neturl.QueryEscape(code), nil)
+		if err != nil {
+			return pairResult{}, err
+		}
+		req.Header.Set("Authorization", "Bearer "+cred)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				var r pairResult
+				if err := json.Unmarshal(b, &r); err != nil {
+					return r, fmt.Errorf("relay answer: %w", err)
+				}
+				return r, nil
+			case http.StatusAccepted:
+			default:
+				return pairResult{}, fmt.Errorf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return pairResult{}, errors.New("the code expired before a device used it")
+			}
+			return pairResult{}, ctx.Err()
+		case <-time.After(PairPoll):
+		}
+	}
+}
+
+// trustPaired checks the device's confirmation tag with the link's secret
+// and, if it matches, trusts the device: the relay cannot have changed
+// either public key on the way.
+func trustPaired(kr *apiclient.Keyring, secret string, res pairResult) error {
+	if len(res.PublicKey) == 0 {
+		return fmt.Errorf("%q paired without a key (an older app?): it gets no session keys, and sessions stay unsealed for it", res.Name)
+	}
+	dev, err := ecdh.X25519().NewPublicKey(res.PublicKey)
+	if err != nil {
+		return fmt.Errorf("%q sent a key that is not an X25519 public key: not trusted", res.Name)
+	}
+	_, confirm, err := seal.PairingKeys(secret)
+	if err != nil {
+		return err
+	}
+	tag := base64.RawURLEncoding.EncodeToString(res.Confirm)
+	if err := seal.CheckConfirm(confirm, seal.RoleDevice, kr.Machine().Public(), dev, tag); err != nil {
+		return fmt.Errorf("%q is not trusted: its confirmation does not match this machine's key and the key the relay passed on; the relay (or someone on the way) changed a key", res.Name)
+	}
+	return kr.Trust(apiclient.TrustedDevice{ID: res.ID, Name: res.Name, PublicKey: res.PublicKey, Added: time.Now().UnixMilli()})
 }
 
 // qrQuiet is the quiet zone around the printed QR code, in modules (the

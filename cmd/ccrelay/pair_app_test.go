@@ -39,7 +39,7 @@ func TestAppPairsOverHTTPS(t *testing.T) {
 	cli.envelopes(id, turn("h1", "fix the login page", "Fixed.")...)
 
 	start := time.Now()
-	pair := exec.Command(binary, "pair", "--relay", base, "--data", data, "--state", t.TempDir())
+	pair := exec.Command(binary, "pair", "--no-wait", "--relay", base, "--data", data, "--state", t.TempDir())
 	pair.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile)
 	out, err := pair.CombinedOutput()
 	if err != nil {

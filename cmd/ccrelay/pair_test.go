@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/seal"
 	"github.com/makiuchi-d/gozxing"
 	gzqr "github.com/makiuchi-d/gozxing/qrcode"
 )
@@ -57,8 +59,8 @@ func decodeQRText(t *testing.T, text string) string {
 // The printed QR code decodes to the link, for links of several lengths.
 func TestPrintedQRDecodes(t *testing.T) {
 	for _, link := range []string{
-		pairLink("https://127.0.0.1:8707", "ABCDEFGHJK", keyFingerprint([]byte("k"))),
-		pairLink("https://a-rather-long-machine-name.tail1234.ts.net", "0123456789", keyFingerprint([]byte("key"))),
+		pairLink("https://127.0.0.1:8707", "ABCDEFGHJK", base64.RawURLEncoding.EncodeToString(make([]byte, 32)), seal.NewPairingSecret()),
+		pairLink("https://a-rather-long-machine-name.tail1234.ts.net", "0123456789", base64.RawURLEncoding.EncodeToString(make([]byte, 32)), seal.NewPairingSecret()),
 	} {
 		var b strings.Builder
 		if err := printQR(&b, link); err != nil {
@@ -79,11 +81,11 @@ func TestPairLoginDevices(t *testing.T) {
 	cmd, base, _ := startServe(t, data)
 	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 
-	res := run(t, "pair", "--relay", base, "--data", data, "--state", state)
+	res := run(t, "pair", "--no-wait", "--relay", base, "--data", data, "--state", state)
 	if res.code != 0 {
 		t.Fatalf("pair: %+v", res)
 	}
-	m := regexp.MustCompile(`open:\s+(\S+#pair=([0-9A-Z]+)\.([A-Za-z0-9_-]+))`).FindStringSubmatch(res.stdout)
+	m := regexp.MustCompile(`open:\s+(\S+#pair=([0-9A-Z]+)\.([A-Za-z0-9_-]{43})\.([A-Za-z0-9_-]{22}))`).FindStringSubmatch(res.stdout)
 	if m == nil {
 		t.Fatalf("no link in %q", res.stdout)
 	}

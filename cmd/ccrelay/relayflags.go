@@ -98,7 +98,7 @@ type relaySender struct {
 }
 
 func startRelaySender(url, token, stateDir, session string, log *slog.Logger) (*relaySender, error) {
-	return startRelaySenderNotice(url, token, stateDir, session, log, nil)
+	return startRelaySenderNotice(url, token, stateDir, session, log, nil, nil)
 }
 
 // openOutboxLog, when set (tests), opens the outbox's log file: a test
@@ -107,13 +107,18 @@ var openOutboxLog func(path string) (apiclient.LogFile, error)
 
 // startRelaySenderNotice starts sending; notice (stderr) hears when the
 // relay cannot be reached and when it is reached again.
-func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logger, notice io.Writer) (*relaySender, error) {
-	box, err := apiclient.OpenOutboxWith(stateDir, apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog})
+// With a keyring, the session is sealed once the machine trusts a device.
+func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logger, notice io.Writer, kr *apiclient.Keyring) (*relaySender, error) {
+	opts := apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog}
+	if kr != nil {
+		opts.Sealer = kr
+	}
+	box, err := apiclient.OpenOutboxWith(stateDir, opts)
 	if err != nil {
 		return nil, err
 	}
 	rs := &relaySender{box: box, session: session, done: make(chan error, 1),
-		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log, Notice: notice}, box)}
+		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log, Notice: notice, Keyring: kr}, box)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rs.cancel = cancel
 	go func() { rs.done <- rs.client.Run(ctx) }()

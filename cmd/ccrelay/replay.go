@@ -19,16 +19,17 @@ import (
 
 func newReplayCmd() *cobra.Command {
 	var (
-		format  string
-		color   string
-		verbose bool
-		quiet   bool
-		maxLine int
-		to      string
-		token   string
-		tokFile string
-		state   string
-		speed   float64
+		format    string
+		color     string
+		verbose   bool
+		quiet     bool
+		maxLine   int
+		to        string
+		token     string
+		tokFile   string
+		state     string
+		speed     float64
+		plaintext bool
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE [SUBAGENT_FILE...]",
@@ -97,7 +98,14 @@ and chat (a readable transcript; default on a terminal).`,
 				if verbose {
 					log = slog.New(slog.NewTextHandler(stderr, nil))
 				}
-				sender, err = startRelaySenderNotice(to, tok, filepath.Join(st, "replay", s.ID), s.ID, log, stderr)
+				kr, err := openKeyring(st)
+				if err != nil {
+					return err
+				}
+				if err := checkPlaintext(to, kr, plaintext); err != nil {
+					return err
+				}
+				sender, err = startRelaySenderNotice(to, tok, filepath.Join(st, "replay", s.ID), s.ID, log, stderr, kr)
 				if err != nil {
 					return err
 				}
@@ -156,6 +164,7 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
 	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
 	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707)")
+	cmd.Flags().BoolVar(&plaintext, "plaintext", false, "send to a relay on another machine even when no device is paired with this machine (the relay can read the session)")
 	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().StringVar(&tokFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.Flags().StringVar(&state, "state", "", "state folder for the durable outbox (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
