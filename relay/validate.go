@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -194,160 +193,17 @@ func checkInfo(info json.RawMessage) error {
 	return nil
 }
 
-// Lists carry a bounded summary of each session's info, never the whole of
-// it: the keys apps show, strings cut, the first permission requests with
-// their inputs cut.
+// Lists carry a bounded summary of each session's info
+// (protocol.SummarizeInfo).
 const (
-	summaryStringBytes = 1024     // a string of the summary
-	summaryPermissions = 8        // permission requests in a summary
-	summaryInputBytes  = 2048     // a permission request's input in a summary
-	summaryUsageBytes  = 1024     // the usage object in a summary
-	MaxSummaryBytes    = 32 << 10 // what one session's summary can reach
+	summaryStringBytes = protocol.SummaryStringBytes
+	summaryPermissions = protocol.SummaryPermissions
+	summaryTurnCosts   = protocol.SummaryTurnCosts
+	MaxSummaryBytes    = protocol.MaxSummaryBytes
 )
 
-var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}
-
-// summaryTurnCosts bounds the turn costs that lists carry (the last ones;
-// launcher.MaxTurnCosts).
-const summaryTurnCosts = 64
-
-// summaryTasks bounds the subagents' progress that lists carry.
-const summaryTasks = 16
-
 // summaryInfo is the bounded part of info that lists carry.
-func summaryInfo(info json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(info, &m) != nil {
-		return json.RawMessage(`{}`)
-	}
-	out := map[string]any{}
-	for _, k := range summaryStrings {
-		var s string
-		if json.Unmarshal(m[k], &s) == nil && s != "" {
-			out[k] = clip(s, summaryStringBytes)
-		}
-	}
-	// A fork's parent: a session id, or left out.
-	var parent string
-	if json.Unmarshal(m["forkedFrom"], &parent) == nil && parent != "" && checkSession(parent) == nil {
-		out["forkedFrom"] = parent
-	}
-	var cost float64
-	if json.Unmarshal(m["costUsd"], &cost) == nil && m["costUsd"] != nil {
-		out["costUsd"] = cost
-	}
-	if u := m["usage"]; len(u) > 0 && len(u) <= summaryUsageBytes && u[0] == '{' {
-		out["usage"] = u
-	}
-	// The context window's use (remote mode): tokens used and the window.
-	var cu struct {
-		UsedTokens int64 `json:"usedTokens"`
-		MaxTokens  int64 `json:"maxTokens"`
-	}
-	if json.Unmarshal(m["context"], &cu) == nil && cu.MaxTokens > 0 && cu.UsedTokens >= 0 {
-		out["context"] = map[string]any{"usedTokens": cu.UsedTokens, "maxTokens": cu.MaxTokens}
-	}
-	// What each of the last turns cost (remote mode), bounded.
-	var costs []struct {
-		Turn string  `json:"turn"`
-		USD  float64 `json:"usd"`
-	}
-	if json.Unmarshal(m["turnCosts"], &costs) == nil && len(costs) > 0 {
-		list := []map[string]any{}
-		for _, c := range costs[max(0, len(costs)-summaryTurnCosts):] {
-			if protocol.IsCuid(c.Turn) && c.USD >= 0 && c.USD < 1e6 {
-				list = append(list, map[string]any{"turn": c.Turn, "usd": c.USD})
-			}
-		}
-		out["turnCosts"] = list
-	}
-	// What the running subagents do now (remote mode), bounded.
-	var tasks []struct {
-		Subagent    string `json:"subagent"`
-		Description string `json:"description"`
-		LastTool    string `json:"lastTool"`
-		Tokens      int64  `json:"tokens"`
-		ToolUses    int64  `json:"toolUses"`
-	}
-	if json.Unmarshal(m["tasks"], &tasks) == nil && len(tasks) > 0 {
-		list := []map[string]any{}
-		for _, t := range tasks[:min(len(tasks), summaryTasks)] {
-			if protocol.IsCuid(t.Subagent) {
-				list = append(list, map[string]any{"subagent": t.Subagent, "description": clip(t.Description, 200),
-					"lastTool": clip(t.LastTool, 64), "tokens": t.Tokens, "toolUses": t.ToolUses})
-			}
-		}
-		out["tasks"] = list
-	}
-	// The rate limit's status, window and reset time (remote mode).
-	var rl struct {
-		Status        string   `json:"status"`
-		ResetsAt      int64    `json:"resetsAt"`
-		RateLimitType string   `json:"rateLimitType"`
-		Utilization   *float64 `json:"utilization"`
-	}
-	if json.Unmarshal(m["rateLimit"], &rl) == nil && rl.Status != "" {
-		out["rateLimit"] = map[string]any{"status": clip(rl.Status, 32), "resetsAt": rl.ResetsAt,
-			"rateLimitType": clip(rl.RateLimitType, 64), "utilization": rl.Utilization}
-	}
-	var perms []map[string]json.RawMessage
-	if json.Unmarshal(m["permissions"], &perms) == nil && perms != nil {
-		list := []map[string]any{}
-		for _, p := range perms[:min(len(perms), summaryPermissions)] {
-			q := map[string]any{}
-			for _, k := range []string{"id", "tool", "description", "call", "subagent", "blockedPath"} {
-				var s string
-				if json.Unmarshal(p[k], &s) == nil && s != "" {
-					q[k] = clip(s, summaryStringBytes/4)
-				}
-			}
-			var rules []string
-			if json.Unmarshal(p["forSession"], &rules) == nil && len(rules) > 0 {
-				rules = rules[:min(len(rules), 4)]
-				for i := range rules {
-					rules[i] = clip(rules[i], summaryStringBytes/4)
-				}
-				q["forSession"] = rules
-			}
-			if in := shrinkInput(p["input"]); in != nil {
-				q["input"] = in
-			}
-			list = append(list, q)
-		}
-		out["permissions"] = list
-	}
-	b, _ := json.Marshal(out)
-	return b
-}
-
-// shrinkInput keeps a tool input as is when it is small; otherwise only its
-// top-level strings, cut, as far as summaryInputBytes allows (apps show the
-// command or the path of a request, and a part of the rest).
-func shrinkInput(in json.RawMessage) any {
-	in = bytes.TrimSpace(in)
-	if len(in) == 0 || in[0] != '{' {
-		return nil
-	}
-	if len(in) <= summaryInputBytes {
-		return in
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(in, &m) != nil {
-		return nil
-	}
-	out := map[string]string{}
-	left := summaryInputBytes
-	for _, k := range []string{"command", "file_path", "path", "pattern", "url", "description"} {
-		var s string
-		if json.Unmarshal(m[k], &s) != nil || s == "" || left <= len(k)+8 {
-			continue
-		}
-		s = clip(s, min(left-len(k)-8, summaryInputBytes/2))
-		out[k] = s
-		left -= len(k) + len(s) + 8
-	}
-	return out
-}
+func summaryInfo(info json.RawMessage) json.RawMessage { return protocol.SummarizeInfo(info) }
 
 // clip cuts s to at most n bytes on a rune boundary, marking the cut.
 func clip(s string, n int) string {
