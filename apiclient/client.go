@@ -157,6 +157,17 @@ func (c *Client) Announce(session string, info json.RawMessage) {
 		c.mu.Unlock()
 		return
 	}
+	c.mu.Unlock()
+	if kr := c.cfg.Keyring; kr != nil && kr.Sealing(session) {
+		sealed, err := kr.SealInfo(session, info)
+		if err != nil {
+			// Never the plaintext of a sealed session.
+			c.log.Error("could not seal the session's announcement; not sent", "session", session, "err", err)
+			return
+		}
+		info = sealed
+	}
+	c.mu.Lock()
 	c.announce[session] = append([]byte(nil), info...)
 	c.mu.Unlock()
 	select {
@@ -169,6 +180,13 @@ func (c *Client) Announce(session string, info json.RawMessage) {
 // is not stored and not retried: it never blocks, and is dropped while the
 // relay is not connected or the link is behind.
 func (c *Client) Live(session string, payload json.RawMessage) {
+	if kr := c.cfg.Keyring; kr != nil && kr.Sealing(session) {
+		sealed, err := kr.SealLive(session, payload)
+		if err != nil {
+			return
+		}
+		payload = sealed
+	}
 	select {
 	case c.live <- protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameLive, Session: session, Payload: payload}:
 	default:
@@ -304,8 +322,16 @@ func (c *Client) read(ctx context.Context, cn *conn) {
 			continue
 		}
 		if f.Type == protocol.FrameCommand && f.Command != nil {
+			cmd, err := c.openCommand(f.Session, *f.Command)
+			if err != nil {
+				// Refused, and said why; logged: a relay (or someone on
+				// the way) may be trying to steer this machine.
+				c.log.Warn("command refused", "session", f.Session, "id", f.Command.ID, "err", err)
+				c.queueReply(f.Session, f.Command.ID, err.Error())
+				continue
+			}
 			select {
-			case c.inbound <- Inbound{Session: f.Session, Command: *f.Command}:
+			case c.inbound <- Inbound{Session: f.Session, Command: cmd}:
 			case <-ctx.Done():
 				return
 			}
@@ -317,6 +343,42 @@ func (c *Client) read(ctx context.Context, cn *conn) {
 		if ch != nil {
 			ch <- f
 		}
+	}
+}
+
+// errUnsealed refuses a plaintext command to a sealed session: only a
+// paired device can seal one, and anything that can send a command to a
+// CLI can run code on its machine.
+var errUnsealed = errors.New("this session is end-to-end encrypted: a command that is not sealed by a paired device is refused")
+
+// openCommand opens a sealed command; a session that is sealed takes no
+// other.
+func (c *Client) openCommand(session string, cmd protocol.Command) (protocol.Command, error) {
+	kr := c.cfg.Keyring
+	switch {
+	case kr == nil && cmd.Sealed != "":
+		return cmd, errors.New("a sealed command, but this machine has no keys")
+	case kr == nil:
+		return cmd, nil
+	case cmd.Sealed != "":
+		return kr.OpenCommand(session, cmd)
+	case kr.Sealing(session):
+		return cmd, errUnsealed
+	}
+	return cmd, nil
+}
+
+// queueReply keeps a rejection for the sending loop (the reader must not
+// wait for the relay's answer, which it reads itself).
+func (c *Client) queueReply(session, id, message string) {
+	c.mu.Lock()
+	if len(c.unsent) < MaxUnsentReplies {
+		c.unsent[session+"/"+id] = protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: protocol.StatusRejected, Message: message}
+	}
+	c.mu.Unlock()
+	select {
+	case c.changed <- struct{}{}:
+	default:
 	}
 }
 

@@ -6,8 +6,11 @@ package apiclient
 
 import (
 	"crypto/ecdh"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,4 +280,104 @@ func publishFile(path string, data []byte) error {
 		return err // wraps os.ErrExist when path exists
 	}
 	return nil
+}
+
+// SealInfo turns an announced info into what the relay may read of it —
+// the mode, status, permission request ids and whether an error changed,
+// which it needs for lists and notifications — and the bounded summary
+// apps show, sealed for (session, "announce"). The relay could show an
+// app an older sealed summary again; it cannot change one.
+func (k *Keyring) SealInfo(session string, info json.RawMessage) (json.RawMessage, error) {
+	key, err := k.SessionKey(session)
+	if err != nil {
+		return nil, err
+	}
+	sum := protocol.SummarizeInfo(info)
+	if len(sum) > protocol.MaxSummaryBytes {
+		// Too large for a list: without the requests' inputs (the app
+		// shows a request with its tool call's arguments).
+		var m map[string]any
+		json.Unmarshal(sum, &m)
+		if ps, ok := m["permissions"].([]any); ok {
+			for _, p := range ps {
+				if q, ok := p.(map[string]any); ok {
+					delete(q, "input")
+				}
+			}
+		}
+		sum, _ = json.Marshal(m)
+	}
+	sealed, err := key.Seal(seal.AD{Session: session, ID: "announce", Direction: seal.FromMachine}, sum)
+	if err != nil {
+		return nil, err
+	}
+	var a struct {
+		Mode        string `json:"mode"`
+		Status      string `json:"status"`
+		Error       string `json:"error"`
+		Permissions []struct {
+			ID string `json:"id"`
+		} `json:"permissions"`
+	}
+	if err := json.Unmarshal(info, &a); err != nil {
+		return nil, fmt.Errorf("announce: %w", err)
+	}
+	out := map[string]any{"mode": a.Mode, "status": a.Status, "sealed": sealed}
+	if a.Error != "" {
+		// Which error, not what it says: a digest under the session key.
+		out["error"] = "sealed:" + errorDigest(key.Bytes(), a.Error)
+	}
+	if len(a.Permissions) > 0 {
+		ids := make([]map[string]string, 0, len(a.Permissions))
+		for _, p := range a.Permissions {
+			ids = append(ids, map[string]string{"id": p.ID})
+		}
+		out["permissions"] = ids
+	}
+	return json.Marshal(out)
+}
+
+// errorDigest names an error text without telling it: an HMAC under the
+// session key, cut to 16 hex digits.
+func errorDigest(key []byte, text string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("ccrelay/error/v1\x00" + text))
+	return hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// SealLive seals a live frame's payload for (session, "live").
+func (k *Keyring) SealLive(session string, payload json.RawMessage) (json.RawMessage, error) {
+	key, err := k.SessionKey(session)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := key.Seal(seal.AD{Session: session, ID: "live", Direction: seal.FromMachine}, payload)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]string{"sealed": sealed})
+}
+
+// OpenCommand opens a sealed command of session: sealed by a device for
+// (session, its id, from the device), with the same id and kind inside.
+func (k *Keyring) OpenCommand(session string, c protocol.Command) (protocol.Command, error) {
+	key, err := k.SessionKey(session)
+	if err != nil {
+		return c, err
+	}
+	plain, err := key.Open(seal.AD{Session: session, ID: c.ID, Direction: seal.FromDevice}, c.Sealed)
+	if err != nil {
+		return c, fmt.Errorf("a sealed command that does not open: %w", err)
+	}
+	var in protocol.Command
+	if err := json.Unmarshal(plain, &in); err != nil {
+		return c, fmt.Errorf("a sealed command that is not a command: %w", err)
+	}
+	if in.ID != c.ID || in.Kind != c.Kind || in.Sealed != "" {
+		return c, errors.New("a sealed command whose id or kind differs from what the relay saw")
+	}
+	if err := in.Validate(); err != nil {
+		return c, err
+	}
+	return in, nil
 }

@@ -21,6 +21,12 @@ import (
 // pairTestDevice pairs a device with a key through the relay's HTTP API
 // (as the relay's token) and returns its credential id.
 func pairTestDevice(t *testing.T, r *relayProc, name string, pub []byte) string {
+	id, _ := pairTestDeviceCred(t, r, name, pub)
+	return id
+}
+
+// pairTestDeviceCred is pairTestDevice that also returns the credential.
+func pairTestDeviceCred(t *testing.T, r *relayProc, name string, pub []byte) (string, string) {
 	t.Helper()
 	call := func(path, cred string, in, out any) {
 		b, _ := json.Marshal(in)
@@ -40,9 +46,9 @@ func pairTestDevice(t *testing.T, r *relayProc, name string, pub []byte) string 
 	}
 	var code struct{ Code string }
 	call("/api/pair", token, map[string]any{"role": "device"}, &code)
-	var red struct{ ID string }
+	var red struct{ ID, Credential string }
 	call("/api/pair/redeem", "", map[string]any{"code": code.Code, "name": name, "publicKey": pub}, &red)
-	return red.ID
+	return red.ID, red.Credential
 }
 
 // A machine that trusts a device seals what it sends: the relay's database

@@ -158,6 +158,10 @@ type Command struct {
 	Model string `json:"model,omitempty"`
 	// stop-task: the subagent (its envelopes' subagent id)
 	Subagent string `json:"subagent,omitempty"`
+	// Sealed (end-to-end encryption): the whole command's JSON sealed by
+	// the device under the session's key for (session, id, from the
+	// device); then no other field but id and kind is set.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // ValidCommandKind reports whether k is a known kind.

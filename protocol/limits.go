@@ -36,6 +36,9 @@ const (
 	// its tool-call-end (the blob behind "show all"): a longer result is
 	// kept to its first MaxFullResultBytes, cut on a UTF-8 boundary.
 	MaxFullResultBytes = 1 << 20
+	// MaxSealedCommandChars bounds a sealed command's text: a command of
+	// MaxCommandBytes, sealed, in base64url.
+	MaxSealedCommandChars = ((MaxCommandBytes+SealOverhead)*8 + 5) / 6
 	// MaxFieldBytes bounds the short fields of a command: a permission
 	// request id, a mode, a model name.
 	MaxFieldBytes = 256
@@ -90,6 +93,15 @@ func (c *Command) Validate() error {
 	if !ValidCommandKind(c.Kind) {
 		return fmt.Errorf("unknown command kind %q", c.Kind)
 	}
+	if c.Sealed != "" {
+		if c.Text != "" || c.RequestID != "" || c.Reason != "" || len(c.Input) > 0 || c.Mode != "" || c.Model != "" || c.Subagent != "" || c.Allow || c.ForSession {
+			return fmt.Errorf("a sealed command carries nothing readable but its id and kind")
+		}
+		if len(c.Sealed) > MaxSealedCommandChars || !isBase64URL(c.Sealed) {
+			return fmt.Errorf("a sealed command is base64url of at most %d characters", MaxSealedCommandChars)
+		}
+		return nil
+	}
 	for name, v := range map[string]string{"requestId": c.RequestID, "mode": c.Mode, "model": c.Model} {
 		if len(v) > MaxFieldBytes {
 			return fmt.Errorf("command %s is %d bytes, more than %d", name, len(v), MaxFieldBytes)
@@ -113,4 +125,15 @@ func clipField(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// isBase64URL reports whether s is unpadded base64url text.
+func isBase64URL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

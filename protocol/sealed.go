@@ -71,11 +71,8 @@ func (s *SealedEnvelope) Validate() error {
 	case len(s.Sealed) < (SealOverhead*8+5)/6 || len(s.Sealed) > MaxSealedChars:
 		return invalid("sealed value of %d characters", len(s.Sealed))
 	}
-	for i := 0; i < len(s.Sealed); i++ {
-		c := s.Sealed[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return invalid("sealed value is not base64url at %d", i)
-		}
+	if !isBase64URL(s.Sealed) {
+		return invalid("sealed value is not base64url")
 	}
 	return nil
 }

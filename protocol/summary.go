@@ -15,6 +15,9 @@ const (
 	summaryInputBytes  = 2048     // a permission request's input in a summary
 	summaryUsageBytes  = 1024     // the usage object in a summary
 	MaxSummaryBytes    = 32 << 10 // what one session's summary can reach
+	// MaxSealedInfoChars bounds a sealed summary (a summary sealed, in
+	// base64url) that lists carry.
+	MaxSealedInfoChars = ((MaxSummaryBytes+SealOverhead)*8 + 5) / 6
 )
 
 var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}
@@ -39,6 +42,11 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 		if json.Unmarshal(m[k], &s) == nil && s != "" {
 			out[k] = clip(s, SummaryStringBytes)
 		}
+	}
+	// Sealed end to end: the whole summary, which the relay cannot read.
+	var sealed string
+	if json.Unmarshal(m["sealed"], &sealed) == nil && sealed != "" && len(sealed) <= MaxSealedInfoChars && isBase64URL(sealed) {
+		out["sealed"] = sealed
 	}
 	// A fork's parent: a session id, or left out.
 	var parent string
