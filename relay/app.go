@@ -91,6 +91,29 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			return nil
 		case protocol.FrameBlob:
 			return s.sendBlob(ctx, c, f)
+		case protocol.FrameSessionKey:
+			// A listed session's key, to open its sealed summary.
+			if err := checkSession(f.Session); err != nil {
+				return writeFrame(ctx, c, errorFrame("bad-session-key", "%v", err))
+			}
+			if err := s.mine(ctx, f.Session); err != nil {
+				e := errorFrame("not-found", "no session %s for this token", f.Session)
+				e.Session = f.Session
+				return writeFrame(ctx, c, e)
+			}
+			wrapped, machine, err := s.store.SessionKeyFor(ctx, f.Session, me.device)
+			switch {
+			case me.device == "" || errors.Is(err, ErrNoSessionKey):
+				e := errorFrame("no-key", "the relay holds no key of session %s for this device", f.Session)
+				e.Session = f.Session
+				return writeFrame(ctx, c, e)
+			case err != nil:
+				s.storeFailed("read session key", f.Session, err)
+				e := errorFrame("store", "the relay's store failed")
+				e.Session = f.Session
+				return writeFrame(ctx, c, e)
+			}
+			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameSessionKey, Session: f.Session, Wrapped: wrapped, Machine: machine})
 		case protocol.FrameSubscribe:
 			if err := checkSession(f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("bad-subscribe", "%v", err))

@@ -87,6 +87,21 @@ func TestSessionKeysThroughTheRelay(t *testing.T) {
 	if f := recv(t, app); f.Type != protocol.FrameSessionKey || f.Session != a1 || f.Wrapped != wrapped[phoneID] || f.Machine != machine {
 		t.Fatalf("phone's first frame %+v", f)
 	}
+	// An app may ask for a listed session's key.
+	send(t, app, protocol.Frame{Type: protocol.FrameSessionKey, Session: a1})
+	if f := recvType(t, app, protocol.FrameSessionKey); f.Wrapped != wrapped[phoneID] {
+		t.Fatalf("asked: %+v", f)
+	}
+	send(t, app, protocol.Frame{Type: protocol.FrameSessionKey, Session: nope})
+	if f := recvType(t, app, protocol.FrameError); f.Code != "not-found" {
+		t.Fatalf("no such session: %+v", f)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 0, 1)})
+	recvType(t, cli, protocol.FrameAck)
+	send(t, app, protocol.Frame{Type: protocol.FrameSessionKey, Session: s1})
+	if f := recvType(t, app, protocol.FrameError); f.Code != "no-key" || f.Session != s1 {
+		t.Fatalf("a session without a key: %+v", f)
+	}
 	// A key that comes later reaches the following device at once, and
 	// only its own.
 	tapp := dialAs(t, r, tablet, "/ws/app")
