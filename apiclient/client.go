@@ -679,6 +679,13 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 		c.mu.Lock()
 		info := c.announce[session]
 		c.mu.Unlock()
+		if protocol.IsSealed(info) {
+			// The devices get the key with the session's first sight: an
+			// app can seal its first prompt to it.
+			if err := c.ensureKeys(ctx, cn, session); err != nil {
+				return err
+			}
+		}
 		reply, err := cn.request(ctx, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: info})
 		if err != nil {
 			return err
