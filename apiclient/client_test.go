@@ -36,7 +36,7 @@ func envs(session string, from, to int) []protocol.Envelope {
 // relayProc is a relay that can be stopped and started again on the same
 // address and database.
 type relayProc struct {
-	t    *testing.T
+	t    testing.TB
 	addr string
 	db   string
 	srv  *http.Server
@@ -45,7 +45,7 @@ type relayProc struct {
 	stop func()
 }
 
-func newRelay(t *testing.T) *relayProc {
+func newRelay(t testing.TB) *relayProc {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
