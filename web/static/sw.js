@@ -10,7 +10,7 @@
 // Allow and Deny, which send the command over a websocket of their own;
 // tapping a notification opens the session.
 
-const CACHE = 'ccrelay-shell-1';
+const CACHE = 'ccrelay-shell-2';
 // The app shell: every file of the app (web_test.go checks the list).
 const SHELL = [
   './',
@@ -27,6 +27,7 @@ const SHELL = [
   'js/copy.js',
   'js/diff.js',
   'js/dom.js',
+  'js/e2e.js',
   'js/find.js',
   'js/format.js',
   'js/highlight.js',
@@ -146,7 +147,9 @@ async function notify(p) {
         body: oneLine((what ? what + ' — ' : '') + title, 180),
         requireInteraction: true,
         data: { ...base.data, request: q.id },
-        actions: [{ action: 'allow', title: 'Allow' }, { action: 'deny', title: 'Deny' }],
+        // A sealed session takes only commands the page seals: its
+        // requests are answered in the app, which the tap opens.
+        actions: typeof info.sealed === 'string' ? [] : [{ action: 'allow', title: 'Allow' }, { action: 'deny', title: 'Deny' }],
       });
     }
     return;

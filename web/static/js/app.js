@@ -14,6 +14,7 @@ import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tool
 import { listFilter } from './listfilter.js';
 import { findBar } from './find.js';
 import { deviceBar, showPairPage, takePairing } from './pairing.js';
+import * as e2e from './e2e.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const DEVICE_KEY = 'ccrelay.device';
@@ -87,7 +88,10 @@ function start() {
   navigator.serviceWorker?.addEventListener('message', (e) => {
     if (e.data?.type === 'open' && typeof e.data.hash === 'string' && /^#\/s\/[0-9a-f-]{36}(\?request=[^#]*)?$/.test(e.data.hash)) location.hash = e.data.hash;
   });
-  app.conn = new Connection(token, { timing, visibility });
+  // Sealed sessions are opened before the app sees them (e2e.js).
+  app.conn = new Connection(token, { timing, visibility, open: (f) => e2e.openFrame(f) });
+  app.conn.openBlob = (session, id, b64) => e2e.openBlob(session, id, b64);
+  e2e.setAsk((session) => app.conn.send({ type: 'session-key', session }));
   app.conn.addEventListener('frame', (e) => onFrame(e.detail));
   app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
   app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
@@ -147,6 +151,9 @@ function onFrame(f) {
         saveList([...app.sessions.values()]).catch(() => {});
         keepOnly(new Set(app.sessions.keys())).catch(() => {});
         app.page?.onSessions?.();
+        break;
+      case 'e2e-note':
+        skip(f.message, 'e2e:' + f.message);
         break;
       case 'session':
         if (!Array.isArray(f.sessions)) throw new BadEnvelope('a session update that is not a list');
@@ -218,6 +225,8 @@ function cleanSession(s) {
   if (raw.rateLimit && typeof raw.rateLimit === 'object' && typeof raw.rateLimit.status === 'string') {
     info.rateLimit = { status: raw.rateLimit.status, resetsAt: Number.isFinite(raw.rateLimit.resetsAt) ? raw.rateLimit.resetsAt : 0 };
   }
+  // Sealed for other devices: no key here (e2e.openInfo).
+  if (raw.locked === true) info.locked = true;
   // A fork's parent: only a session id (it becomes a link).
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   const num = (v) => (Number.isFinite(v) ? v : 0);
@@ -318,6 +327,7 @@ function connBanner() {
 
 function sessionTitle(s) {
   const info = s.info || {};
+  if (info.locked && !info.title) return 'Encrypted session (this device has no key for it)';
   return info.title || s.prompt || baseName(info.cwd) || s.id.slice(0, 8);
 }
 
@@ -507,6 +517,7 @@ function sessionPage(id) {
     const until = model.first;
     const earlier = [];
     let finished = false;
+    let earlierInbox = Promise.resolve(); // sealed batches opened in order
     const ws = new WebSocket(app.conn.url, ['ccrelay-token.' + app.conn.token]);
     earlierWS = ws;
     const done = () => {
@@ -532,14 +543,17 @@ function sessionPage(id) {
       let f;
       try { f = JSON.parse(e.data); } catch { return; } // said by the main connection
       if (!f || typeof f !== 'object') return;
-      if (f.type === 'batch' && Array.isArray(f.items)) {
-        for (const it of f.items) {
-          if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) continue;
-          if (it.seq > until) { done(); return; }
-          earlier.push([it.seq, it.envelope]);
-        }
-        if (earlier.length && earlier[earlier.length - 1][0] === until) done();
-      } else if (f.type === 'caught-up') done();
+      earlierInbox = earlierInbox.then(() => e2e.openFrame(f)).then((g) => {
+        if (finished || left || !g) return;
+        if (g.type === 'batch' && Array.isArray(g.items)) {
+          for (const it of g.items) {
+            if (!it || typeof it !== 'object' || !Number.isFinite(it.seq) || it.unreadable) continue;
+            if (it.seq > until) { done(); return; }
+            earlier.push([it.seq, it.envelope]);
+          }
+          if (earlier.length && earlier[earlier.length - 1][0] === until) done();
+        } else if (g.type === 'caught-up') done();
+      });
     };
     ws.onclose = () => {
       if (!finished && !left) { fetchingEarlier = false; setTimeout(loadEarlier, 2000); }
@@ -662,9 +676,14 @@ function sessionPage(id) {
 
   // command sends a command; rejections show, with the relay's reason.
   const commandTitles = new Map();
+  // A sealed session's commands are sealed first, in the order sent.
+  let sending = Promise.resolve();
   function command(cmd, title, onReject, el) {
-    const cid = app.conn.command(id, cmd);
+    const cid = newID();
     commandTitles.set(cid, { title, onReject, el });
+    sending = sending.then(() => e2e.sealCommand(id, { id: cid, ...cmd })).then((c) => app.conn.command(id, c), (e) => {
+      onCommandStatus({ command: { id: cid }, status: 'rejected', message: 'could not seal it: ' + (e.message || e) });
+    });
     return cid;
   }
 
@@ -743,6 +762,7 @@ function sessionPage(id) {
         // the others are.
         try {
           if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) throw new BadEnvelope('a batch item without a sequence number');
+          if (it.unreadable) { model.lastSeq = Math.max(model.lastSeq, it.seq); throw new BadEnvelope(it.unreadable); }
           const ch = model.apply(it.seq, it.envelope);
           if (ch && view && ch.length) {
             if (hidden()) stale = true;

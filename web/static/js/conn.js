@@ -99,6 +99,10 @@ export class Connection extends EventTarget {
     this.subscription = null; // {session, after: () => number}
     this.pending = new Map(); // command id -> command frame, resent on reconnect until answered
     this.blobs = new Map(); // ref -> waiter of fetchBlob
+    // open, when set, turns a frame into what the app reads (end-to-end
+    // encryption: e2e.openFrame), or null; frames pass through it in order.
+    this.open = opts.open || null;
+    this.inbox = Promise.resolve();
     this.stopped = false;
     this.stuck = 0; // connections in a row that died right after subscribing
     this.sent = null; // {ws, session, after, at}: a subscribe sent, until its first frame
@@ -163,7 +167,14 @@ export class Connection extends EventTarget {
       if ((f.type === 'blob' || f.type === 'error') && typeof f.ref === 'string' && this.blobs.has(f.ref)) { this.blobAnswer(f); return; }
       if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
-      this.dispatchEvent(new CustomEvent('frame', { detail: f }));
+      if (!this.open) { this.dispatchEvent(new CustomEvent('frame', { detail: f })); return; }
+      // Sealed frames are opened in the order they came (opening is
+      // asynchronous); a session's key is taken at once, outside that
+      // order, since opening may wait for it.
+      if (f.type === 'session-key' || (f.type === 'error' && f.code === 'no-key')) { this.open(f).then((g) => { if (g) this.dispatchEvent(new CustomEvent('frame', { detail: g })); }); return; }
+      this.inbox = this.inbox.then(() => this.open(f)).then((g) => {
+        if (g) this.dispatchEvent(new CustomEvent('frame', { detail: g }));
+      }, (e) => console.error(e));
     };
     ws.onclose = () => {
       clearTimeout(connectTimer);
@@ -416,10 +427,11 @@ export class Connection extends EventTarget {
    */
   fetchBlob(session, id) {
     const ref = 'blob-' + newID();
+    const opened = (b64) => (this.openBlob ? this.openBlob(session, id, b64) : b64);
     return new Promise((resolve, reject) => {
       if (!this.send({ type: 'blob', ref, session, id })) { reject(new Error('not connected to the relay')); return; }
       const timer = setTimeout(() => { this.blobs.delete(ref); reject(new Error('the relay did not answer')); }, BLOB_TIMEOUT_MS);
-      this.blobs.set(ref, { resolve, reject, timer, id });
+      this.blobs.set(ref, { resolve: (b64) => { Promise.resolve(opened(b64)).then(resolve, reject); }, reject, timer, id });
     });
   }
 
@@ -432,10 +444,10 @@ export class Connection extends EventTarget {
     else w.reject(new Error(typeof f.message === 'string' ? f.message.slice(0, 300) : 'the relay keeps nothing for it'));
   }
 
-  /** command sends a command (with a fresh id) and returns its id. */
+  /** command sends a command (with a fresh id, unless it has one) and returns its id. */
   command(session, cmd) {
-    const id = newID();
-    const f = { type: 'command', session, command: { id, ...cmd } };
+    const id = cmd.id || newID();
+    const f = { type: 'command', session, command: { ...cmd, id } };
     this.pending.set(id, f);
     this.send(f);
     return id;

@@ -13,16 +13,38 @@
 // objects, will live in IndexedDB, which can hold them.
 
 import { h, icon } from './dom.js';
+import * as S from '../seal.js';
+import { device, rememberMachine } from './e2e.js';
 
 export const DEVICE_KEY = 'ccrelay.device'; // {name, fingerprint} of this device
 
-/** takePairing returns {code, fingerprint} from a #pair= link, and removes
- * it from the address bar (and so from the history). */
+/** takePairing returns {code, machineKey, secret} (or, from an older
+ * link, {code, fingerprint}) from a #pair= link, and removes it from the
+ * address bar (and so from the history). */
 export function takePairing() {
-  const m = /(?:^#|[#&])pair=([0-9A-Za-z]+)(?:\.([0-9A-Za-z_-]*))?/.exec(location.hash);
+  const m = /(?:^#|[#&])pair=([0-9A-Za-z]+)(?:\.([0-9A-Za-z_-]*))?(?:\.([0-9A-Za-z_-]{22}))?/.exec(location.hash);
   if (!m) return null;
   history.replaceState(null, '', location.pathname + location.search + '#/');
+  if (m[3] && m[2] && m[2].length === 43) return { code: m[1], machineKey: m[2], secret: m[3] };
   return { code: m[1], fingerprint: m[2] || '' };
+}
+
+// std is standard padded base64, as the relay's JSON takes bytes.
+function std(bytes) {
+  let bin = '';
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+/** proof is what a device sends with its redemption: its public key and
+ * its confirmation of both keys, made with the link's secret (the relay
+ * never sees the secret, so it cannot make one for other keys). */
+async function proof(pair) {
+  if (!pair.secret) return {};
+  const dev = await device();
+  const { confirm } = await S.pairingKeys(pair.secret);
+  const tag = await S.confirmTag(confirm, S.ROLE_DEVICE, S.b64decode(pair.machineKey), dev.publicKey);
+  return { publicKey: std(dev.publicKey), confirm: std(S.b64decode(tag)) };
 }
 
 /** deviceName guesses a name for this device from its user agent. */
@@ -52,13 +74,21 @@ export function showPairPage(root, pair, tokenKey, done) {
     try {
       const r = await fetch('/api/pair/redeem', {
         method: 'POST', cache: 'no-store', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ code: pair.code, name: input.value.trim() }),
+        body: JSON.stringify({ code: pair.code, name: input.value.trim(), ...(await proof(pair)) }),
       });
       const text = await r.text();
       if (!r.ok) throw new Error(text.trim() || ('the relay answered ' + r.status));
       const a = JSON.parse(text);
+      if (pair.secret) {
+        // The relay must name the machine the link names: a relay that
+        // swapped its key is caught here, and nothing is kept.
+        if (typeof a.machineKey !== 'string' || a.machineKey !== std(S.b64decode(pair.machineKey))) {
+          throw new Error('the relay changed the machine\'s key on the way: this device is not paired. Tell whoever runs the relay, and pair again.');
+        }
+        await rememberMachine(pair.machineKey);
+      }
       localStorage.setItem(tokenKey, a.credential);
-      localStorage.setItem(DEVICE_KEY, JSON.stringify({ name: a.name, fingerprint: pair.fingerprint }));
+      localStorage.setItem(DEVICE_KEY, JSON.stringify({ name: a.name, fingerprint: pair.secret ? await S.fingerprint(S.b64decode(pair.machineKey)) : pair.fingerprint }));
       done();
     } catch (x) {
       err.textContent = 'Pairing failed: ' + (x.message || x);

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/chromedp/chromedp"
+	_ "modernc.org/sqlite"
+)
+
+// jsonlEnvelopes is what `ccrelay replay --format jsonl` makes of a
+// transcript.
+func jsonlEnvelopes(t *testing.T, transcript string) []protocol.Envelope {
+	t.Helper()
+	var out []protocol.Envelope
+	for _, l := range strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", transcript).stdout, "\n"), "\n") {
+		var e protocol.Envelope
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// A phone pairs in Chromium by the link `ccrelay pair` prints (its key
+// confirmed by the waiting command), then reads a corpus session the
+// machine sent sealed exactly as it shows a plaintext one (the same
+// golden check), opens a cut result's full text and the session's title;
+// its prompt leaves it sealed. An envelope tampered with on the relay (a
+// flipped byte, one moved to another place) is shown as a note, and the
+// rest still shows.
+func TestAppSealedSession(t *testing.T) {
+	r := startAppRelay(t)
+	state := t.TempDir()
+	link, wait := pairWaiting(t, r.base, r.data, state)
+	ctx := newBrowser(t)
+	must(t, ctx, phone(), chromedp.Navigate(link))
+	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
+	must(t, ctx, chromedp.SetValue(chromedp.CSS("input.pair-name"), "Test phone"), chromedp.Click(chromedp.CSS(".pair-form button")))
+	if res := wait(); res.code != 0 || !strings.Contains(res.stdout, "its key is confirmed") {
+		t.Fatalf("pair: %+v", res)
+	}
+	waitJS(t, ctx, "the list", `!!document.querySelector('.device-bar')`)
+	if n := eval[int](t, ctx, `JSON.parse(localStorage.getItem('ccrelay.machines') || '[]').length`); n != 1 {
+		t.Fatalf("%d known machines", n)
+	}
+
+	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
+	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
+		t.Fatalf("replay --to: %+v", res)
+	}
+	envs := jsonlEnvelopes(t, transcript)
+	for i, l := range storedLines(t, r.data, id) {
+		if !protocol.IsSealed([]byte(l)) {
+			t.Fatalf("stored envelope %d is not sealed: %.200s", i, l)
+		}
+	}
+
+	r.open(t, ctx, id)
+	showAll(t, ctx)
+	checkShows(t, readState(t, ctx), expected(envs))
+	if n := eval[int](t, ctx, `ccrelay.skipped.length`); n != 0 {
+		t.Fatalf("skipped %d: %v", n, eval[[]string](t, ctx, `ccrelay.skipped`))
+	}
+	// A cut result's full text opens too.
+	var end *protocol.Envelope
+	for i := range envs {
+		if e := &envs[i]; e.Ev.T == protocol.KindToolCallEnd && e.Ev.Full > 0 && e.Subagent == "" {
+			end = e
+			break
+		}
+	}
+	card := fmt.Sprintf(`document.querySelector('details.tool[data-call=%q]')`, end.Ev.Call)
+	waitJS(t, ctx, "the card's Show all", fmt.Sprintf(`(() => { const c = %s; if (!c) return false; c.open = true; return !!c.querySelector('.show-all') })()`, card))
+	must(t, ctx, chromedp.Click(fmt.Sprintf(`details.tool[data-call=%q] .show-all`, end.Ev.Call)))
+	waitJS(t, ctx, "the full result", fmt.Sprintf(`!%s.querySelector('.show-all') && %s.querySelector('.tool-body').innerText.length > 6000`, card, card))
+
+	// A prompt leaves sealed: the relay's command holds no text. (A CLI
+	// says the session takes prompts.)
+	dialCLI(t, r).announce(id, map[string]any{"mode": "remote", "status": "idle"})
+	waitJS(t, ctx, "the prompt box", `!document.querySelector('textarea').disabled`)
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "the sealed prompt of the phone"), chromedp.Click(chromedp.CSS("button.send")))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var body string
+	for {
+		err := db.QueryRow(`SELECT body FROM commands WHERE session = ?`, id).Scan(&body)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(body, "sealed prompt") || !strings.Contains(body, `"sealed":`) {
+		t.Errorf("the relay's command: %s", body)
+	}
+
+	// Tampering on the relay: a flipped byte in one envelope, and another
+	// envelope's sealed value moved into a third's place.
+	wdb, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wdb.Close()
+	rows := storedLines(t, r.data, id)
+	flip, moved, into := 4, 10, 11
+	var h protocol.SealedEnvelope
+	json.Unmarshal([]byte(rows[flip]), &h)
+	b := []byte(h.Sealed)
+	b[40] ^= 1
+	if b[40] == '`' || !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", rune(b[40])) {
+		b[40] = 'A' + (b[40] % 26)
+	}
+	h.Sealed = string(b)
+	flipped, _ := json.Marshal(h)
+	var hm, hi protocol.SealedEnvelope
+	json.Unmarshal([]byte(rows[moved]), &hm)
+	json.Unmarshal([]byte(rows[into]), &hi)
+	hi.Sealed = hm.Sealed
+	movedRaw, _ := json.Marshal(hi)
+	for seq, raw := range map[int][]byte{flip + 1: flipped, into + 1: movedRaw} {
+		if _, err := wdb.ExecContext(context.Background(), `UPDATE envelopes SET body = ? WHERE session = ? AND seq = ?`, raw, id, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, ctx, chromedp.Reload())
+	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
+	waitJS(t, ctx, "two envelopes noted", `ccrelay.skipped.length === 2`)
+	notes := eval[[]string](t, ctx, `ccrelay.skipped`)
+	for _, n := range notes {
+		if !strings.Contains(n, "changed") {
+			t.Errorf("note %q does not say it was changed", n)
+		}
+	}
+	showAll(t, ctx)
+	st := readState(t, ctx)
+	if len(st.IDs) < len(expected(envs).IDs)-2 && st.Tools < expected(envs).Tools-2 {
+		t.Errorf("after tampering the page shows %d rows, %d tools", len(st.IDs), st.Tools)
+	}
+	if strings.Contains(eval[string](t, ctx, `document.querySelector('.skip-note').textContent`), "Skipped 2 things") == false {
+		t.Errorf("note: %q", eval[string](t, ctx, `document.querySelector('.skip-note').textContent`))
+	}
+}

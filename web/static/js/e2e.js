@@ -1,0 +1,199 @@
+// End-to-end encryption in the app (docs/security.md, "Wiring: how sealed
+// content travels"). A session this device was given a key for arrives
+// sealed: its envelopes, its summary, its live text and its blobs are
+// opened here, before anything else sees them, and the commands sent to it
+// are sealed here. The key of each session comes from the relay wrapped
+// for this device by the machine that owns the session; it opens only with
+// this device's private key (non-extractable, in IndexedDB) and a machine
+// key this device learnt at pairing, never one the relay names alone.
+
+import * as S from '../seal.js';
+
+/** MACHINES is where the machines this device paired with are kept: [{publicKey, fingerprint}] (base64url). */
+export const MACHINES = 'ccrelay.machines';
+/** KEY_WAIT_MS bounds the wait for a session's key that the relay was asked for. */
+export const KEY_WAIT_MS = 10000;
+/** MAX_MACHINES bounds the machines kept (the relay's MaxCredentials). */
+export const MAX_MACHINES = 256;
+
+/** SealedError is a sealed value that cannot be shown; its message says why. */
+export class SealedError extends Error {}
+
+export function knownMachines() {
+  try {
+    const l = JSON.parse(localStorage.getItem(MACHINES) || '[]');
+    return Array.isArray(l) ? l.filter((m) => m && typeof m.publicKey === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+/** rememberMachine keeps a machine key learnt at pairing (base64url). */
+export async function rememberMachine(publicKey) {
+  const list = knownMachines().filter((m) => m.publicKey !== publicKey);
+  list.push({ publicKey, fingerprint: await S.fingerprint(S.b64decode(publicKey)) });
+  localStorage.setItem(MACHINES, JSON.stringify(list.slice(-MAX_MACHINES)));
+}
+
+let devicePromise = null;
+/** device is this browser's key pair, made once. */
+export function device() {
+  devicePromise ??= S.loadOrCreateDeviceKey();
+  return devicePromise;
+}
+
+const keys = new Map(); // session -> CryptoKey
+const keyless = new Set(); // sessions the relay has no key of for this device
+const waiting = new Map(); // session -> [resolve]
+const sealedIDs = new Set(); // envelopes that came sealed (their blobs are sealed too)
+let ask = null; // (session) => sends a session-key request
+
+/** setAsk gives the module the way to ask the relay for a session's key. */
+export function setAsk(fn) { ask = fn; }
+
+/** keyFor is a session's key, if this device has it. */
+export function keyFor(session) { return keys.get(session); }
+
+function settle(session, key) {
+  const ws = waiting.get(session) || [];
+  waiting.delete(session);
+  for (const w of ws) w(key);
+}
+
+/** waitKey resolves to the session's key, asking the relay once; null if it has none for this device. */
+function waitKey(session) {
+  if (keys.has(session)) return Promise.resolve(keys.get(session));
+  if (keyless.has(session)) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const first = !waiting.has(session);
+    const list = waiting.get(session) || [];
+    list.push(resolve);
+    waiting.set(session, list);
+    if (first) {
+      ask?.(session);
+      setTimeout(() => { if (waiting.has(session)) { keyless.add(session); settle(session, null); } }, KEY_WAIT_MS);
+    }
+  });
+}
+
+/** takeSessionKey opens a session-key frame; it throws a SealedError if the key is not from a known machine. */
+export async function takeSessionKey(f) {
+  if (typeof f.session !== 'string' || typeof f.wrapped !== 'string' || typeof f.machine !== 'string') throw new SealedError('a session key frame without its fields');
+  if (!knownMachines().some((m) => m.publicKey === f.machine)) {
+    keyless.add(f.session);
+    settle(f.session, null);
+    throw new SealedError('a session key from a machine this device did not pair with: ignored');
+  }
+  let key;
+  try {
+    key = await S.unwrapKey(await device(), S.b64decode(f.machine), f.session, f.wrapped);
+  } catch (e) {
+    keyless.add(f.session);
+    settle(f.session, null);
+    throw new SealedError('a session key that does not open (' + (e.message || e) + ')');
+  }
+  keys.set(f.session, key);
+  keyless.delete(f.session);
+  settle(f.session, key);
+  return key;
+}
+
+const noKey = 'this session is end-to-end encrypted and this device has no key for it: pair it with the machine that runs the session (ccrelay pair on that machine)';
+
+/** openEnvelope returns a stored envelope as the model reads it: sealed ones opened and checked against their readable fields. */
+export async function openEnvelope(session, env) {
+  if (!env || typeof env !== 'object' || typeof env.sealed !== 'string') return env;
+  const key = await waitKey(session);
+  if (!key) throw new SealedError(noKey);
+  let plain;
+  try {
+    plain = JSON.parse(await S.openText(key, { session, id: env.id, direction: S.FROM_MACHINE }, env.sealed));
+  } catch {
+    throw new SealedError('a sealed envelope that does not open here: changed or moved on the way');
+  }
+  const ev = plain?.ev || {};
+  const same = plain && plain.id === env.id && plain.time === env.time && plain.role === env.role &&
+    (plain.turn || '') === (env.turn || '') && (plain.subagent || '') === (env.subagent || '') &&
+    ev.t === env.ev?.t && (ev.t !== 'turn-end' || ev.status === env.ev?.status);
+  if (!same) throw new SealedError('a sealed envelope whose readable fields do not match it: changed on the way');
+  sealedIDs.add(env.id);
+  return plain;
+}
+
+/** openInfo opens a sealed session summary (its readable fields kept where the sealed part says nothing). */
+export async function openInfo(session, info) {
+  if (!info || typeof info.sealed !== 'string') return info;
+  const key = await waitKey(session);
+  if (!key) return { ...info, sealed: undefined, locked: true };
+  try {
+    const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
+    return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined };
+  } catch {
+    return { ...info, sealed: undefined, locked: true };
+  }
+}
+
+/** openFrame opens what a frame carries sealed; null for frames this module consumes. */
+export async function openFrame(f) {
+  if (f.type === 'session-key') {
+    try { await takeSessionKey(f); } catch (e) { return { type: 'e2e-note', message: e.message }; }
+    return null;
+  }
+  if (f.type === 'error' && (f.code === 'no-key' || (f.code === 'not-found' && waiting.has(f.session)))) {
+    keyless.add(f.session);
+    settle(f.session, null);
+    return f.code === 'no-key' ? null : f;
+  }
+  if (f.type === 'batch' && Array.isArray(f.items) && typeof f.session === 'string') {
+    const items = [];
+    for (const it of f.items) {
+      if (!it || typeof it !== 'object' || !it.envelope || typeof it.envelope.sealed !== 'string') { items.push(it); continue; }
+      try {
+        items.push({ ...it, envelope: await openEnvelope(f.session, it.envelope) });
+      } catch (e) {
+        items.push({ seq: it.seq, unreadable: e instanceof SealedError ? e.message : 'a sealed envelope it could not open' });
+      }
+    }
+    return { ...f, items };
+  }
+  if (f.type === 'live' && f.payload && typeof f.payload.sealed === 'string') {
+    const key = keyFor(f.session);
+    if (!key) return null; // a typing preview: the envelopes follow
+    try {
+      return { ...f, payload: JSON.parse(await S.openText(key, { session: f.session, id: 'live', direction: S.FROM_MACHINE }, f.payload.sealed)) };
+    } catch {
+      return null;
+    }
+  }
+  if ((f.type === 'sessions' || f.type === 'session') && Array.isArray(f.sessions)) {
+    const sessions = await Promise.all(f.sessions.map(async (s) => (s && s.info && typeof s.info.sealed === 'string' && typeof s.id === 'string'
+      ? { ...s, info: await openInfo(s.id, s.info) } : s)));
+    return { ...f, sessions };
+  }
+  return f;
+}
+
+/** sealCommand seals a command to a session this device holds a key of. */
+export async function sealCommand(session, cmd) {
+  const key = keyFor(session);
+  if (!key) return cmd;
+  const sealed = await S.seal(key, { session, id: cmd.id, direction: S.FROM_DEVICE }, JSON.stringify(cmd));
+  return { id: cmd.id, kind: cmd.kind, sealed };
+}
+
+/** openBlob opens a blob (standard base64) of an envelope that came sealed; others are returned as they are. */
+export async function openBlob(session, envID, b64) {
+  if (!sealedIDs.has(envID)) return b64;
+  const key = keyFor(session);
+  if (!key) throw new SealedError(noKey);
+  const url = b64.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  let bytes;
+  try {
+    bytes = await S.open(key, { session, id: envID + '/blob', direction: S.FROM_MACHINE }, url);
+  } catch {
+    throw new SealedError('a sealed blob that does not open here: changed on the way');
+  }
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
