@@ -713,24 +713,30 @@ func TestAppRendersTextInert(t *testing.T) {
 // real 634-envelope session with 241 tool calls) into r.
 func largeSession(t *testing.T, r *appRelay) (string, []protocol.Envelope) {
 	t.Helper()
-	src, err := synth.Load(corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := filepath.Join(t.TempDir(), "0a0a0a0a-1111-4222-8333-444444444444.jsonl")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := synth.Write(f, 68<<20, src); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	writeLargeTranscript(t, p)
 	id, envs := r.replay(t, p)
 	if len(envs) < 10000 {
 		t.Fatalf("only %d envelopes", len(envs))
 	}
 	return id, envs
+}
+
+// writeLargeTranscript writes at p the transcript largeSession replays.
+func writeLargeTranscript(t *testing.T, p string) {
+	t.Helper()
+	src, err := synth.Load(corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := synth.Write(f, 68<<20, src); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // openTimed loads the app afresh straight on a session and returns how long
