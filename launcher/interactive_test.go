@@ -5,10 +5,12 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,10 +53,35 @@ func newTerminal(t *testing.T, cols uint16) (ptmx, tty *os.File, scr *screen) {
 // out as envelopes equal to the replay of the finished transcript.
 func TestRealClaudeInteractive(t *testing.T) {
 	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("hello from the terminal")}})
-	ptmx, tty, scr := newTerminal(t, 120)
-
 	out := &MemOutbox{}
 	pipe := NewPipeline("", out)
+	sessions := runInteractive(t, e, pipe, "say hi", func() bool { return hasAgentText(out.Envelopes(), "hello from the terminal") },
+		func() string { return fmt.Sprint(envtest.DescribeAll(out.Envelopes())) })
+	got := out.Envelopes()
+	envtest.CheckInvariants(t, got)
+	want := replayFiles(t, filepath.Join(e.ProjectDir(t), sessions[0]+".jsonl"))
+	gd := envtest.DescribeAll(got)
+	if len(gd) < len(want) {
+		t.Fatalf("live %v\nreplay %v", gd, envtest.DescribeAll(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID {
+			t.Fatalf("envelope %d differs: live %v\nreplay %v", i, gd, envtest.DescribeAll(want))
+		}
+	}
+	if !strings.HasPrefix(gd[0], "U(say hi)") || gd[len(gd)-1] != "TE(completed)" {
+		t.Fatalf("envelopes: %v", gd)
+	}
+	t.Logf("interactive: %v", gd)
+}
+
+// runInteractive runs the real Claude interactively in a terminal, its
+// transcripts followed into pipe, types prompt, waits until answered()
+// (what() describes the state for a failure), quits with /exit and closes
+// the pipeline; it returns the sessions the SessionStart hook named.
+func runInteractive(t *testing.T, e *claudetest.Env, pipe *Pipeline, prompt string, answered func() bool, what func() string) []string {
+	t.Helper()
+	ptmx, tty, scr := newTerminal(t, 120)
 	l := followPipeline(t, e.ProjectDir(t), pipe)
 	var sessions []string
 	var mu sync.Mutex
@@ -80,13 +107,13 @@ func TestRealClaudeInteractive(t *testing.T) {
 	waitScreen(t, scr, "the prompt", func(s string) bool {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
-	typeLine(t, ptmx, scr, "say hi")
+	typeLine(t, ptmx, scr, prompt)
 	// The terminal draws words with cursor moves, not spaces: look for
 	// the answer where it matters, in the outbox.
 	deadline := time.Now().Add(30 * time.Second)
-	for !hasAgentText(out.Envelopes(), "hello from the terminal") {
+	for !answered() {
 		if time.Now().After(deadline) {
-			t.Fatalf("answer never reached the outbox: %v", envtest.DescribeAll(out.Envelopes()))
+			t.Fatalf("answer never reached the outbox: %s", what())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -112,22 +139,7 @@ func TestRealClaudeInteractive(t *testing.T) {
 	if len(sessions) == 0 {
 		t.Fatal("no SessionStart hook")
 	}
-	got := out.Envelopes()
-	envtest.CheckInvariants(t, got)
-	want := replayFiles(t, filepath.Join(e.ProjectDir(t), sessions[0]+".jsonl"))
-	gd := envtest.DescribeAll(got)
-	if len(gd) < len(want) {
-		t.Fatalf("live %v\nreplay %v", gd, envtest.DescribeAll(want))
-	}
-	for i := range want {
-		if got[i].ID != want[i].ID {
-			t.Fatalf("envelope %d differs: live %v\nreplay %v", i, gd, envtest.DescribeAll(want))
-		}
-	}
-	if !strings.HasPrefix(gd[0], "U(say hi)") || gd[len(gd)-1] != "TE(completed)" {
-		t.Fatalf("envelopes: %v", gd)
-	}
-	t.Logf("interactive: %v", gd)
+	return slices.Clone(sessions)
 }
 
 // typeLine types text into the terminal, waits until the program echoed it
