@@ -205,3 +205,35 @@ func TestNewlyTrustedDeviceGetsHistory(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A device revoked on the relay gets no key for a session that starts
+// after, though this machine still lists it as trusted.
+func TestRevokedDeviceGetsNoNewKeys(t *testing.T) {
+	r := newRelay(t)
+	kept, _ := seal.GenerateKeyPair()
+	lost, _ := seal.GenerateKeyPair()
+	keptID := pairTestDevice(t, r, "kept", kept.Public().Bytes())
+	lostID := pairTestDevice(t, r, "lost", lost.Public().Bytes())
+	machine, _ := ecdh.X25519().GenerateKey(rand.Reader)
+	kr, _ := OpenKeyring(t.TempDir(), machine)
+	kr.Trust(TrustedDevice{ID: keptID, Name: "kept", PublicKey: kept.Public().Bytes()})
+	kr.Trust(TrustedDevice{ID: lostID, Name: "lost", PublicKey: lost.Public().Bytes()})
+	req, _ := http.NewRequest("POST", "http://"+r.addr+"/api/devices/revoke", strings.NewReader(`{"name":"lost"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	box, _ := OpenOutboxWith(t.TempDir(), OutboxOptions{Sealer: kr})
+	defer box.Close()
+	box.Append(context.Background(), sessB, envs(sessB, 0, 2))
+	rc := runClient(Config{URL: "http://" + r.addr, Token: token, Keyring: kr, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
+	rc.finish(t)
+	if _, _, err := r.st.SessionKeyFor(context.Background(), sessB, keptID); err != nil {
+		t.Fatalf("the kept device: %v", err)
+	}
+	if _, _, err := r.st.SessionKeyFor(context.Background(), sessB, lostID); err == nil {
+		t.Fatal("the revoked device got a key for a new session")
+	}
+}
