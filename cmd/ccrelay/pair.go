@@ -61,8 +61,13 @@ func newPairCmd() *cobra.Command {
 		Short: "Pair a phone (QR code) or another machine (--machine) with the relay",
 		Long: `Pair asks the relay for a one-time code (it works once, within 5 minutes) and
 prints a QR code of the link that pairs a phone: scan it, and the phone gets
-a credential of its own. The code travels in the link's #fragment, which the
-browser never sends. With --machine it prints a code for "ccrelay login" on
+a credential of its own and makes a key pair that never leaves it. The link's
+#fragment, which the browser never sends, carries the code, this machine's
+public key and a one-time secret. Pair then waits for the phone, checks with
+the secret that the relay passed both keys on unchanged, and trusts the
+phone: from then on this machine seals its sessions for it (end-to-end
+encryption). With --no-wait it prints the link and exits (the phone is paired
+but not trusted). With --machine it prints a code for "ccrelay login" on
 another machine instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
