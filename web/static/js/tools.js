@@ -203,13 +203,56 @@ R.Write = {
   result: (t) => (t.status === 'failed' ? null : []),
 };
 
+// notebookCell is a cell's source as the last Read of the notebook before
+// t showed it (Claude Code reads a notebook as <cell id="…"> blocks), or
+// null.
+function notebookCell(model, path, id, before) {
+  if (!model?.calls || !path || !id) return null;
+  let found = null;
+  for (const t of model.calls.values()) {
+    if (t === before) break;
+    const a = obj(t.args);
+    if (str(a.file_path) !== path && str(a.notebook_path) !== path) continue;
+    if (t.name === 'NotebookEdit') found = null;
+    else if (t.name === 'Read' && t.status === 'done' && !t.truncated) {
+      const text = String(t.result ?? '');
+      const open = `<cell id="${id}">`;
+      const i = text.indexOf(open);
+      const j = i < 0 ? -1 : text.indexOf(`</cell id="${id}">`, i);
+      found = j < 0 ? null : text.slice(i + open.length, j).replace(/<cell_type>[^<]*<\/cell_type>/g, '').replace(/^\n+|\n+$/g, '');
+    }
+  }
+  return found;
+}
+
 R.NotebookEdit = {
   title: (a) => fileLabel(str(a.notebook_path)),
-  body(a) {
-    const mode = str(a.edit_mode) || 'replace';
-    return [h('div', { class: 'meta', text: `${mode} cell ${str(a.cell_id) || ''} (${str(a.cell_type) || 'code'})`.replace('  ', ' ') }),
-      mode === 'delete' ? null : folded(cut(str(a.new_source)), (s) => highlight(s, str(a.cell_type) === 'markdown' ? '' : 'py'), '', 'Copy cell')];
+  body(a, t, ctx) {
+    const path = str(a.notebook_path);
+    const mode = ['replace', 'insert', 'delete'].includes(str(a.edit_mode)) ? str(a.edit_mode) : 'replace';
+    const kind = str(a.cell_type) === 'markdown' ? 'markdown' : (str(a.cell_type) === 'code' ? 'code' : '');
+    const id = str(a.cell_id);
+    const cell = id ? `cell ${oneLine(id, 40)}` : 'the first cell';
+    const what = {
+      replace: `Replace ${cell}${kind ? ` (${kind})` : ''}`,
+      insert: `Insert a ${kind || 'code'} cell ${id ? `after ${cell}` : 'at the top'}`,
+      delete: `Delete ${cell}`,
+    }[mode];
+    const src = cut(str(a.new_source));
+    const parts = [pathLine(path), h('div', { class: 'notebook-op', text: what })];
+    if (mode === 'delete') return parts;
+    const before = mode === 'replace' ? notebookCell(ctx?.model, path, id, t) : null;
+    if (before != null) {
+      const d = renderDiff(before, src, { oldStart: 1, newStart: 1 });
+      parts.push(h('div', { class: 'diff-head' }, h('span', { class: 'add-n', text: '+' + d.added }), h('span', { class: 'del-n', text: '−' + d.removed }), h('span', { class: 'meta', text: 'against the cell as read before' })), d.el);
+    } else if (kind === 'markdown') {
+      parts.push(h('div', { class: 'md notebook-md' }, renderMarkdown(src)));
+    } else {
+      parts.push(folded(src, (s) => highlight(s, 'py'), 'file-content', 'Copy cell'));
+    }
+    return parts;
   },
+  result: (t) => (t.status === 'failed' ? null : []),
 };
 
 // exitCode reads the exit code Claude Code puts in a failed command's result.
