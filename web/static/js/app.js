@@ -100,6 +100,13 @@ function start() {
     app.page?.onConn?.(e.detail);
   });
   addEventListener('hashchange', () => navigate());
+  // The visible height (less the on-screen keyboard), for the dock's limit.
+  const vv = window.visualViewport;
+  if (vv) {
+    const setVV = () => document.documentElement.style.setProperty('--vvh', vv.height + 'px');
+    vv.addEventListener('resize', setVV);
+    setVV();
+  }
   document.addEventListener('visibilitychange', () => { if (!hidden()) app.page?.onVisible?.(); });
   navigate();
   app.conn.start();
@@ -449,7 +456,7 @@ function sessionPage(id) {
     // Enter sends on a keyboard with a pointer; on phones Enter is a newline.
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && matchMedia('(pointer: fine)').matches) { e.preventDefault(); sendPrompt(); }
   });
-  function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 180) + 'px'; }
+  function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 180, (visualViewport?.height || innerHeight) / 4) + 'px'; }
 
   // The dock's height is the space the conversation leaves at its end.
   const ro = new ResizeObserver(() => document.documentElement.style.setProperty('--dock-h', dock.offsetHeight + 'px'));
