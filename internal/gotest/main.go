@@ -20,8 +20,25 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 )
+
+// PackageTimeout bounds each test binary, unless -timeout says otherwise:
+// go test's own default (10 minutes) is close to what the browser and real
+// Claude Code tests of cmd/ccrelay take together on a 2-core machine.
+const PackageTimeout = "30m"
+
+// withTimeout adds -timeout=PackageTimeout to go test's arguments unless
+// they set one.
+func withTimeout(args []string) []string {
+	for _, a := range args {
+		if a == "-timeout" || a == "--timeout" || strings.HasPrefix(a, "-timeout=") || strings.HasPrefix(a, "--timeout=") {
+			return args
+		}
+	}
+	return append([]string{"-timeout=" + PackageTimeout}, args...)
+}
 
 func main() {
 	os.Exit(run("", os.Args[1:], os.Stdout, os.Stderr, os.Getenv("CI") == "true"))
@@ -30,7 +47,7 @@ func main() {
 // run runs go test in dir (the current folder if empty) and returns the exit
 // code.
 func run(dir string, args []string, stdout, stderr io.Writer, ci bool) int {
-	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
+	cmd := exec.Command("go", append([]string{"test", "-json"}, withTimeout(args)...)...)
 	cmd.Dir, cmd.Stderr = dir, stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {

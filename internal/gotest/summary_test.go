@@ -185,3 +185,15 @@ func filterPackage(t *testing.T, file, pkg string) string {
 	}
 	return p
 }
+
+func TestWithTimeout(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"-race", "./..."}, []string{"-timeout=" + PackageTimeout, "-race", "./..."}},
+		{[]string{"-timeout=5m", "./..."}, []string{"-timeout=5m", "./..."}},
+		{[]string{"-timeout", "5m", "./..."}, []string{"-timeout", "5m", "./..."}},
+	} {
+		if got := withTimeout(tc.in); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("withTimeout(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
