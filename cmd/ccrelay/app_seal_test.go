@@ -119,6 +119,19 @@ func TestAppSealedSession(t *testing.T) {
 	if strings.Contains(body, "sealed prompt") || !strings.Contains(body, `"sealed":`) {
 		t.Errorf("the relay's command: %s", body)
 	}
+	// What the browser sealed, the machine opens (WebCrypto to Go).
+	var cmd protocol.Command
+	if err := json.Unmarshal([]byte(body), &cmd); err != nil {
+		t.Fatal(err)
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, err := kr.OpenCommand(id, cmd)
+	if err != nil || opened.Kind != protocol.CommandPrompt || opened.Text != "the sealed prompt of the phone" {
+		t.Fatalf("the machine opens the phone's command to %+v, %v", opened, err)
+	}
 
 	// Tampering on the relay: a flipped byte in one envelope, and another
 	// envelope's sealed value moved into a third's place.

@@ -16,11 +16,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
 	"github.com/ccrelay/ccrelay/seal"
+	"github.com/coder/websocket"
 )
 
 // pairWaiting runs `ccrelay pair` (which waits for the device) and returns
@@ -72,6 +74,12 @@ func pairWaiting(t *testing.T, base, data, state string) (link string, wait func
 // link's secret, or with swap's key in place of the machine's: a relay
 // that swapped keys), and returns its credential id.
 func redeemAsDevice(t *testing.T, base, link string, device *seal.KeyPair, swap *ecdh.PublicKey) string {
+	id, _ := redeemAsDeviceCred(t, base, link, device, swap)
+	return id
+}
+
+// redeemAsDeviceCred is redeemAsDevice that also returns the credential.
+func redeemAsDeviceCred(t *testing.T, base, link string, device *seal.KeyPair, swap *ecdh.PublicKey) (string, string) {
 	t.Helper()
 	m := regexp.MustCompile(`#pair=([0-9A-Z]+)\.([A-Za-z0-9_-]{43})\.([A-Za-z0-9_-]{22})$`).FindStringSubmatch(link)
 	if m == nil {
@@ -98,13 +106,14 @@ func redeemAsDevice(t *testing.T, base, link string, device *seal.KeyPair, swap 
 	defer resp.Body.Close()
 	var a struct {
 		ID         string `json:"id"`
+		Credential string `json:"credential"`
 		MachineKey []byte `json:"machineKey"`
 	}
 	json.NewDecoder(resp.Body).Decode(&a)
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(a.MachineKey, mk) {
 		t.Fatalf("redeem: %d, machine key %x (link %x)", resp.StatusCode, a.MachineKey, mk)
 	}
-	return a.ID
+	return a.ID, a.Credential
 }
 
 // Pairing confirms the phone's key; then a corpus session replayed to the
@@ -119,7 +128,7 @@ func TestSealedReplayAfterPairing(t *testing.T) {
 
 	phone, _ := seal.GenerateKeyPair()
 	link, wait := pairWaiting(t, base, data, state)
-	phoneID := redeemAsDevice(t, base, link, phone, nil)
+	phoneID, phoneCred := redeemAsDeviceCred(t, base, link, phone, nil)
 	res := wait()
 	if res.code != 0 || !strings.Contains(res.stdout, "its key is confirmed") {
 		t.Fatalf("pair: %+v", res)
@@ -175,9 +184,15 @@ func TestSealedReplayAfterPairing(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(data, name))
 		disk = append(disk, b...)
 	}
+	// And every frame the relay sends the phone: the list and the whole
+	// session.
+	frames := captureSession(t, base, phoneCred, session, len(want))
 	for _, s := range secrets {
 		if bytes.Contains(disk, []byte(s)) {
 			t.Errorf("the relay's database holds %q", s)
+		}
+		if bytes.Contains(frames, []byte(s)) {
+			t.Errorf("a frame to the phone holds %q", s)
 		}
 	}
 
@@ -250,4 +265,37 @@ func TestPlaintextOnlyToThisMachine(t *testing.T) {
 			t.Errorf("isLoopbackURL(%q) = %v", u, got)
 		}
 	}
+}
+
+// captureSession lists the sessions and follows session from its start as
+// a device (credential cred) until n envelopes came, and returns every
+// frame the relay sent.
+func captureSession(t *testing.T, base, cred, session string, n int) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + cred}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(16 << 20)
+	for _, f := range []protocol.Frame{{V: protocol.FrameVersion, Type: protocol.FrameList}, {V: protocol.FrameVersion, Type: protocol.FrameSubscribe, Session: session}} {
+		b, _ := json.Marshal(f)
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []byte
+	for got := 0; got < n; {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d of %d envelopes: %v", got, n, err)
+		}
+		all = append(all, b...)
+		var f protocol.Frame
+		json.Unmarshal(b, &f)
+		got += len(f.Items)
+	}
+	return all
 }
