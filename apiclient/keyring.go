@@ -197,6 +197,23 @@ func (k *Keyring) SessionKey(session string) (*seal.SessionKey, error) {
 	return key, nil
 }
 
+// existingKey is session's key if this machine made one; a command for a
+// session it has no key of makes none (the relay names the session).
+func (k *Keyring) existingKey(session string) (*seal.SessionKey, error) {
+	if !protocol.IsSessionID(session) {
+		return nil, fmt.Errorf("session key: %q is not a session id", session)
+	}
+	k.mu.Lock()
+	_, loaded := k.keys[session]
+	k.mu.Unlock()
+	if !loaded {
+		if _, err := os.Stat(k.keyPath(session)); err != nil {
+			return nil, fmt.Errorf("no key of session %s on this machine", session)
+		}
+	}
+	return k.SessionKey(session)
+}
+
 // Sessions lists the sessions this machine has keys for.
 func (k *Keyring) Sessions() ([]string, error) {
 	es, err := os.ReadDir(filepath.Join(k.dir, SessionKeysDir))
@@ -361,7 +378,7 @@ func (k *Keyring) SealLive(session string, payload json.RawMessage) (json.RawMes
 // OpenCommand opens a sealed command of session: sealed by a device for
 // (session, its id, from the device), with the same id and kind inside.
 func (k *Keyring) OpenCommand(session string, c protocol.Command) (protocol.Command, error) {
-	key, err := k.SessionKey(session)
+	key, err := k.existingKey(session)
 	if err != nil {
 		return c, err
 	}

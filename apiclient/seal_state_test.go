@@ -157,3 +157,18 @@ func TestSealedAnnounceLiveAndCommands(t *testing.T) {
 	}
 	rc.cl.Reply(context.Background(), sessA, good.ID, true, "")
 }
+
+// A sealed command for a session this machine has no key of is refused,
+// and makes no key (the relay names the session).
+func TestSealedCommandForUnknownSessionMakesNoKey(t *testing.T) {
+	machine, _ := ecdh.X25519().GenerateKey(rand.Reader)
+	dir := t.TempDir()
+	kr, _ := OpenKeyring(dir, machine)
+	_, err := kr.OpenCommand(sessB, protocol.Command{ID: protocol.DeriveID("c", "1"), Kind: protocol.CommandPrompt, Sealed: strings.Repeat("A", 60)})
+	if err == nil {
+		t.Fatal("a sealed command for an unknown session was taken")
+	}
+	if ss, _ := kr.Sessions(); len(ss) != 0 {
+		t.Fatalf("keys made: %v", ss)
+	}
+}

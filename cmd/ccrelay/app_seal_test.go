@@ -156,26 +156,39 @@ func TestAppSealedSession(t *testing.T) {
 	json.Unmarshal([]byte(rows[into]), &hi)
 	hi.Sealed = hm.Sealed
 	movedRaw, _ := json.Marshal(hi)
-	for seq, raw := range map[int][]byte{flip + 1: flipped, into + 1: movedRaw} {
+	// And a plaintext envelope slipped in where a sealed one was.
+	fake, _ := json.Marshal(map[string]any{"id": hi.ID, "time": hi.Time, "role": "user", "ev": map[string]any{"t": "text", "text": "a prompt the relay made up"}})
+	plainAt := 20
+	for seq, raw := range map[int][]byte{flip + 1: flipped, into + 1: movedRaw, plainAt + 1: fake} {
 		if _, err := wdb.ExecContext(context.Background(), `UPDATE envelopes SET body = ? WHERE session = ? AND seq = ?`, raw, id, seq); err != nil {
 			t.Fatal(err)
 		}
 	}
 	must(t, ctx, chromedp.Reload())
 	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
-	waitJS(t, ctx, "two envelopes noted", `ccrelay.skipped.length === 2`)
+	waitJS(t, ctx, "three envelopes noted", `ccrelay.skipped.length === 3`)
 	notes := eval[[]string](t, ctx, `ccrelay.skipped`)
+	changed, plain := 0, 0
 	for _, n := range notes {
-		if !strings.Contains(n, "changed") {
-			t.Errorf("note %q does not say it was changed", n)
+		switch {
+		case strings.Contains(n, "changed"):
+			changed++
+		case strings.Contains(n, "plaintext envelope"):
+			plain++
 		}
+	}
+	if changed != 2 || plain != 1 {
+		t.Errorf("notes %q: want two changed, one plaintext", notes)
+	}
+	if eval[bool](t, ctx, `document.querySelector('.blocks').innerText.includes('a prompt the relay made up')`) {
+		t.Error("the page shows the relay's plaintext envelope")
 	}
 	showAll(t, ctx)
 	st := readState(t, ctx)
 	if len(st.IDs) < len(expected(envs).IDs)-2 && st.Tools < expected(envs).Tools-2 {
 		t.Errorf("after tampering the page shows %d rows, %d tools", len(st.IDs), st.Tools)
 	}
-	if strings.Contains(eval[string](t, ctx, `document.querySelector('.skip-note').textContent`), "Skipped 2 things") == false {
+	if strings.Contains(eval[string](t, ctx, `document.querySelector('.skip-note').textContent`), "Skipped 3 things") == false {
 		t.Errorf("note: %q", eval[string](t, ctx, `document.querySelector('.skip-note').textContent`))
 	}
 }

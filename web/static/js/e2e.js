@@ -46,6 +46,7 @@ const keys = new Map(); // session -> CryptoKey
 const keyless = new Set(); // sessions the relay has no key of for this device
 const waiting = new Map(); // session -> [resolve]
 const sealedIDs = new Set(); // envelopes that came sealed (their blobs are sealed too)
+const sealedSince = new Map(); // session -> the seq of its first sealed envelope
 let ask = null; // (session) => sends a session-key request
 
 /** setAsk gives the module the way to ask the relay for a session's key. */
@@ -147,7 +148,17 @@ export async function openFrame(f) {
   if (f.type === 'batch' && Array.isArray(f.items) && typeof f.session === 'string') {
     const items = [];
     for (const it of f.items) {
-      if (!it || typeof it !== 'object' || !it.envelope || typeof it.envelope.sealed !== 'string') { items.push(it); continue; }
+      if (!it || typeof it !== 'object' || !it.envelope) { items.push(it); continue; }
+      if (typeof it.envelope.sealed !== 'string') {
+        // A session sealed from some point on stays sealed: a plaintext
+        // envelope after it can only come from the relay.
+        const since = sealedSince.get(f.session);
+        if (since !== undefined && Number.isFinite(it.seq) && it.seq > since) {
+          items.push({ seq: it.seq, unreadable: 'a plaintext envelope in an end-to-end encrypted session: refused (it cannot come from the machine)' });
+        } else items.push(it);
+        continue;
+      }
+      if (Number.isFinite(it.seq) && !(sealedSince.get(f.session) <= it.seq)) sealedSince.set(f.session, it.seq);
       try {
         items.push({ ...it, envelope: await openEnvelope(f.session, it.envelope) });
       } catch (e) {
@@ -156,6 +167,7 @@ export async function openFrame(f) {
     }
     return { ...f, items };
   }
+  if (f.type === 'live' && keyFor(f.session) && !(f.payload && typeof f.payload.sealed === 'string')) return null; // not from the machine
   if (f.type === 'live' && f.payload && typeof f.payload.sealed === 'string') {
     const key = keyFor(f.session);
     if (!key) return null; // a typing preview: the envelopes follow
