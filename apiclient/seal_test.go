@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/seal"
 )
@@ -27,28 +27,7 @@ func pairTestDevice(t *testing.T, r *relayProc, name string, pub []byte) string 
 
 // pairTestDeviceCred is pairTestDevice that also returns the credential.
 func pairTestDeviceCred(t *testing.T, r *relayProc, name string, pub []byte) (string, string) {
-	t.Helper()
-	call := func(path, cred string, in, out any) {
-		b, _ := json.Marshal(in)
-		req, _ := http.NewRequest("POST", "http://"+r.addr+path, bytes.NewReader(b))
-		if cred != "" {
-			req.Header.Set("Authorization", "Bearer "+cred)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d", path, resp.StatusCode)
-		}
-		json.NewDecoder(resp.Body).Decode(out)
-	}
-	var code struct{ Code string }
-	call("/api/pair", token, map[string]any{"role": "device"}, &code)
-	var red struct{ ID, Credential string }
-	call("/api/pair/redeem", "", map[string]any{"code": code.Code, "name": name, "publicKey": pub}, &red)
-	return red.ID, red.Credential
+	return testutil.PairDevice(t, "http://"+r.addr, token, name, pub)
 }
 
 // A machine that trusts a device seals what it sends: the relay's database

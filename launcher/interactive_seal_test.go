@@ -7,10 +7,8 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
 	"github.com/ccrelay/ccrelay/seal"
@@ -48,23 +47,8 @@ func TestRealClaudeInteractiveSealed(t *testing.T) {
 	defer srv.Close()
 	defer st.Close()
 	phone, _ := seal.GenerateKeyPair()
-	post := func(path, auth string, in, out any) {
-		b, _ := json.Marshal(in)
-		req, _ := http.NewRequest("POST", srv.URL+path, bytes.NewReader(b))
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		json.NewDecoder(resp.Body).Decode(out)
-	}
-	var code struct{ Code string }
-	post("/api/pair", token, map[string]any{"role": "device"}, &code)
 	var red struct{ ID string }
-	post("/api/pair/redeem", "", map[string]any{"code": code.Code, "name": "phone", "publicKey": phone.Public().Bytes()}, &red)
+	red.ID, _ = testutil.PairDevice(t, srv.URL, token, "phone", phone.Public().Bytes())
 	machine, _ := ecdh.X25519().GenerateKey(rand.Reader)
 	kr, err := apiclient.OpenKeyring(t.TempDir(), machine)
 	if err != nil {

@@ -170,7 +170,9 @@ func shrinkInput(in json.RawMessage) any {
 	return out
 }
 
-// clip cuts s to at most n bytes on a rune boundary, ending with "…".
+// Clip cuts s to at most n bytes on a rune boundary, ending with "…".
+func Clip(s string, n int) string { return clip(s, n) }
+
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s

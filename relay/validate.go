@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"unicode/utf8"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -206,14 +205,4 @@ const (
 func summaryInfo(info json.RawMessage) json.RawMessage { return protocol.SummarizeInfo(info) }
 
 // clip cuts s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+func clip(s string, n int) string { return protocol.Clip(s, n) }

@@ -16,6 +16,7 @@ import (
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/seal"
 	"github.com/coder/websocket"
@@ -26,26 +27,9 @@ import (
 // confirmation matches; it returns the device's credential.
 func trustedDevice(t *testing.T, base, token, state string, device *seal.KeyPair) (cred string, kr *apiclient.Keyring) {
 	t.Helper()
-	call := func(path, auth string, in, out any) {
-		b, _ := json.Marshal(in)
-		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(b))
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %s", path, resp.Status)
-		}
-		json.NewDecoder(resp.Body).Decode(out)
-	}
-	var code struct{ Code string }
-	call("/api/pair", token, map[string]any{"role": "device"}, &code)
 	var red struct{ ID, Credential, Name string }
-	call("/api/pair/redeem", "", map[string]any{"code": code.Code, "name": "phone", "publicKey": device.Public().Bytes()}, &red)
+	red.ID, red.Credential = testutil.PairDevice(t, base, token, "phone", device.Public().Bytes())
+	red.Name = "phone"
 	kr, err := openKeyring(state)
 	if err != nil {
 		t.Fatal(err)
