@@ -40,7 +40,7 @@ func benchRelay(b *testing.B, apps int, paced bool) {
 	ctx := context.Background()
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
 	url := "ws" + srv[len("http"):]
-	session := "bench"
+	session := s1 // a UUID, as the relay takes only
 	total := b.N
 	if total < 100 {
 		total = 100
