@@ -120,6 +120,9 @@ another machine instead.`,
 			ctx, cancel := context.WithDeadline(cmd.Context(), time.UnixMilli(ans.Expires))
 			defer cancel()
 			res, err := waitPairResult(ctx, url, cred, ans.Code)
+			if errors.Is(err, context.Canceled) {
+				return errors.New("stopped waiting: a device may still pair with this code, but this machine will not trust it (run ccrelay pair again and wait)")
+			}
 			if err != nil {
 				return fmt.Errorf("waiting for the device: %w", err)
 			}
