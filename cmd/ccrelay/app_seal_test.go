@@ -98,8 +98,19 @@ func TestAppSealedSession(t *testing.T) {
 
 	// A prompt leaves sealed: the relay's command holds no text. (A CLI
 	// says the session takes prompts.)
-	dialCLI(t, r).announce(id, map[string]any{"mode": "remote", "status": "idle"})
-	waitJS(t, ctx, "the prompt box", `!document.querySelector('textarea').disabled`)
+	// The description is sealed as the CLI seals it: the app shows the title.
+	kr, err := openKeyring(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := kr.SealInfo(id, json.RawMessage(`{"title":"the sealed title of the session","cwd":"/home/dev/secret-folder","machine":"laptop","mode":"remote","status":"idle"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := dialCLI(t, r)
+	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: info})
+	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
+	waitJS(t, ctx, "the sealed title", `document.title.startsWith('the sealed title')`)
 	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "the sealed prompt of the phone"), chromedp.Click(chromedp.CSS("button.send")))
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
@@ -122,10 +133,6 @@ func TestAppSealedSession(t *testing.T) {
 	// What the browser sealed, the machine opens (WebCrypto to Go).
 	var cmd protocol.Command
 	if err := json.Unmarshal([]byte(body), &cmd); err != nil {
-		t.Fatal(err)
-	}
-	kr, err := openKeyring(state)
-	if err != nil {
 		t.Fatal(err)
 	}
 	opened, err := kr.OpenCommand(id, cmd)
@@ -164,9 +171,17 @@ func TestAppSealedSession(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(t, ctx, chromedp.Reload())
+	// The page opens afresh, without its offline copy (which holds the
+	// envelopes as they were), from the relay.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((ok) => { const q = indexedDB.deleteDatabase('ccrelay'); q.onsuccess = q.onerror = q.onblocked = () => ok(true); })`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id), chromedp.Reload())
 	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
-	waitJS(t, ctx, "three envelopes noted", `ccrelay.skipped.length === 3`)
+	if !pollJS(ctx, `ccrelay.skipped.length === 3`) {
+		t.Fatalf("notes: %q", eval[[]string](t, ctx, `ccrelay.skipped`))
+	}
 	notes := eval[[]string](t, ctx, `ccrelay.skipped`)
 	changed, plain := 0, 0
 	for _, n := range notes {
@@ -190,6 +205,18 @@ func TestAppSealedSession(t *testing.T) {
 	}
 	if strings.Contains(eval[string](t, ctx, `document.querySelector('.skip-note').textContent`), "Skipped 3 things") == false {
 		t.Errorf("note: %q", eval[string](t, ctx, `document.querySelector('.skip-note').textContent`))
+	}
+	// The list shows the title and folder it opened; the relay lists neither.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	waitJS(t, ctx, "the list's row", fmt.Sprintf(`(() => { const r = document.querySelector('li[data-session=%q]'); return !!r && r.textContent.includes('the sealed title') && r.textContent.includes('secret-folder') })()`, id))
+	for _, l := range []string{"the sealed title", "secret-folder"} {
+		var infoRow string
+		if err := db.QueryRow(`SELECT info FROM sessions WHERE id = ?`, id).Scan(&infoRow); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(infoRow, l) {
+			t.Errorf("the relay's session row holds %q", l)
+		}
 	}
 }
 
@@ -253,4 +280,16 @@ func TestAppOpensLargeSealedSession(t *testing.T) {
 	if ts > 5*time.Second {
 		t.Errorf("a sealed 10,000-envelope session took %v to open", ts)
 	}
+}
+
+// pollJS reports whether expr became true within 30 s.
+func pollJS(ctx context.Context, expr string) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err == nil && v {
+			return true
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return false
 }
