@@ -109,7 +109,9 @@ func TestSealedAnnounceLiveAndCommands(t *testing.T) {
 		t.Fatalf("sealed summary %s, %v", sum, err)
 	}
 
-	// Live deltas.
+	// Live deltas (not stored: they reach an app that follows the session,
+	// which it does once caught up).
+	app.next("caught up", func(f protocol.Frame) bool { return f.Type == protocol.FrameCaughtUp })
 	rc.cl.Live(sessA, json.RawMessage(`{"delta":"the secret answer"}`))
 	live := app.next("a live frame", func(f protocol.Frame) bool { return f.Type == protocol.FrameLive })
 	var lp struct{ Sealed string }
