@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/seal"
 )
@@ -181,7 +182,7 @@ func (k *Keyring) SessionKey(session string) (*seal.SessionKey, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		fresh := make([]byte, seal.KeySize)
 		rand.Read(fresh)
-		if err := publishFile(path, fresh); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := durable.Publish(path, fresh, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("session key: %w", err)
 		}
 		b, err = os.ReadFile(path) // another process may have won
@@ -268,35 +269,6 @@ func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte
 		}
 	}
 	return raw, blob, nil
-}
-
-// publishFile writes data to a new file at path, 0600, complete or not at
-// all; it fails with an error wrapping os.ErrExist if path exists.
-func publishFile(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		return err // wraps os.ErrExist when path exists
-	}
-	return nil
 }
 
 // SealInfo turns an announced info into what the relay may read of it —

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/spf13/cobra"
 )
 
@@ -80,7 +81,15 @@ func machineKey(state string) (*ecdh.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machine key: %w", err)
 	}
-	if err := writePrivate(path, k.Bytes()); err != nil {
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("machine key: %w", err)
+	}
+	// Made once: two ccrelay starting together make one key (the other
+	// reads it); a key that changed would no longer match the devices'.
+	if err := durable.Publish(path, k.Bytes(), 0o600); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return machineKey(state)
+		}
 		return nil, fmt.Errorf("machine key: %w", err)
 	}
 	return k, nil

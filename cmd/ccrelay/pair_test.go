@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"image"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -159,5 +161,34 @@ func TestPairLoginDevices(t *testing.T) {
 	// A wrong code for login says so.
 	if res = run(t, "login", base, "ZZZZZZZZZZ", "--state", t.TempDir()); res.code == 0 || !strings.Contains(res.stderr, "wrong pairing code") {
 		t.Errorf("login with a wrong code: %+v", res)
+	}
+}
+
+// Two ccrelay starting together in one state folder make one machine key:
+// each gets the same (a key that changed would no longer match the key
+// the devices paired with).
+func TestMachineKeyMadeOnce(t *testing.T) {
+	dir := t.TempDir()
+	const n = 8
+	keys := make([][]byte, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			k, err := machineKey(dir)
+			errs[i] = err
+			if err == nil {
+				keys[i] = k.Bytes()
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("machine key %d: %v", i, errs[i])
+		}
+		if !bytes.Equal(keys[i], keys[0]) {
+			t.Fatalf("process %d got another key", i)
+		}
 	}
 }

@@ -133,3 +133,36 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// Publish writes data to a new file at path (mode perm) that appears whole
+// or not at all, and never replaces one: if path exists, it fails with an
+// error that wraps os.ErrExist, and the caller reads what is there. Several
+// processes may race to make the same file (a key made once): one wins.
+func Publish(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	// A hard link publishes the complete file and fails if one exists.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}

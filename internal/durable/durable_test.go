@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -100,5 +101,23 @@ func TestWriteFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "v1" || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("content %q mode %v", b, fi.Mode().Perm())
+	}
+}
+
+func TestPublishNeverReplaces(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := Publish(p, []byte("first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Publish(p, []byte("second"), 0o600); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("a second publish: %v", err)
+	}
+	b, _ := os.ReadFile(p)
+	fi, _ := os.Stat(p)
+	if string(b) != "first" || fi.Mode().Perm()&0o077 != 0 && runtime.GOOS != "windows" {
+		t.Fatalf("%q, mode %v", b, fi.Mode())
+	}
+	if es, _ := os.ReadDir(filepath.Dir(p)); len(es) != 1 {
+		t.Fatalf("left behind: %v", es)
 	}
 }
