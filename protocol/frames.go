@@ -130,6 +130,14 @@ const (
 	// CommandStopTask stops one background subagent (Subagent), not the
 	// turn.
 	CommandStopTask = "stop-task"
+	// CommandStart (to a machine's daemon, `ccrelay daemon`) starts a
+	// remote-mode session in Dir: a new one with the id Target, or, with
+	// Resume, Claude Code's past session Target; Model, Mode (the
+	// permission mode) and Text (the first prompt) are optional.
+	CommandStart = "start"
+	// CommandStop (to a machine's daemon) ends the session Target that the
+	// daemon started, and its Claude.
+	CommandStop = "stop"
 )
 
 // Command statuses.
@@ -158,6 +166,11 @@ type Command struct {
 	Model string `json:"model,omitempty"`
 	// stop-task: the subagent (its envelopes' subagent id)
 	Subagent string `json:"subagent,omitempty"`
+	// start, stop (to a daemon): the folder to start in, the session, and
+	// whether Target is a past session to continue.
+	Dir    string `json:"dir,omitempty"`
+	Target string `json:"target,omitempty"`
+	Resume bool   `json:"resume,omitempty"`
 	// Sealed (end-to-end encryption): the whole command's JSON sealed by
 	// the device under the session's key for (session, id, from the
 	// device); then no other field but id and kind is set.
@@ -167,7 +180,8 @@ type Command struct {
 // ValidCommandKind reports whether k is a known kind.
 func ValidCommandKind(k string) bool {
 	switch k {
-	case CommandPrompt, CommandPermission, CommandAbort, CommandSwitch, CommandModel, CommandPermissionMode, CommandStopTask:
+	case CommandPrompt, CommandPermission, CommandAbort, CommandSwitch, CommandModel, CommandPermissionMode, CommandStopTask,
+		CommandStart, CommandStop:
 		return true
 	}
 	return false

@@ -42,6 +42,8 @@ const (
 	// MaxFieldBytes bounds the short fields of a command: a permission
 	// request id, a mode, a model name.
 	MaxFieldBytes = 256
+	// MaxDirBytes bounds the folder of a start command.
+	MaxDirBytes = 4096
 )
 
 // IsSessionID reports whether s is a session id in the form Claude Code
@@ -94,7 +96,8 @@ func (c *Command) Validate() error {
 		return fmt.Errorf("unknown command kind %q", c.Kind)
 	}
 	if c.Sealed != "" {
-		if c.Text != "" || c.RequestID != "" || c.Reason != "" || len(c.Input) > 0 || c.Mode != "" || c.Model != "" || c.Subagent != "" || c.Allow || c.ForSession {
+		if c.Text != "" || c.RequestID != "" || c.Reason != "" || len(c.Input) > 0 || c.Mode != "" || c.Model != "" || c.Subagent != "" || c.Allow || c.ForSession ||
+			c.Dir != "" || c.Target != "" || c.Resume {
 			return fmt.Errorf("a sealed command carries nothing readable but its id and kind")
 		}
 		if len(c.Sealed) > MaxSealedCommandChars || !isBase64URL(c.Sealed) {
@@ -115,6 +118,15 @@ func (c *Command) Validate() error {
 	}
 	if c.Kind == CommandStopTask && !IsCuid(c.Subagent) {
 		return fmt.Errorf("stop-task names no subagent (a cuid2), got %q", clipField(c.Subagent))
+	}
+	switch c.Kind {
+	case CommandStart, CommandStop:
+		if !IsSessionID(c.Target) {
+			return fmt.Errorf("%s names no session (a UUID), got %q", c.Kind, clipField(c.Target))
+		}
+	}
+	if c.Kind == CommandStart && (c.Dir == "" || len(c.Dir) > MaxDirBytes || CheckUTF8([]byte(c.Dir)) != nil) {
+		return fmt.Errorf("start needs a folder of at most %d bytes", MaxDirBytes)
 	}
 	return nil
 }

@@ -381,6 +381,16 @@ func TestCommandValidate(t *testing.T) {
 	if c := (Command{ID: "k3x9ab", Kind: CommandStopTask, Subagent: SubagentID("toolu_1")}); c.Validate() != nil {
 		t.Fatalf("stop-task invalid: %v", c.Validate())
 	}
+	const sess = "22222222-2222-4333-8444-555555555555"
+	for _, c := range []Command{
+		{ID: "k3x9ab", Kind: CommandStart, Dir: "/home/me/app", Target: sess, Text: "hi", Mode: "plan", Model: "sonnet"},
+		{ID: "k3x9ab", Kind: CommandStart, Dir: `C:\Users\me\app`, Target: sess, Resume: true},
+		{ID: "k3x9ab", Kind: CommandStop, Target: sess},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s invalid: %v", c.Kind, err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Command)
@@ -396,6 +406,17 @@ func TestCommandValidate(t *testing.T) {
 		{"input not an object", func(c *Command) { c.Kind = CommandPermission; c.Input = json.RawMessage(`[1]`) }},
 		{"stop-task without a subagent", func(c *Command) { c.Kind = CommandStopTask }},
 		{"stop-task, a subagent that is no id", func(c *Command) { c.Kind = CommandStopTask; c.Subagent = "../x" }},
+		{"start without a folder", func(c *Command) { c.Kind = CommandStart; c.Target = sess }},
+		{"start without a session", func(c *Command) { c.Kind = CommandStart; c.Dir = "/tmp" }},
+		{"start, a session that is a flag", func(c *Command) { c.Kind = CommandStart; c.Dir = "/tmp"; c.Target = "--help" }},
+		{"start, a long folder", func(c *Command) {
+			c.Kind = CommandStart
+			c.Target = sess
+			c.Dir = "/" + strings.Repeat("d", MaxDirBytes)
+		}},
+		{"start, a folder not UTF-8", func(c *Command) { c.Kind = CommandStart; c.Target = sess; c.Dir = "/\xff" }},
+		{"stop without a session", func(c *Command) { c.Kind = CommandStop }},
+		{"sealed with a readable folder", func(c *Command) { c.Kind = CommandStart; c.Sealed = "abc"; c.Dir = "/tmp"; c.Text = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok()
@@ -427,5 +448,55 @@ func TestFullRoundTrip(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"id":"ca","time":1,"role":"agent","ev":{"t":"tool-call-end","call":"t","result":"x","truncated":true,"full":"9"}}`), &out); err == nil {
 		t.Error("a full that is not an integer was taken")
+	}
+}
+
+// A daemon's description in lists is bounded whatever it announces: the
+// most recent folders as far as DaemonSummaryBytes allows, ids checked,
+// prompts cut; a daemon's session can be named by the sessions it started.
+func TestSummarizeDaemon(t *testing.T) {
+	const sess = "22222222-2222-4333-8444-555555555555"
+	d := DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", AllowBypass: true, Running: []string{sess, "../x"}}
+	for i := range 1000 {
+		f := DaemonFolder{Dir: fmt.Sprintf("/home/me/project-%04d/%s", i, strings.Repeat("d", 200)), At: int64(i)}
+		for range 20 {
+			f.Sessions = append(f.Sessions, PastSession{ID: sess, Prompt: strings.Repeat("p", 1000), At: 1})
+		}
+		f.Sessions = append(f.Sessions, PastSession{ID: "not-a-session"})
+		d.Folders = append(d.Folders, f)
+	}
+	raw, _ := json.Marshal(map[string]any{"mode": "machine", "status": "idle", "daemon": d, "startedBy": "nope"})
+	sum := SummarizeInfo(raw)
+	if len(sum) > MaxSummaryBytes {
+		t.Fatalf("summary is %d bytes, more than %d", len(sum), MaxSummaryBytes)
+	}
+	var got struct {
+		StartedBy string      `json:"startedBy"`
+		Daemon    *DaemonInfo `json:"daemon"`
+	}
+	if err := json.Unmarshal(sum, &got); err != nil || got.Daemon == nil {
+		t.Fatalf("summary %s: %v", sum[:min(len(sum), 200)], err)
+	}
+	if got.StartedBy != "" {
+		t.Errorf("startedBy %q kept", got.StartedBy)
+	}
+	g := got.Daemon
+	if g.OS != "linux" || !g.AllowBypass || len(g.Running) != 1 || len(g.Folders) == 0 || len(g.Folders) == 1000 {
+		t.Fatalf("daemon summary: os %q bypass %v running %v folders %d", g.OS, g.AllowBypass, g.Running, len(g.Folders))
+	}
+	if g.Folders[0].Dir != d.Folders[0].Dir {
+		t.Errorf("first folder %q, want the most recent %q", g.Folders[0].Dir, d.Folders[0].Dir)
+	}
+	for _, f := range g.Folders {
+		if len(f.Sessions) != DaemonSessions {
+			t.Fatalf("%d sessions kept, want %d", len(f.Sessions), DaemonSessions)
+		}
+		if len(f.Sessions[0].Prompt) > DaemonPromptBytes+8 {
+			t.Fatalf("prompt of %d bytes kept", len(f.Sessions[0].Prompt))
+		}
+	}
+	started, _ := json.Marshal(map[string]any{"mode": "remote", "startedBy": sess})
+	if !strings.Contains(string(SummarizeInfo(started)), `"startedBy":"`+sess+`"`) {
+		t.Errorf("startedBy dropped: %s", SummarizeInfo(started))
 	}
 }

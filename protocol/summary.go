@@ -53,6 +53,16 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 	if json.Unmarshal(m["forkedFrom"], &parent) == nil && parent != "" && IsSessionID(parent) {
 		out["forkedFrom"] = parent
 	}
+	// A session a machine's daemon started: the daemon's session, so that
+	// apps offer to stop it there.
+	var by string
+	if json.Unmarshal(m["startedBy"], &by) == nil && by != "" && IsSessionID(by) {
+		out["startedBy"] = by
+	}
+	// A machine's daemon: what it offers to start.
+	if d := summarizeDaemon(m["daemon"]); d != nil {
+		out["daemon"] = d
+	}
 	var cost float64
 	if json.Unmarshal(m["costUsd"], &cost) == nil && m["costUsd"] != nil {
 		out["costUsd"] = cost
@@ -183,4 +193,87 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + mark
+}
+
+// Bounds of a daemon's description in lists (DaemonInfo): the folders
+// first (most recent first) as far as DaemonSummaryBytes allows, each with
+// at most DaemonSessions past sessions.
+const (
+	DaemonFolders      = 256
+	DaemonSessions     = 8
+	DaemonRunning      = 64
+	DaemonPromptBytes  = 160
+	DaemonSummaryBytes = 24 << 10
+)
+
+// DaemonInfo is what a machine's daemon (`ccrelay daemon`) announces in
+// its session's info under "daemon": the machine and what it may start.
+type DaemonInfo struct {
+	OS            string `json:"os"`
+	Arch          string `json:"arch,omitempty"`
+	ClaudeVersion string `json:"claudeVersion,omitempty"`
+	// AllowBypass: the app may choose bypassPermissions.
+	AllowBypass bool `json:"allowBypass,omitempty"`
+	// Roots are the folders under which any folder may be started (--allow).
+	Roots []string `json:"roots,omitempty"`
+	// Folders are the folders sessions may start in, most recent first.
+	Folders []DaemonFolder `json:"folders"`
+	// Running are the sessions the daemon runs now.
+	Running []string `json:"running,omitempty"`
+}
+
+// DaemonFolder is a folder a daemon may start sessions in, with its past
+// Claude Code sessions (most recent first).
+type DaemonFolder struct {
+	Dir      string        `json:"dir"`
+	At       int64         `json:"at,omitempty"` // Unix ms of the last session
+	Sessions []PastSession `json:"sessions,omitempty"`
+}
+
+// PastSession is one of Claude Code's sessions on disk, to resume.
+type PastSession struct {
+	ID     string `json:"id"`
+	Prompt string `json:"prompt,omitempty"` // its first prompt, cut
+	At     int64  `json:"at,omitempty"`     // Unix ms of its last change
+}
+
+// summarizeDaemon bounds a daemon's description: fields cut, lists capped,
+// folders kept as far as DaemonSummaryBytes allows. nil when raw is none.
+func summarizeDaemon(raw json.RawMessage) *DaemonInfo {
+	var d DaemonInfo
+	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &d) != nil {
+		return nil
+	}
+	out := &DaemonInfo{OS: clip(d.OS, 32), Arch: clip(d.Arch, 32), ClaudeVersion: clip(d.ClaudeVersion, 64), AllowBypass: d.AllowBypass,
+		Folders: []DaemonFolder{}}
+	for _, r := range d.Roots[:min(len(d.Roots), 16)] {
+		out.Roots = append(out.Roots, clip(r, SummaryStringBytes))
+	}
+	for _, id := range d.Running[:min(len(d.Running), DaemonRunning)] {
+		if IsSessionID(id) {
+			out.Running = append(out.Running, id)
+		}
+	}
+	size := 512 + 64*len(out.Running)
+	for _, r := range out.Roots {
+		size += len(r) + 8
+	}
+	for _, f := range d.Folders[:min(len(d.Folders), DaemonFolders)] {
+		if f.Dir == "" {
+			continue
+		}
+		g := DaemonFolder{Dir: clip(f.Dir, SummaryStringBytes), At: f.At}
+		for _, p := range f.Sessions[:min(len(f.Sessions), DaemonSessions)] {
+			if IsSessionID(p.ID) {
+				g.Sessions = append(g.Sessions, PastSession{ID: p.ID, Prompt: clip(p.Prompt, DaemonPromptBytes), At: p.At})
+			}
+		}
+		b, _ := json.Marshal(g)
+		if size+len(b)+1 > DaemonSummaryBytes {
+			break
+		}
+		size += len(b) + 1
+		out.Folders = append(out.Folders, g)
+	}
+	return out
 }
