@@ -49,6 +49,9 @@ type LoopOptions struct {
 	// (Session) waiting for the app's first prompt.
 	StartRemote bool
 	Session     string
+	// Resume: Session already exists in Claude Code (a past session to
+	// continue): its first start is --resume, not --session-id.
+	Resume bool
 	// Keys is the terminal in remote mode: pressing space twice takes the
 	// session back. nil in headless mode.
 	Keys *os.File
@@ -75,7 +78,7 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 	if o.Notice == nil {
 		o.Notice = io.Discard
 	}
-	l := &loop{o: o, seen: map[string]bool{}, session: o.Session}
+	l := &loop{o: o, seen: map[string]bool{}, session: o.Session, resumed: o.Resume && o.Session != ""}
 	if o.StartRemote && l.session == "" {
 		return 0, errors.New("remote mode needs a session id")
 	}
