@@ -288,6 +288,10 @@ func (s *streamer) emit(m map[string]any, record bool) {
 		delete(m, "session_id")
 		delete(m, "isReplay")
 		m["sessionId"] = s.session
+		// Claude Code writes its working folder on every record.
+		if cwd, err := os.Getwd(); err == nil {
+			m["cwd"] = cwd
+		}
 		if m["parent_tool_use_id"] != nil {
 			m["isSidechain"] = true
 			m["agentId"] = m["agent_id"]
