@@ -234,7 +234,7 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	defer s.cmdMu.Unlock()
 	s.sweepCommands(ctx)
 	status, message := protocol.StatusQueued, ""
-	if cmd.Kind == protocol.CommandPrompt {
+	if queueable(cmd.Kind) {
 		n, err := s.store.CountQueued(ctx, owner, f.Session)
 		if err != nil {
 			s.storeFailed("count queued commands", f.Session, err)
@@ -260,12 +260,20 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	s.peersMu.Unlock()
 	switch {
 	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
-	case cmd.Kind == protocol.CommandPrompt:
+	case queueable(cmd.Kind):
 		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "")
 	default:
 		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusRejected, "no CLI is connected for this session")
 	}
 	return nil
+}
+
+// queueable reports whether a command of kind k waits on the relay while
+// no CLI is connected for its session: prompts, and a daemon's start and
+// stop (the machine is back after a moment: a relay or network restart);
+// the rest answers what is shown now, and is rejected.
+func queueable(k string) bool {
+	return k == protocol.CommandPrompt || k == protocol.CommandStart || k == protocol.CommandStop
 }
 
 // sweepCommands rejects the commands that no CLI answered within

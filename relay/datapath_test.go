@@ -712,3 +712,42 @@ func TestQueuedPromptsCappedExpiredPruned(t *testing.T) {
 		t.Fatalf("%d rejected commands", n)
 	}
 }
+
+// A daemon's start and stop wait on the relay while the machine is not
+// connected (a relay or network restart), as prompts do, and reach it in
+// order when it is back; a command that answers what the app shows now
+// (a permission) is rejected at once.
+func TestDaemonCommandsWaitForTheMachine(t *testing.T) {
+	r := startTestRelay(t)
+	cli := r.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"mode":"machine"}`)})
+	recv(t, cli)
+	cli.Close(websocket.StatusNormalClosure, "")
+	r.waitNoOwner(t)
+	app := r.dial(t, testToken, "/ws/app")
+	for _, c := range []protocol.Command{
+		{ID: "start1", Kind: protocol.CommandStart, Dir: "/home/me/app", Target: s2, Text: "go"},
+		{ID: "stop1", Kind: protocol.CommandStop, Target: s2},
+		{ID: "perm1", Kind: protocol.CommandPermission, RequestID: "r1", Allow: true},
+	} {
+		send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: s1, Command: &c})
+		f := recv(t, app)
+		want := protocol.StatusQueued
+		if c.Kind == protocol.CommandPermission {
+			want = protocol.StatusRejected
+		}
+		if f.Type != protocol.FrameStatus || f.Command.ID != c.ID || f.Status != want {
+			t.Fatalf("%s: %+v, want %s", c.Kind, f, want)
+		}
+	}
+	cli = r.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"mode":"machine"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck {
+		t.Fatalf("%+v", f)
+	}
+	for _, id := range []string{"start1", "stop1"} {
+		if f := recv(t, cli); f.Type != protocol.FrameCommand || f.Command.ID != id || f.Command.Target != s2 {
+			t.Fatalf("delivered %+v, want %s", f, id)
+		}
+	}
+}
