@@ -1,0 +1,400 @@
+// Package daemon is the machine daemon (`ccrelay daemon`): it announces
+// the machine and the folders sessions may start in, and starts, resumes
+// and stops remote-mode sessions from the app as its own children, only
+// in folders under what the machine's owner allowed and with the
+// permission modes the machine allows.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ccrelay/ccrelay/apiclient"
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// Link is what the daemon needs of the relay client.
+type Link interface {
+	Commands() <-chan apiclient.Inbound
+	Announce(session string, info json.RawMessage)
+	Reply(ctx context.Context, session, id string, ok bool, message string) error
+}
+
+// Ledger records each command's outcome, so that a command the relay
+// delivers again is answered, never carried out twice (launcher.Ledger).
+type Ledger interface {
+	Begin(id string) (fresh bool, outcome error, err error)
+	Finish(id string, outcome error) error
+}
+
+// Defaults and bounds.
+const (
+	// DefaultMaxSessions bounds the sessions one daemon runs at once.
+	DefaultMaxSessions = 16
+	// DefaultRescan is how often the projects folder is read again.
+	DefaultRescan = 30 * time.Second
+	// DefaultStopTimeout is how long the sessions get to end when the
+	// daemon stops, before they are killed.
+	DefaultStopTimeout = 15 * time.Second
+)
+
+// Config configures Run.
+type Config struct {
+	Link   Link
+	Ledger Ledger
+	// Session is the daemon's own session id: the app sends it start and
+	// stop, and reads the machine's description in its info.
+	Session string
+	// Command starts a session: ccrelay and the flags that reach the
+	// relay (relay URL, token file, state folder, claude). Run adds
+	// --remote, --daemon-pipe, --session, --started-by, and Claude's
+	// options after --.
+	Command []string
+	// Env is the sessions' environment (nil: this process's).
+	Env []string
+	// ClaudeDir is Claude Code's configuration folder: its projects folder
+	// lists the folders Claude Code knows (allowed unless NoKnown).
+	ClaudeDir string
+	// Roots are folders under which any folder may be started (--allow).
+	Roots []string
+	// NoKnown: only Roots are allowed, not the folders Claude Code knows.
+	NoKnown bool
+	// AllowBypass lets the app choose bypassPermissions.
+	AllowBypass bool
+	// Machine is the machine's name; ClaudeVersion Claude Code's version.
+	Machine, ClaudeVersion string
+	// MaxSessions bounds the sessions running at once (default
+	// DefaultMaxSessions).
+	MaxSessions int
+	Rescan      time.Duration
+	StopTimeout time.Duration
+	// Output receives the sessions' stderr (nil: discarded).
+	Output io.Writer
+	Logger *slog.Logger
+}
+
+// child is a session the daemon started. It learns that the daemon is gone
+// from its stdin, whose only writer is the daemon: the kernel closes it
+// with the daemon, however the daemon dies, and the session ends itself
+// (it notes why and stops its Claude).
+type child struct {
+	session string
+	dir     string
+	cmd     *exec.Cmd
+	pipe    io.WriteCloser // the session's stdin: messages, and the daemon's life
+}
+
+// Run announces the machine and carries out the app's start and stop
+// commands until ctx ends; then it ends its sessions (each notes that the
+// daemon stopped) and waits for them, killing what outlives StopTimeout.
+func Run(ctx context.Context, cfg Config) error {
+	if !protocol.IsSessionID(cfg.Session) {
+		return fmt.Errorf("daemon session %q is not a session id", cfg.Session)
+	}
+	if len(cfg.Command) == 0 {
+		return errors.New("daemon: no command to start sessions with")
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.Rescan <= 0 {
+		cfg.Rescan = DefaultRescan
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = DefaultStopTimeout
+	}
+	if cfg.Output == nil {
+		cfg.Output = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &daemon{cfg: cfg, log: cfg.Logger, children: map[string]*child{}, exited: make(chan exit, cfg.MaxSessions)}
+	for _, r := range cfg.Roots {
+		real, err := realDir(r)
+		if err != nil {
+			return fmt.Errorf("--allow %s: %w", r, err)
+		}
+		d.roots = append(d.roots, real)
+	}
+	defer d.stopAll()
+	d.rescan()
+	tick := time.NewTicker(cfg.Rescan)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case in := <-cfg.Link.Commands():
+			d.command(ctx, in)
+		case e := <-d.exited:
+			d.reap(e)
+		case <-tick.C:
+			d.rescan()
+		}
+	}
+}
+
+type daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	roots []string // real paths of cfg.Roots
+
+	cat      catalog
+	children map[string]*child
+	exited   chan exit
+	wg       sync.WaitGroup // one per child: its Wait
+	lastInfo []byte
+}
+
+// exit is a child that ended.
+type exit struct {
+	c   *child
+	err error
+}
+
+// rescan reads the projects folder again and announces what changed.
+func (d *daemon) rescan() {
+	if d.cfg.NoKnown {
+		d.cat = catalog{known: map[string]bool{}}
+	} else if cat, err := scan(d.cfg.ClaudeDir); err != nil {
+		d.log.Warn("could not read Claude Code's projects", "err", err)
+	} else {
+		d.cat = cat
+	}
+	d.announce()
+}
+
+// info is the daemon's session description.
+func (d *daemon) info() json.RawMessage {
+	di := protocol.DaemonInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, ClaudeVersion: d.cfg.ClaudeVersion, AllowBypass: d.cfg.AllowBypass,
+		Roots: d.cfg.Roots, Folders: d.cat.folders}
+	for id := range d.children {
+		di.Running = append(di.Running, id)
+	}
+	slices.Sort(di.Running)
+	if di.Folders == nil {
+		di.Folders = []protocol.DaemonFolder{}
+	}
+	b, _ := json.Marshal(map[string]any{"mode": "machine", "status": launcher.StatusIdle, "machine": d.cfg.Machine,
+		"title": d.cfg.Machine, "daemon": di})
+	return b
+}
+
+func (d *daemon) announce() {
+	info := d.info()
+	if string(info) == string(d.lastInfo) {
+		return
+	}
+	d.lastInfo = info
+	d.cfg.Link.Announce(d.cfg.Session, info)
+}
+
+// command carries out one command from the app, once (the ledger answers
+// a repeat with its outcome).
+func (d *daemon) command(ctx context.Context, in apiclient.Inbound) {
+	reply := func(err error) {
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		if rerr := d.cfg.Link.Reply(ctx, in.Session, in.Command.ID, err == nil, msg); rerr != nil {
+			d.log.Warn("could not answer a command; the answer is sent again on the next connection", "id", in.Command.ID, "err", rerr)
+		}
+	}
+	if in.Session != d.cfg.Session {
+		reply(errors.New("this is no session of the daemon"))
+		return
+	}
+	fresh, outcome, err := d.cfg.Ledger.Begin(in.Command.ID)
+	switch {
+	case err != nil:
+		reply(fmt.Errorf("the daemon could not record the command: %w", err))
+		return
+	case !fresh && errors.Is(outcome, launcher.ErrInProgress):
+		return
+	case !fresh:
+		reply(outcome)
+		return
+	}
+	c := in.Command
+	d.log.Info("command from the app", "id", c.ID, "kind", c.Kind, "session", c.Target, "dir", c.Dir)
+	var result error
+	switch c.Kind {
+	case protocol.CommandStart:
+		result = d.start(c)
+	case protocol.CommandStop:
+		result = d.stop(c.Target)
+	default:
+		result = fmt.Errorf("a daemon takes start and stop, not %q", c.Kind)
+	}
+	if result != nil {
+		d.log.Warn("command refused", "id", c.ID, "kind", c.Kind, "err", result)
+	}
+	if err := d.cfg.Ledger.Finish(c.ID, result); err != nil {
+		d.log.Error("could not record a command's outcome", "id", c.ID, "err", err)
+	}
+	reply(result)
+	d.announce()
+}
+
+// allowedDir resolves dir and checks that sessions may start there: a
+// folder Claude Code knows, or one under an allowed root.
+func (d *daemon) allowedDir(dir string) (string, error) {
+	real, err := realDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("cannot start in %s: %w", dir, err)
+	}
+	if d.cat.known[real] {
+		return real, nil
+	}
+	for _, r := range d.roots {
+		if within(real, r) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%s is outside the folders this machine allows: the folders Claude Code already knows, and those under --allow of `ccrelay daemon`", dir)
+}
+
+// start starts a session as asked: checks first, then ccrelay --remote.
+func (d *daemon) start(c protocol.Command) error {
+	dir, err := d.allowedDir(c.Dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := d.children[c.Target]; ok {
+		return fmt.Errorf("session %s is already running", c.Target)
+	}
+	if len(d.children) >= d.cfg.MaxSessions {
+		return fmt.Errorf("this machine already runs %d sessions from the app, its most (--max-sessions)", d.cfg.MaxSessions)
+	}
+	var claudeArgs []string
+	if c.Model != "" && c.Model != "default" {
+		if err := launcher.CheckModel(c.Model); err != nil {
+			return err
+		}
+		claudeArgs = append(claudeArgs, "--model="+c.Model)
+	}
+	if c.Mode != "" {
+		if err := launcher.CheckPermissionMode(c.Mode, d.cfg.AllowBypass); err != nil {
+			if errors.Is(err, launcher.ErrBypassNotAllowed) {
+				return errors.New("this machine does not allow bypassPermissions from the app (ccrelay daemon --allow-bypass-from-app)")
+			}
+			return err
+		}
+		claudeArgs = append(claudeArgs, "--permission-mode="+c.Mode)
+	}
+	projectDir, err := claude.ProjectDir(d.cfg.ClaudeDir, dir)
+	if err != nil {
+		return err
+	}
+	_, statErr := os.Stat(claude.TranscriptPath(projectDir, c.Target))
+	exists := statErr == nil
+	switch {
+	case c.Resume && !exists:
+		return fmt.Errorf("Claude Code has no session %s in %s to resume", c.Target, dir)
+	case !c.Resume && exists:
+		return fmt.Errorf("session %s exists already: resume it", c.Target)
+	case !c.Resume && c.Text == "":
+		return errors.New("a new session needs a first prompt")
+	}
+	args := append(slices.Clone(d.cfg.Command[1:]), "--remote", "--daemon-pipe", "--session", c.Target, "--started-by", d.cfg.Session)
+	if d.cfg.AllowBypass {
+		args = append(args, "--allow-bypass-from-app")
+	}
+	if len(claudeArgs) > 0 {
+		args = append(append(args, "--"), claudeArgs...)
+	}
+	cmd := exec.Command(d.cfg.Command[0], args...)
+	cmd.Dir = dir
+	cmd.Env = d.cfg.Env
+	cmd.Stdout = d.cfg.Output
+	cmd.Stderr = d.cfg.Output
+	pipe, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	first, _ := json.Marshal(struct {
+		Prompt string `json:"prompt,omitempty"`
+	}{c.Text})
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the session: %w", err)
+	}
+	ch := &child{session: c.Target, dir: dir, cmd: cmd, pipe: pipe}
+	d.children[c.Target] = ch
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		err := cmd.Wait()
+		d.exited <- exit{ch, err}
+	}()
+	// The pipe holds the prompt until the session reads it (a pipe's
+	// buffer can be smaller than a prompt: written aside).
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if _, err := pipe.Write(append(first, '\n')); err != nil {
+			d.log.Warn("could not hand the session its first prompt", "session", c.Target, "err", err)
+		}
+	}()
+	d.log.Info("started a session", "session", c.Target, "dir", dir, "pid", cmd.Process.Pid, "resume", c.Resume)
+	return nil
+}
+
+// stop asks a session the daemon runs to end.
+func (d *daemon) stop(session string) error {
+	ch, ok := d.children[session]
+	if !ok {
+		return fmt.Errorf("session %s is not running on this machine's daemon", session)
+	}
+	if _, err := ch.pipe.Write([]byte("{\"stop\":true}\n")); err != nil {
+		return fmt.Errorf("stop session %s: %w", session, err)
+	}
+	return nil
+}
+
+// reap forgets a session that ended.
+func (d *daemon) reap(e exit) {
+	if d.children[e.c.session] == e.c {
+		delete(d.children, e.c.session)
+	}
+	_ = e.c.pipe.Close()
+	d.log.Info("a session ended", "session", e.c.session, "err", e.err)
+	d.rescan() // its transcript is there to resume now
+}
+
+// stopAll ends every session: their pipes close (each notes that the
+// daemon stopped and stops its Claude); what outlives StopTimeout is
+// killed. Every child goroutine has ended when it returns.
+func (d *daemon) stopAll() {
+	for _, c := range d.children {
+		_ = c.pipe.Close()
+	}
+	deadline := time.NewTimer(d.cfg.StopTimeout)
+	defer deadline.Stop()
+	for len(d.children) > 0 {
+		select {
+		case e := <-d.exited:
+			delete(d.children, e.c.session)
+		case <-deadline.C:
+			for _, c := range d.children {
+				d.log.Warn("a session did not end in time: killed", "session", c.session)
+				_ = c.cmd.Process.Kill()
+			}
+			deadline.Reset(time.Hour)
+		}
+	}
+	d.wg.Wait()
+}
