@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,12 @@ type localFlags struct {
 	// plaintext sends to a relay on another machine although no device is
 	// paired with this machine (nothing sealed).
 	plaintext bool
+	// daemonPipe (hidden, with --remote): started by `ccrelay daemon`,
+	// whose messages come on stdin (daemonStart first); stdin's end means
+	// the daemon is gone, and the session ends with it. startedBy is the
+	// daemon's session, announced with this one's.
+	daemonPipe bool
+	startedBy  string
 }
 
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
@@ -54,6 +61,10 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session id to create or continue (default: a new one)")
 	cmd.Flags().BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app switch Claude to bypassPermissions (every tool runs without asking); off, the app cannot")
 	cmd.Flags().BoolVar(&f.plaintext, "plaintext", false, "send to a relay on another machine even when no device is paired with this machine (the relay can read the session)")
+	cmd.Flags().BoolVar(&f.daemonPipe, "daemon-pipe", false, "started by ccrelay daemon: its messages come on stdin, and the session ends when stdin does")
+	cmd.Flags().StringVar(&f.startedBy, "started-by", "", "the daemon session that started this one")
+	_ = cmd.Flags().MarkHidden("daemon-pipe")
+	_ = cmd.Flags().MarkHidden("started-by")
 }
 
 func stateDir(flag string) (string, error) {
@@ -107,6 +118,31 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if f.session != "" && !launcher.ValidSessionID(f.session) {
 		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
 	}
+	if f.daemonPipe && !f.remote {
+		return errors.New("--daemon-pipe needs --remote")
+	}
+	if f.startedBy != "" && !launcher.ValidSessionID(f.startedBy) {
+		return fmt.Errorf("--started-by %q is not a session id", f.startedBy)
+	}
+	// What the daemon that started this session asks (read before anything
+	// starts: it writes it at once).
+	var fromDaemon daemonStart
+	var daemonIn *bufio.Reader
+	if f.daemonPipe {
+		if f.session == "" {
+			return errors.New("--daemon-pipe needs --session")
+		}
+		// ccrelay attach finds this session's ccrelay by this lock.
+		release, err := holdRunning(state, f.session)
+		if err != nil {
+			return err
+		}
+		defer release()
+		daemonIn = bufio.NewReader(os.Stdin)
+		if fromDaemon, err = readDaemonStart(daemonIn); err != nil {
+			return err
+		}
+	}
 	var out launcher.Outbox
 	var app *appLink // the link to the app, with --relay
 	// The relay client's notices reach the terminal before and after
@@ -152,7 +188,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
-			claudeVersion: claudeVersion, versionWarning: versionWarning}
+			claudeVersion: claudeVersion, versionWarning: versionWarning, startedBy: f.startedBy}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
@@ -238,6 +274,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		loopOpts.Session = f.session
 		if loopOpts.Session == "" {
 			loopOpts.Session = claude.NewSessionID()
+		} else if _, err := os.Stat(claude.TranscriptPath(projectDir, f.session)); err == nil {
+			loopOpts.Resume = true // Claude Code has it: continued
 		}
 	} else if term.IsTerminal(int(os.Stdin.Fd())) {
 		loopOpts.Keys = os.Stdin
@@ -255,8 +293,52 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if !f.remote {
 		gate.hold() // the terminal is Claude's until it exits
 	}
+	var daemonEnd func() error
+	if f.daemonPipe {
+		var stopWatch func()
+		loopCtx, daemonEnd, stopWatch = watchDaemon(loopCtx, daemonIn, os.Stdin)
+		defer stopWatch()
+		if fromDaemon.Prompt != "" {
+			firstCtx, cancelFirst := context.WithCancel(loopCtx)
+			firstDone := make(chan struct{})
+			defer func() { cancelFirst(); <-firstDone }()
+			go func() {
+				defer close(firstDone)
+				app.first(firstCtx, fromDaemon.Prompt)
+			}()
+		}
+	}
 	code, runErr := launcher.RunLoop(loopCtx, loopOpts)
 	gate.release()
+	if daemonEnd != nil && daemonEnd() != nil {
+		// The app asked the daemon to stop this session, or the daemon
+		// that started it stopped (or was killed): the session ends and
+		// says why.
+		why := daemonEnd()
+		note, status, exit := stoppedNote, protocol.StatusCancelled, 0
+		if errors.Is(why, errDaemonGone) {
+			note, status, exit = daemonStoppedNote, protocol.StatusFailed, 1
+		}
+		fmt.Fprintln(os.Stderr, "ccrelay:", why)
+		stopScan()
+		<-scanDone
+		now := time.Now().UnixMilli()
+		bg := context.WithoutCancel(ctx)
+		if err := pipe.Note(bg, loopOpts.Session, protocol.New(), note, now); err != nil {
+			return err
+		}
+		if err := pipe.Close(bg, status, now); err != nil {
+			return err
+		}
+		app.State(loopOpts.Session, launcher.SessionState{Mode: "remote", Status: launcher.StatusIdle, Error: note})
+		if runErr != nil && !errors.Is(runErr, context.Canceled) {
+			return runErr
+		}
+		if exit != 0 {
+			return &exitError{code: exit}
+		}
+		return nil
+	}
 	// Claude is gone: read what it wrote last, close the turn, flush.
 	stopScan()
 	scanErr := <-scanDone
@@ -323,6 +405,8 @@ type appLink struct {
 	cmds   chan launcher.Command
 	// claudeVersion and versionWarning go into every session info.
 	claudeVersion, versionWarning string
+	// startedBy is the daemon session that started this one ("": none).
+	startedBy string
 
 	// forkParent is the session the user's arguments fork (--resume ID
 	// --fork-session), and forkChild the fork, once Claude runs it.
@@ -350,7 +434,15 @@ func (a *appLink) State(session string, st launcher.SessionState) {
 	}
 	a.mu.Unlock()
 	a.knownOnce.Do(func() { close(a.known) })
-	a.sender.Announce(session, sessionInfoFork(a.cwd, st, a.claudeVersion, a.versionWarning, forkedFrom))
+	info := sessionInfoFork(a.cwd, st, a.claudeVersion, a.versionWarning, forkedFrom)
+	if a.startedBy != "" {
+		var m map[string]any
+		if json.Unmarshal(info, &m) == nil {
+			m["startedBy"] = a.startedBy
+			info, _ = json.Marshal(m)
+		}
+	}
+	a.sender.Announce(session, info)
 }
 
 func (a *appLink) Live(session string, payload json.RawMessage) { a.sender.Live(session, payload) }
