@@ -10,7 +10,7 @@
 // Allow and Deny, which send the command over a websocket of their own;
 // tapping a notification opens the session.
 
-const CACHE = 'ccrelay-shell-2';
+const CACHE = 'ccrelay-shell-3';
 // The app shell: every file of the app (web_test.go checks the list).
 const SHELL = [
   './',
@@ -32,6 +32,7 @@ const SHELL = [
   'js/format.js',
   'js/highlight.js',
   'js/listfilter.js',
+  'js/machines.js',
   'js/markdown.js',
   'js/markup.js',
   'js/model.js',

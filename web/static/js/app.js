@@ -15,6 +15,7 @@ import { listFilter } from './listfilter.js';
 import { findBar } from './find.js';
 import { deviceBar, showPairPage, takePairing } from './pairing.js';
 import * as e2e from './e2e.js';
+import { cleanDaemon, machineOf, machines, newSessionSheet, stopButton } from './machines.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const DEVICE_KEY = 'ccrelay.device';
@@ -167,6 +168,11 @@ function onFrame(f) {
         addSessions(f.sessions);
         saveListSoon();
         app.page?.onSessions?.();
+        openAwaited();
+        break;
+      case 'command-status':
+        machineStatus(f);
+        app.page?.onFrame?.(f);
         break;
       default:
         app.page?.onFrame?.(f);
@@ -176,6 +182,49 @@ function onFrame(f) {
     skip(why, why + ':' + safeJSON(f));
     if (!(e instanceof BadEnvelope)) console.error(e);
   }
+}
+
+// --- machines (ccrelay daemon) ---------------------------------------------------
+
+// Commands sent to a machine's daemon: command id -> { resolve, timer }.
+const machineWaits = new Map();
+// How long a start or stop waits for the machine's answer (it waits on the
+// relay while the machine is not connected).
+const MACHINE_WAIT_MS = 120000;
+
+// sendToMachine sends a command to a daemon (sealed when its session is)
+// and resolves with where it ends: { status: 'done' | 'rejected', message }.
+function sendToMachine(machineID, cmd) {
+  const cid = newID();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => { machineWaits.delete(cid); resolve({ status: 'rejected', message: 'the machine did not answer; it is not connected to the relay' }); }, MACHINE_WAIT_MS);
+    machineWaits.set(cid, { resolve, timer });
+    e2e.sealCommand(machineID, { id: cid, ...cmd }).then((c) => app.conn.command(machineID, c), (e) => {
+      machineStatus({ command: { id: cid }, status: 'rejected', message: 'could not seal it: ' + (e.message || e) });
+    });
+  });
+}
+
+function machineStatus(f) {
+  const w = machineWaits.get(f.command?.id);
+  if (!w || (f.status !== 'done' && f.status !== 'rejected')) return;
+  machineWaits.delete(f.command.id);
+  clearTimeout(w.timer);
+  w.resolve({ status: f.status, message: typeof f.message === 'string' ? f.message.slice(0, 1000) : '' });
+}
+
+// openStarted opens a session a daemon started: at once when it is
+// listed, else as soon as its ccrelay announces it.
+let awaited = '';
+function openStarted(id) {
+  awaited = id;
+  if (!openAwaited()) toast('Starting the session…');
+}
+function openAwaited() {
+  if (!awaited || !app.sessions.has(awaited)) return false;
+  location.hash = '#/s/' + encodeURIComponent(awaited);
+  awaited = '';
+  return true;
 }
 
 function addSessions(list) {
@@ -236,6 +285,9 @@ function cleanSession(s) {
   if (raw.locked === true) info.locked = true;
   // A fork's parent: only a session id (it becomes a link).
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
+  // A session a machine's daemon started, and a machine (its daemon).
+  if (typeof raw.startedBy === 'string' && UUID.test(raw.startedBy)) info.startedBy = raw.startedBy;
+  if (info.mode === 'machine') info.daemon = cleanDaemon(raw.daemon);
   const num = (v) => (Number.isFinite(v) ? v : 0);
   return { id: s.id, info, prompt: typeof s.prompt === 'string' ? s.prompt : '', lastSeq: num(s.lastSeq), updated: num(s.updated) };
 }
@@ -342,7 +394,9 @@ function listPage() {
   document.title = 'ccrelay';
   const dialog = h('dialog', { class: 'sheet' });
   const bell = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Notifications', onclick: () => openNotifications(dialog, { token: app.conn.token, device: app.device }) }, icon('bell'));
-  const { bar } = topBar({ title: 'Sessions', subtitle: '', right: [bell] });
+  const newBtn = h('button', { class: 'icon-btn new-session-btn', type: 'button', 'aria-label': 'New session', hidden: true,
+    onclick: () => newSessionSheet(dialog, { list: machines(app.sessions), models: MODELS, modes: MODES, send: sendToMachine, started: openStarted }) }, icon('plus'));
+  const { bar } = topBar({ title: 'Sessions', subtitle: '', right: [newBtn, bell] });
   const banner = connBanner();
   const note = skipNote();
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
@@ -359,7 +413,8 @@ function listPage() {
     rendered();
     staleNote.hidden = !(app.staleSince && !app.listed);
     if (!staleNote.hidden) staleNote.textContent = staleText(app.staleSince);
-    const all = [...app.sessions.values()].sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
+    newBtn.hidden = !machines(app.sessions).length;
+    const all = [...app.sessions.values()].filter((s) => s.info.mode !== 'machine').sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
     filter.update(all);
     const items = filter.filter(all);
     if (all.length && !items.length) {
@@ -371,7 +426,9 @@ function listPage() {
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
         h('div', { class: 'empty-title', text: app.listed ? 'No sessions yet' : 'Loading…' }),
-        app.listed ? h('div', { class: 'empty-hint', text: 'Run `ccrelay --relay <url>` in a project, or `ccrelay replay --to <url>` a transcript. Sessions show up here as they start.' }) : null));
+        app.listed ? h('div', { class: 'empty-hint', text: newBtn.hidden
+          ? 'Run `ccrelay --relay <url>` in a project, `ccrelay daemon --relay <url>` to start sessions from here, or `ccrelay replay --to <url>` a transcript. Sessions show up here as they start.'
+          : 'Tap + to start a session on ' + machines(app.sessions).map((m) => m.info.machine || 'your machine').join(', ') + '.' }) : null));
       return;
     }
     list.replaceChildren(...items.map((s) => {
@@ -737,6 +794,11 @@ function sessionPage(id) {
       remote ? null : h('p', { class: 'meta', text: 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
+      stopButton(machineOf(app.sessions, summary()), id, sendToMachine, (r) => {
+        dialog.close();
+        if (r.status === 'rejected') toast('Stop: ' + (r.message || 'refused'), 'error');
+        else toast('Session stopped');
+      }),
       h('button', { class: 'wide danger', type: 'button', onclick: () => removeSession() }, 'Delete session'),
       h('button', { class: 'wide primary', value: 'close', text: 'Done' })));
     dialog.showModal();
