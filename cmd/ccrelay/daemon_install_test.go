@@ -34,7 +34,9 @@ func TestServiceFor(t *testing.T) {
 			t.Errorf("unit lacks %s:\n%s", want, svc.Content)
 		}
 	}
-	if !slices.ContainsFunc(svc.Enable, func(c []string) bool { return strings.Join(c, " ") == "systemctl --user enable --now ccrelay-daemon.service" }) {
+	if !slices.ContainsFunc(svc.Enable, func(c []string) bool {
+		return strings.Join(c, " ") == "systemctl --user enable --now ccrelay-daemon.service"
+	}) {
 		t.Errorf("enabled with %v", svc.Enable)
 	}
 	env.ConfigHome = "/xdg"
