@@ -90,6 +90,9 @@ type Request struct {
 	Subagent bool
 	LastUser string
 	Rule     int // index of the rule that answered, -1 for the default
+	// Messages is how many messages the request carried: the conversation
+	// so far (a resumed session's earlier turns included).
+	Messages int
 }
 
 // Server is a running fake API.
@@ -180,7 +183,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	last, afterResult := lastUser(&req)
 	rule, idx := s.match(&req, sub, last, afterResult)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Path: r.URL.Path, Stream: req.Stream, Subagent: sub, LastUser: last, Rule: idx})
+	s.requests = append(s.requests, Request{Path: r.URL.Path, Stream: req.Stream, Subagent: sub, LastUser: last, Rule: idx, Messages: len(req.Messages)})
 	s.mu.Unlock()
 
 	reply := []Block{Text("ok")}
