@@ -193,11 +193,13 @@ const machineWaits = new Map();
 const MACHINE_WAIT_MS = 120000;
 
 // sendToMachine sends a command to a daemon (sealed when its session is)
-// and resolves with where it ends: { status: 'done' | 'rejected', message }.
+// and resolves with where it ends: { status: 'done' | 'rejected' |
+// 'waiting', message }.
 function sendToMachine(machineID, cmd) {
   const cid = newID();
   return new Promise((resolve) => {
-    const timer = setTimeout(() => { machineWaits.delete(cid); resolve({ status: 'rejected', message: 'the machine did not answer; it is not connected to the relay' }); }, MACHINE_WAIT_MS);
+    // Still queued on the relay: it runs when the machine is back.
+    const timer = setTimeout(() => { machineWaits.delete(cid); resolve({ status: 'waiting', message: 'The machine is not connected to the relay. The request waits there and runs when the machine is back (within 24 hours).' }); }, MACHINE_WAIT_MS);
     machineWaits.set(cid, { resolve, timer });
     e2e.sealCommand(machineID, { id: cid, ...cmd }).then((c) => app.conn.command(machineID, c), (e) => {
       machineStatus({ command: { id: cid }, status: 'rejected', message: 'could not seal it: ' + (e.message || e) });
@@ -797,6 +799,7 @@ function sessionPage(id) {
       stopButton(machineOf(app.sessions, summary()), id, sendToMachine, (r) => {
         dialog.close();
         if (r.status === 'rejected') toast('Stop: ' + (r.message || 'refused'), 'error');
+        else if (r.status === 'waiting') toast(r.message);
         else toast('Session stopped');
       }),
       h('button', { class: 'wide danger', type: 'button', onclick: () => removeSession() }, 'Delete session'),

@@ -151,6 +151,12 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
     try {
       const r = await send(machine.id, cmd);
       if (r.status === 'rejected') throw new Error(r.message || 'the machine refused');
+      if (r.status === 'waiting') {
+        dialog.dataset.state = 'waiting';
+        err.textContent = r.message;
+        err.hidden = false;
+        return;
+      }
       dialog.dataset.state = 'started';
       dialog.close();
       started(cmd.target);
@@ -178,6 +184,7 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
 
 /** stopButton is the Stop button of a session its machine runs (null otherwise). */
 export function stopButton(machine, sessionID, send, done) {
+  // done gets { status, message } as send resolves it.
   if (!machine || !machine.info.daemon.running.has(sessionID)) return null;
   return h('button', { class: 'wide danger stop-session', type: 'button', onclick: async (e) => {
     e.currentTarget.disabled = true;
