@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/ccrelay/ccrelay/claude"
 )
 
 // The New session sheet, on a phone, against `ccrelay daemon` on fake
@@ -23,12 +21,7 @@ import (
 // continues it. The sheet passes axe-core's rules.
 func TestAppNewSessionSheet(t *testing.T) {
 	r := newDaemonRig(t)
-	past := claude.NewSessionID()
-	pd, _ := claude.ProjectDir(filepath.Join(r.home, ".claude"), r.project)
-	os.MkdirAll(pd, 0o700)
-	line, _ := json.Marshal(map[string]any{"type": "user", "cwd": r.project, "sessionId": past, "uuid": "11111111-1111-4111-8111-111111111111",
-		"message": map[string]any{"role": "user", "content": "the refactor from yesterday"}})
-	os.WriteFile(claude.TranscriptPath(pd, past), append(line, '\n'), 0o600)
+	past := r.pastSession("the refactor from yesterday")
 	other := filepath.Join(r.root, "other")
 	os.MkdirAll(other, 0o700)
 	r.startDaemon()

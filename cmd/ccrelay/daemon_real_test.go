@@ -180,16 +180,7 @@ func TestRealClaudeDaemonSealed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p := &sealedApp{wsApp: dialWSApp(t, ctx, base, cred), device: phone, keys: map[string]*seal.SessionKey{}}
-	var machine string
-	p.until("the machine listed", func() bool {
-		for id := range p.sessions {
-			if p.info(id)["mode"] == "machine" {
-				machine = id
-				return true
-			}
-		}
-		return false
-	})
+	machine := p.machine()
 	mpub := kr.Machine().Public()
 	mk := p.key(machine, mpub)
 	var di protocol.DaemonInfo

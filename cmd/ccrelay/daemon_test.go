@@ -210,9 +210,27 @@ func (r *daemonRig) startDaemon(extra ...string) {
 	}
 }
 
-// machine waits for the daemon's session in the list and returns its id.
-func (r *daemonRig) machine(a *wsApp) string {
+// pastSession writes a past session of Claude Code in the project, asked
+// prompt, and returns its id.
+func (r *daemonRig) pastSession(prompt string) string {
 	r.t.Helper()
+	past := claude.NewSessionID()
+	pd, _ := claude.ProjectDir(filepath.Join(r.home, ".claude"), r.project)
+	os.MkdirAll(pd, 0o700)
+	line, _ := json.Marshal(map[string]any{"type": "user", "cwd": r.project, "sessionId": past, "uuid": "11111111-1111-4111-8111-111111111111",
+		"timestamp": "2026-11-20T10:00:00Z", "message": map[string]any{"role": "user", "content": prompt}})
+	if err := os.WriteFile(claude.TranscriptPath(pd, past), append(line, '\n'), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return past
+}
+
+// machine waits for the daemon's session in the list and returns its id.
+func (r *daemonRig) machine(a *wsApp) string { return a.machine() }
+
+// machine waits for a machine's session in the list and returns its id.
+func (a *wsApp) machine() string {
+	a.t.Helper()
 	var id string
 	a.until("the machine listed", func() bool {
 		for sid := range a.sessions {
@@ -249,12 +267,7 @@ func (r *daemonRig) claudes() (all, alive []int) {
 // is intact.
 func TestDaemonFromApp(t *testing.T) {
 	r := newDaemonRig(t)
-	past := claude.NewSessionID()
-	pd, _ := claude.ProjectDir(filepath.Join(r.home, ".claude"), r.project)
-	os.MkdirAll(pd, 0o700)
-	line, _ := json.Marshal(map[string]any{"type": "user", "cwd": r.project, "sessionId": past, "uuid": "11111111-1111-4111-8111-111111111111",
-		"timestamp": "2026-11-20T10:00:00Z", "message": map[string]any{"role": "user", "content": "an old task"}})
-	os.WriteFile(claude.TranscriptPath(pd, past), append(line, '\n'), 0o600)
+	past := r.pastSession("an old task")
 	r.startDaemon()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
