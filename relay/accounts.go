@@ -144,7 +144,10 @@ func (s *Store) AdoptSessions(ctx context.Context, owner, account string) (int64
 		return 0, fmt.Errorf("adopt sessions: %w", err)
 	}
 	n, _ := res.RowsAffected()
-	if _, err := tx.ExecContext(ctx, `UPDATE OR IGNORE commands SET owner = ? WHERE owner = ?`, account, owner); err != nil {
+	// A command whose id the account already has in that session stays
+	// (SQLite's UPDATE OR IGNORE, said in SQL both engines take).
+	if _, err := tx.ExecContext(ctx, `UPDATE commands SET owner = ? WHERE owner = ? AND NOT EXISTS
+		(SELECT 1 FROM commands c WHERE c.owner = ? AND c.session = commands.session AND c.id = commands.id)`, account, owner, account); err != nil {
 		return 0, fmt.Errorf("adopt commands: %w", err)
 	}
 	return n, tx.Commit()

@@ -110,6 +110,12 @@ func (s *Store) commitGroups() {
 		if limit <= 0 {
 			limit = MaxGroupAppends
 		}
+		if s.w.d == postgresSQL {
+			// One append a transaction: a group would hold several
+			// sessions' row locks at once, in an order another node's
+			// group could take the other way round (a deadlock).
+			limit = 1
+		}
 	more:
 		for len(reqs) < limit {
 			select {
@@ -145,23 +151,26 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 		return
 	}
 	defer conn.Close()
-	mode := cmp.Or(s.group.synchronous, "FULL")
-	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
-		finish(err)
-		return
+	if s.w.d == sqliteSQL {
+		mode := cmp.Or(s.group.synchronous, "FULL")
+		if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+			finish(err)
+			return
+		}
+		defer conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL")
+		var m int64
+		if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&m); err != nil {
+			finish(err)
+			return
+		}
+		s.group.mode.Store(m)
 	}
-	defer conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL")
-	var m int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&m); err != nil {
-		finish(err)
-		return
-	}
-	s.group.mode.Store(m)
-	tx, err := conn.BeginTx(ctx, nil)
+	t, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		finish(err)
 		return
 	}
+	tx := sqlTx{t, s.w.d}
 	defer tx.Rollback()
 	for i, r := range reqs {
 		if err := r.ctx.Err(); err != nil {

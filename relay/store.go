@@ -22,8 +22,8 @@ import (
 // next sequence number of its session; an envelope id is stored at most
 // once per session (a resent envelope gets its existing number back).
 type Store struct {
-	w *sql.DB // one connection: SQLite has one writer
-	r *sql.DB // readers (WAL lets them run beside the writer)
+	w *sqlDB // SQLite: one connection (one writer); PostgreSQL: a pool
+	r *sqlDB // readers (SQLite's WAL lets them run beside the writer)
 
 	now func() time.Time // the clock (time.Now when nil); tests set it
 
@@ -124,24 +124,10 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	if _, err := w.Exec(schema + accountsSchema); err != nil {
+	wdb := &sqlDB{w, sqliteSQL}
+	if err := migrate(context.Background(), wdb); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("create schema in %s: %w", path, err)
-	}
-	// Databases made by older versions get the columns added since.
-	for _, col := range []string{"owner", "prompt"} {
-		var has int
-		w.QueryRow(`SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = ?`, col).Scan(&has)
-		if has == 0 {
-			if _, err := w.Exec(`ALTER TABLE sessions ADD COLUMN ` + col + ` TEXT NOT NULL DEFAULT ''`); err != nil {
-				w.Close()
-				return nil, fmt.Errorf("migrate %s: %w", path, err)
-			}
-		}
-	}
-	if err := migrateCommands(w, path); err != nil {
-		w.Close()
-		return nil, err
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	// SQLite made the -wal and -shm files with the database's mode; make sure.
 	if err := privateFiles(path); err != nil {
@@ -154,7 +140,7 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: w, r: r}, nil
+	return &Store{w: wdb, r: &sqlDB{r, sqliteSQL}}, nil
 }
 
 // privateFiles creates the database file at path mode 0600 if it is
@@ -187,6 +173,9 @@ func privateFiles(path string) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.closeGroup()
+	if s.r == s.w {
+		return s.w.Close()
+	}
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -201,7 +190,7 @@ type Appended struct {
 
 // appendTx stores items in order in session (created if new) within tx
 // and returns what became of each (see Append).
-func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items []Item) ([]Appended, error) {
+func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
 	// A deleted session stays deleted: checked in the append's own
 	// transaction, so a delete between a CLI's claim and its append cannot
 	// bring the session back.
@@ -218,7 +207,16 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, session string, items 
 	}
 	var last int64
 	var prompt string
-	if err := tx.QueryRowContext(ctx, `SELECT last_seq, prompt FROM sessions WHERE id = ?`, session).Scan(&last, &prompt); err != nil {
+	// The session's row is locked until commit (PostgreSQL: appends to one
+	// session from several nodes take their turns; SQLite has one writer).
+	lock := ""
+	if tx.d == postgresSQL {
+		lock = " FOR UPDATE"
+	}
+	switch err := tx.QueryRowContext(ctx, `SELECT last_seq, prompt FROM sessions WHERE id = ?`+lock, session).Scan(&last, &prompt); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, ErrDeleted // deleted by another node since the insert above
+	case err != nil:
 		return nil, err
 	}
 	find, err := tx.PrepareContext(ctx, `SELECT seq, body FROM envelopes WHERE session = ? AND id = ?`)
@@ -394,7 +392,7 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) { return s.
 // SessionsOf lists the sessions of owner ("*": all), most recently active
 // first.
 func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE ? = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
+	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE CAST(? AS TEXT) = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -474,7 +472,7 @@ func (s *Store) AdvanceCommand(ctx context.Context, owner, session, id, status, 
 // answered yet (queued, or delivered to a CLI that did not answer), oldest
 // first.
 func (s *Store) PendingCommands(ctx context.Context, owner, session string) ([]Item, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE owner = ? AND session = ? AND status IN ('queued', 'delivered') ORDER BY created_ms, rowid`, owner, session)
+	rows, err := s.w.QueryContext(ctx, `SELECT id, body FROM commands WHERE owner = ? AND session = ? AND status IN ('queued', 'delivered') ORDER BY created_ms, `+s.w.d.commandOrder(), owner, session)
 	if err != nil {
 		return nil, fmt.Errorf("pending commands of %s: %w", session, err)
 	}
@@ -763,6 +761,9 @@ func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) 
 // nothing: the free pages are reused by later writes, and a copy made with
 // `ccrelay backup` is compact. It returns the free pages left.
 func (s *Store) ReclaimPages(ctx context.Context, pages int) (int64, error) {
+	if s.w.d == postgresSQL {
+		return 0, nil // PostgreSQL's autovacuum does it
+	}
 	if _, err := s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
 		return 0, fmt.Errorf("incremental vacuum: %w", err)
 	}
@@ -777,6 +778,9 @@ func (s *Store) ReclaimPages(ctx context.Context, pages int) (int64, error) {
 // system on ReclaimPages (auto_vacuum=INCREMENTAL: databases created since
 // it was set).
 func (s *Store) Incremental(ctx context.Context) bool {
+	if s.w.d == postgresSQL {
+		return false
+	}
 	var mode int
 	if err := s.w.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 		return false
@@ -788,6 +792,12 @@ func (s *Store) Incremental(ctx context.Context) bool {
 // page size; 0 when it cannot be read.
 func (s *Store) SizeBytes(ctx context.Context) int64 {
 	var n int64
+	if s.w.d == postgresSQL {
+		if err := s.r.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n); err != nil {
+			return 0
+		}
+		return n
+	}
 	if err := s.r.QueryRowContext(ctx, `SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&n); err != nil {
 		return 0
 	}

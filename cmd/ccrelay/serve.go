@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,6 +41,8 @@ func newServeCmd() *cobra.Command {
 	var keep retainFlag
 	var metricsListen string
 	var logFormat string
+	var storeURL string
+	var migrateOnly bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the relay server (embedded SQLite) that apps connect to",
@@ -58,11 +62,23 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
+			if migrateOnly {
+				if _, err := relay.SecureDataDir(dir); err != nil && storeURL == "" {
+					return err
+				}
+				store, err := openStore(dir, storeURL)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "ccrelay: the store is at schema version %d\n", relay.SchemaVersion())
+				return store.Close()
+			}
 			// Everything given is checked before anything is created.
 			tr, err := opts.prepare(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}
+			tr.store = storeURL
 			rl, err := startRelayTransport(listen, dir, log, lim, tr)
 			if err != nil {
 				return err
@@ -112,6 +128,8 @@ carries the token in its #fragment, which browsers never send to a server.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", DefaultListen, "address to listen on")
+	cmd.Flags().StringVar(&storeURL, "store", os.Getenv("CCRELAY_STORE"), "keep everything in this PostgreSQL database (postgres://user@host/db; a password from $PGPASSWORD or ~/.pgpass, not the URL: ps shows it) instead of SQLite in the data folder; several relays may share it (default $CCRELAY_STORE)")
+	cmd.Flags().BoolVar(&migrateOnly, "migrate-only", false, "bring the store's schema to this version, then exit (for deploys)")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line)")
@@ -173,6 +191,34 @@ func (r *runningRelay) networkURLs() []string {
 	return out
 }
 
+// openStore opens the relay's store: SQLite in the data folder, or the
+// PostgreSQL database at url (postgres://…), migrated to this version's
+// schema either way.
+func openStore(dir, url string) (*relay.Store, error) {
+	if url == "" {
+		return relay.OpenStore(filepath.Join(dir, relay.StoreFile))
+	}
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		return nil, fmt.Errorf("--store %q: give a postgres:// URL (or nothing, for SQLite in the data folder)", redactURL(url))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := relay.OpenPostgres(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", redactURL(url), err)
+	}
+	return s, nil
+}
+
+// redactURL hides a URL's password (in logs and errors).
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return p.Redacted()
+}
+
 // startRelay serves a relay with the default limits: see startRelayWith.
 func startRelay(listen, dir string, log *slog.Logger) (*runningRelay, error) {
 	return startRelayWith(listen, dir, log, relay.Limits{})
@@ -222,7 +268,7 @@ func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits, 
 	if err != nil {
 		return nil, err
 	}
-	store, err := relay.OpenStore(filepath.Join(dir, relay.StoreFile))
+	store, err := openStore(dir, tr.store)
 	if err != nil {
 		return nil, err
 	}

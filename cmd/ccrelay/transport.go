@@ -40,6 +40,8 @@ type transport struct {
 	transport relay.Transport
 	cert      *relay.CertReloader
 	acme      *autocert.Manager
+	// store is the PostgreSQL URL of --store ("": SQLite in the data folder).
+	store string
 }
 
 func (t *transport) tls() bool { return t.cert != nil || t.acme != nil }

@@ -1,0 +1,183 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the database/sql driver "pgx"
+)
+
+// A migration moves the schema one version forward, in either engine.
+type migration struct {
+	version int
+	name    string
+	sqlite  func(ctx context.Context, w *sqlDB) error
+	pg      func(ctx context.Context, t sqlTx) error
+}
+
+// migrations, in order. A database records the versions it went through
+// (schema_version); each start applies those it lacks, and a database a
+// newer ccrelay migrated further is refused (an older binary would not
+// know its tables). Add a version; never change one that shipped.
+var migrations = []migration{
+	{1, "sessions, envelopes, blobs, commands, tombstones, accounts, credentials, session keys", sqliteBaseline, pgBaseline},
+}
+
+// SchemaVersion is the schema this ccrelay makes and reads.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+const versionTable = `CREATE TABLE IF NOT EXISTS schema_version (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_ms BIGINT NOT NULL
+)`
+
+// pgMigrateLock is the advisory lock nodes starting together take, so
+// that one migrates and the others find it done.
+const pgMigrateLock = 0x63637261 // "ccra"
+
+// migrate brings the database at w to SchemaVersion.
+func migrate(ctx context.Context, w *sqlDB) error {
+	if w.d == postgresSQL {
+		conn, err := w.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, pgMigrateLock); err != nil {
+			return fmt.Errorf("take the migration lock: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, pgMigrateLock)
+	}
+	if _, err := w.ExecContext(ctx, versionTable); err != nil {
+		return err
+	}
+	var current int
+	if err := w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+		return err
+	}
+	if current > SchemaVersion() {
+		return fmt.Errorf("the database is at schema version %d, made by a newer ccrelay (this one knows up to %d): run that version, or restore a backup", current, SchemaVersion())
+	}
+	for _, m := range migrations {
+		if m.version <= current {
+			continue
+		}
+		if err := applyMigration(ctx, w, m); err != nil {
+			return fmt.Errorf("schema version %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, w *sqlDB, m migration) error {
+	record := `INSERT INTO schema_version (version, name, applied_ms) VALUES (?, ?, ?)`
+	now := time.Now().UnixMilli()
+	if w.d == sqliteSQL {
+		// SQLite's baseline runs the steps older versions took one by one,
+		// each safe to run again.
+		if err := m.sqlite(ctx, w); err != nil {
+			return err
+		}
+		_, err := w.ExecContext(ctx, record, m.version, m.name, now)
+		return err
+	}
+	t, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer t.Rollback()
+	if err := m.pg(ctx, t); err != nil {
+		return err
+	}
+	if _, err := t.ExecContext(ctx, record, m.version, m.name, now); err != nil {
+		return err
+	}
+	return t.Commit()
+}
+
+// sqliteBaseline makes the tables (and brings databases of older
+// versions, from before schema_version, to them).
+func sqliteBaseline(ctx context.Context, w *sqlDB) error {
+	if _, err := w.ExecContext(ctx, schema+accountsSchema); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	for _, col := range []string{"owner", "prompt"} {
+		var has int
+		w.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = ?`, col).Scan(&has)
+		if has == 0 {
+			if _, err := w.ExecContext(ctx, `ALTER TABLE sessions ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
+				return err
+			}
+		}
+	}
+	return migrateCommands(w.DB, "the database")
+}
+
+// pgBaseline makes the same tables in PostgreSQL: BYTEA for BLOB, BIGINT
+// for INTEGER (times in ms, sequence numbers), and a serial column that
+// orders commands made in the same millisecond (SQLite's rowid).
+func pgBaseline(ctx context.Context, t sqlTx) error {
+	ddl := strings.NewReplacer("BLOB", "BYTEA", "INTEGER", "BIGINT", ") WITHOUT ROWID;", ");").Replace(schema + accountsSchema)
+	for _, stmt := range strings.Split(ddl, ";") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := t.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(stmt), err)
+		}
+	}
+	for _, q := range []string{
+		`ALTER TABLE commands ADD COLUMN IF NOT EXISTS n BIGSERIAL`,
+		`CREATE INDEX IF NOT EXISTS commands_by_session ON commands (owner, session, status, created_ms)`,
+		`CREATE INDEX IF NOT EXISTS commands_by_status ON commands (status, updated_ms)`,
+	} {
+		if _, err := t.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// commandOrder is the column that orders commands made in the same
+// millisecond.
+func (d dialect) commandOrder() string {
+	if d == postgresSQL {
+		return "n"
+	}
+	return "rowid"
+}
+
+// OpenPostgres opens (migrating if needed) the relay's store in the
+// PostgreSQL database at url (postgres://user@host/db?…). Several relays
+// may share it.
+func OpenPostgres(ctx context.Context, url string) (*Store, error) {
+	pool, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	pool.SetMaxOpenConns(16)
+	pool.SetMaxIdleConns(16)
+	pool.SetConnMaxIdleTime(5 * time.Minute)
+	if err := pool.PingContext(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	w := &sqlDB{pool, postgresSQL}
+	if err := migrate(ctx, w); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrate postgres: %w", err)
+	}
+	return &Store{w: w, r: w}, nil
+}

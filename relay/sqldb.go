@@ -1,0 +1,100 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// dialect is the SQL engine under the store. The store's queries are
+// written once, with ? placeholders and the SQL the two engines share
+// (ON CONFLICT, RETURNING, savepoints); what differs is kept here and in
+// the few places that ask which engine runs (schema types, pragmas, row
+// locks).
+type dialect int
+
+const (
+	sqliteSQL   dialect = iota // modernc.org/sqlite: one writer connection, WAL
+	postgresSQL                // PostgreSQL through pgx's database/sql driver
+)
+
+func (d dialect) String() string {
+	if d == postgresSQL {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// rebound caches queries rewritten for PostgreSQL.
+var rebound sync.Map // string -> string
+
+// rebind rewrites ? placeholders as $1, $2, … for PostgreSQL. The store's
+// queries hold no ? in string literals.
+func (d dialect) rebind(q string) string {
+	if d != postgresSQL || !strings.Contains(q, "?") {
+		return q
+	}
+	if r, ok := rebound.Load(q); ok {
+		return r.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	r := b.String()
+	rebound.Store(q, r)
+	return r
+}
+
+// sqlDB is a connection pool whose queries are written for either engine.
+type sqlDB struct {
+	*sql.DB
+	d dialect
+}
+
+func (x *sqlDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return x.DB.ExecContext(ctx, x.d.rebind(q), args...)
+}
+
+func (x *sqlDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return x.DB.QueryContext(ctx, x.d.rebind(q), args...)
+}
+
+func (x *sqlDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return x.DB.QueryRowContext(ctx, x.d.rebind(q), args...)
+}
+
+func (x *sqlDB) BeginTx(ctx context.Context, opts *sql.TxOptions) (sqlTx, error) {
+	t, err := x.DB.BeginTx(ctx, opts)
+	return sqlTx{t, x.d}, err
+}
+
+// sqlTx is a transaction whose queries are written for either engine.
+type sqlTx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (t sqlTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.Tx.ExecContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t sqlTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.Tx.QueryContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t sqlTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.Tx.QueryRowContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t sqlTx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	return t.Tx.PrepareContext(ctx, t.d.rebind(q))
+}
