@@ -82,6 +82,7 @@ func (s *Server) DeleteSession(ctx context.Context, owner, session string) error
 		return err
 	}
 	s.hub.sessionDeleted(owner, session)
+	s.fanSend(ctx, fanMsg{Kind: "s", Session: session, Owner: owner})
 	return nil
 }
 

@@ -275,6 +275,12 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 				}
 				continue
 			}
+			if pub.wake {
+				if err := sendFrom(); err != nil {
+					return err
+				}
+				continue
+			}
 			if pub.rows[0].Seq == last+1 {
 				// The common case: encoded once for every app.
 				if err := writeRaw(ctx, c, pub.frame); err != nil {
@@ -307,6 +313,7 @@ type published struct {
 	rows  []Stored
 	frame []byte
 	live  bool // not stored: sent as is, outside the sequence
+	wake  bool // another relay stored more: read it from the store
 }
 
 func newPublished(session string, rows []Stored) published {

@@ -32,7 +32,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() { me.run(ctx) })
 	defer wg.Wait()
 	defer cancel()
-	defer s.disown(me)
+	defer s.disown(context.WithoutCancel(ctx), me)
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameKeys:
@@ -57,7 +57,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			// The owner is known before any app sees what this frame
 			// brings: a command sent on seeing it finds the CLI.
-			fresh := s.setOwner(f.Session, me)
+			fresh := s.setOwner(ctx, f.Session, me)
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
 				ferr.Ref = f.Ref
@@ -87,6 +87,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			frame, _ := json.Marshal(protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameLive, Session: f.Session, Payload: f.Payload})
 			s.hub.publish(f.Session, published{frame: frame, live: true})
+			s.fanSend(ctx, fanMsg{Kind: "l", Session: f.Session, Live: f.Payload})
 			return nil
 		case protocol.FrameResult:
 			if err := checkResult(f); err != nil {
@@ -111,7 +112,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			// The owner is known before the apps hear of the session: a
 			// command sent on seeing it finds the CLI.
-			fresh := s.setOwner(f.Session, me)
+			fresh := s.setOwner(ctx, f.Session, me)
 			// Only the summary is kept: it is all that lists send, it costs
 			// nothing to list, and the relay holds no more than it needs.
 			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
@@ -123,6 +124,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				return writeFrame(ctx, c, e)
 			}
 			s.hub.sessionChanged(si)
+			s.fanSend(ctx, fanMsg{Kind: "s", Session: f.Session, Owner: si.Owner})
 			s.told(f.Session)
 			s.pushAnnounced(ctx, si, f.Info)
 			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
@@ -192,6 +194,7 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 	}
 	s.stored(fresh)
 	if len(fresh) > 0 {
+		s.fanSend(ctx, fanMsg{Kind: "e", Session: session, Owner: ownerFrom(ctx)})
 		if si, err := s.store.session(ctx, session); err == nil {
 			s.hub.sessionChanged(si)
 		}

@@ -74,11 +74,14 @@ func (s *Server) told(session string) {
 
 // setOwner makes cli the owner of session (commands go to it from now on)
 // and reports whether it is new in that role.
-func (s *Server) setOwner(session string, cli *peer) bool {
+func (s *Server) setOwner(ctx context.Context, session string, cli *peer) bool {
 	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
 	prev := s.owners[session]
 	s.owners[session] = cli
+	s.peersMu.Unlock()
+	if prev != cli {
+		s.present(ctx, session, true) // other relays route its commands here
+	}
 	return prev != cli
 }
 
@@ -111,7 +114,11 @@ func (s *Server) unfollow(app *peer) {
 // an earlier CLI that did not answer (its answer may have been lost with
 // the connection: the CLI answers a repeat with the outcome it recorded).
 func (s *Server) deliverQueued(ctx context.Context, session string, cli *peer) {
-	owner := ownerFrom(ctx)
+	s.deliverQueuedFor(ctx, ownerFrom(ctx), session, cli)
+}
+
+// deliverQueuedFor is deliverQueued for the owner's session.
+func (s *Server) deliverQueuedFor(ctx context.Context, owner, session string, cli *peer) {
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.sweepCommands(ctx)
@@ -191,18 +198,23 @@ func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error 
 // disown forgets cli as the owner of its sessions. What it was handed and
 // did not answer stays delivered, never goes back: the session's next
 // owner gets it again (deliverQueued).
-func (s *Server) disown(cli *peer) {
+func (s *Server) disown(ctx context.Context, cli *peer) {
 	s.peersMu.Lock()
-	defer s.peersMu.Unlock()
+	var gone []string
 	for session, p := range s.owners {
 		if p == cli {
 			delete(s.owners, session)
+			gone = append(gone, session)
 		}
 	}
 	for k, p := range s.delivered {
 		if p == cli {
 			delete(s.delivered, k)
 		}
+	}
+	s.peersMu.Unlock()
+	for _, session := range gone {
+		s.present(ctx, session, false)
 	}
 }
 
@@ -262,6 +274,11 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
 	case queueable(cmd.Kind):
 		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "")
+		s.fanSend(ctx, fanMsg{Kind: "c", Session: f.Session, Owner: owner}) // its CLI may be on another relay
+	case s.heldElsewhere(ctx, f.Session):
+		// Another relay holds the session's CLI: it hands the command
+		// over (it stays queued until then).
+		s.fanSend(ctx, fanMsg{Kind: "c", Session: f.Session, Owner: owner})
 	default:
 		s.commandStatus(ctx, owner, f.Session, cmd.ID, protocol.StatusRejected, "no CLI is connected for this session")
 	}
@@ -288,6 +305,7 @@ func (s *Server) sweepCommands(ctx context.Context) {
 	}
 	for _, c := range expired {
 		s.notify(c.Owner, c.Session, c.ID, c.Status, c.Message)
+		s.fanSend(ctx, fanMsg{Kind: "x", Session: c.Session, Owner: c.Owner, ID: c.ID})
 	}
 	if _, err := s.store.PruneCommands(ctx, now.Add(-CommandRetention)); err != nil {
 		s.storeFailed("prune commands", "", err)
@@ -313,6 +331,7 @@ func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, 
 	if moved {
 		s.commandEnded(status)
 		s.notify(owner, session, id, status, message)
+		s.fanSend(ctx, fanMsg{Kind: "x", Session: session, Owner: owner, ID: id})
 	}
 	return moved, c, nil
 }

@@ -105,3 +105,22 @@ func (h *hub) publish(session string, batch published) {
 		}
 	}
 }
+
+// wake tells session's subscribers that the store holds more than was
+// published here (another relay stored it): each reads on from where it
+// stands.
+func (h *hub) wake(session string) { h.publish(session, published{wake: true}) }
+
+// wakeAll wakes every subscriber (notices from other relays may have been
+// missed).
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	sessions := make([]string, 0, len(h.subs))
+	for s := range h.subs {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	for _, s := range sessions {
+		h.wake(s)
+	}
+}

@@ -24,6 +24,23 @@ type migration struct {
 // know its tables). Add a version; never change one that shipped.
 var migrations = []migration{
 	{1, "sessions, envelopes, blobs, commands, tombstones, accounts, credentials, session keys", sqliteBaseline, pgBaseline},
+	{2, "cli_presence: which relay holds a session's CLI", sqliteExec(presenceTable), pgExec(presenceTable)},
+}
+
+// presenceTable: the relay (node) that holds each session's CLI, and when
+// it last said so (fanout.go). Used by relays sharing PostgreSQL.
+const presenceTable = `CREATE TABLE IF NOT EXISTS cli_presence (
+	session TEXT PRIMARY KEY,
+	node    TEXT NOT NULL,
+	seen_ms BIGINT NOT NULL
+)`
+
+func sqliteExec(q string) func(context.Context, *sqlDB) error {
+	return func(ctx context.Context, w *sqlDB) error { _, err := w.ExecContext(ctx, q); return err }
+}
+
+func pgExec(q string) func(context.Context, sqlTx) error {
+	return func(ctx context.Context, t sqlTx) error { _, err := t.ExecContext(ctx, q); return err }
 }
 
 // SchemaVersion is the schema this ccrelay makes and reads.
@@ -179,5 +196,5 @@ func OpenPostgres(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrate postgres: %w", err)
 	}
-	return &Store{w: w, r: w}, nil
+	return &Store{w: w, r: w, url: url}, nil
 }

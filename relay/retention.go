@@ -76,6 +76,7 @@ func (s *Server) PruneOnce(ctx context.Context, r Retention) int {
 		}
 		for _, si := range gone {
 			s.hub.sessionDeleted(si.Owner, si.ID)
+			s.fanSend(ctx, fanMsg{Kind: "s", Session: si.ID, Owner: si.Owner})
 		}
 		total += len(gone)
 		s.dp.retained.Add(int64(len(gone)))

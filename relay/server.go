@@ -76,6 +76,8 @@ type Server struct {
 
 	push pushState // notifications (push.go)
 
+	fan *fanout // the other relays on the same PostgreSQL database (fanout.go); nil on SQLite
+
 	metrics metrics // Prometheus metrics (metrics.go)
 }
 
@@ -110,6 +112,9 @@ func New(ctx context.Context, store *Store, log *slog.Logger, tokens ...string) 
 	s.pairing = newPairing(func() time.Time { return s.now() })
 	if store == nil {
 		return s, nil
+	}
+	if store.w.d == postgresSQL {
+		s.fan = &fanout{node: newNodeID(), url: store.url, connected: make(chan struct{})}
 	}
 	var errs []error
 	first := true

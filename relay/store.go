@@ -27,6 +27,8 @@ type Store struct {
 
 	now func() time.Time // the clock (time.Now when nil); tests set it
 
+	url string // PostgreSQL: the database's URL (the relays' LISTEN connection)
+
 	group grouper // commits appends in groups (groupcommit.go)
 }
 

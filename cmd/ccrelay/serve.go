@@ -161,6 +161,7 @@ type runningRelay struct {
 	errc        chan error
 	log         *slog.Logger
 	stopReload  func()
+	stopFan     func() // ends the link to the other relays (RunFanout)
 }
 
 func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
@@ -299,6 +300,11 @@ func openRelay(ln net.Listener, dir string, log *slog.Logger, lim relay.Limits, 
 		capped = tls.NewListener(capped, tr.tlsConfig())
 	}
 	r.stopReload = tr.reloadOnHUP(log)
+	// The link to the other relays on the same PostgreSQL (none on SQLite).
+	fanCtx, stopFan := context.WithCancel(context.Background())
+	fanDone := make(chan struct{})
+	go func() { defer close(fanDone); rs.RunFanout(fanCtx) }()
+	r.stopFan = func() { stopFan(); <-fanDone }
 	go func() { r.errc <- r.srv.Serve(capped) }()
 	return r, nil
 }
@@ -318,6 +324,7 @@ func (r *runningRelay) wait(ctx context.Context) error {
 	r.stopReload()
 	r.stopConns()
 	r.rs.Wait()
+	r.stopFan()
 	r.store.Close()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

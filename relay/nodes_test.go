@@ -1,0 +1,166 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/internal/pgtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// startNode starts a relay node on the PostgreSQL database at url, with
+// its link to the other nodes, until the test ends.
+func startNode(t *testing.T, url string) *testRelay {
+	t.Helper()
+	st, err := OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &testutil.SyncBuffer{}
+	rs := NewServer(st, slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), testToken)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); rs.RunFanout(ctx) }()
+	srv := httptest.NewServer(rs.Handler())
+	t.Cleanup(func() { srv.Close(); cancel(); <-done; st.Close() })
+	select {
+	case <-rs.fan.connected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never listened")
+	}
+	return &testRelay{srv: srv, relay: rs, store: st, log: buf}
+}
+
+// envs makes n envelopes of a session from index from.
+func envs(from, n int) []json.RawMessage {
+	out := make([]json.RawMessage, n)
+	for i := range n {
+		out[i] = json.RawMessage(fmt.Sprintf(`{"id":"c%06d","time":1,"role":"agent","turn":"t1","ev":{"t":"text","text":"line %d"}}`, from+i, from+i))
+	}
+	return out
+}
+
+// Two relays on one PostgreSQL: an app on node B sees, live and in order,
+// what a CLI on node A stores, also across a cut of node B's listening
+// connection; the list on B hears of A's announcements; a prompt and a
+// permission answer sent on B reach the CLI on A, and its answers reach
+// the app on B; a small live frame crosses; with no CLI anywhere a
+// permission answer is rejected.
+func TestNodesShareOnePostgres(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	a, b := startNode(t, url), startNode(t, url)
+	const session = "5e5e5e5e-1111-4111-8111-111111111111"
+
+	cli := a.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Ref: "a1", Info: json.RawMessage(`{"title":"on node A","status":"idle"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck {
+		t.Fatalf("announce: %+v", f)
+	}
+	app := b.dial(t, testToken, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameList})
+	if f := recvType(t, app, protocol.FrameSessions); len(f.Sessions) != 1 || f.Sessions[0].ID != session {
+		t.Fatalf("list on B: %+v", f)
+	}
+	send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: session})
+	recvType(t, app, protocol.FrameCaughtUp)
+
+	// got reads the app's batches until it has n envelopes, checking order.
+	next := 1
+	got := func(n int) {
+		t.Helper()
+		for next <= n {
+			f := recvType(t, app, protocol.FrameBatch)
+			for _, it := range f.Items {
+				if it.Seq != int64(next) {
+					t.Fatalf("envelope seq %d on B, want %d", it.Seq, next)
+				}
+				next++
+			}
+		}
+	}
+	stored := 0
+	store := func(n int) {
+		t.Helper()
+		send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: session, Ref: "e", Envelopes: envs(stored, n)})
+		if f := recvType(t, cli, protocol.FrameAck); len(f.Acks) != n {
+			t.Fatalf("ack: %+v", f)
+		}
+		stored += n
+	}
+	store(3)
+	got(3)
+
+	// An announcement on A reaches B's list.
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Ref: "a2", Info: json.RawMessage(`{"title":"renamed on A","status":"busy"}`)})
+	recvType(t, cli, protocol.FrameAck)
+	for {
+		f := recvType(t, app, protocol.FrameSession, protocol.FrameBatch)
+		if f.Type == protocol.FrameSession && len(f.Sessions) == 1 && containsJSON(f.Sessions[0].Info, `"renamed on A"`) {
+			break
+		}
+	}
+
+	// B's listening connection is cut: envelopes stored meanwhile arrive
+	// all the same, in order, once it is back.
+	var cut int
+	if err := b.store.w.QueryRowContext(context.Background(), `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = 'LISTEN ccrelay'`).Scan(&cut); err != nil || cut != 2 {
+		t.Fatalf("cut %d listening connections (%v), want both nodes'", cut, err)
+	}
+	for range 5 {
+		store(20)
+	}
+	got(stored)
+
+	// A prompt sent on B reaches the CLI on A; its answer reaches B.
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "from B"}})
+	f := recvType(t, cli, protocol.FrameCommand)
+	if f.Command.ID != "p1" || f.Command.Text != "from B" {
+		t.Fatalf("the CLI got %+v", f.Command)
+	}
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r1", Session: session, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusDone})
+	recvType(t, cli, protocol.FrameAck)
+	waitStatus(t, app, "p1", protocol.StatusDone)
+
+	// A permission answer (not queued) is taken on B: A holds the CLI.
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: "q1", Kind: protocol.CommandPermission, RequestID: "r1", Allow: true}})
+	if f := recvType(t, cli, protocol.FrameCommand); f.Command.ID != "q1" {
+		t.Fatalf("the CLI got %+v", f.Command)
+	}
+
+	// A small live frame crosses.
+	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: session, Payload: json.RawMessage(`{"delta":"hel"}`)})
+	if f := recvType(t, app, protocol.FrameLive); !containsJSON(f.Payload, `"hel"`) {
+		t.Fatalf("live on B: %s", f.Payload)
+	}
+
+	// The CLI leaves: a permission answer is rejected, not queued.
+	cli.Close(websocket.StatusNormalClosure, "")
+	a.waitNoOwner(t)
+	send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: "q2", Kind: protocol.CommandPermission, RequestID: "r2", Allow: true}})
+	waitStatus(t, app, "q2", protocol.StatusRejected)
+}
+
+func containsJSON(raw json.RawMessage, s string) bool {
+	return json.Valid(raw) && strings.Contains(string(raw), s)
+}
+
+// waitStatus reads the app's frames until command id reaches status.
+func waitStatus(t *testing.T, app *websocket.Conn, id, status string) {
+	t.Helper()
+	for {
+		f := recvType(t, app, protocol.FrameStatus)
+		if f.Command != nil && f.Command.ID == id && f.Status == status {
+			return
+		}
+	}
+}
