@@ -25,7 +25,24 @@ type migration struct {
 var migrations = []migration{
 	{1, "sessions, envelopes, blobs, commands, tombstones, accounts, credentials, session keys", sqliteBaseline, pgBaseline},
 	{2, "cli_presence: which relay holds a session's CLI", sqliteExec(presenceTable), pgExec(presenceTable)},
+	{3, "pairing codes and wrong guesses, shared by the relays", sqliteExec(pairingTables), pgExec(pgDDL(pairingTables))},
 }
+
+// pairingTables: pairing codes outstanding (by SHA-256), and the wrong
+// codes tried within PairCodeTTL (pairing.go). They were in one relay's
+// memory; in the store, a code asked for through one relay is redeemed
+// through another.
+const pairingTables = `CREATE TABLE IF NOT EXISTS pairing_codes (
+	key         BLOB PRIMARY KEY,
+	account     TEXT NOT NULL,
+	role        TEXT NOT NULL,
+	machine_key BLOB,
+	by_cred     TEXT NOT NULL,
+	expires_ms  INTEGER NOT NULL,
+	spent       INTEGER NOT NULL DEFAULT 0,
+	result      TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS pair_guesses (at_ms INTEGER NOT NULL)`
 
 // presenceTable: the relay (node) that holds each session's CLI, and when
 // it last said so (fanout.go). Used by relays sharing PostgreSQL.
@@ -40,7 +57,23 @@ func sqliteExec(q string) func(context.Context, *sqlDB) error {
 }
 
 func pgExec(q string) func(context.Context, sqlTx) error {
-	return func(ctx context.Context, t sqlTx) error { _, err := t.ExecContext(ctx, q); return err }
+	return func(ctx context.Context, t sqlTx) error {
+		for _, stmt := range strings.Split(q, ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := t.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("%s: %w", firstLine(stmt), err)
+			}
+		}
+		return nil
+	}
+}
+
+// pgDDL is SQLite DDL as PostgreSQL takes it: BYTEA for BLOB, BIGINT for
+// INTEGER, no WITHOUT ROWID.
+func pgDDL(ddl string) string {
+	return strings.NewReplacer("BLOB", "BYTEA", "INTEGER", "BIGINT", ") WITHOUT ROWID;", ");").Replace(ddl)
 }
 
 // SchemaVersion is the schema this ccrelay makes and reads.
@@ -138,14 +171,8 @@ func sqliteBaseline(ctx context.Context, w *sqlDB) error {
 // for INTEGER (times in ms, sequence numbers), and a serial column that
 // orders commands made in the same millisecond (SQLite's rowid).
 func pgBaseline(ctx context.Context, t sqlTx) error {
-	ddl := strings.NewReplacer("BLOB", "BYTEA", "INTEGER", "BIGINT", ") WITHOUT ROWID;", ");").Replace(schema + accountsSchema)
-	for _, stmt := range strings.Split(ddl, ";") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
-		}
-		if _, err := t.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(stmt), err)
-		}
+	if err := pgExec(pgDDL(schema+accountsSchema))(ctx, t); err != nil {
+		return err
 	}
 	for _, q := range []string{
 		`ALTER TABLE commands ADD COLUMN IF NOT EXISTS n BIGSERIAL`,

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -162,5 +164,52 @@ func waitStatus(t *testing.T, app *websocket.Conn, id, status string) {
 		if f.Command != nil && f.Command.ID == id && f.Status == status {
 			return
 		}
+	}
+}
+
+// A pairing code asked for through node A is redeemed through node B (a
+// load balancer sends the phone anywhere); the credential it makes works
+// on A; A's machine reads the result; the code is spent on every node.
+func TestNodesPairAcross(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	a, b := startNode(t, url), startNode(t, url)
+	call := func(base, method, path, auth string, in any) (int, map[string]any) {
+		t.Helper()
+		body, _ := json.Marshal(in)
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	code, out := call(a.srv.URL, "POST", "/api/pair", testToken, map[string]any{"role": "device"})
+	if code != http.StatusOK {
+		t.Fatalf("pair on A: %d %v", code, out)
+	}
+	pairCode, _ := out["code"].(string)
+	if code, out := call(a.srv.URL, "GET", "/api/pair/result?code="+pairCode, testToken, nil); code != http.StatusAccepted {
+		t.Fatalf("result before redeeming: %d %v", code, out)
+	}
+	code, red := call(b.srv.URL, "POST", "/api/pair/redeem", "", map[string]any{"code": pairCode, "name": "phone"})
+	if code != http.StatusOK {
+		t.Fatalf("redeem on B: %d %v", code, red)
+	}
+	cred, _ := red["credential"].(string)
+	app := a.dial(t, cred, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameList})
+	recvType(t, app, protocol.FrameSessions)
+	if code, out := call(a.srv.URL, "GET", "/api/pair/result?code="+pairCode, testToken, nil); code != http.StatusOK || out["name"] != "phone" {
+		t.Fatalf("result on A: %d %v", code, out)
+	}
+	if code, _ := call(a.srv.URL, "POST", "/api/pair/redeem", "", map[string]any{"code": pairCode, "name": "again"}); code != http.StatusForbidden {
+		t.Fatalf("a spent code redeemed again on A: %d", code)
 	}
 }

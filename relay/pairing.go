@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +24,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -54,16 +54,6 @@ const (
 // pairAlphabet is Crockford's base 32: no I, L, O or U to misread.
 const pairAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-type pairCode struct {
-	account    string
-	role       string
-	machineKey []byte
-	by         string // the credential that asked for it
-	expires    time.Time
-	spent      bool
-	result     *PairResult // once redeemed: for the machine that asked (GET /api/pair/result)
-}
-
 // PairResult is what became of a code, for the machine that asked for it:
 // the credential made, and the redeemer's public key and confirmation tag,
 // which the machine checks with the link's secret before it trusts the
@@ -77,43 +67,50 @@ type PairResult struct {
 }
 
 // setResult records what a redeemed code made.
-func (p *pairing) setResult(code string, r PairResult) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c := p.codes[codeKey(code)]; c != nil {
-		c.result = &r
-	}
+func (p *pairing) setResult(ctx context.Context, code string, r PairResult) error {
+	b, _ := json.Marshal(r)
+	k := codeKey(code)
+	_, err := p.store.w.ExecContext(ctx, `UPDATE pairing_codes SET result = ? WHERE key = ?`, string(b), k[:])
+	return err
 }
 
 // resultOf is what became of code for the credential by that asked for
 // it: the result once redeemed; ok false while it is not; an errPair when
 // the code is unknown, another's, or spent without a result.
-func (p *pairing) resultOf(code, by string) (res PairResult, ok bool, err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := p.codes[codeKey(code)]
+func (p *pairing) resultOf(ctx context.Context, code, by string) (res PairResult, ok bool, err error) {
+	k := codeKey(code)
+	var byCred, result string
+	var expires int64
+	var spent int
+	err = p.store.r.QueryRowContext(ctx, `SELECT by_cred, expires_ms, spent, result FROM pairing_codes WHERE key = ?`, k[:]).Scan(&byCred, &expires, &spent, &result)
 	switch {
-	case c == nil || c.by != by:
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && byCred != by):
 		return res, false, errPair{"no such pairing code of this machine"}
-	case c.result != nil:
-		return *c.result, true, nil
-	case c.spent:
+	case err != nil:
+		return res, false, err
+	case result != "":
+		if err := json.Unmarshal([]byte(result), &res); err != nil {
+			return res, false, err
+		}
+		return res, true, nil
+	case spent != 0:
 		return res, false, errPair{"this pairing code was cancelled"}
-	case !p.now().Before(c.expires):
+	case !p.now().Before(time.UnixMilli(expires)):
 		return res, false, errPair{"this pairing code expired"}
 	}
 	return res, false, nil
 }
 
+// pairing keeps the codes outstanding, and the wrong guesses, in the store:
+// a code asked for through one relay can be redeemed through another that
+// shares its database. A code is kept as its SHA-256 only.
 type pairing struct {
-	now     func() time.Time
-	mu      sync.Mutex
-	codes   map[[32]byte]*pairCode
-	guesses []time.Time // wrong codes within PairCodeTTL
+	now   func() time.Time
+	store *Store
 }
 
-func newPairing(now func() time.Time) *pairing {
-	return &pairing{now: now, codes: map[[32]byte]*pairCode{}}
+func newPairing(store *Store, now func() time.Time) *pairing {
+	return &pairing{now: now, store: store}
 }
 
 // NormalizeCode is a code as typed: upper case, without spaces or dashes,
@@ -128,46 +125,51 @@ func codeKey(code string) [32]byte {
 	return sha256.Sum256([]byte("ccrelay-pair:" + NormalizeCode(code)))
 }
 
-// sweep forgets codes spent or expired longer than spentMemory ago.
-func (p *pairing) sweep(now time.Time) {
-	for k, c := range p.codes {
-		if now.Sub(c.expires) > spentMemory {
-			delete(p.codes, k)
-		}
+// sweep forgets codes spent or expired longer than spentMemory ago, and
+// wrong guesses older than PairCodeTTL.
+func (p *pairing) sweep(ctx context.Context, t sqlTx, now time.Time) error {
+	if _, err := t.ExecContext(ctx, `DELETE FROM pairing_codes WHERE expires_ms < ?`, now.Add(-spentMemory).UnixMilli()); err != nil {
+		return err
 	}
-	for len(p.guesses) > 0 && now.Sub(p.guesses[0]) > PairCodeTTL {
-		p.guesses = p.guesses[1:]
-	}
+	_, err := t.ExecContext(ctx, `DELETE FROM pair_guesses WHERE at_ms < ?`, now.Add(-PairCodeTTL).UnixMilli())
+	return err
 }
 
 // issue makes a code for account and role.
-func (p *pairing) issue(account, role, by string, machineKey []byte) (string, time.Time) {
+func (p *pairing) issue(ctx context.Context, account, role, by string, machineKey []byte) (string, time.Time, error) {
 	var b [PairCodeLen]byte
 	rand.Read(b[:])
 	for i := range b {
 		b[i] = pairAlphabet[int(b[i])%len(pairAlphabet)]
 	}
 	code := string(b[:])
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	now := p.now()
-	p.sweep(now)
-	var pending []*pairCode
-	var oldest [32]byte
-	for k, c := range p.codes {
-		if !c.spent && now.Before(c.expires) {
-			pending = append(pending, c)
-			if o, ok := p.codes[oldest]; !ok || c.expires.Before(o.expires) {
-				oldest = k
-			}
+	t, err := p.store.w.BeginTx(ctx, nil)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	defer t.Rollback()
+	if err := p.sweep(ctx, t, now); err != nil {
+		return "", time.Time{}, err
+	}
+	// At most MaxPendingCodes outstanding: the oldest goes first.
+	var pending int
+	if err := t.QueryRowContext(ctx, `SELECT COUNT(*) FROM pairing_codes WHERE spent = 0 AND expires_ms > ?`, now.UnixMilli()).Scan(&pending); err != nil {
+		return "", time.Time{}, err
+	}
+	if over := pending - MaxPendingCodes + 1; over > 0 {
+		if _, err := t.ExecContext(ctx, `UPDATE pairing_codes SET spent = 1 WHERE key IN
+			(SELECT key FROM pairing_codes WHERE spent = 0 AND expires_ms > ? ORDER BY expires_ms LIMIT ?)`, now.UnixMilli(), over); err != nil {
+			return "", time.Time{}, err
 		}
 	}
-	if len(pending) >= MaxPendingCodes {
-		p.codes[oldest].spent = true
-	}
 	exp := now.Add(PairCodeTTL)
-	p.codes[codeKey(code)] = &pairCode{account: account, role: role, by: by, machineKey: machineKey, expires: exp}
-	return code, exp
+	k := codeKey(code)
+	if _, err := t.ExecContext(ctx, `INSERT INTO pairing_codes (key, account, role, machine_key, by_cred, expires_ms) VALUES (?, ?, ?, ?, ?, ?)`,
+		k[:], account, role, machineKey, by, exp.UnixMilli()); err != nil {
+		return "", time.Time{}, err
+	}
+	return code, exp, t.Commit()
 }
 
 // errPair is a refused code, said plainly to whoever offered it.
@@ -175,34 +177,71 @@ type errPair struct{ msg string }
 
 func (e errPair) Error() string { return e.msg }
 
-// redeem spends code, or says why it cannot.
-func (p *pairing) redeem(code string) (pairCode, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	p.sweep(now)
+// pairCode is an outstanding code as redeem finds it.
+type pairCode struct {
+	account    string
+	role       string
+	machineKey []byte
+}
+
+// redeem spends code, or says why it cannot. Wrong codes are counted over
+// every relay sharing the store.
+func (p *pairing) redeem(ctx context.Context, code string) (pairCode, error) {
 	if len(NormalizeCode(code)) != PairCodeLen {
 		return pairCode{}, errPair{fmt.Sprintf("a pairing code has %d letters and digits; check it, or run ccrelay pair for a new one", PairCodeLen)}
 	}
-	c, ok := p.codes[codeKey(code)]
+	now := p.now()
+	t, err := p.store.w.BeginTx(ctx, nil)
+	if err != nil {
+		return pairCode{}, err
+	}
+	defer t.Rollback()
+	if err := p.sweep(ctx, t, now); err != nil {
+		return pairCode{}, err
+	}
+	k := codeKey(code)
+	var c pairCode
+	var expires int64
+	var spent int
+	err = t.QueryRowContext(ctx, `SELECT account, role, machine_key, expires_ms, spent FROM pairing_codes WHERE key = ?`, k[:]).Scan(&c.account, &c.role, &c.machineKey, &expires, &spent)
 	switch {
-	case !ok:
-		p.guesses = append(p.guesses, now)
-		if len(p.guesses) >= PairGuessLimit {
-			for _, c := range p.codes {
-				c.spent = true
-			}
-			p.guesses = nil
-			return pairCode{}, errPair{"wrong pairing code; too many wrong codes were tried, so every open code was cancelled: run ccrelay pair for a new one"}
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := t.ExecContext(ctx, `INSERT INTO pair_guesses (at_ms) VALUES (?)`, now.UnixMilli()); err != nil {
+			return pairCode{}, err
 		}
-		return pairCode{}, errPair{"wrong pairing code: check it, or run ccrelay pair for a new one"}
-	case c.spent:
+		var guesses int
+		if err := t.QueryRowContext(ctx, `SELECT COUNT(*) FROM pair_guesses`).Scan(&guesses); err != nil {
+			return pairCode{}, err
+		}
+		msg := "wrong pairing code: check it, or run ccrelay pair for a new one"
+		if guesses >= PairGuessLimit {
+			for _, q := range []string{`UPDATE pairing_codes SET spent = 1`, `DELETE FROM pair_guesses`} {
+				if _, err := t.ExecContext(ctx, q); err != nil {
+					return pairCode{}, err
+				}
+			}
+			msg = "wrong pairing code; too many wrong codes were tried, so every open code was cancelled: run ccrelay pair for a new one"
+		}
+		if err := t.Commit(); err != nil {
+			return pairCode{}, err
+		}
+		return pairCode{}, errPair{msg}
+	case err != nil:
+		return pairCode{}, err
+	case spent != 0:
 		return pairCode{}, errPair{"this pairing code was already used (or cancelled); run ccrelay pair for a new one"}
-	case !now.Before(c.expires):
+	case !now.Before(time.UnixMilli(expires)):
 		return pairCode{}, errPair{fmt.Sprintf("this pairing code expired (codes last %v); run ccrelay pair for a new one", PairCodeTTL)}
 	}
-	c.spent = true
-	return *c, nil
+	// Spent once, whichever relay redeems it first.
+	res, err := t.ExecContext(ctx, `UPDATE pairing_codes SET spent = 1 WHERE key = ? AND spent = 0`, k[:])
+	if err != nil {
+		return pairCode{}, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return pairCode{}, errPair{"this pairing code was already used (or cancelled); run ccrelay pair for a new one"}
+	}
+	return c, t.Commit()
 }
 
 // pairRequest is POST /api/pair (a machine asks for a code).
@@ -306,7 +345,12 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalFrom(r.Context())
-	code, exp := s.pairing.issue(p.account, req.Role, p.cred.ID, req.MachineKey)
+	code, exp, err := s.pairing.issue(r.Context(), p.account, req.Role, p.cred.ID, req.MachineKey)
+	if err != nil {
+		s.storeFailed("pairing code", "", err)
+		http.Error(w, "the relay's store failed", http.StatusServiceUnavailable)
+		return
+	}
 	s.log.Info("pairing code made", "role", req.Role, "by", nameOf(p), "expires", exp.Format(time.TimeOnly))
 	writeJSON(w, http.StatusOK, pairAnswer{Code: code, Role: req.Role, Expires: exp.UnixMilli(), URL: s.publicBase(r)})
 }
@@ -315,10 +359,14 @@ func (s *Server) servePair(w http.ResponseWriter, r *http.Request) {
 // it: 202 while it is not redeemed, 200 with the PairResult once it is,
 // 404 for a code that is not this machine's or is spent or expired.
 func (s *Server) servePairResult(w http.ResponseWriter, r *http.Request) {
-	res, ok, err := s.pairing.resultOf(r.URL.Query().Get("code"), principalFrom(r.Context()).cred.ID)
+	res, ok, err := s.pairing.resultOf(r.Context(), r.URL.Query().Get("code"), principalFrom(r.Context()).cred.ID)
+	var pe errPair
 	switch {
-	case err != nil:
+	case errors.As(err, &pe):
 		http.Error(w, err.Error(), http.StatusNotFound)
+	case err != nil:
+		s.storeFailed("pairing result", "", err)
+		http.Error(w, "the relay's store failed", http.StatusServiceUnavailable)
 	case !ok:
 		writeJSON(w, http.StatusAccepted, map[string]any{"redeemed": false})
 	default:
@@ -351,12 +399,17 @@ func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "publicKey or confirm is too long", http.StatusBadRequest)
 		return
 	}
-	pc, err := s.pairing.redeem(req.Code)
+	pc, err := s.pairing.redeem(r.Context(), req.Code)
 	var pe errPair
 	if errors.As(err, &pe) {
 		n := s.logins.failed(key, now, l)
 		s.log.Warn("pairing code refused", "addr", s.clientAddr(r), "why", pe.msg, "failures", n)
 		http.Error(w, pe.msg, http.StatusForbidden)
+		return
+	}
+	if err != nil {
+		s.storeFailed("pairing redeem", "", err)
+		http.Error(w, "the relay's store failed", http.StatusServiceUnavailable)
 		return
 	}
 	name := CleanName(req.Name)
@@ -374,7 +427,9 @@ func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	s.pairing.setResult(req.Code, PairResult{ID: cred.ID, Name: cred.Name, Role: cred.Role, PublicKey: req.PublicKey, Confirm: req.Confirm})
+	if err := s.pairing.setResult(r.Context(), req.Code, PairResult{ID: cred.ID, Name: cred.Name, Role: cred.Role, PublicKey: req.PublicKey, Confirm: req.Confirm}); err != nil {
+		s.storeFailed("pairing result", "", err)
+	}
 	s.log.Info("paired", "role", cred.Role, "name", cred.Name, "addr", s.clientAddr(r))
 	if cred.Role == RoleDevice && len(cred.PublicKey) == 32 {
 		s.tellDevices(r.Context(), pc.account)

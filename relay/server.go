@@ -109,7 +109,7 @@ func New(ctx context.Context, store *Store, log *slog.Logger, tokens ...string) 
 	s := &Server{store: store, tokens: map[string]string{}, log: log, now: time.Now, hub: hub{subs: map[string]map[*subscriber]struct{}{}},
 		routes: newRoutes(),
 		live:   map[string]map[*liveConn]struct{}{}, touched: map[string]touch{}}
-	s.pairing = newPairing(func() time.Time { return s.now() })
+	s.pairing = newPairing(store, func() time.Time { return s.now() })
 	if store == nil {
 		return s, nil
 	}
