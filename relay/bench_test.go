@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ccrelay/ccrelay/internal/pgtest"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -37,9 +38,42 @@ func benchRelay(b *testing.B, apps int, paced bool) {
 	}
 	defer st.Close()
 	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
+	benchRelayOn(b, srv, srv, apps, paced)
+}
+
+// BenchmarkRelayNodes: the same flood on one relay on SQLite, one on
+// PostgreSQL, and three on one PostgreSQL with the CLI on the first node
+// and the apps on the second (envelopes cross through the database).
+// Compare the three with benchstat; docs/deploy.md has the figures.
+func BenchmarkRelayNodes(b *testing.B) {
+	pg := pgtest.Start(b)
+	for _, setup := range []string{"sqlite/nodes=1", "postgres/nodes=1", "postgres/nodes=3"} {
+		for _, apps := range []int{1, 10} {
+			b.Run(fmt.Sprintf("%s/apps=%d", setup, apps), func(b *testing.B) {
+				if setup == "sqlite/nodes=1" {
+					benchRelay(b, apps, false)
+					return
+				}
+				url := pg.NewDatabase(b)
+				a := startNode(b, url)
+				if setup == "postgres/nodes=1" {
+					benchRelayOn(b, a.srv.URL, a.srv.URL, apps, false)
+					return
+				}
+				n2, _ := startNode(b, url), startNode(b, url)
+				benchRelayOn(b, a.srv.URL, n2.srv.URL, apps, false)
+			})
+		}
+	}
+}
+
+// benchRelayOn runs the benchmark with the CLI on the relay at cliBase and
+// the apps on the one at appBase.
+func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 	ctx := context.Background()
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
-	url := "ws" + srv[len("http"):]
+	url := "ws" + cliBase[len("http"):]
+	appURL := "ws" + appBase[len("http"):]
 	session := s1 // a UUID, as the relay takes only
 	total := b.N
 	if total < 100 {
@@ -64,7 +98,7 @@ func benchRelay(b *testing.B, apps int, paced bool) {
 	var wg sync.WaitGroup
 	ready := make(chan struct{}, apps)
 	for range apps {
-		c, _, err := websocket.Dial(ctx, url+"/ws/app", hdr)
+		c, _, err := websocket.Dial(ctx, appURL+"/ws/app", hdr)
 		if err != nil {
 			b.Fatal(err)
 		}

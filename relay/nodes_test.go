@@ -21,7 +21,7 @@ import (
 
 // startNode starts a relay node on the PostgreSQL database at url, with
 // its link to the other nodes, until the test ends.
-func startNode(t *testing.T, url string) *testRelay {
+func startNode(t testing.TB, url string) *testRelay {
 	t.Helper()
 	st, err := OpenPostgres(context.Background(), url)
 	if err != nil {
