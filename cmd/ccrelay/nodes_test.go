@@ -192,7 +192,9 @@ func pacedSessionID(t *testing.T, id string, pairs int) string {
 	}
 	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	for i := range pairs {
-		ts := func(k int) string { return base.Add(time.Duration(2*i+k) * 4 * time.Millisecond).Format(time.RFC3339Nano) }
+		ts := func(k int) string {
+			return base.Add(time.Duration(2*i+k) * 4 * time.Millisecond).Format(time.RFC3339Nano)
+		}
 		fmt.Fprintf(f, `{"type":"user","uuid":"u%d","timestamp":%q,"message":{"role":"user","content":"question %d"}}`+"\n", i, ts(0), i)
 		fmt.Fprintf(f, `{"type":"assistant","uuid":"a%d","timestamp":%q,"message":{"id":"m%d","content":[{"type":"text","text":"answer %d"}]}}`+"\n", i, ts(1), i, i)
 	}
