@@ -70,15 +70,26 @@ func BenchmarkRelayNodes(b *testing.B) {
 // benchRelayOn runs the benchmark with the CLI on the relay at cliBase and
 // the apps on the one at appBase.
 func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
+	total := max(b.N, 100)
+	b.ResetTimer()
+	rate, lat := flood(b, cliBase, appBase, apps, total, paced)
+	b.StopTimer()
+	b.ReportMetric(rate, "envelopes/s")
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+}
+
+// flood sends total envelopes from a CLI on cliBase, in batches of 100
+// (paced: 10 every 10 ms), to apps following on appBase; it returns the
+// envelopes stored per second and every app's latencies, sorted.
+func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool) (float64, []time.Duration) {
 	ctx := context.Background()
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
 	url := "ws" + cliBase[len("http"):]
 	appURL := "ws" + appBase[len("http"):]
 	session := s1 // a UUID, as the relay takes only
-	total := b.N
-	if total < 100 {
-		total = 100
-	}
 	// The session exists before the apps subscribe (it belongs to the token
 	// of the CLI that announced it).
 	{
@@ -149,7 +160,6 @@ func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 		batch = 10
 	}
 	defer tick.Stop()
-	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < total; i += batch {
 		if paced {
@@ -172,16 +182,11 @@ func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 	}
 	stored := time.Since(start)
 	wg.Wait()
-	b.StopTimer()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(total)/stored.Seconds(), "envelopes/s")
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	}
+	return float64(total) / stored.Seconds(), lat
 }
 
-func httptestServer(b *testing.B, h http.Handler) string {
+func httptestServer(b testing.TB, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
 	return srv.URL

@@ -23,9 +23,16 @@ type lister struct {
 }
 
 // summary is a session as lists show it: a bounded summary of its info
-// (summaryInfo), never the whole of it.
+// (summaryInfo), never the whole of it. The store holds only summaries
+// (announcements are summarized before they are stored, and migration 4
+// summarized what older versions kept), so lists send them as stored; one
+// larger than a summary can be is summarized again.
 func summary(si SessionInfo) protocol.SessionSummary {
-	return protocol.SessionSummary{ID: si.ID, Info: summaryInfo(si.Info), Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
+	info := si.Info
+	if len(info) > MaxSummaryBytes || len(info) == 0 || info[0] != '{' {
+		info = summaryInfo(info)
+	}
+	return protocol.SessionSummary{ID: si.ID, Info: info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
 func (h *hub) addLister(owner string) *lister {

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -26,7 +27,60 @@ var migrations = []migration{
 	{1, "sessions, envelopes, blobs, commands, tombstones, accounts, credentials, session keys", sqliteBaseline, pgBaseline},
 	{2, "cli_presence: which relay holds a session's CLI", sqliteExec(presenceTable), pgExec(presenceTable)},
 	{3, "pairing codes and wrong guesses, shared by the relays", sqliteExec(pairingTables), pgExec(pgDDL(pairingTables))},
+	{4, "session infos stored as their summaries", summarizeStoredSQLite, summarizeStoredPG},
+	{5, "sessions listed by owner through an index", sqliteExec(sessionsByOwner), pgExec(sessionsByOwner)},
 }
+
+const sessionsByOwner = `CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated_ms DESC, id)`
+
+// summarizeStored replaces each session's stored info by its summary
+// (SummarizeInfo is idempotent): lists then send what is stored as is.
+// Versions before the announcement was summarized on arrival kept the
+// whole info.
+func summarizeStored(ctx context.Context, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) error {
+	rows, err := q.QueryContext(ctx, `SELECT id, info FROM sessions`)
+	if err != nil {
+		return err
+	}
+	changed := map[string]string{}
+	for rows.Next() {
+		var id, info string
+		if err := rows.Scan(&id, &info); err != nil {
+			rows.Close()
+			return err
+		}
+		if sum := string(summaryInfo(json.RawMessage(info))); sum != info {
+			changed[id] = sum
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for id, sum := range changed {
+		if _, err := q.ExecContext(ctx, `UPDATE sessions SET info = ? WHERE id = ?`, sum, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func summarizeStoredSQLite(ctx context.Context, w *sqlDB) error {
+	t, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer t.Rollback()
+	if err := summarizeStored(ctx, t); err != nil {
+		return err
+	}
+	return t.Commit()
+}
+
+func summarizeStoredPG(ctx context.Context, t sqlTx) error { return summarizeStored(ctx, t) }
 
 // pairingTables: pairing codes outstanding (by SHA-256), and the wrong
 // codes tried within PairCodeTTL (pairing.go). They were in one relay's

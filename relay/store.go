@@ -394,7 +394,12 @@ func (s *Store) Sessions(ctx context.Context) ([]SessionInfo, error) { return s.
 // SessionsOf lists the sessions of owner ("*": all), most recently active
 // first.
 func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE CAST(? AS TEXT) = '*' OR owner = ? ORDER BY updated_ms DESC, id`, owner, owner)
+	// Two queries, so that the owner's uses sessions_by_owner.
+	q, args := `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE owner = ? ORDER BY updated_ms DESC, id`, []any{owner}
+	if owner == "*" {
+		q, args = `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions ORDER BY updated_ms DESC, id`, nil
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -402,11 +407,9 @@ func (s *Store) SessionsOf(ctx context.Context, owner string) ([]SessionInfo, er
 	var out []SessionInfo
 	for rows.Next() {
 		var si SessionInfo
-		var info string
-		if err := rows.Scan(&si.ID, &info, &si.Owner, &si.Prompt, &si.LastSeq, &si.UpdatedMS); err != nil {
+		if err := rows.Scan(&si.ID, (*[]byte)(&si.Info), &si.Owner, &si.Prompt, &si.LastSeq, &si.UpdatedMS); err != nil {
 			return nil, fmt.Errorf("list sessions: %w", err)
 		}
-		si.Info = json.RawMessage(info)
 		out = append(out, si)
 	}
 	return out, rows.Err()

@@ -1,0 +1,207 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// perfBody is a stored envelope of a typical size (an agent's text).
+func perfBody(session string, i int) (string, []byte) {
+	id := protocol.DeriveID(session, fmt.Sprint(i))
+	e := protocol.Envelope{ID: id, Time: 1795373975149 + int64(i), Role: protocol.RoleAgent, Turn: "ca5cb6281a9d7b15959b999f",
+		Ev: protocol.Event{T: protocol.KindText, Text: "Done. The tool finished and the tests pass; next I will look at the flaky one."}}
+	b, _ := e.AppendJSON(nil)
+	return id, b
+}
+
+// BenchmarkSingleNode measures, in one run, the single relay against the
+// database under it: raw modernc SQLite inserts of the same rows (WAL,
+// synchronous=NORMAL, transactions of 100), the store's appends, and the
+// whole relay (a CLI flooding batches of 100, one app and ten apps
+// following), each as envelopes/s and as a ratio to the raw rate; and the
+// bytes a stored envelope costs on disk against its JSON.
+func BenchmarkSingleNode(b *testing.B) {
+	const n = 20000
+	session := s1
+	rate := func(start time.Time) float64 { return n / time.Since(start).Seconds() }
+	for b.Loop() {
+		// Raw inserts.
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "raw.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		db.Exec(`CREATE TABLE envelopes (session TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, PRIMARY KEY (session, seq), UNIQUE (session, id)) WITHOUT ROWID`)
+		start := time.Now()
+		for i := 0; i < n; i += 100 {
+			tx, _ := db.Begin()
+			st, _ := tx.Prepare(`INSERT INTO envelopes (session, seq, id, body) VALUES (?, ?, ?, ?)`)
+			for k := i; k < i+100; k++ {
+				id, body := perfBody(session, k)
+				if _, err := st.Exec(session, k+1, id, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st.Close()
+			if err := tx.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		raw := rate(start)
+		db.Close()
+
+		// The store.
+		st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var jsonBytes int64
+		start = time.Now()
+		for i := 0; i < n; i += 100 {
+			items := make([]Item, 100)
+			for k := range items {
+				id, body := perfBody(session, i+k)
+				items[k] = Item{ID: id, Body: body}
+				jsonBytes += int64(len(body))
+			}
+			if _, err := st.Append(context.Background(), session, items); err != nil {
+				b.Fatal(err)
+			}
+		}
+		store := rate(start)
+		var used int64
+		st.w.QueryRowContext(context.Background(), `SELECT (page_count - freelist_count) * page_size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()`).Scan(&used)
+		st.Close()
+
+		b.ReportMetric(raw, "raw-insert/s")
+		b.ReportMetric(store, "store-append/s")
+		b.ReportMetric(store/raw, "store/raw")
+		b.ReportMetric(float64(used)/float64(jsonBytes), "disk/json")
+		for _, apps := range []int{1, 10} {
+			st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := httptest.NewServer(NewServer(st, slog.New(slog.DiscardHandler), testToken).Handler())
+			got, _ := flood(b, srv.URL, srv.URL, apps, n, false)
+			srv.Close()
+			st.Close()
+			b.ReportMetric(got, fmt.Sprintf("relay-%dapp/s", apps))
+			b.ReportMetric(got/raw, fmt.Sprintf("relay-%dapp/raw", apps))
+		}
+	}
+}
+
+// BenchmarkSubscribeFrom0: an app subscribes from 0 to a session of
+// 100,000 stored envelopes; the time until it is caught up.
+func BenchmarkSubscribeFrom0(b *testing.B) {
+	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	const n = 100000
+	if err := st.Claim(context.Background(), s1, OwnerID(testToken)); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i += 1000 {
+		items := make([]Item, 1000)
+		for k := range items {
+			id, body := perfBody(s1, i+k)
+			items[k] = Item{ID: id, Body: body}
+		}
+		if _, err := st.Append(context.Background(), s1, items); err != nil {
+			b.Fatal(err)
+		}
+	}
+	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
+	ctx := context.Background()
+	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
+	for b.Loop() {
+		c, _, err := websocket.Dial(ctx, "ws"+srv[len("http"):]+"/ws/app", hdr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.SetReadLimit(MaxFrameBytes)
+		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameSubscribe, Session: s1})
+		c.Write(ctx, websocket.MessageText, f)
+		got := 0
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var fr protocol.Frame
+			json.Unmarshal(data, &fr)
+			got += len(fr.Items)
+			if fr.Type == protocol.FrameError {
+				b.Fatalf("subscribe: %s", fr.Message)
+			}
+			if fr.Type == protocol.FrameCaughtUp {
+				break
+			}
+		}
+		c.CloseNow()
+		if got != n {
+			b.Fatalf("%d envelopes before caught-up, want %d", got, n)
+		}
+	}
+}
+
+// BenchmarkList10k: the list frame with 10,000 sessions, each announced
+// with a summary of the usual size.
+func BenchmarkList10k(b *testing.B) {
+	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	owner := OwnerID(testToken)
+	for i := range 10000 {
+		id := fmt.Sprintf("%08x-1111-4111-8111-111111111111", i)
+		st.Claim(ctx, id, owner)
+		info, _ := json.Marshal(map[string]any{"cwd": "/home/me/src/project-" + fmt.Sprint(i%50), "title": "Fix the flaky test in the relay", "machine": "laptop",
+			"mode": "remote", "status": "idle", "model": "claude-sonnet-4", "permissionMode": "default", "costUsd": 0.42,
+			"usage": map[string]any{"input_tokens": 1200, "output_tokens": 340}})
+		st.Announce(ctx, id, summaryInfo(info))
+	}
+	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
+	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
+	c, _, err := websocket.Dial(ctx, "ws"+srv[len("http"):]+"/ws/app", hdr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.SetReadLimit(64 << 20)
+	f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameList})
+	// The frame is checked once, whole; then only received (what the
+	// relay does is what is measured, not the test's decoding).
+	check := true
+	for b.Loop() {
+		c.Write(ctx, websocket.MessageText, f)
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if check {
+			var fr protocol.Frame
+			if err := json.Unmarshal(data, &fr); err != nil || fr.Type != protocol.FrameSessions || len(fr.Sessions) != 10000 {
+				b.Fatalf("list: %s %d sessions, %v", fr.Type, len(fr.Sessions), err)
+			}
+			check = false
+		}
+	}
+}
