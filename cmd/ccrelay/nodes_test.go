@@ -486,3 +486,40 @@ func sendPrompts(ctx context.Context, lb, cred, session string, n int) error {
 	}
 	return nil
 }
+
+// serve --migrate-only brings a store to this version's schema and exits:
+// SQLite in the data folder, or PostgreSQL; --store refuses what is not a
+// postgres:// URL, and never prints a URL's password.
+func TestServeMigrateOnly(t *testing.T) {
+	data := t.TempDir()
+	res := run(t, "serve", "--data", data, "--migrate-only")
+	if res.code != 0 || !strings.Contains(res.stdout, "schema version") {
+		t.Fatalf("SQLite: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(data, "relay.db")); err != nil {
+		t.Fatal(err)
+	}
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	res = run(t, "serve", "--data", t.TempDir(), "--store", url, "--migrate-only")
+	if res.code != 0 || !strings.Contains(res.stdout, "schema version") {
+		t.Fatalf("PostgreSQL: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v int
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil || v < 5 {
+		t.Fatalf("schema version %d, %v", v, err)
+	}
+	res = run(t, "serve", "--data", t.TempDir(), "--store", "mysql://root:hunter2@db/x", "--migrate-only")
+	if res.code == 0 || !strings.Contains(res.stderr, "postgres://") || strings.Contains(res.stderr, "hunter2") {
+		t.Fatalf("another engine: exit %d\n%s", res.code, res.stderr)
+	}
+	res = run(t, "serve", "--data", t.TempDir(), "--store", "postgres://ccrelay:hunter2@127.0.0.1:1/x?connect_timeout=2", "--migrate-only")
+	if res.code == 0 || strings.Contains(res.stderr, "hunter2") {
+		t.Fatalf("an unreachable database: exit %d\n%s", res.code, res.stderr)
+	}
+}
