@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx"
 
 	"github.com/ccrelay/ccrelay/internal/pgtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -159,26 +159,7 @@ func (n *relayNode) stop() {
 // node at base, with its bootstrap token.
 func pairCredential(t *testing.T, base, token, role string) string {
 	t.Helper()
-	post := func(path, auth string, in any) map[string]any {
-		body, _ := json.Marshal(in)
-		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(body))
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %s %v", path, resp.Status, out)
-		}
-		return out
-	}
-	code := post("/api/pair", token, map[string]any{"role": role})["code"]
-	cred, _ := post("/api/pair/redeem", "", map[string]any{"code": code, "name": role})["credential"].(string)
+	_, cred := testutil.PairCredential(t, base, token, role, role, nil)
 	return cred
 }
 

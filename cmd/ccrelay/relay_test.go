@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -92,21 +91,7 @@ func TestReplayToRelay(t *testing.T) {
 // so a replay at --speed 1 takes a few seconds.
 func pacedSession(t *testing.T, pairs int) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "1e1e1e1e-2222-4333-8444-555555555555.jsonl")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	for i := range pairs {
-		ts := func(k int) string {
-			return base.Add(time.Duration(2*i+k) * 4 * time.Millisecond).Format(time.RFC3339Nano)
-		}
-		fmt.Fprintf(f, `{"type":"user","uuid":"u%d","timestamp":%q,"message":{"role":"user","content":"question %d"}}`+"\n", i, ts(0), i)
-		fmt.Fprintf(f, `{"type":"assistant","uuid":"a%d","timestamp":%q,"message":{"id":"m%d","content":[{"type":"text","text":"answer %d"}]}}`+"\n", i, ts(1), i, i)
-	}
-	f.Close()
-	return p
+	return pacedSessionID(t, "1e1e1e1e-2222-4333-8444-555555555555", pairs)
 }
 
 // (b) The CLI is killed mid-stream and started again on the same state

@@ -13,6 +13,12 @@ import (
 // its credential.
 func PairDevice(t testing.TB, base, token, name string, publicKey []byte) (id, credential string) {
 	t.Helper()
+	return PairCredential(t, base, token, "device", name, publicKey)
+}
+
+// PairCredential is PairDevice for a role: "device" or "machine".
+func PairCredential(t testing.TB, base, token, role, name string, publicKey []byte) (id, credential string) {
+	t.Helper()
 	post := func(path, auth string, in, out any) {
 		t.Helper()
 		b, _ := json.Marshal(in)
@@ -36,7 +42,7 @@ func PairDevice(t testing.TB, base, token, name string, publicKey []byte) (id, c
 		}
 	}
 	var code struct{ Code string }
-	post("/api/pair", token, map[string]any{"role": "device"}, &code)
+	post("/api/pair", token, map[string]any{"role": role}, &code)
 	var red struct{ ID, Credential string }
 	post("/api/pair/redeem", "", map[string]any{"code": code.Code, "name": name, "publicKey": publicKey}, &red)
 	return red.ID, red.Credential
