@@ -30,10 +30,51 @@ type catalog struct {
 	known   map[string]bool // real paths of the folders
 }
 
+// heads keeps what the first lines of transcripts said, by path, with the
+// size the file had then: a rescan reads again only a transcript that grew
+// and had not said both yet (the first lines of a file do not change). It
+// holds the transcripts of the last scan alone (at most MaxProjects ×
+// MaxHeads).
+type heads map[string]cachedHead
+
+type cachedHead struct {
+	size int64
+	head claude.Head
+	seen bool // read or used in the scan under way
+}
+
+// read returns the head of the transcript at path, of size bytes.
+func (hs heads) read(path string, size int64) (claude.Head, error) {
+	if c, ok := hs[path]; ok && (c.size == size || (c.head.Cwd != "" && c.head.Prompt != "")) {
+		c.seen = true
+		hs[path] = c
+		return c.head, nil
+	}
+	h, err := claude.ReadHead(path)
+	if err != nil {
+		return h, err
+	}
+	hs[path] = cachedHead{size: size, head: h, seen: true}
+	return h, nil
+}
+
+// sweep forgets the transcripts the last scan did not look at.
+func (hs heads) sweep() {
+	for p, c := range hs {
+		if !c.seen {
+			delete(hs, p)
+			continue
+		}
+		c.seen = false
+		hs[p] = c
+	}
+}
+
 // scan reads Claude Code's projects folder (configDir/projects): each
 // project's folder (the cwd its transcripts name) and its latest sessions.
 // Folders that are gone are left out; so is what cannot be read.
-func scan(configDir string) (catalog, error) {
+func scan(configDir string, hs heads) (catalog, error) {
+	defer hs.sweep()
 	c := catalog{known: map[string]bool{}}
 	root := filepath.Join(configDir, "projects")
 	entries, err := os.ReadDir(root)
@@ -60,7 +101,7 @@ func scan(configDir string) (catalog, error) {
 	}
 	slices.SortFunc(projects, func(a, b project) int { return cmp.Compare(b.at, a.at) })
 	for _, p := range projects[:min(len(projects), MaxProjects)] {
-		f, ok := readProject(p.dir)
+		f, ok := readProject(p.dir, hs)
 		if !ok {
 			continue
 		}
@@ -76,15 +117,15 @@ func scan(configDir string) (catalog, error) {
 }
 
 // readProject reads one project folder: its latest transcripts' heads.
-func readProject(dir string) (protocol.DaemonFolder, bool) {
+func readProject(dir string, hs heads) (protocol.DaemonFolder, bool) {
 	var f protocol.DaemonFolder
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return f, false
 	}
 	type transcript struct {
-		id string
-		at int64
+		id       string
+		at, size int64
 	}
 	var ts []transcript
 	for _, e := range entries {
@@ -96,11 +137,11 @@ func readProject(dir string) (protocol.DaemonFolder, bool) {
 		if err != nil {
 			continue
 		}
-		ts = append(ts, transcript{id, fi.ModTime().UnixMilli()})
+		ts = append(ts, transcript{id, fi.ModTime().UnixMilli(), fi.Size()})
 	}
 	slices.SortFunc(ts, func(a, b transcript) int { return cmp.Compare(b.at, a.at) })
 	for _, t := range ts[:min(len(ts), MaxHeads)] {
-		h, err := claude.ReadHead(filepath.Join(dir, t.id+".jsonl"))
+		h, err := hs.read(filepath.Join(dir, t.id+".jsonl"), t.size)
 		if err != nil {
 			continue
 		}

@@ -91,7 +91,6 @@ type Config struct {
 // (it notes why and stops its Claude).
 type child struct {
 	session string
-	dir     string
 	cmd     *exec.Cmd
 	pipe    io.WriteCloser // the session's stdin: messages, and the daemon's life
 }
@@ -121,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &daemon{cfg: cfg, log: cfg.Logger, children: map[string]*child{}, exited: make(chan exit, cfg.MaxSessions)}
+	d := &daemon{cfg: cfg, log: cfg.Logger, heads: heads{}, children: map[string]*child{}, exited: make(chan exit, cfg.MaxSessions)}
 	for _, r := range cfg.Roots {
 		real, err := realDir(r)
 		if err != nil {
@@ -153,6 +152,7 @@ type daemon struct {
 	roots []string // real paths of cfg.Roots
 
 	cat      catalog
+	heads    heads // what transcripts' first lines said (catalog.go)
 	children map[string]*child
 	exited   chan exit
 	wg       sync.WaitGroup // one per child: its Wait
@@ -169,7 +169,7 @@ type exit struct {
 func (d *daemon) rescan() {
 	if d.cfg.NoKnown {
 		d.cat = catalog{known: map[string]bool{}}
-	} else if cat, err := scan(d.cfg.ClaudeDir); err != nil {
+	} else if cat, err := scan(d.cfg.ClaudeDir, d.heads); err != nil {
 		d.log.Warn("could not read Claude Code's projects", "err", err)
 	} else {
 		d.cat = cat
@@ -332,7 +332,7 @@ func (d *daemon) start(c protocol.Command) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the session: %w", err)
 	}
-	ch := &child{session: c.Target, dir: dir, cmd: cmd, pipe: pipe}
+	ch := &child{session: c.Target, cmd: cmd, pipe: pipe}
 	d.children[c.Target] = ch
 	d.wg.Add(1)
 	go func() {

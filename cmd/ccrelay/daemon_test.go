@@ -225,9 +225,6 @@ func (r *daemonRig) pastSession(prompt string) string {
 	return past
 }
 
-// machine waits for the daemon's session in the list and returns its id.
-func (r *daemonRig) machine(a *wsApp) string { return a.machine() }
-
 // machine waits for a machine's session in the list and returns its id.
 func (a *wsApp) machine() string {
 	a.t.Helper()
@@ -273,7 +270,7 @@ func TestDaemonFromApp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	a := dialWSApp(t, ctx, r.base, r.token)
-	machine := r.machine(a)
+	machine := a.machine()
 	var d protocol.DaemonInfo
 	a.until("the folders announced", func() bool {
 		b, _ := json.Marshal(a.info(machine)["daemon"])
@@ -394,7 +391,7 @@ func TestDaemonAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := dialWSApp(t, ctx, r.base, r.token)
-	machine := r.machine(a)
+	machine := a.machine()
 	s1 := claude.NewSessionID()
 	if got := a.command(machine, protocol.Command{Kind: protocol.CommandStart, Dir: r.project, Target: s1, Text: "begin on the phone"}); got != "" {
 		t.Fatal(got)
