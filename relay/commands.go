@@ -199,22 +199,30 @@ func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error 
 // did not answer stays delivered, never goes back: the session's next
 // owner gets it again (deliverQueued).
 func (s *Server) disown(ctx context.Context, cli *peer) {
+	// Other relays stop routing its sessions here first: once this relay
+	// holds no owner for a session, no other relay keeps a command for it.
 	s.peersMu.Lock()
 	var gone []string
 	for session, p := range s.owners {
 		if p == cli {
-			delete(s.owners, session)
 			gone = append(gone, session)
+		}
+	}
+	s.peersMu.Unlock()
+	for _, session := range gone {
+		s.present(ctx, session, false)
+	}
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	for _, session := range gone {
+		if s.owners[session] == cli {
+			delete(s.owners, session)
 		}
 	}
 	for k, p := range s.delivered {
 		if p == cli {
 			delete(s.delivered, k)
 		}
-	}
-	s.peersMu.Unlock()
-	for _, session := range gone {
-		s.present(ctx, session, false)
 	}
 }
 
