@@ -172,6 +172,21 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 	}
 	tx := sqlTx{t, s.w.d}
 	defer tx.Rollback()
+	if len(reqs) == 1 {
+		// Alone: the transaction is its savepoint (a savepoint copies
+		// every page it changes first).
+		r := reqs[0]
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.res, r.err = s.appendTx(ctx, tx, r.session, r.items)
+		}
+		if r.err != nil {
+			r.err = fmt.Errorf("append to %s: %w", r.session, r.err)
+			finish(nil) // rolled back by the deferred Rollback
+			return
+		}
+		finish(tx.Commit())
+		return
+	}
 	for i, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
 			r.err = fmt.Errorf("append to %s: %w", r.session, err)

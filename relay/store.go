@@ -115,8 +115,10 @@ func OpenStore(path string) (*Store, error) {
 	// committed with FULL, in groups (groupcommit.go), to survive power loss.
 	// auto_vacuum first, before WAL writes the header: a new database frees
 	// pages back to the file system (ReclaimPages); on an existing one it is
-	// a no-op (it would take a VACUUM).
-	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
+	// a no-op (it would take a VACUUM). temp_store=MEMORY keeps a group
+	// commit's savepoint journals in memory, not in a file written at each
+	// savepoint (at most MaxGroupAppends batches' pages).
+	dsn := "file:" + path + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)"
 	w, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
@@ -221,16 +223,14 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	case err != nil:
 		return nil, err
 	}
-	find, err := tx.PrepareContext(ctx, `SELECT seq, body FROM envelopes WHERE session = ? AND id = ?`)
-	if err != nil {
-		return nil, err
-	}
-	defer find.Close()
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO envelopes (session, seq, id, body) VALUES (?, ?, ?, ?)`)
+	// Each envelope is inserted unless its id is stored already (one
+	// statement for a new id, the usual case); only a duplicate is looked up.
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO envelopes (session, seq, id, body) VALUES (?, ?, ?, ?) ON CONFLICT (session, id) DO NOTHING`)
 	if err != nil {
 		return nil, err
 	}
 	defer ins.Close()
+	var find *sql.Stmt    // prepared on the first duplicate
 	var insBlob *sql.Stmt // prepared on the first blob
 	out := make([]Appended, len(items))
 	next := last
@@ -238,21 +238,30 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		if it.ID == "" {
 			return nil, fmt.Errorf("envelope %d has no id", i)
 		}
-		var seq int64
-		var body []byte
-		switch err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq, &body); {
-		case err == nil:
+		res, err := ins.ExecContext(ctx, session, next+1, it.ID, it.Body)
+		if err != nil {
+			return nil, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, err
+		} else if n == 0 {
+			if find == nil {
+				if find, err = tx.PrepareContext(ctx, `SELECT seq, body FROM envelopes WHERE session = ? AND id = ?`); err != nil {
+					return nil, err
+				}
+				defer find.Close()
+			}
+			var seq int64
+			var body []byte
+			if err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq, &body); err != nil {
+				return nil, err
+			}
 			out[i] = Appended{Seq: seq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, err
 		}
 		next++
 		if prompt == "" {
 			prompt = promptOf(it.Body)
-		}
-		if _, err := ins.ExecContext(ctx, session, next, it.ID, it.Body); err != nil {
-			return nil, err
 		}
 		if len(it.Blob) > 0 {
 			if insBlob == nil {
