@@ -29,6 +29,73 @@ var migrations = []migration{
 	{3, "pairing codes and wrong guesses, shared by the relays", sqliteExec(pairingTables), pgExec(pgDDL(pairingTables))},
 	{4, "session infos stored as their summaries", summarizeStoredSQLite, summarizeStoredPG},
 	{5, "sessions listed by owner through an index", sqliteExec(sessionsByOwner), pgExec(sessionsByOwner)},
+	{6, "envelopes keyed by session number and sequence, bodies encoded (codec.go)", envelopesByKeySQLite, pgExec(pgDDL(envelopesByKeyPG))},
+}
+
+// Envelopes from version 6: a session has a number (sessions.no, given
+// once, never reused), and an envelope's key k is that number times 2^32
+// plus its sequence number, so that a session's envelopes are one range of
+// the table's integer key (a rowid table in SQLite: a row up to a page's
+// size stays in its b-tree page, where WITHOUT ROWID spilled every row
+// beyond a quarter page to a page of its own). The session's id is no
+// longer repeated in each row and in the id index.
+const (
+	seqBits = 32
+	// maxSeq is the last sequence number of a session; maxSessionNo the
+	// last session number (k stays a positive int64).
+	maxSeq       = 1<<seqBits - 1
+	maxSessionNo = 1<<(63-seqBits) - 1
+)
+
+// envelopeKey is the key of envelope seq of the session numbered no.
+func envelopeKey(no, seq int64) int64 { return no<<seqBits | seq }
+
+const envelopesByKey = `CREATE TABLE envelopes_6 (
+	k    INTEGER PRIMARY KEY,
+	sn   INTEGER NOT NULL,
+	id   TEXT NOT NULL,
+	body BLOB NOT NULL,
+	UNIQUE (sn, id)
+);
+INSERT INTO envelopes_6 (k, sn, id, body)
+	SELECT s.no * 4294967296 + e.seq, s.no, e.id, e.body FROM envelopes e JOIN sessions s ON s.id = e.session;
+DROP TABLE envelopes;
+ALTER TABLE envelopes_6 RENAME TO envelopes`
+
+// A new session's number, in SQLite: the next after the highest (a
+// session deleted keeps its number: its tombstone forbids its id again).
+const sessionNoTrigger = `CREATE TRIGGER sessions_no AFTER INSERT ON sessions WHEN NEW.no IS NULL BEGIN
+	UPDATE sessions SET no = (SELECT COALESCE(MAX(no), 0) + 1 FROM sessions) WHERE id = NEW.id;
+END`
+
+const envelopesByKeyPG = `ALTER TABLE sessions ADD COLUMN no BIGSERIAL;
+CREATE UNIQUE INDEX sessions_by_no ON sessions (no);
+` + envelopesByKey
+
+// envelopesByKeySQLite runs version 6 in one transaction; a database that
+// has it already (the version not recorded: stopped in between) is left.
+func envelopesByKeySQLite(ctx context.Context, w *sqlDB) error {
+	var done int
+	if err := w.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('envelopes') WHERE name = 'k'`).Scan(&done); err != nil || done > 0 {
+		return err
+	}
+	t, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer t.Rollback()
+	for _, q := range []string{
+		`ALTER TABLE sessions ADD COLUMN no INTEGER`,
+		`UPDATE sessions SET no = rowid`,
+		`CREATE UNIQUE INDEX sessions_by_no ON sessions (no)`,
+		sessionNoTrigger,
+		envelopesByKey,
+	} {
+		if _, err := t.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	return t.Commit()
 }
 
 const sessionsByOwner = `CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated_ms DESC, id)`
@@ -144,7 +211,11 @@ const versionTable = `CREATE TABLE IF NOT EXISTS schema_version (
 const pgMigrateLock = 0x63637261 // "ccra"
 
 // migrate brings the database at w to SchemaVersion.
-func migrate(ctx context.Context, w *sqlDB) error {
+func migrate(ctx context.Context, w *sqlDB) error { return migrateWith(ctx, w, migrations) }
+
+// migrateWith applies the versions of list the database lacks (tests stop
+// at an older version).
+func migrateWith(ctx context.Context, w *sqlDB, list []migration) error {
 	if w.d == postgresSQL {
 		conn, err := w.Conn(ctx)
 		if err != nil {
@@ -166,7 +237,7 @@ func migrate(ctx context.Context, w *sqlDB) error {
 	if current > SchemaVersion() {
 		return fmt.Errorf("the database is at schema version %d, made by a newer ccrelay (this one knows up to %d): run that version, or restore a backup", current, SchemaVersion())
 	}
-	for _, m := range migrations {
+	for _, m := range list {
 		if m.version <= current {
 			continue
 		}

@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,4 +98,37 @@ func (t sqlTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.
 
 func (t sqlTx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
 	return t.Tx.PrepareContext(ctx, t.d.rebind(q))
+}
+
+// stmt is q as a statement of tx: prepared once for the store when it is
+// one of those prepareHot prepared (SQLite's one writer connection then
+// never prepares it again), else prepared in tx (pgx keeps its own cache of
+// prepared statements per connection).
+func (s *Store) stmt(ctx context.Context, tx sqlTx, q string) (*sql.Stmt, error) {
+	if v, ok := s.stmts.Load(q); ok {
+		return tx.Tx.StmtContext(ctx, v.(*sql.Stmt)), nil
+	}
+	return tx.PrepareContext(ctx, q)
+}
+
+// prepareHot prepares queries on the writer, for stmt. On SQLite it must
+// run while no transaction holds the one writer connection (at open).
+func (s *Store) prepareHot(ctx context.Context, queries ...string) error {
+	for _, q := range queries {
+		st, err := s.w.DB.PrepareContext(ctx, s.w.d.rebind(q))
+		if err != nil {
+			return fmt.Errorf("prepare %s: %w", firstLine(q), err)
+		}
+		s.stmts.Store(q, st)
+	}
+	return nil
+}
+
+// closeStmts closes the statements prepareHot kept.
+func (s *Store) closeStmts() {
+	s.stmts.Range(func(q, v any) bool {
+		v.(*sql.Stmt).Close()
+		s.stmts.Delete(q)
+		return true
+	})
 }

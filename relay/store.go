@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -30,6 +31,8 @@ type Store struct {
 	url string // PostgreSQL: the database's URL (the relays' LISTEN connection)
 
 	group grouper // commits appends in groups (groupcommit.go)
+
+	stmts sync.Map // query -> *sql.Stmt prepared on w (Store.stmt)
 }
 
 func (s *Store) clock() time.Time {
@@ -144,7 +147,12 @@ func OpenStore(path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(4)
-	return &Store{w: wdb, r: &sqlDB{r, sqliteSQL}}, nil
+	s := &Store{w: wdb, r: &sqlDB{r, sqliteSQL}}
+	if err := s.prepareHot(context.Background(), qTombstone, qNewSession, qAppendSession, qInsertEnvelope, qUpdateSession); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
 }
 
 // privateFiles creates the database file at path mode 0600 if it is
@@ -177,6 +185,7 @@ func privateFiles(path string) error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.closeGroup()
+	s.closeStmts()
 	if s.r == s.w {
 		return s.w.Close()
 	}
@@ -194,42 +203,67 @@ type Appended struct {
 
 // appendTx stores items in order in session (created if new) within tx
 // and returns what became of each (see Append).
+// The queries of every append (prepared once on SQLite: prepareHot).
+const (
+	qTombstone      = `SELECT COUNT(*) FROM tombstones WHERE id = ?`
+	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`
+	qAppendSession  = `SELECT no, last_seq, prompt FROM sessions WHERE id = ?`
+	qInsertEnvelope = `INSERT INTO envelopes (k, sn, id, body) VALUES (?, ?, ?, ?) ON CONFLICT (sn, id) DO NOTHING`
+	qUpdateSession  = `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`
+)
+
 func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
+	var err error
+	q := func(query string) *sql.Stmt { // the statements, prepared once
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = s.stmt(ctx, tx, query)
+		return st
+	}
+	lock := ""
+	if tx.d == postgresSQL {
+		// The session's row is locked until commit (PostgreSQL: appends
+		// to one session from several nodes take their turns; SQLite has
+		// one writer).
+		lock = " FOR UPDATE"
+	}
+	tomb, newSession, sel := q(qTombstone), q(qNewSession), q(qAppendSession+lock)
+	// Each envelope is inserted unless its id is stored already (one
+	// statement for a new id, the usual case); only a duplicate is looked up.
+	ins, upd := q(qInsertEnvelope), q(qUpdateSession)
+	if err != nil {
+		return nil, err
+	}
 	// A deleted session stays deleted: checked in the append's own
 	// transaction, so a delete between a CLI's claim and its append cannot
 	// bring the session back.
 	var gone int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&gone); err != nil {
+	if err := tomb.QueryRowContext(ctx, session).Scan(&gone); err != nil {
 		return nil, err
 	}
 	if gone > 0 {
 		return nil, ErrDeleted
 	}
 	now := s.clock().UnixMilli()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, session, now, now); err != nil {
+	if _, err := newSession.ExecContext(ctx, session, now, now); err != nil {
 		return nil, err
 	}
-	var last int64
+	var no, last int64
 	var prompt string
-	// The session's row is locked until commit (PostgreSQL: appends to one
-	// session from several nodes take their turns; SQLite has one writer).
-	lock := ""
-	if tx.d == postgresSQL {
-		lock = " FOR UPDATE"
-	}
-	switch err := tx.QueryRowContext(ctx, `SELECT last_seq, prompt FROM sessions WHERE id = ?`+lock, session).Scan(&last, &prompt); {
+	switch err := sel.QueryRowContext(ctx, session).Scan(&no, &last, &prompt); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, ErrDeleted // deleted by another node since the insert above
 	case err != nil:
 		return nil, err
 	}
-	// Each envelope is inserted unless its id is stored already (one
-	// statement for a new id, the usual case); only a duplicate is looked up.
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO envelopes (session, seq, id, body) VALUES (?, ?, ?, ?) ON CONFLICT (session, id) DO NOTHING`)
-	if err != nil {
-		return nil, err
+	if no < 1 || no > maxSessionNo {
+		return nil, fmt.Errorf("session number %d is out of range", no)
 	}
-	defer ins.Close()
+	if last+int64(len(items)) > maxSeq {
+		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
+	}
 	var find *sql.Stmt    // prepared on the first duplicate
 	var insBlob *sql.Stmt // prepared on the first blob
 	out := make([]Appended, len(items))
@@ -238,7 +272,7 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		if it.ID == "" {
 			return nil, fmt.Errorf("envelope %d has no id", i)
 		}
-		res, err := ins.ExecContext(ctx, session, next+1, it.ID, it.Body)
+		res, err := ins.ExecContext(ctx, envelopeKey(no, next+1), no, it.ID, encodeBody(it.ID, it.Body))
 		if err != nil {
 			return nil, err
 		}
@@ -246,17 +280,21 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 			return nil, err
 		} else if n == 0 {
 			if find == nil {
-				if find, err = tx.PrepareContext(ctx, `SELECT seq, body FROM envelopes WHERE session = ? AND id = ?`); err != nil {
+				if find, err = tx.PrepareContext(ctx, `SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`); err != nil {
 					return nil, err
 				}
 				defer find.Close()
 			}
-			var seq int64
-			var body []byte
-			if err := find.QueryRowContext(ctx, session, it.ID).Scan(&seq, &body); err != nil {
+			var k int64
+			var stored []byte
+			if err := find.QueryRowContext(ctx, no, it.ID).Scan(&k, &stored); err != nil {
 				return nil, err
 			}
-			out[i] = Appended{Seq: seq, Conflict: !bytes.Equal(body, it.Body)}
+			body, err := decodeBody(it.ID, stored)
+			if err != nil {
+				return nil, fmt.Errorf("envelope %s: %w", it.ID, err)
+			}
+			out[i] = Appended{Seq: k & maxSeq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
 		}
 		next++
@@ -277,7 +315,7 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		out[i] = Appended{Seq: next, New: true}
 	}
 	if next != last {
-		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`, next, now, prompt, session); err != nil {
+		if _, err := upd.ExecContext(ctx, next, now, prompt, session); err != nil {
 			return nil, err
 		}
 	}
@@ -291,6 +329,9 @@ const maxPrompt = 200
 // or "" for any other envelope (and for markup Claude Code writes as the
 // user, such as slash-command records).
 func promptOf(body []byte) string {
+	if !bytes.Contains(body, []byte(`"user"`)) {
+		return "" // not the user's (most envelopes): not decoded
+	}
 	var e struct {
 		Role string `json:"role"`
 		Sub  string `json:"subagent"`
@@ -315,7 +356,11 @@ func promptOf(body []byte) string {
 // Read returns up to limit envelopes of session with a sequence number
 // greater than after, in order.
 func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]Stored, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, id, body FROM envelopes WHERE session = ? AND seq > ? ORDER BY seq LIMIT ?`, session, after, limit)
+	if after < 0 || after >= maxSeq {
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT e.k, e.id, e.body FROM sessions s, envelopes e
+		WHERE s.id = ? AND e.k > s.no * 4294967296 + ? AND e.k < (s.no + 1) * 4294967296 ORDER BY e.k LIMIT ?`, session, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", session, err)
 	}
@@ -323,11 +368,14 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 	var out []Stored
 	for rows.Next() {
 		var st Stored
-		var body []byte
-		if err := rows.Scan(&st.Seq, &st.ID, &body); err != nil {
+		var stored []byte
+		if err := rows.Scan(&st.Seq, &st.ID, &stored); err != nil {
 			return nil, fmt.Errorf("read %s: %w", session, err)
 		}
-		st.Body = body
+		st.Seq &= maxSeq
+		if st.Body, err = decodeBody(st.ID, stored); err != nil {
+			return nil, fmt.Errorf("read %s envelope %d: %w", session, st.Seq, err)
+		}
 		out = append(out, st)
 	}
 	return out, rows.Err()
@@ -685,16 +733,8 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 	if got != owner {
 		return ErrForbidden
 	}
-	for _, q := range []string{
-		`DELETE FROM envelopes WHERE session = ?`,
-		`DELETE FROM blobs WHERE session = ?`,
-		`DELETE FROM session_keys WHERE session = ?`,
-		`DELETE FROM commands WHERE session = ?`,
-		`DELETE FROM sessions WHERE id = ?`,
-	} {
-		if _, err := tx.ExecContext(ctx, q, session); err != nil {
-			return fmt.Errorf("delete %s: %w", session, err)
-		}
+	if err := dropSession(ctx, tx, session); err != nil {
+		return fmt.Errorf("delete %s: %w", session, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`,
 		session, owner, s.clock().UnixMilli()); err != nil {
@@ -702,6 +742,25 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("delete %s: %w", session, err)
+	}
+	return nil
+}
+
+// dropSession removes session with its envelopes, blobs, keys and
+// commands (tx: a transaction of either engine).
+func dropSession(ctx context.Context, tx interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, session string) error {
+	for _, q := range []string{
+		`DELETE FROM envelopes WHERE sn = (SELECT no FROM sessions WHERE id = ?)`,
+		`DELETE FROM blobs WHERE session = ?`,
+		`DELETE FROM session_keys WHERE session = ?`,
+		`DELETE FROM commands WHERE session = ?`,
+		`DELETE FROM sessions WHERE id = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, session); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -748,16 +807,8 @@ func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) 
 	}
 	now := s.clock().UnixMilli()
 	for _, si := range gone {
-		for _, q := range []string{
-			`DELETE FROM envelopes WHERE session = ?`,
-			`DELETE FROM blobs WHERE session = ?`,
-			`DELETE FROM session_keys WHERE session = ?`,
-			`DELETE FROM commands WHERE session = ?`,
-			`DELETE FROM sessions WHERE id = ?`,
-		} {
-			if _, err := tx.ExecContext(ctx, q, si.ID); err != nil {
-				return nil, fmt.Errorf("prune %s: %w", si.ID, err)
-			}
+		if err := dropSession(ctx, tx, si.ID); err != nil {
+			return nil, fmt.Errorf("prune %s: %w", si.ID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, si.ID, si.Owner, now); err != nil {
 			return nil, fmt.Errorf("prune %s: %w", si.ID, err)
