@@ -14,6 +14,10 @@ import (
 	"github.com/coder/websocket"
 )
 
+// maxClaimedPerConn bounds the sessions a CLI connection remembers it
+// claimed (beyond, it forgets them all and claims again).
+const maxClaimedPerConn = 1024
+
 func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	c, done, err := s.upgrade(w, r, websocket.CompressionDisabled)
 	if err != nil {
@@ -33,6 +37,10 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	defer cancel()
 	defer s.disown(context.WithoutCancel(ctx), me)
+	// Sessions this connection claimed: a session's owner never changes,
+	// so its next batches skip the claim (a deletion since is still found:
+	// the append checks the tombstone in its own transaction).
+	claimed := map[string]bool{}
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameKeys:
@@ -52,14 +60,21 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}
-			if err := s.claim(ctx, f.Session); err != nil {
-				return writeFrame(ctx, c, claimRefused(f, err))
+			if !claimed[f.Session] {
+				if err := s.claim(ctx, f.Session); err != nil {
+					return writeFrame(ctx, c, claimRefused(f, err))
+				}
+				if len(claimed) >= maxClaimedPerConn {
+					clear(claimed)
+				}
+				claimed[f.Session] = true
 			}
 			// The owner is known before any app sees what this frame
 			// brings: a command sent on seeing it finds the CLI.
 			fresh := s.setOwner(ctx, f.Session, me)
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
+				delete(claimed, f.Session)
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}
