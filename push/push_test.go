@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdh"
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
@@ -119,6 +122,46 @@ func TestVAPIDKeysKeptPrivate(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, push.KeyFile), []byte("garbage"), 0o600)
 	if _, err := push.LoadOrCreateKeys(dir); err == nil {
 		t.Error("a garbage key file was taken")
+	}
+}
+
+// A key pair written by MarshalKeys reads back the same; an older relay's
+// key file is read; garbage is refused.
+func TestVAPIDKeysMarshalled(t *testing.T) {
+	k, err := push.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := push.MarshalKeys(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := push.ParseKeys(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.PublicKey() != k.PublicKey() {
+		t.Error("the key read back is another key")
+	}
+	if pub := b64(t, k.PublicKey()); len(pub) != 65 || pub[0] != 4 {
+		t.Errorf("public key is %d bytes, want an uncompressed point", len(pub))
+	}
+	dir := t.TempDir()
+	if _, err := push.ReadKeyFile(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no key file: %v, want os.ErrNotExist", err)
+	}
+	os.WriteFile(filepath.Join(dir, push.KeyFile), b, 0o600)
+	if f, err := push.ReadKeyFile(dir); err != nil || f.PublicKey() != k.PublicKey() {
+		t.Errorf("key file: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, push.KeyFile), []byte("garbage"), 0o600)
+	if _, err := push.ReadKeyFile(dir); err == nil {
+		t.Error("a garbage key file was taken")
+	}
+	_, ed, _ := ed25519.GenerateKey(nil)
+	other, _ := x509.MarshalPKCS8PrivateKey(ed)
+	if _, err := push.ParseKeys(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: other})); err == nil {
+		t.Error("a key that is not P-256 was taken")
 	}
 }
 

@@ -74,6 +74,49 @@ func LoadOrCreateKeys(dir string) (*Keys, error) {
 	return k, f.Close()
 }
 
+// ParseKeys reads a key pair as MarshalKeys writes it: a PEM block
+// "PRIVATE KEY" holding a PKCS #8 P-256 key (the format of KeyFile).
+func ParseKeys(b []byte) (*Keys, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("vapid key is not PEM")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("vapid key: %w", err)
+	}
+	ek, ok := k.(*ecdsa.PrivateKey)
+	if !ok || ek.Curve != elliptic.P256() {
+		return nil, errors.New("vapid key is not a P-256 key")
+	}
+	return &Keys{priv: ek}, nil
+}
+
+// MarshalKeys writes k's private key as ParseKeys reads it. It is a
+// secret: whoever holds it can push to the devices subscribed with it.
+func MarshalKeys(k *Keys) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	if err != nil {
+		return nil, fmt.Errorf("vapid key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ReadKeyFile reads the key pair an older relay kept in dir (KeyFile):
+// an error that wraps os.ErrNotExist when there is none.
+func ReadKeyFile(dir string) (*Keys, error) {
+	path := filepath.Join(dir, KeyFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read vapid key: %w", err)
+	}
+	k, err := ParseKeys(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
 // NewKeys makes a fresh key pair (kept in memory only).
 func NewKeys() (*Keys, error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
