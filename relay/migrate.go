@@ -30,6 +30,7 @@ var migrations = []migration{
 	{4, "session infos stored as their summaries", summarizeStoredSQLite, summarizeStoredPG},
 	{5, "sessions listed by owner through an index", sqliteExec(sessionsByOwner), pgExec(sessionsByOwner)},
 	{6, "envelopes keyed by session number and sequence, bodies encoded (codec.go)", envelopesByKeySQLite, pgExec(pgDDL(envelopesByKeyPG))},
+	{7, "push subscriptions, the VAPID key and visibility, shared by the relays", sqliteExec(pushTables), pgExec(pgDDL(pushTables))},
 }
 
 // Envelopes from version 6: a session has a number (sessions.no, given

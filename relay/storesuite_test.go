@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/internal/pgtest"
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/push"
 )
 
 // Sessions of the suite.
@@ -63,6 +66,9 @@ func runStoreSuite(t *testing.T, db storeOpener) {
 		{"deletion and retention", suiteDeletion},
 		{"accounts and credentials", suiteCredentials},
 		{"session keys and blobs", suiteKeysBlobs},
+		{"push subscriptions", suitePushDevices},
+		{"shared keys", suiteSharedKeys},
+		{"visibility across relays", suiteVisibility},
 		{"schema version", suiteSchemaVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, db(t)) })
@@ -413,5 +419,240 @@ func suiteSchemaVersion(t *testing.T, open func(t *testing.T) *Store) {
 	err := migrate(ctx, s.w)
 	if err == nil || !strings.Contains(err.Error(), "newer ccrelay") {
 		t.Fatalf("a newer schema: %v", err)
+	}
+}
+
+// Push subscriptions: one per (owner, device), replaced by a new one; at
+// most max per owner, the least recently updated making room; removed
+// by device, only if unchanged when asked so, and by credential; imported
+// keeping the more recent; seen by the next Store on the database.
+func suitePushDevices(t *testing.T, open func(t *testing.T) *Store) {
+	ctx := context.Background()
+	s := open(t)
+	sub := func(name string) push.Subscription {
+		var p push.Subscription
+		p.Endpoint = "https://push.example.net/" + name
+		p.Keys.P256dh, p.Keys.Auth = "key-"+name, "auth-"+name
+		return p
+	}
+	dev := func(name string, updated int64, kinds ...string) pushDevice {
+		return pushDevice{Sub: sub(name), Kinds: kinds, Updated: updated}
+	}
+	devices := func(s *Store, owner string) string {
+		t.Helper()
+		all, err := s.pushDevicesOf(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for k, d := range all {
+			out = append(out, fmt.Sprintf("%s=%s%v@%d", k, d.Sub.Endpoint[len("https://push.example.net/"):], d.Kinds, d.Updated))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	const max = 3
+	for _, step := range []struct {
+		what       string
+		owner, dev string
+		d          pushDevice
+		alice, bob string
+	}{
+		{"first", "alice", "c1:a", dev("a", 10, PushTurn), "c1:a=a[turn]@10", ""},
+		{"another owner", "bob", "c1:a", dev("b", 11), "c1:a=a[turn]@10", "c1:a=b[]@11"},
+		{"replaced", "alice", "c1:a", dev("a2", 12, PushTurn, PushFailed), "c1:a=a2[turn failed]@12", "c1:a=b[]@11"},
+		{"second", "alice", "c2:b", dev("b", 13, PushAgent), "c1:a=a2[turn failed]@12 c2:b=b[agent]@13", "c1:a=b[]@11"},
+		{"third", "alice", "c10:c", dev("c", 14), "c10:c=c[]@14 c1:a=a2[turn failed]@12 c2:b=b[agent]@13", "c1:a=b[]@11"},
+		{"one beyond: the least recent goes", "alice", "c3:d", dev("d", 15), "c10:c=c[]@14 c2:b=b[agent]@13 c3:d=d[]@15", "c1:a=b[]@11"},
+		{"replaced at the bound: none goes", "alice", "c2:b", dev("b2", 16), "c10:c=c[]@14 c2:b=b2[]@16 c3:d=d[]@15", "c1:a=b[]@11"},
+	} {
+		if err := s.putPushDevice(ctx, step.owner, step.dev, step.d, max); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if a, b := devices(s, "alice"), devices(s, "bob"); a != step.alice || b != step.bob {
+			t.Fatalf("%s:\n alice %s, want %s\n bob %s, want %s", step.what, a, step.alice, b, step.bob)
+		}
+	}
+	if d, ok, err := s.pushDevice(ctx, "alice", "c2:b"); !ok || err != nil || d.Sub != sub("b2") || d.Updated != 16 {
+		t.Fatalf("get: %+v %v %v", d, ok, err)
+	}
+	if _, ok, err := s.pushDevice(ctx, "bob", "c2:b"); ok || err != nil {
+		t.Fatalf("another owner's device: %v %v", ok, err)
+	}
+	// Removed only if unchanged, when asked so.
+	old := sub("b")
+	if gone, err := s.deletePushDevice(ctx, "alice", "c2:b", &old); gone || err != nil {
+		t.Fatalf("a replaced subscription removed: %v %v", gone, err)
+	}
+	now := sub("b2")
+	if gone, err := s.deletePushDevice(ctx, "alice", "c2:b", &now); !gone || err != nil {
+		t.Fatalf("the current subscription not removed: %v %v", gone, err)
+	}
+	if gone, err := s.deletePushDevice(ctx, "alice", "c3:d", nil); !gone || err != nil {
+		t.Fatalf("delete: %v %v", gone, err)
+	}
+	// A credential's devices, of every owner; an id that is a prefix of
+	// another, or holds LIKE's wildcards, removes no other's.
+	s.putPushDevice(ctx, "alice", "c1:x", dev("x", 20), max)
+	s.putPushDevice(ctx, "bob", "c_:y", dev("y", 21), max)
+	if n, err := s.forgetPushDevices(ctx, "c1"); n != 2 || err != nil {
+		t.Fatalf("forgot %d %v, want alice's and bob's c1:", n, err)
+	}
+	if n, _ := s.forgetPushDevices(ctx, "c%"); n != 0 {
+		t.Fatalf("c%% forgot %d", n)
+	}
+	if a, b := devices(s, "alice"), devices(s, "bob"); a != "c10:c=c[]@14" || b != "c_:y=y[]@21" {
+		t.Fatalf("after forgetting c1: alice %s, bob %s", a, b)
+	}
+	// An older relay's file: the more recent of each device, max each.
+	n, err := s.importPushDevices(ctx, map[string]map[string]*pushDevice{
+		"alice": {"c10:c": ptr(dev("c-old", 9)), "f1": ptr(dev("f1", 1)), "f2": ptr(dev("f2", 2)), "f3": ptr(dev("f3", 3))},
+		"carol": {"f4": ptr(dev("f4", 4, PushPermission)), "": ptr(dev("nameless", 5)), "nil": nil},
+	}, max)
+	if err != nil || n != 5 {
+		t.Fatalf("imported %d %v", n, err)
+	}
+	again := open(t)
+	for owner, want := range map[string]string{"alice": "c10:c=c[]@14 f2=f2[]@2 f3=f3[]@3", "bob": "c_:y=y[]@21", "carol": "f4=f4[permission]@4"} {
+		if got := devices(again, owner); got != want {
+			t.Errorf("%s after the import, on the next Store: %s, want %s", owner, got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The VAPID key pair: the first PushKeys stores one (an older relay's key
+// file when the folder has one); every Store on the database, even
+// starting at once and with other key files, then gets that one.
+func suiteSharedKeys(t *testing.T, open func(t *testing.T) *Store) {
+	ctx := context.Background()
+	folder := func(t *testing.T) (string, *push.Keys) {
+		dir := t.TempDir()
+		k, _ := push.NewKeys()
+		b, _ := push.MarshalKeys(k)
+		if err := os.WriteFile(filepath.Join(dir, push.KeyFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir, k
+	}
+	dir, old := folder(t)
+	first := open(t)
+	nodes := []*Store{first, first, first, first}
+	if first.w.d == postgresSQL {
+		nodes = []*Store{first, open(t), open(t), open(t)}
+	}
+	got := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	for i, s := range nodes {
+		d := dir
+		if i > 0 {
+			d, _ = folder(t) // another relay's folder, with another key
+		}
+		if i == len(nodes)-1 {
+			d = "" // no folder
+		}
+		wg.Go(func() {
+			k, err := s.PushKeys(ctx, d)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = k.PublicKey()
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i] != got[0] || got[i] == "" {
+			t.Fatalf("relays starting at once got keys %q", got)
+		}
+	}
+	later, _ := folder(t)
+	k, err := open(t).PushKeys(ctx, later)
+	if err != nil || k.PublicKey() != got[0] {
+		t.Fatalf("a later start: %v, another key", err)
+	}
+	// One serial start from the folder with a key file imports it.
+	s := open(t)
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM relay_keys`); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := s.PushKeys(ctx, dir); err != nil || k.PublicKey() != old.PublicKey() {
+		t.Fatalf("the folder's key file was not imported: %v", err)
+	}
+	if _, err := s.w.ExecContext(ctx, `UPDATE relay_keys SET value = 'garbage'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PushKeys(ctx, dir); err == nil {
+		t.Fatal("a garbage key in the store was taken")
+	}
+}
+
+// What relays' app connections show: by node and connection, replaced,
+// removed one by one or a node's all at once; rows not refreshed since
+// the time asked are not counted; refreshing counts them again.
+func suiteVisibility(t *testing.T, open func(t *testing.T) *Store) {
+	ctx := context.Background()
+	s := open(t)
+	other := s
+	if s.w.d == postgresSQL {
+		other = open(t)
+	}
+	put := func(s *Store, node string, conn int64, owner, device, session string, visible bool) {
+		t.Helper()
+		if err := s.putVisible(ctx, node, conn, pushVisibility{owner: owner, device: device, session: session, visible: visible}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shown := func(owner, session string, since time.Time) string {
+		t.Helper()
+		d, err := other.visibleDevices(ctx, owner, session, since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for k := range d {
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	past := time.Now().Add(-time.Minute)
+	put(s, "n1", 1, "alice", "phone", sA, true)
+	put(s, "n1", 2, "alice", "laptop", sA, false)
+	put(s, "n2", 1, "alice", "tablet", sA, true)
+	put(s, "n2", 2, "alice", "", sA, true)
+	put(s, "n2", 3, "bob", "phone", sA, true)
+	put(s, "n2", 4, "alice", "watch", sB, true)
+	for _, tc := range []struct {
+		what  string
+		do    func()
+		want  string
+		since time.Time
+	}{
+		{"as put", func() {}, " phone tablet", past},
+		{"a connection shows another session", func() { put(s, "n1", 1, "alice", "phone", sB, true) }, " tablet", past},
+		{"a connection hidden", func() { put(s, "n2", 1, "alice", "tablet", sA, false) }, "", past},
+		{"a connection shown", func() { put(s, "n1", 2, "alice", "laptop", sA, true) }, " laptop", past},
+		{"a connection gone", func() { s.dropVisible(ctx, "n2", 2) }, "laptop", past},
+		{"not refreshed since", func() {}, "", time.Now().Add(10 * time.Second)},
+		{"refreshed", func() { s.refreshVisible(ctx, "n1", time.Now().Add(30*time.Second)) }, "laptop", time.Now().Add(10 * time.Second)},
+		{"a node gone", func() { s.dropVisible(ctx, "n1", -1) }, "", past},
+	} {
+		tc.do()
+		if got := shown("alice", sA, tc.since); got != tc.want {
+			t.Fatalf("%s: shown to %q, want %q", tc.what, got, tc.want)
+		}
+	}
+	if got := shown("alice", sB, past); got != "watch" {
+		t.Fatalf("alice's %s: %q", sB, got)
+	}
+	// Rows of a relay that stopped refreshing long ago are removed.
+	if err := s.refreshVisible(ctx, "n3", time.Now().Add(visibleForgotten+time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM push_visible`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d rows left (%v), want the stale ones removed", left, err)
 	}
 }
