@@ -96,35 +96,6 @@ func TestEncryptRoundTrip(t *testing.T) {
 	}
 }
 
-func TestVAPIDKeysKeptPrivate(t *testing.T) {
-	dir := t.TempDir()
-	k, err := push.LoadOrCreateKeys(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(filepath.Join(dir, push.KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
-	}
-	again, err := push.LoadOrCreateKeys(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.PublicKey() != k.PublicKey() {
-		t.Error("a second start made another key")
-	}
-	if pub := b64(t, k.PublicKey()); len(pub) != 65 || pub[0] != 4 {
-		t.Errorf("public key is %d bytes, want an uncompressed point", len(pub))
-	}
-	os.WriteFile(filepath.Join(dir, push.KeyFile), []byte("garbage"), 0o600)
-	if _, err := push.LoadOrCreateKeys(dir); err == nil {
-		t.Error("a garbage key file was taken")
-	}
-}
-
 // A key pair written by MarshalKeys reads back the same; an older relay's
 // key file is read; garbage is refused.
 func TestVAPIDKeysMarshalled(t *testing.T) {

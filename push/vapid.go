@@ -19,7 +19,8 @@ import (
 	"time"
 )
 
-// KeyFile is the name of the VAPID key file in the relay's data folder.
+// KeyFile is the name of the VAPID key file older relays kept in their
+// data folder (now the key is in the relay's store, shared by its nodes).
 const KeyFile = "vapid.pem"
 
 // TokenLifetime is how long a VAPID token is valid (RFC 8292 allows at most
@@ -31,48 +32,6 @@ var b64 = base64.RawURLEncoding
 // Keys are the relay's VAPID key pair (RFC 8292): P-256, signing ES256
 // tokens that tell push services which server sends.
 type Keys struct{ priv *ecdsa.PrivateKey }
-
-// LoadOrCreateKeys returns the key pair kept in dir, making one (file mode
-// 0600) on first start.
-func LoadOrCreateKeys(dir string) (*Keys, error) {
-	path := filepath.Join(dir, KeyFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		blk, _ := pem.Decode(b)
-		if blk == nil {
-			return nil, fmt.Errorf("vapid key %s is not PEM; delete it to make a new one (subscribed devices then subscribe again)", path)
-		}
-		k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("vapid key %s: %w", path, err)
-		}
-		ek, ok := k.(*ecdsa.PrivateKey)
-		if !ok || ek.Curve != elliptic.P256() {
-			return nil, fmt.Errorf("vapid key %s is not a P-256 key", path)
-		}
-		return &Keys{priv: ek}, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read vapid key: %w", err)
-	}
-	k, err := NewKeys()
-	if err != nil {
-		return nil, err
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
-	if err != nil {
-		return nil, fmt.Errorf("vapid key: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("write vapid key: %w", err)
-	}
-	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write vapid key: %w", err)
-	}
-	return k, f.Close()
-}
 
 // ParseKeys reads a key pair as MarshalKeys writes it: a PEM block
 // "PRIVATE KEY" holding a PKCS #8 P-256 key (the format of KeyFile).

@@ -472,7 +472,7 @@ func (s *Server) revoke(ctx context.Context, w http.ResponseWriter, c Credential
 	if c.Role == RoleDevice && len(c.PublicKey) == 32 {
 		s.tellDevices(ctx, c.Account) // the CLIs wrap no more keys for it
 	}
-	s.forgetPushDevices(c.ID)
+	s.forgetPushDevices(ctx, c.ID)
 	s.log.Info("credential revoked", "role", c.Role, "name", c.Name, "why", why, "connections closed", n)
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "role": c.Role, "closed": n})
 }

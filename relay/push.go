@@ -57,8 +57,9 @@ const (
 	maxPushTracked = 1024
 )
 
-// PushFile is the file in the relay's data folder that keeps the devices'
-// subscriptions (mode 0600).
+// PushFile is the file in the data folder where older relays kept the
+// devices' subscriptions: EnablePush moves them into the store once and
+// renames it PushFile+".imported".
 const PushFile = "push.json"
 
 // deviceIDPattern: a device id is chosen by the app and kept by it.
@@ -84,13 +85,15 @@ type PushOptions struct {
 	Ntfy ntfyPoster
 	// AppURL is the app's address, for ntfy's links.
 	AppURL string
-	// File keeps the subscriptions across restarts ("": in memory only).
-	File string
+	// ImportFile is a PushFile an older relay kept ("": none): its
+	// subscriptions are moved into the store once.
+	ImportFile string
 	// AllowHTTPEndpoints takes push endpoints over plain http (tests'
 	// fake push service); otherwise only https endpoints are taken.
 	AllowHTTPEndpoints bool
 }
 
+// pushDevice is a device's subscription (as PushFile kept it, too).
 type pushDevice struct {
 	Sub     push.Subscription `json:"subscription"`
 	Kinds   []string          `json:"kinds"`
@@ -108,16 +111,20 @@ type pushAnnounced struct {
 	err     string
 }
 
-// pushState is the Server's notification state.
+// pushState is the Server's notification state. The subscriptions are
+// in the store (pushstore.go), shared by the relays on one database.
 type pushState struct {
 	mu      sync.Mutex
-	opts    *PushOptions                      // nil: notifications off
-	devices map[string]map[string]*pushDevice // owner -> device id -> subscription
+	opts    *PushOptions // nil: notifications off
 	visible map[*websocket.Conn]pushVisibility
 	recent  fifoSet[struct{}]
 	agents  fifoSet[string]         // session/subagent -> the turn it started in
 	ann     fifoSet[*pushAnnounced] // session -> what its announcements said
 }
+
+// pushStoreTimeout bounds what notifications ask the store outside a
+// request (a push sent, a connection gone).
+const pushStoreTimeout = 10 * time.Second
 
 // fifoSet is a map that forgets its oldest keys beyond a bound.
 type fifoSet[V any] struct {
@@ -141,54 +148,56 @@ func (f *fifoSet[V]) put(k string, v V, bound int) {
 	f.m[k] = v
 }
 
-// EnablePush turns notifications on, with the subscriptions kept in
-// o.File. It may be called while the relay serves (events before it are
-// not notified).
+// EnablePush turns notifications on. The subscriptions are in the store;
+// o.ImportFile's, if it exists, are moved there first (then it is renamed
+// PushFile+".imported"), unless they were made with another VAPID key than
+// o.PublicKey (the key file beside it says so): their devices must then
+// subscribe again. It may be called while the relay serves (events before
+// it are not notified).
 func (s *Server) EnablePush(o PushOptions) error {
+	if s.store == nil {
+		return errors.New("notifications need the relay's store")
+	}
+	if o.ImportFile != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := s.importPushFile(ctx, o)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	p := &s.push
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.opts = &o
-	p.devices = map[string]map[string]*pushDevice{}
-	if o.File == "" {
-		return nil
-	}
-	b, err := os.ReadFile(o.File)
+	return nil
+}
+
+// importPushFile moves an older relay's subscriptions into the store.
+func (s *Server) importPushFile(ctx context.Context, o PushOptions) error {
+	file := o.ImportFile
+	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read push subscriptions: %w", err)
 	}
-	if err := json.Unmarshal(b, &p.devices); err != nil {
-		return fmt.Errorf("push subscriptions %s: %w (delete it; devices then subscribe again)", o.File, err)
+	var devices map[string]map[string]*pushDevice
+	if err := json.Unmarshal(b, &devices); err != nil {
+		return fmt.Errorf("push subscriptions %s: %w (delete it; devices then subscribe again)", file, err)
 	}
+	n := 0
+	if k, err := push.ReadKeyFile(filepath.Dir(file)); err == nil && o.PublicKey != "" && k.PublicKey() != o.PublicKey {
+		s.log.Warn("push subscriptions made with another VAPID key than the store's are not imported; their devices must subscribe again", "file", file)
+	} else if n, err = s.store.importPushDevices(ctx, devices, MaxPushDevices); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	if err := os.Rename(file, file+".imported"); err != nil {
+		return fmt.Errorf("push subscriptions imported, but %w", err)
+	}
+	s.log.Info("push subscriptions moved into the store", "file", file, "subscriptions", n)
 	return nil
-}
-
-// save writes the subscriptions (p.mu held): a temporary file renamed over
-// the old one, mode 0600.
-func (p *pushState) save() error {
-	if p.opts.File == "" {
-		return nil
-	}
-	b, err := json.Marshal(p.devices)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(p.opts.File), ".push-*.json")
-	if err != nil {
-		return fmt.Errorf("save push subscriptions: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save push subscriptions: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save push subscriptions: %w", err)
-	}
-	return os.Rename(tmp.Name(), p.opts.File) // CreateTemp made it 0600
 }
 
 // --- what apps say: visibility ----------------------------------------------
@@ -262,9 +271,9 @@ func (s *Server) pushStored(ctx context.Context, session string, rows []Stored) 
 		}
 		switch {
 		case e.Ev.T == string(protocol.KindTurnEnd) && e.Ev.Status == string(protocol.StatusCompleted):
-			s.pushEvent(ownerFrom(ctx), session, PushTurn, r.Seq, "")
+			s.pushEvent(ctx, ownerFrom(ctx), session, PushTurn, r.Seq, "")
 		case e.Ev.T == string(protocol.KindTurnEnd) && e.Ev.Status == string(protocol.StatusFailed):
-			s.pushEvent(ownerFrom(ctx), session, PushFailed, r.Seq, "")
+			s.pushEvent(ctx, ownerFrom(ctx), session, PushFailed, r.Seq, "")
 		case e.Ev.T == string(protocol.KindStart) && e.Subagent != "":
 			s.push.mu.Lock()
 			s.push.agents.put(session+"/"+e.Subagent, e.Turn, maxPushTracked)
@@ -276,7 +285,7 @@ func (s *Server) pushStored(ctx context.Context, session string, rows []Stored) 
 			started, known := s.push.agents.get(session + "/" + e.Subagent)
 			s.push.mu.Unlock()
 			if known && started != e.Turn {
-				s.pushEvent(ownerFrom(ctx), session, PushAgent, r.Seq, "")
+				s.pushEvent(ctx, ownerFrom(ctx), session, PushAgent, r.Seq, "")
 			}
 		}
 	}
@@ -320,14 +329,14 @@ func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.Ra
 	p.mu.Unlock()
 	owner := ownerFrom(ctx)
 	for _, id := range fresh {
-		s.pushEvent(owner, si.ID, PushPermission, si.LastSeq, "request:"+id)
+		s.pushEvent(ctx, owner, si.ID, PushPermission, si.LastSeq, "request:"+id)
 	}
 	if now.waiting && !was.waiting && len(now.perms) == 0 {
 		// Waiting without the requests listed (Claude in the terminal).
-		s.pushEvent(owner, si.ID, PushPermission, si.LastSeq, "")
+		s.pushEvent(ctx, owner, si.ID, PushPermission, si.LastSeq, "")
 	}
 	if now.err != "" && now.err != was.err {
-		s.pushEvent(owner, si.ID, PushFailed, si.LastSeq, "")
+		s.pushEvent(ctx, owner, si.ID, PushFailed, si.LastSeq, "")
 	}
 }
 
@@ -353,16 +362,11 @@ var ntfyText = map[string]string{
 }
 
 // pushEvent notifies owner's devices that chose kind, except those that
-// show session visibly, once per event: session, kind and seq (and, for
-// events that share a seq, what tells them apart).
-func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct string) {
+// show session visibly, once per event: session, kind and
+// seq (and, for events that share a seq, what tells them apart).
+func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq int64, distinct string) {
 	p := &s.push
 	key := session + "/" + kind + "/" + strconv.FormatInt(seq, 10) + "/" + distinct
-	type target struct {
-		device string
-		sub    push.Subscription
-	}
-	var targets []target
 	p.mu.Lock()
 	if p.opts == nil {
 		p.mu.Unlock()
@@ -374,11 +378,29 @@ func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct stri
 	}
 	p.recent.put(key, struct{}{}, maxPushRecent)
 	opts := p.opts
+	p.mu.Unlock()
+
+	// The devices, from the store. An event is pushed even if its
+	// connection ends meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushStoreTimeout)
+	defer cancel()
+	var devices map[string]pushDevice
 	if opts.WebPush != nil {
-		for dev, d := range p.devices[owner] {
-			if slices.Contains(d.Kinds, kind) && !p.shownTo(owner, dev, session) {
-				targets = append(targets, target{dev, d.Sub})
-			}
+		var err error
+		if devices, err = s.store.pushDevicesOf(ctx, owner); err != nil {
+			s.log.Error("push subscriptions", "session", session, "kind", kind, "err", err)
+		}
+	}
+
+	type target struct {
+		device string
+		sub    push.Subscription
+	}
+	var targets []target
+	p.mu.Lock()
+	for dev, d := range devices {
+		if slices.Contains(d.Kinds, kind) && !p.shownTo(owner, dev, session) {
+			targets = append(targets, target{dev, d.Sub})
 		}
 	}
 	ntfy := opts.Ntfy != nil && !p.shownTo(owner, "", session)
@@ -390,7 +412,7 @@ func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct stri
 		urgency = push.UrgencyHigh
 	}
 	for _, t := range targets {
-		err := opts.WebPush.Send(t.sub, payload, urgency, push.DefaultTTL, func() { s.pushGone(owner, t.device, t.sub.Endpoint) })
+		err := opts.WebPush.Send(t.sub, payload, urgency, push.DefaultTTL, func() { s.pushGone(owner, t.device, t.sub) })
 		s.pushCounted("webpush", err)
 		if err != nil {
 			s.log.Warn("push not queued", "session", session, "kind", kind, "err", err)
@@ -411,16 +433,10 @@ func (s *Server) pushEvent(owner, session, kind string, seq int64, distinct stri
 
 // pushGone removes a subscription its push service no longer knows (404,
 // 410), unless the device subscribed again meanwhile.
-func (s *Server) pushGone(owner, device, endpoint string) {
-	p := &s.push
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.devices[owner][device]
-	if d == nil || d.Sub.Endpoint != endpoint {
-		return
-	}
-	delete(p.devices[owner], device)
-	if err := p.save(); err != nil {
+func (s *Server) pushGone(owner, device string, sub push.Subscription) {
+	ctx, cancel := context.WithTimeout(context.Background(), pushStoreTimeout)
+	defer cancel()
+	if _, err := s.store.deletePushDevice(ctx, owner, device, &sub); err != nil {
 		s.log.Error("push subscriptions", "err", err)
 	}
 }
@@ -463,18 +479,17 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
 			dev := pushDeviceKey(r.Context(), r.URL.Query().Get("device"))
-			p.mu.Lock()
-			d := p.devices[owner][dev]
-			var kinds []string
-			if d != nil {
-				kinds = slices.Clone(d.Kinds)
+			d, ok, err := s.store.pushDevice(r.Context(), owner, dev)
+			if err != nil {
+				s.log.Error("push subscriptions", "err", err)
+				pushError(w, http.StatusInternalServerError, "the relay's store failed; see its log")
+				return
 			}
-			p.mu.Unlock()
-			if d == nil {
+			if !ok {
 				pushError(w, http.StatusNotFound, "this device is not subscribed")
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"kinds": kinds})
+			writeJSON(w, http.StatusOK, map[string]any{"kinds": d.Kinds})
 		case http.MethodPut:
 			var req pushSubscribeRequest
 			if err := json.NewDecoder(io.LimitReader(r.Body, MaxPushRequestBytes+1)).Decode(&req); err != nil {
@@ -486,7 +501,7 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			req.Device = pushDeviceKey(r.Context(), req.Device)
-			if err := s.subscribe(owner, req); err != nil {
+			if err := s.subscribe(r.Context(), owner, req); err != nil {
 				s.log.Error("push subscriptions", "err", err)
 				pushError(w, http.StatusInternalServerError, "the relay could not save the subscription; see its log")
 				return
@@ -494,12 +509,10 @@ func (s *Server) servePush(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
 		case http.MethodDelete:
 			dev := pushDeviceKey(r.Context(), r.URL.Query().Get("device"))
-			p.mu.Lock()
-			delete(p.devices[owner], dev)
-			err := p.save()
-			p.mu.Unlock()
-			if err != nil {
+			if _, err := s.store.deletePushDevice(r.Context(), owner, dev, nil); err != nil {
 				s.log.Error("push subscriptions", "err", err)
+				pushError(w, http.StatusInternalServerError, "the relay could not remove the subscription; see its log")
+				return
 			}
 			w.WriteHeader(http.StatusNoContent)
 		default:
@@ -540,24 +553,12 @@ func pushDeviceKey(ctx context.Context, device string) string {
 
 // forgetPushDevices removes the subscriptions of a credential (revoked):
 // its device hears nothing more.
-func (s *Server) forgetPushDevices(credID string) {
-	p := &s.push
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, devs := range p.devices {
-		for k := range devs {
-			if strings.HasPrefix(k, credID+":") {
-				delete(devs, k)
-				n++
-			}
-		}
-	}
-	if n == 0 || p.opts == nil {
+func (s *Server) forgetPushDevices(ctx context.Context, credID string) {
+	if s.store == nil {
 		return
 	}
-	if err := p.save(); err != nil {
-		s.log.Error("push subscriptions", "err", err)
+	if _, err := s.store.forgetPushDevices(context.WithoutCancel(ctx), credID); err != nil {
+		s.log.Error("push subscriptions of a revoked credential", "err", err)
 	}
 }
 
@@ -607,30 +608,12 @@ func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) 
 
 // subscribe keeps a device's subscription (replacing its previous one); a
 // device beyond MaxPushDevices replaces the least recently subscribed.
-func (s *Server) subscribe(owner string, req pushSubscribeRequest) error {
-	p := &s.push
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	devs := p.devices[owner]
-	if devs == nil {
-		devs = map[string]*pushDevice{}
-		p.devices[owner] = devs
-	}
-	if _, ok := devs[req.Device]; !ok && len(devs) >= MaxPushDevices {
-		oldest := ""
-		for id, d := range devs {
-			if oldest == "" || d.Updated < devs[oldest].Updated {
-				oldest = id
-			}
-		}
-		delete(devs, oldest)
-	}
+func (s *Server) subscribe(ctx context.Context, owner string, req pushSubscribeRequest) error {
 	kinds := req.Kinds
 	if kinds == nil {
 		kinds = []string{}
 	}
-	devs[req.Device] = &pushDevice{Sub: req.Subscription, Kinds: kinds, Updated: s.now().UnixMilli()}
-	return p.save()
+	return s.store.putPushDevice(ctx, owner, req.Device, pushDevice{Sub: req.Subscription, Kinds: kinds, Updated: s.now().UnixMilli()}, MaxPushDevices)
 }
 
 func pushError(w http.ResponseWriter, code int, msg string) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,10 +26,19 @@ import (
 
 // pushRelay is a relay with Web Push to a fake push service.
 type pushRelay struct {
-	srv  *httptest.Server
-	rs   *Server
-	svc  *pushtest.Service
-	file string
+	srv *httptest.Server
+	rs  *Server
+	svc *pushtest.Service
+}
+
+// devices returns the subscriptions the store keeps for owner.
+func (r *pushRelay) devices(t *testing.T, owner string) map[string]pushDevice {
+	t.Helper()
+	d, err := r.rs.store.pushDevicesOf(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func startPushRelay(t *testing.T) *pushRelay {
@@ -45,13 +55,12 @@ func startPushRelay(t *testing.T) *pushRelay {
 	done := make(chan struct{})
 	go func() { defer close(done); wp.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	file := filepath.Join(t.TempDir(), PushFile)
-	if err := rs.EnablePush(PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, File: file, AllowHTTPEndpoints: true}); err != nil {
+	if err := rs.EnablePush(PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, AllowHTTPEndpoints: true}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(rs.Handler())
 	t.Cleanup(srv.Close)
-	return &pushRelay{srv: srv, rs: rs, svc: pushtest.New(t, keys.PublicKey()), file: file}
+	return &pushRelay{srv: srv, rs: rs, svc: pushtest.New(t, keys.PublicKey())}
 }
 
 func (r *pushRelay) do(t *testing.T, method, path string, body any) (int, []byte) {
@@ -289,9 +298,8 @@ func TestPushGoneRemovesSubscription(t *testing.T) {
 			if code, _ := r.do(t, http.MethodGet, "/push/subscription?device="+deviceID("tablet"), nil); code != http.StatusOK {
 				t.Errorf("the tablet's subscription: %d", code)
 			}
-			b, _ := os.ReadFile(r.file)
-			if strings.Contains(string(b), deviceID("phone")) || !strings.Contains(string(b), deviceID("tablet")) {
-				t.Errorf("subscriptions file: %s", b)
+			if d := r.devices(t, OwnerID(testToken)); len(d) != 1 || d[deviceID("tablet")].Sub.Endpoint == "" {
+				t.Errorf("subscriptions stored: %+v", d)
 			}
 		})
 	}
@@ -314,16 +322,12 @@ func TestPushSubscriptionsKeptAndBounded(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(b), `"kinds":["turn","failed"]`) {
 		t.Errorf("the new device: %d %s", code, b)
 	}
-	fi, err := os.Stat(r.file)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("subscriptions file: %v %v", fi, err)
-	}
 	// A restarted relay keeps them.
 	again := NewServer(r.rs.store, nil, testToken)
-	if err := again.EnablePush(PushOptions{File: r.file}); err != nil {
+	if err := again.EnablePush(PushOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(again.push.devices[OwnerID(testToken)]); n != MaxPushDevices {
+	if n := len(r.devices(t, OwnerID(testToken))); n != MaxPushDevices {
 		t.Errorf("after a restart: %d devices, want %d", n, MaxPushDevices)
 	}
 	// Unsubscribing.
@@ -510,22 +514,91 @@ func TestPushSubscriptionsBoundToCredential(t *testing.T) {
 		t.Fatalf("B subscribes: %d %s", code, b)
 	}
 	r.doAs(t, secretB, http.MethodDelete, "/push/subscription?device="+dev, nil)
-	r.rs.push.mu.Lock()
-	a := r.rs.push.devices[account][credA.ID+":"+dev]
-	n := len(r.rs.push.devices[account])
-	r.rs.push.mu.Unlock()
-	if a == nil || a.Sub.Endpoint != sub.Endpoint || n != 1 {
-		t.Fatalf("A's subscription after B's requests: %+v (%d devices)", a, n)
+	devs := r.devices(t, account)
+	a, ok := devs[credA.ID+":"+dev]
+	if !ok || a.Sub.Endpoint != sub.Endpoint || len(devs) != 1 {
+		t.Fatalf("A's subscription after B's requests: %+v (%d devices)", a, len(devs))
 	}
 	r.rs.revoke(ctx, httptest.NewRecorder(), credA, "test")
-	r.rs.push.mu.Lock()
-	n = len(r.rs.push.devices[account])
-	r.rs.push.mu.Unlock()
-	if n != 0 {
+	if n := len(r.devices(t, account)); n != 0 {
 		t.Fatalf("%d subscriptions left after A was revoked", n)
 	}
-	saved, _ := os.ReadFile(r.file)
-	if strings.Contains(string(saved), credA.ID) {
-		t.Fatalf("the revoked device's subscription is still saved: %s", saved)
+}
+
+// An older relay's push.json is moved into the store at EnablePush, once:
+// the file is renamed, so a subscription removed afterwards does not come
+// back at the next start. Subscriptions made with another VAPID key than
+// the store's (the key file beside them says so) are not imported; a file
+// that is not JSON stops the start and stays.
+func TestPushFileImportedOnce(t *testing.T) {
+	keys, _ := push.NewKeys()
+	other, _ := push.NewKeys()
+	owner := OwnerID(testToken)
+	file := map[string]map[string]*pushDevice{owner: {
+		deviceID("phone"):  {Kinds: []string{PushTurn}, Updated: 1},
+		deviceID("laptop"): {Kinds: []string{PushPermission}, Updated: 2},
+	}}
+	file[owner][deviceID("phone")].Sub.Endpoint = "https://push.example.net/phone"
+	file[owner][deviceID("laptop")].Sub.Endpoint = "https://push.example.net/laptop"
+	legacy, _ := json.Marshal(file)
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		keyFile *push.Keys // beside push.json, as older relays kept it
+		want    int        // subscriptions imported
+		fails   bool
+	}{
+		{"no key file", legacy, nil, 2, false},
+		{"the store's key file", legacy, keys, 2, false},
+		{"another key", legacy, other, 0, false},
+		{"not JSON", []byte("{"), nil, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, PushFile)
+			if err := os.WriteFile(path, tc.body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.keyFile != nil {
+				b, _ := push.MarshalKeys(tc.keyFile)
+				os.WriteFile(filepath.Join(dir, push.KeyFile), b, 0o600)
+			}
+			st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+			start := func() error {
+				return NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken).
+					EnablePush(PushOptions{PublicKey: keys.PublicKey(), ImportFile: path})
+			}
+			err := start()
+			if tc.fails {
+				if _, serr := os.Stat(path); err == nil || serr != nil {
+					t.Fatalf("EnablePush: %v; the file: %v", err, serr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs, err := st.pushDevicesOf(context.Background(), owner)
+			if err != nil || len(devs) != tc.want {
+				t.Fatalf("%d subscriptions imported (%v), want %d", len(devs), err, tc.want)
+			}
+			if tc.want > 0 && (devs[deviceID("laptop")].Sub.Endpoint != "https://push.example.net/laptop" || devs[deviceID("phone")].Kinds[0] != PushTurn) {
+				t.Fatalf("imported %+v", devs)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("push.json still there: %v", err)
+			}
+			if _, err := os.Stat(path + ".imported"); err != nil {
+				t.Fatal(err)
+			}
+			// Removed, then the relay starts again: it stays removed.
+			st.deletePushDevice(context.Background(), owner, deviceID("phone"), nil)
+			if err := start(); err != nil {
+				t.Fatal(err)
+			}
+			if devs, _ := st.pushDevicesOf(context.Background(), owner); len(devs) != max(tc.want-1, 0) {
+				t.Fatalf("after a second start: %+v", devs)
+			}
+		})
 	}
 }

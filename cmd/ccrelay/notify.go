@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/ccrelay/ccrelay/push"
 	"github.com/ccrelay/ccrelay/relay"
@@ -22,22 +23,25 @@ type notifyFlags struct {
 }
 
 // startNotify turns on the relay's notifications: Web Push with the VAPID
-// keys of the data folder (made on first start), and ntfy when asked. The
-// senders run until the returned stop is called.
+// keys of the store (made on first start, or taken from an older relay's
+// key file in the data folder; shared by the relays on one PostgreSQL),
+// and ntfy when asked. The senders run until the returned stop is called.
 func (r *runningRelay) startNotify(dir string, f notifyFlags) (stop func(), err error) {
 	if !strings.HasPrefix(f.contact, "mailto:") && !strings.HasPrefix(f.contact, "https://") {
 		return nil, fmt.Errorf("--push-contact %q: want a mailto: or https:// URL", f.contact)
 	}
-	keys, err := push.LoadOrCreateKeys(dir)
+	kctx, kcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	keys, err := r.store.PushKeys(kctx, dir)
+	kcancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("notifications: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	stop = func() { cancel(); wg.Wait() }
 	wp := push.NewWebPush(keys, f.contact, nil, r.log)
 	wg.Go(func() { wp.Run(ctx) })
-	o := relay.PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, File: filepath.Join(dir, relay.PushFile), AppURL: r.base}
+	o := relay.PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, ImportFile: filepath.Join(dir, relay.PushFile), AppURL: r.base}
 	if us := r.networkURLs(); len(us) > 0 {
 		o.AppURL, _, _ = strings.Cut(us[0], "/#")
 	}

@@ -7,7 +7,11 @@ package main
 // readable, said to be stale. And serve's ntfy posts.
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +30,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/push"
+	"github.com/ccrelay/ccrelay/relay"
 )
 
 // waitAsync polls a JavaScript promise of a boolean until it is true.
@@ -254,8 +259,100 @@ func TestServeNtfy(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("nothing posted to ntfy")
 	}
-	fi, err := os.Stat(filepath.Join(data, push.KeyFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("vapid key file: %v %v", fi, err)
+	// The VAPID key pair is in the store (shared by relays on one
+	// database), not in a file of the data folder.
+	if _, err := os.Stat(filepath.Join(data, push.KeyFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("vapid key file: %v, want none", err)
+	}
+	if key := storedVAPIDKey(t, data); key != pushKey(t, base, token) {
+		t.Errorf("the stored VAPID key %q is not the one /push/key gives", key)
+	}
+}
+
+// storedVAPIDKey is the public half of the VAPID key pair the relay's
+// store in data holds.
+func storedVAPIDKey(t *testing.T, data string) string {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, relay.StoreFile)+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var pem string
+	if err := db.QueryRow(`SELECT value FROM relay_keys WHERE name = 'vapid'`).Scan(&pem); err != nil {
+		t.Fatalf("the store's VAPID key: %v", err)
+	}
+	k, err := push.ParseKeys([]byte(pem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.PublicKey()
+}
+
+// pushKey is the VAPID public key the relay at base gives apps.
+func pushKey(t *testing.T, base, token string) string {
+	t.Helper()
+	code, body := pushRequest(t, base, token, http.MethodGet, "/push/key", nil)
+	var k struct{ PublicKey string }
+	if code != http.StatusOK || json.Unmarshal(body, &k) != nil {
+		t.Fatalf("/push/key: %d %s", code, body)
+	}
+	return k.PublicKey
+}
+
+func pushRequest(t *testing.T, base, token, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// A data folder of an older relay, with its VAPID key file and push.json:
+// serve moves both into the store, so its devices stay subscribed and
+// their subscriptions keep verifying; push.json is renamed, vapid.pem no
+// longer read.
+func TestServeImportsOlderPushFiles(t *testing.T) {
+	data := t.TempDir()
+	keys, err := push.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pemKey, _ := push.MarshalKeys(keys)
+	if err := os.WriteFile(filepath.Join(data, push.KeyFile), pemKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The first start takes the key file; the relay's token is made then.
+	cmd, base, token := startServe(t, data)
+	if got := pushKey(t, base, token); got != keys.PublicKey() {
+		t.Fatalf("/push/key %q, want the key file's", got)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	// An older relay's subscriptions: by owner (the token's default
+	// account), then device.
+	const device = "device-phone-0123456789"
+	legacy := fmt.Sprintf(`{%q:{%q:{"subscription":{"endpoint":"https://push.example.net/phone","keys":{"p256dh":"x","auth":"y"}},"kinds":["turn"],"updated":1}}}`, relay.OwnerID(token), device)
+	if err := os.WriteFile(filepath.Join(data, relay.PushFile), []byte(legacy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd, base, token = startServe(t, data)
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	if got := pushKey(t, base, token); got != keys.PublicKey() {
+		t.Fatalf("/push/key %q after a restart, want the key file's", got)
+	}
+	if code, body := pushRequest(t, base, token, http.MethodGet, "/push/subscription?device="+device, nil); code != http.StatusOK || !strings.Contains(string(body), `"kinds":["turn"]`) {
+		t.Fatalf("the imported subscription: %d %s", code, body)
+	}
+	if _, err := os.Stat(filepath.Join(data, relay.PushFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("push.json after the import: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, relay.PushFile+".imported")); err != nil {
+		t.Errorf("push.json.imported: %v", err)
 	}
 }
