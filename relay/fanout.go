@@ -199,18 +199,24 @@ func (s *Server) caughtUpAll(ctx context.Context) {
 }
 
 // keepPresence records, every presenceEvery, that this node still holds
-// its CLIs' sessions; at the end its rows are removed.
+// its CLIs' sessions and its app connections' visibility (push_visible);
+// at the end its rows are removed.
 func (s *Server) keepPresence(ctx context.Context) {
 	t := time.NewTicker(presenceEvery)
 	defer t.Stop()
 	defer s.store.w.ExecContext(context.WithoutCancel(ctx), `DELETE FROM cli_presence WHERE node = ?`, s.fan.node)
+	defer s.store.dropVisible(context.WithoutCancel(ctx), s.fan.node, -1)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.store.w.ExecContext(ctx, `UPDATE cli_presence SET seen_ms = ? WHERE node = ?`, time.Now().UnixMilli(), s.fan.node); err != nil && ctx.Err() == nil {
+			now := time.Now()
+			if _, err := s.store.w.ExecContext(ctx, `UPDATE cli_presence SET seen_ms = ? WHERE node = ?`, now.UnixMilli(), s.fan.node); err != nil && ctx.Err() == nil {
 				s.log.Warn("could not refresh this relay's CLIs", "err", err)
+			}
+			if err := s.store.refreshVisible(ctx, s.fan.node, now); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not refresh what this relay's apps show", "err", err)
 			}
 		}
 	}

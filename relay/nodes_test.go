@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	"github.com/ccrelay/ccrelay/internal/pgtest"
 	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/push"
+	"github.com/ccrelay/ccrelay/push/pushtest"
 )
 
 // startNode starts a relay node on the PostgreSQL database at url, with
@@ -211,5 +215,125 @@ func TestNodesPairAcross(t *testing.T) {
 	}
 	if code, _ := call(a.srv.URL, "POST", "/api/pair/redeem", "", map[string]any{"code": pairCode, "name": "again"}); code != http.StatusForbidden {
 		t.Fatalf("a spent code redeemed again on A: %d", code)
+	}
+}
+
+// countingPusher is a node's Web Push sender that counts what it is
+// handed, to tell which node sent.
+type countingPusher struct {
+	webPusher
+	sent atomic.Int64
+}
+
+func (c *countingPusher) Send(sub push.Subscription, payload []byte, urgency string, ttl time.Duration, onGone func()) error {
+	c.sent.Add(1)
+	return c.webPusher.Send(sub, payload, urgency, ttl, onGone)
+}
+
+// enableNodePush turns on a node's notifications as serve does: the VAPID
+// keys from the store (the node's own empty data folder), a Web Push
+// sender running until the test ends.
+func enableNodePush(t *testing.T, n *testRelay) *countingPusher {
+	t.Helper()
+	keys, err := n.store.PushKeys(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	wp := push.NewWebPush(keys, "mailto:ops@example.net", &http.Client{}, log) // the fake service is on loopback
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); wp.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := &countingPusher{webPusher: wp}
+	if err := n.relay.EnablePush(PushOptions{PublicKey: keys.PublicKey(), WebPush: c, AllowHTTPEndpoints: true}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Notifications across two relays on one PostgreSQL: both give apps the
+// same VAPID key; a device subscribes through node B, the CLI is on node
+// A: A pushes to it (signed with the shared key), B sends nothing; while
+// an app on B shows the session, A pushes nothing to that device, and
+// again once it is hidden or closed; a subscription removed through A is
+// gone on B.
+func TestNodesPushAcross(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	a, b := startNode(t, url), startNode(t, url)
+	sentA, sentB := enableNodePush(t, a), enableNodePush(t, b)
+	keyOf := func(n *testRelay) string {
+		t.Helper()
+		r := &pushRelay{srv: n.srv}
+		code, body := r.do(t, http.MethodGet, "/push/key", nil)
+		var k struct{ PublicKey string }
+		if code != http.StatusOK || json.Unmarshal(body, &k) != nil || k.PublicKey == "" {
+			t.Fatalf("/push/key: %d %s", code, body)
+		}
+		return k.PublicKey
+	}
+	key := keyOf(b)
+	if other := keyOf(a); other != key {
+		t.Fatalf("the nodes give apps different VAPID keys: %s, %s", key, other)
+	}
+	svc := pushtest.New(t, key)
+	onA, onB := &pushRelay{srv: a.srv, rs: a.relay, svc: svc}, &pushRelay{srv: b.srv, rs: b.relay, svc: svc}
+	onB.subscribe(t, "phone", PushKinds...)
+
+	const session = "5e5e5e5e-2222-4222-8222-222222222222"
+	cli := &script{t: t, c: a.dial(t, testToken, "/ws/cli"), session: session}
+	turn := func(name string, status protocol.TurnStatus) int64 {
+		id := protocol.DeriveID(session, name)
+		return cli.batch(cli.env(id, "", protocol.Event{T: protocol.KindTurnStart}), cli.env(id, "", turnEnd(status)))[1]
+	}
+	s := turn("t1", protocol.StatusCompleted)
+	if got := onA.until(t, got{"phone", session, PushTurn, s}); len(got) != 1 {
+		t.Fatalf("pushes: %+v, want one", got)
+	}
+	if n, m := sentA.sent.Load(), sentB.sent.Load(); n != 1 || m != 0 {
+		t.Fatalf("node A sent %d, node B %d; want 1 and 0", n, m)
+	}
+
+	// An app on B shows the session on the phone: A pushes nothing to it.
+	owner := OwnerID(testToken)
+	shownOnB := func() bool {
+		d, err := a.store.visibleDevices(context.Background(), owner, session, time.Now().Add(-presenceStale))
+		return err == nil && d[deviceID("phone")]
+	}
+	app := b.dial(t, testToken, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: true})
+	waitFor(t, "the phone shown on B, in the store", shownOnB)
+	turn("t2", protocol.StatusCompleted)
+	turn("t3", protocol.StatusFailed)
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: false})
+	waitFor(t, "the phone hidden on B, in the store", func() bool { return !shownOnB() })
+	s = turn("t4", protocol.StatusCompleted)
+	if got := onA.until(t, got{"phone", session, PushTurn, s}); len(got) != 1 {
+		t.Fatalf("pushes after the session was shown, then hidden: %+v, want the last turn's alone", got)
+	}
+
+	// Shown again, then the app closes: its row goes with it.
+	send(t, app, protocol.Frame{Type: protocol.FrameVisibility, Device: deviceID("phone"), Session: session, Visible: true})
+	waitFor(t, "the phone shown on B again", shownOnB)
+	app.Close(websocket.StatusNormalClosure, "")
+	waitFor(t, "the closed app's row removed", func() bool { return !shownOnB() })
+	s = turn("t5", protocol.StatusCompleted)
+	if got := onA.until(t, got{"phone", session, PushTurn, s}); len(got) != 1 {
+		t.Fatalf("pushes after the app closed: %+v", got)
+	}
+	if n, m := sentA.sent.Load(), sentB.sent.Load(); n != 3 || m != 0 {
+		t.Fatalf("node A sent %d, node B %d; want 3 and 0", n, m)
+	}
+	if e := svc.Errors(); len(e) > 0 {
+		t.Fatalf("the push service refused: %v", e)
+	}
+
+	// Removed through A: gone on B.
+	if code, _ := onA.do(t, http.MethodDelete, "/push/subscription?device="+deviceID("phone"), nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE on A: %d", code)
+	}
+	if code, _ := onB.do(t, http.MethodGet, "/push/subscription?device="+deviceID("phone"), nil); code != http.StatusNotFound {
+		t.Fatalf("the subscription on B after A removed it: %d", code)
 	}
 }

@@ -101,6 +101,7 @@ type pushDevice struct {
 }
 
 type pushVisibility struct {
+	id                     int64 // the connection's number on this relay (push_visible.conn)
 	owner, device, session string
 	visible                bool
 }
@@ -112,14 +113,16 @@ type pushAnnounced struct {
 }
 
 // pushState is the Server's notification state. The subscriptions are
-// in the store (pushstore.go), shared by the relays on one database.
+// in the store (pushstore.go), shared by the relays on one database; so
+// is, on PostgreSQL, what each relay's app connections show.
 type pushState struct {
-	mu      sync.Mutex
-	opts    *PushOptions // nil: notifications off
-	visible map[*websocket.Conn]pushVisibility
-	recent  fifoSet[struct{}]
-	agents  fifoSet[string]         // session/subagent -> the turn it started in
-	ann     fifoSet[*pushAnnounced] // session -> what its announcements said
+	mu       sync.Mutex
+	opts     *PushOptions // nil: notifications off
+	visible  map[*websocket.Conn]pushVisibility
+	lastConn int64 // the last pushVisibility.id given
+	recent   fifoSet[struct{}]
+	agents   fifoSet[string]         // session/subagent -> the turn it started in
+	ann      fifoSet[*pushAnnounced] // session -> what its announcements said
 }
 
 // pushStoreTimeout bounds what notifications ask the store outside a
@@ -216,7 +219,6 @@ func (s *Server) setVisibility(ctx context.Context, c *websocket.Conn, f protoco
 	}
 	p := &s.push
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.visible == nil {
 		p.visible = map[*websocket.Conn]pushVisibility{}
 	}
@@ -224,19 +226,42 @@ func (s *Server) setVisibility(ctx context.Context, c *websocket.Conn, f protoco
 	if dev != "" {
 		dev = pushDeviceKey(ctx, dev)
 	}
-	p.visible[c] = pushVisibility{owner: ownerFrom(ctx), device: dev, session: f.Session, visible: f.Visible}
+	v, known := p.visible[c]
+	if !known {
+		p.lastConn++
+		v.id = p.lastConn
+	}
+	v.owner, v.device, v.session, v.visible = ownerFrom(ctx), dev, f.Session, f.Visible
+	p.visible[c] = v
+	p.mu.Unlock()
+	// The other relays ask the store (the connection's frames come one by
+	// one: its rows are written in order).
+	if s.fan != nil {
+		if err := s.store.putVisible(ctx, s.fan.node, v.id, v); err != nil {
+			s.log.Warn("the other relays may notify a session this app shows", "err", err)
+		}
+	}
 	return nil
 }
 
 // dropVisibility forgets a connection that ended.
 func (s *Server) dropVisibility(c *websocket.Conn) {
 	s.push.mu.Lock()
+	v, known := s.push.visible[c]
 	delete(s.push.visible, c)
 	s.push.mu.Unlock()
+	if known && s.fan != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), pushStoreTimeout)
+		defer cancel()
+		if err := s.store.dropVisible(ctx, s.fan.node, v.id); err != nil {
+			s.log.Warn("a closed app connection may keep its session quiet until its row is stale", "err", err)
+		}
+	}
 }
 
 // shownTo says (p.mu held) whether session is shown visibly on a
-// connection of owner's device ("" device: on any of owner's).
+// connection of owner's device ("" device: on any of owner's) on this
+// relay.
 func (p *pushState) shownTo(owner, device, session string) bool {
 	for _, v := range p.visible {
 		if v.owner == owner && v.session == session && v.visible && (device == "" || v.device == device) {
@@ -362,7 +387,7 @@ var ntfyText = map[string]string{
 }
 
 // pushEvent notifies owner's devices that chose kind, except those that
-// show session visibly, once per event: session, kind and
+// show session visibly (on any relay), once per event: session, kind and
 // seq (and, for events that share a seq, what tells them apart).
 func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq int64, distinct string) {
 	p := &s.push
@@ -380,8 +405,8 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 	opts := p.opts
 	p.mu.Unlock()
 
-	// The devices, from the store. An event is pushed even if its
-	// connection ends meanwhile.
+	// What the store says: the devices, and what the other relays' apps
+	// show. An event is pushed even if its connection ends meanwhile.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushStoreTimeout)
 	defer cancel()
 	var devices map[string]pushDevice
@@ -389,6 +414,13 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 		var err error
 		if devices, err = s.store.pushDevicesOf(ctx, owner); err != nil {
 			s.log.Error("push subscriptions", "session", session, "kind", kind, "err", err)
+		}
+	}
+	var elsewhere map[string]bool // device -> shown on another relay
+	if s.fan != nil {
+		var err error
+		if elsewhere, err = s.store.visibleDevices(ctx, owner, session, time.Now().Add(-presenceStale)); err != nil {
+			s.log.Warn("notified without asking the other relays what their apps show", "session", session, "err", err)
 		}
 	}
 
@@ -399,11 +431,11 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 	var targets []target
 	p.mu.Lock()
 	for dev, d := range devices {
-		if slices.Contains(d.Kinds, kind) && !p.shownTo(owner, dev, session) {
+		if slices.Contains(d.Kinds, kind) && !elsewhere[dev] && !p.shownTo(owner, dev, session) {
 			targets = append(targets, target{dev, d.Sub})
 		}
 	}
-	ntfy := opts.Ntfy != nil && !p.shownTo(owner, "", session)
+	ntfy := opts.Ntfy != nil && len(elsewhere) == 0 && !p.shownTo(owner, "", session)
 	p.mu.Unlock()
 
 	payload, _ := json.Marshal(pushPayload{Session: session, Kind: kind, Seq: seq})
