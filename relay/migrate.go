@@ -33,8 +33,7 @@ var migrations = []migration{
 	{7, "push subscriptions, the VAPID key and visibility, shared by the relays", sqliteExec(pushTables), pgExec(pgDDL(pushTables))},
 }
 
-// Envelopes from version 6: a session has a number (sessions.no, given
-// once, never reused), and an envelope's key k is that number times 2^32
+// Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32
 // plus its sequence number, so that a session's envelopes are one range of
 // the table's integer key (a rowid table in SQLite: a row up to a page's
 // size stays in its b-tree page, where WITHOUT ROWID spilled every row
@@ -63,8 +62,10 @@ INSERT INTO envelopes_6 (k, sn, id, body)
 DROP TABLE envelopes;
 ALTER TABLE envelopes_6 RENAME TO envelopes`
 
-// A new session's number, in SQLite: the next after the highest (a
-// session deleted keeps its number: its tombstone forbids its id again).
+// A new session's number, in SQLite: the next after the highest. A number
+// is unique among the sessions that exist; one freed by a deletion, which
+// removes the session's envelopes with it, may be given again and starts
+// empty. (PostgreSQL: a sequence.)
 const sessionNoTrigger = `CREATE TRIGGER sessions_no AFTER INSERT ON sessions WHEN NEW.no IS NULL BEGIN
 	UPDATE sessions SET no = (SELECT COALESCE(MAX(no), 0) + 1 FROM sessions) WHERE id = NEW.id;
 END`
