@@ -141,7 +141,7 @@ func OpenStore(path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	r, err := sql.Open("sqlite", strings.Replace(dsn, "_pragma=auto_vacuum(INCREMENTAL)&", "", 1)+"&mode=ro")
+	r, err := sql.Open("sqlite", strings.Replace(dsn, "_pragma=auto_vacuum(INCREMENTAL)&", "", 1)+"&_pragma=cache_size(-8192)&mode=ro")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
