@@ -100,15 +100,36 @@ func (t sqlTx) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) 
 	return t.Tx.PrepareContext(ctx, t.d.rebind(q))
 }
 
-// stmt is q as a statement of tx: prepared once for the store when it is
-// one of those prepareHot prepared (SQLite's one writer connection then
-// never prepares it again), else prepared in tx (pgx keeps its own cache of
-// prepared statements per connection).
-func (s *Store) stmt(ctx context.Context, tx sqlTx, q string) (*sql.Stmt, error) {
-	if v, ok := s.stmts.Load(q); ok {
-		return tx.Tx.StmtContext(ctx, v.(*sql.Stmt)), nil
+// txStmt is a query of a transaction: a statement the store prepared once
+// (SQLite's one writer connection never prepares it again), or the query
+// as text (PostgreSQL: pgx prepares and keeps it per connection itself;
+// preparing it in the transaction would prepare and deallocate it at each).
+type txStmt struct {
+	st *sql.Stmt // nil: q run as text in tx
+	tx sqlTx
+	q  string
+}
+
+func (t txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	if t.st != nil {
+		return t.st.ExecContext(ctx, args...)
 	}
-	return tx.PrepareContext(ctx, q)
+	return t.tx.ExecContext(ctx, t.q, args...)
+}
+
+func (t txStmt) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	if t.st != nil {
+		return t.st.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, t.q, args...)
+}
+
+// stmt is q in tx: the statement prepareHot prepared, if it did.
+func (s *Store) stmt(ctx context.Context, tx sqlTx, q string) txStmt {
+	if v, ok := s.stmts.Load(q); ok {
+		return txStmt{st: tx.Tx.StmtContext(ctx, v.(*sql.Stmt))}
+	}
+	return txStmt{tx: tx, q: q}
 }
 
 // prepareHot prepares queries on the writer, for stmt. On SQLite it must

@@ -206,22 +206,14 @@ type Appended struct {
 // The queries of every append (prepared once on SQLite: prepareHot).
 const (
 	qTombstone      = `SELECT COUNT(*) FROM tombstones WHERE id = ?`
-	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`
+	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`
 	qAppendSession  = `SELECT no, last_seq, prompt FROM sessions WHERE id = ?`
 	qInsertEnvelope = `INSERT INTO envelopes (k, sn, id, body) VALUES (?, ?, ?, ?) ON CONFLICT (sn, id) DO NOTHING`
 	qUpdateSession  = `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`
 )
 
 func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
-	var err error
-	q := func(query string) *sql.Stmt { // the statements, prepared once
-		if err != nil {
-			return nil
-		}
-		var st *sql.Stmt
-		st, err = s.stmt(ctx, tx, query)
-		return st
-	}
+	q := func(query string) txStmt { return s.stmt(ctx, tx, query) }
 	lock := ""
 	if tx.d == postgresSQL {
 		// The session's row is locked until commit (PostgreSQL: appends
@@ -233,9 +225,6 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	// Each envelope is inserted unless its id is stored already (one
 	// statement for a new id, the usual case); only a duplicate is looked up.
 	ins, upd := q(qInsertEnvelope), q(qUpdateSession)
-	if err != nil {
-		return nil, err
-	}
 	// A deleted session stays deleted: checked in the append's own
 	// transaction, so a delete between a CLI's claim and its append cannot
 	// bring the session back.
@@ -247,7 +236,7 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		return nil, ErrDeleted
 	}
 	now := s.clock().UnixMilli()
-	if _, err := newSession.ExecContext(ctx, session, now, now); err != nil {
+	if _, err := newSession.ExecContext(ctx, session, now, now, session); err != nil {
 		return nil, err
 	}
 	var no, last int64
@@ -264,8 +253,8 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	if last+int64(len(items)) > maxSeq {
 		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
 	}
-	var find *sql.Stmt    // prepared on the first duplicate
-	var insBlob *sql.Stmt // prepared on the first blob
+	find, insBlob := q(`SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`),
+		q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	out := make([]Appended, len(items))
 	next := last
 	for i, it := range items {
@@ -279,12 +268,6 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		if n, err := res.RowsAffected(); err != nil {
 			return nil, err
 		} else if n == 0 {
-			if find == nil {
-				if find, err = tx.PrepareContext(ctx, `SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`); err != nil {
-					return nil, err
-				}
-				defer find.Close()
-			}
 			var k int64
 			var stored []byte
 			if err := find.QueryRowContext(ctx, no, it.ID).Scan(&k, &stored); err != nil {
@@ -302,12 +285,6 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 			prompt = promptOf(it.Body)
 		}
 		if len(it.Blob) > 0 {
-			if insBlob == nil {
-				if insBlob, err = tx.PrepareContext(ctx, `INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`); err != nil {
-					return nil, err
-				}
-				defer insBlob.Close()
-			}
 			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
 				return nil, err
 			}
@@ -360,7 +337,7 @@ func (s *Store) Read(ctx context.Context, session string, after int64, limit int
 		return nil, nil
 	}
 	rows, err := s.r.QueryContext(ctx, `SELECT e.k, e.id, e.body FROM sessions s, envelopes e
-		WHERE s.id = ? AND e.k > s.no * 4294967296 + ? AND e.k < (s.no + 1) * 4294967296 ORDER BY e.k LIMIT ?`, session, after, limit)
+		WHERE s.id = ? AND e.k > s.no * 4294967296 + ? AND e.k <= s.no * 4294967296 + 4294967295 ORDER BY e.k LIMIT ?`, session, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", session, err)
 	}
@@ -426,10 +403,17 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 		return SessionInfo{}, fmt.Errorf("announce %s: info must be a JSON object", session)
 	}
 	now := s.clock().UnixMilli()
-	_, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) VALUES (?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now)
+	// An update, and an insert only for a new session: on PostgreSQL an
+	// insert that meets a conflict still draws a session number.
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET info = ?, updated_ms = ? WHERE id = ?`, string(info), now, session)
 	if err != nil {
 		return SessionInfo{}, fmt.Errorf("announce %s: %w", session, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) VALUES (?, ?, ?, ?)
+			ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now); err != nil {
+			return SessionInfo{}, fmt.Errorf("announce %s: %w", session, err)
+		}
 	}
 	return s.session(ctx, session)
 }
@@ -598,8 +582,8 @@ var ErrForbidden = errors.New("the session belongs to another token")
 // already is.
 func (s *Store) Claim(ctx context.Context, session, owner string) error {
 	now := s.clock().UnixMilli()
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		session, owner, now, now); err != nil {
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`,
+		session, owner, now, now, session); err != nil {
 		return fmt.Errorf("claim %s: %w", session, err)
 	}
 	got, err := s.OwnerOf(ctx, session)

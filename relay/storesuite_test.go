@@ -70,6 +70,7 @@ func runStoreSuite(t *testing.T, db storeOpener) {
 		{"shared keys", suiteSharedKeys},
 		{"visibility across relays", suiteVisibility},
 		{"schema version", suiteSchemaVersion},
+		{"session numbers", suiteSessionNumbers},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, db(t)) })
 	}
@@ -654,5 +655,53 @@ func suiteVisibility(t *testing.T, open func(t *testing.T) *Store) {
 	var left int
 	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM push_visible`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d rows left (%v), want the stale ones removed", left, err)
+	}
+}
+
+// A session's number is drawn once, when the session is made: appends,
+// claims and announcements of an existing session use none up
+// (PostgreSQL draws a sequence's next value even for an insert that then
+// meets a conflict). The last number a session may have is read back.
+func suiteSessionNumbers(t *testing.T, open func(t *testing.T) *Store) {
+	ctx := context.Background()
+	s := open(t)
+	no := func(session string) int64 {
+		t.Helper()
+		var n int64
+		if err := s.w.QueryRowContext(ctx, `SELECT no FROM sessions WHERE id = ?`, session).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	owner := OwnerID(testToken)
+	if err := s.Claim(ctx, sA, owner); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.Append(ctx, sA, items(fmt.Sprint("n", i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Claim(ctx, sA, owner); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Announce(ctx, sA, json.RawMessage(`{"status":"idle"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Announce(ctx, sB, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := no(sA), no(sB); b != a+1 {
+		t.Fatalf("session numbers %d then %d: the appends, claims and announcements of the first used numbers up", a, b)
+	}
+	// The last number: its envelopes are read back.
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, no, created_ms, updated_ms) VALUES (?, ?, 1, 1)`, sC, int64(maxSessionNo)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, sC, items("last1", "last2")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Read(ctx, sC, 0, 10); err != nil || len(got) != 2 || got[1].Seq != 2 {
+		t.Fatalf("the session numbered %d reads %+v %v", int64(maxSessionNo), got, err)
 	}
 }
