@@ -657,10 +657,33 @@ func getString(m map[string]json.RawMessage, key string, dst *string, required b
 		}
 		return nil
 	}
+	if str, ok := plainString(raw); ok {
+		*dst = str
+		return nil
+	}
 	if err := json.Unmarshal(raw, dst); err != nil || isNull(raw) {
 		return invalid("%s is not a string", key)
 	}
 	return nil
+}
+
+// plainString is raw, a JSON value, as the string json.Unmarshal gives when
+// it is a string without escapes in valid UTF-8 (most are): decoded without
+// a second scan of its bytes. ok is false for anything else.
+func plainString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 func getBool(m map[string]json.RawMessage, key string, dst *bool) error {
