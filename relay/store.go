@@ -222,9 +222,7 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		lock = " FOR UPDATE"
 	}
 	tomb, newSession, sel := q(qTombstone), q(qNewSession), q(qAppendSession+lock)
-	// Each envelope is inserted unless its id is stored already (one
-	// statement for a new id, the usual case); only a duplicate is looked up.
-	ins, upd := q(qInsertEnvelope), q(qUpdateSession)
+	upd := q(qUpdateSession)
 	// A deleted session stays deleted: checked in the append's own
 	// transaction, so a delete between a CLI's claim and its append cannot
 	// bring the session back.
@@ -253,29 +251,67 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	if last+int64(len(items)) > maxSeq {
 		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
 	}
-	find, insBlob := q(`SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`),
-		q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
-	out := make([]Appended, len(items))
-	next := last
 	for i, it := range items {
 		if it.ID == "" {
 			return nil, fmt.Errorf("envelope %d has no id", i)
 		}
-		res, err := ins.ExecContext(ctx, envelopeKey(no, next+1), no, it.ID, encodeBody(it.ID, it.Body))
+	}
+	insBlob := q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
+	var out []Appended
+	var next int64
+	var err error
+	if tx.d == postgresSQL {
+		out, next, prompt, err = appendRowsPG(ctx, tx, q, no, last, prompt, items)
 		if err != nil {
 			return nil, err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+	} else {
+		out, next, prompt, err = appendRowsOneByOne(ctx, q, no, last, prompt, items)
+		if err != nil {
 			return nil, err
+		}
+	}
+	for i, it := range items {
+		if out[i].New && len(it.Blob) > 0 {
+			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if next != last {
+		if _, err := upd.ExecContext(ctx, next, now, prompt, session); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// appendRowsOneByOne inserts items after last in the session numbered no,
+// one statement each (SQLite: prepared once, in process, no round trip),
+// looking up only the ids stored already. It returns what became of
+// each, the last sequence number and the session's first prompt.
+func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int64, prompt string, items []Item) ([]Appended, int64, string, error) {
+	// Each envelope is inserted unless its id is stored already (one
+	// statement for a new id, the usual case); only a duplicate is looked up.
+	ins, find := q(qInsertEnvelope), q(`SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`)
+	out := make([]Appended, len(items))
+	next := last
+	for i, it := range items {
+		res, err := ins.ExecContext(ctx, envelopeKey(no, next+1), no, it.ID, encodeBody(it.ID, it.Body))
+		if err != nil {
+			return nil, 0, "", err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return nil, 0, "", err
 		} else if n == 0 {
 			var k int64
 			var stored []byte
 			if err := find.QueryRowContext(ctx, no, it.ID).Scan(&k, &stored); err != nil {
-				return nil, err
+				return nil, 0, "", err
 			}
 			body, err := decodeBody(it.ID, stored)
 			if err != nil {
-				return nil, fmt.Errorf("envelope %s: %w", it.ID, err)
+				return nil, 0, "", fmt.Errorf("envelope %s: %w", it.ID, err)
 			}
 			out[i] = Appended{Seq: k & maxSeq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
@@ -284,19 +320,47 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		if prompt == "" {
 			prompt = promptOf(it.Body)
 		}
-		if len(it.Blob) > 0 {
-			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
-				return nil, err
-			}
-		}
 		out[i] = Appended{Seq: next, New: true}
 	}
-	if next != last {
-		if _, err := upd.ExecContext(ctx, next, now, prompt, session); err != nil {
-			return nil, err
+	return out, next, prompt, nil
+}
+
+// appendRowsPG inserts items in one statement, a round trip to
+// PostgreSQL, numbered on from last as if all were new (the usual case: a
+// resend is rare). If any id was stored already, what it inserted is taken
+// back and the items go one by one (appendRowsOneByOne), so that numbers
+// stay dense. The session's row, locked by the append, keeps every other
+// append to the session (another node's) waiting until the commit.
+func appendRowsPG(ctx context.Context, tx sqlTx, q func(string) txStmt, no, last int64, prompt string, items []Item) ([]Appended, int64, string, error) {
+	var values strings.Builder
+	args := make([]any, 0, 4*len(items))
+	for i, it := range items {
+		if i > 0 {
+			values.WriteByte(',')
+		}
+		values.WriteString("(?, ?, ?, ?)")
+		args = append(args, envelopeKey(no, last+int64(i)+1), no, it.ID, encodeBody(it.ID, it.Body))
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO envelopes (k, sn, id, body) VALUES `+values.String()+` ON CONFLICT (sn, id) DO NOTHING`, args...)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, 0, "", err
+	} else if n != int64(len(items)) {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM envelopes WHERE k > ? AND k <= ?`, envelopeKey(no, last), envelopeKey(no, last+int64(len(items)))); err != nil {
+			return nil, 0, "", err
+		}
+		return appendRowsOneByOne(ctx, q, no, last, prompt, items)
+	}
+	out := make([]Appended, len(items))
+	for i, it := range items {
+		out[i] = Appended{Seq: last + int64(i) + 1, New: true}
+		if prompt == "" {
+			prompt = promptOf(it.Body)
 		}
 	}
-	return out, nil
+	return out, last + int64(len(items)), prompt, nil
 }
 
 // maxPrompt is how much of a session's first prompt the list shows.

@@ -90,6 +90,11 @@ func suiteAppends(t *testing.T, open func(t *testing.T) *Store) {
 	if err != nil || res[0].Seq != 2 || res[0].New || res[1].Seq != 4 || !res[1].New || res[2].Seq != 1 || !res[2].Conflict {
 		t.Fatalf("resend: %+v %v", res, err)
 	}
+	// One id twice in a batch: stored once, the second told its number.
+	res, err = s.Append(ctx, sC, []Item{{ID: "x", Body: []byte(`{"id":"x"}`)}, {ID: "y", Body: []byte(`{"id":"y"}`)}, {ID: "x", Body: []byte(`{"id":"x","other":1}`)}})
+	if err != nil || !res[0].New || res[1].Seq != 2 || res[2].New || res[2].Seq != 1 || !res[2].Conflict {
+		t.Fatalf("an id twice in a batch: %+v %v", res, err)
+	}
 	if _, err := s.Append(ctx, sA, append(items("e"), Item{})); err == nil {
 		t.Fatal("a batch with an envelope without id was stored")
 	}
