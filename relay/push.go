@@ -190,6 +190,23 @@ func (s *Server) importPushFile(ctx context.Context, o PushOptions) error {
 	if err := json.Unmarshal(b, &devices); err != nil {
 		return fmt.Errorf("push subscriptions %s: %w (delete it; devices then subscribe again)", file, err)
 	}
+	// What the file says is checked as a device's subscription is: an
+	// https endpoint on a public address, known kinds.
+	dropped := 0
+	for owner, devs := range devices {
+		for dev, d := range devs {
+			if d == nil || checkPushTarget(d.Sub, d.Kinds, &o) != nil {
+				delete(devs, dev)
+				dropped++
+			}
+		}
+		if len(devs) == 0 {
+			delete(devices, owner)
+		}
+	}
+	if dropped > 0 {
+		s.log.Warn("push subscriptions in the file that are not valid are not imported", "file", file, "dropped", dropped)
+	}
 	n := 0
 	if k, err := push.ReadKeyFile(filepath.Dir(file)); err == nil && o.PublicKey != "" && k.PublicKey() != o.PublicKey {
 		s.log.Warn("push subscriptions made with another VAPID key than the store's are not imported; their devices must subscribe again", "file", file)
@@ -614,7 +631,13 @@ func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) 
 	if !deviceIDPattern.MatchString(req.Device) {
 		return errors.New("device id: 16 to 64 letters, digits, '-' or '_'")
 	}
-	ep := req.Subscription.Endpoint
+	return checkPushTarget(req.Subscription, req.Kinds, opts)
+}
+
+// checkPushTarget checks a subscription and its kinds as a device gives
+// them (and as an older relay's file kept them).
+func checkPushTarget(sub push.Subscription, kinds []string, opts *PushOptions) error {
+	ep := sub.Endpoint
 	if len(ep) > MaxPushEndpointBytes {
 		return fmt.Errorf("endpoint is %d bytes, more than %d", len(ep), MaxPushEndpointBytes)
 	}
@@ -627,11 +650,11 @@ func (s *Server) checkSubscription(req pushSubscribeRequest, opts *PushOptions) 
 		// ErrPrivateAddress); said here at once, to the device.
 		return errors.New("endpoint is not on a public address")
 	}
-	if err := req.Subscription.Check(); err != nil {
+	if err := sub.Check(); err != nil {
 		return err
 	}
-	for i, k := range req.Kinds {
-		if !slices.Contains(PushKinds, k) || slices.Contains(req.Kinds[:i], k) {
+	for i, k := range kinds {
+		if !slices.Contains(PushKinds, k) || slices.Contains(kinds[:i], k) {
 			return fmt.Errorf("kind %q: each of %v at most once", k, PushKinds)
 		}
 	}

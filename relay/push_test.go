@@ -3,6 +3,9 @@ package relay
 import (
 	"bytes"
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -538,8 +541,14 @@ func TestPushFileImportedOnce(t *testing.T) {
 		deviceID("phone"):  {Kinds: []string{PushTurn}, Updated: 1},
 		deviceID("laptop"): {Kinds: []string{PushPermission}, Updated: 2},
 	}}
-	file[owner][deviceID("phone")].Sub.Endpoint = "https://push.example.net/phone"
-	file[owner][deviceID("laptop")].Sub.Endpoint = "https://push.example.net/laptop"
+	file[owner][deviceID("phone")].Sub = validSub(t, "https://push.example.net/phone")
+	file[owner][deviceID("laptop")].Sub = validSub(t, "https://push.example.net/laptop")
+	// Entries a device could not have subscribed with are left out: an
+	// endpoint on this machine, keys that are not keys, an unknown kind.
+	file[owner][deviceID("local")] = &pushDevice{Sub: validSub(t, "https://127.0.0.1/x"), Updated: 3}
+	file[owner][deviceID("nokeys")] = &pushDevice{Sub: push.Subscription{Endpoint: "https://push.example.net/nokeys"}, Updated: 3}
+	file[owner][deviceID("kind")] = &pushDevice{Sub: validSub(t, "https://push.example.net/kind"), Kinds: []string{"content"}, Updated: 3}
+	file["someone-else"] = map[string]*pushDevice{deviceID("x"): {Sub: validSub(t, "http://push.example.net/plain"), Updated: 3}}
 	legacy, _ := json.Marshal(file)
 	for _, tc := range []struct {
 		name    string
@@ -601,4 +610,18 @@ func TestPushFileImportedOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// validSub is a subscription with real keys, at endpoint.
+func validSub(t *testing.T, endpoint string) push.Subscription {
+	t.Helper()
+	priv, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub push.Subscription
+	sub.Endpoint = endpoint
+	sub.Keys.P256dh = base64.RawURLEncoding.EncodeToString(priv.PublicKey().Bytes())
+	sub.Keys.Auth = base64.RawURLEncoding.EncodeToString(make([]byte, 16))
+	return sub
 }
