@@ -223,16 +223,6 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	}
 	tomb, newSession, sel := q(qTombstone), q(qNewSession), q(qAppendSession+lock)
 	upd := q(qUpdateSession)
-	// A deleted session stays deleted: checked in the append's own
-	// transaction, so a delete between a CLI's claim and its append cannot
-	// bring the session back.
-	var gone int
-	if err := tomb.QueryRowContext(ctx, session).Scan(&gone); err != nil {
-		return nil, err
-	}
-	if gone > 0 {
-		return nil, ErrDeleted
-	}
 	now := s.clock().UnixMilli()
 	if _, err := newSession.ExecContext(ctx, session, now, now, session); err != nil {
 		return nil, err
@@ -244,6 +234,18 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		return nil, ErrDeleted // deleted by another node since the insert above
 	case err != nil:
 		return nil, err
+	}
+	// A deleted session stays deleted: checked in the append's own
+	// transaction once the session's row is held, so a delete between a
+	// CLI's claim and its append (on another node: between any two
+	// statements of this one) cannot bring the session back; the row the
+	// insert above may have made again goes with the rollback.
+	var gone int
+	if err := tomb.QueryRowContext(ctx, session).Scan(&gone); err != nil {
+		return nil, err
+	}
+	if gone > 0 {
+		return nil, ErrDeleted
 	}
 	if no < 1 || no > maxSessionNo {
 		return nil, fmt.Errorf("session number %d is out of range", no)
