@@ -50,6 +50,11 @@ const (
 	DefaultStopTimeout = 15 * time.Second
 )
 
+// fileHolder is an Output that is a file underneath, lent for a moment.
+type fileHolder interface {
+	Hold(func(*os.File) error) error
+}
+
 // Config configures Run.
 type Config struct {
 	Link   Link
@@ -80,7 +85,8 @@ type Config struct {
 	MaxSessions int
 	Rescan      time.Duration
 	StopTimeout time.Duration
-	// Output receives the sessions' stderr (nil: discarded).
+	// Output receives the sessions' stderr (nil: discarded). A fileHolder
+	// (logfile.File) gives each session its file as it is at the start.
 	Output io.Writer
 	Logger *slog.Logger
 }
@@ -320,8 +326,6 @@ func (d *daemon) start(c protocol.Command) error {
 	cmd := exec.Command(d.cfg.Command[0], args...)
 	cmd.Dir = dir
 	cmd.Env = d.cfg.Env
-	cmd.Stdout = d.cfg.Output
-	cmd.Stderr = d.cfg.Output
 	pipe, err := cmd.StdinPipe()
 	if err != nil {
 		return err
@@ -329,7 +333,18 @@ func (d *daemon) start(c protocol.Command) error {
 	first, _ := json.Marshal(struct {
 		Prompt string `json:"prompt,omitempty"`
 	}{c.Text})
-	if err := cmd.Start(); err != nil {
+	start := func(out io.Writer) error {
+		cmd.Stdout, cmd.Stderr = out, out
+		return cmd.Start()
+	}
+	if h, ok := d.cfg.Output.(fileHolder); ok {
+		// The session writes to the file itself, which it keeps when the
+		// daemon dies (through a pipe, its next message would kill it).
+		err = h.Hold(func(f *os.File) error { return start(f) })
+	} else {
+		err = start(d.cfg.Output)
+	}
+	if err != nil {
 		return fmt.Errorf("start the session: %w", err)
 	}
 	ch := &child{session: c.Target, cmd: cmd, pipe: pipe}

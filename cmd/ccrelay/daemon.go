@@ -11,11 +11,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/daemon"
 	"github.com/ccrelay/ccrelay/internal/durable"
+	"github.com/ccrelay/ccrelay/internal/logfile"
 	"github.com/ccrelay/ccrelay/launcher"
 )
 
@@ -68,6 +70,18 @@ func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
 // so the app finds the machine where it was.
 const daemonSessionFile = "session"
 
+// MaxDaemonLogBytes bounds daemon.log: past it, the log becomes
+// daemon.log.1 (replacing the one before) and a new one starts.
+const MaxDaemonLogBytes = 8 << 20
+
+// logsToStderr says whether the daemon's log also goes to stderr: on a
+// terminal, and to systemd's journal (which bounds itself); not to a file
+// a service manager appends stderr to (launchd), which nothing bounds.
+func logsToStderr(stderr io.Writer) bool {
+	f, ok := stderr.(*os.File)
+	return ok && (term.IsTerminal(int(f.Fd())) || os.Getenv("JOURNAL_STREAM") != "")
+}
+
 func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	if f.relay == "" {
 		return errors.New("ccrelay daemon needs --relay: the app reaches this machine through it")
@@ -95,12 +109,16 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 		return fmt.Errorf("daemon lock: %w", err)
 	}
 	defer lock.Close()
-	logFile, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := logfile.Open(filepath.Join(dir, "daemon.log"), MaxDaemonLogBytes)
 	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+		return err
 	}
 	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(io.MultiWriter(logFile, stderr), nil))
+	var logTo io.Writer = logFile
+	if logsToStderr(stderr) {
+		logTo = io.MultiWriter(logFile, stderr)
+	}
+	log := slog.New(slog.NewTextHandler(logTo, nil))
 
 	token, err := relayToken(f.relayToken, f.tokenFile, "", stderr)
 	if err != nil {

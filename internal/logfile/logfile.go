@@ -1,0 +1,92 @@
+// Package logfile is a log file of bounded size: past its limit the file
+// becomes NAME.1 (replacing the one before) and a new NAME starts, so a
+// process that runs for months keeps at most twice the limit on disk.
+package logfile
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// File is an append-only log file that turns over at a size. It is safe
+// for concurrent use.
+type File struct {
+	mu    sync.Mutex
+	path  string
+	limit int64
+	f     *os.File
+	size  int64
+}
+
+// Open opens (creating, mode 0600) the log at path, turning it over first
+// if it is already at limit bytes or more.
+func Open(path string, limit int64) (*File, error) {
+	l := &File{path: path, limit: limit}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	if l.size >= limit {
+		if err := l.turn(); err != nil {
+			l.f.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *File) open() error {
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("open log: %w", err)
+	}
+	l.f, l.size = f, fi.Size()
+	return nil
+}
+
+// turn moves the log to path.1 and starts an empty one (l.mu held).
+func (l *File) turn() error {
+	l.f.Close()
+	if err := os.Rename(l.path, l.path+".1"); err != nil {
+		// Keep logging to the file as it is rather than not at all.
+		if oerr := l.open(); oerr != nil {
+			return oerr
+		}
+		return fmt.Errorf("turn log over: %w", err)
+	}
+	return l.open()
+}
+
+// Write appends p; a write that brings the file to its limit turns it over
+// after it (a line is never split between two files).
+func (l *File) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, err := l.f.Write(p)
+	l.size += int64(n)
+	if err == nil && l.size >= l.limit {
+		err = l.turn()
+	}
+	return n, err
+}
+
+// Close closes the file.
+func (l *File) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Close()
+}
+
+// Hold calls fn with the file being written now, which stays open while fn
+// runs (a child process started in fn writes to it directly, and goes on
+// writing to it, as NAME.1, after a turn over).
+func (l *File) Hold(fn func(*os.File) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fn(l.f)
+}
