@@ -17,12 +17,13 @@ type File struct {
 	limit int64
 	f     *os.File
 	size  int64
+	next  int64 // the size at which to turn over next
 }
 
 // Open opens (creating, mode 0600) the log at path, turning it over first
 // if it is already at limit bytes or more.
 func Open(path string, limit int64) (*File, error) {
-	l := &File{path: path, limit: limit}
+	l := &File{path: path, limit: limit, next: limit}
 	if err := l.open(); err != nil {
 		return nil, err
 	}
@@ -53,12 +54,16 @@ func (l *File) open() error {
 func (l *File) turn() error {
 	l.f.Close()
 	if err := os.Rename(l.path, l.path+".1"); err != nil {
-		// Keep logging to the file as it is rather than not at all.
+		// Keep logging to the file as it is rather than not at all, and
+		// try again an eighth of the limit later (Windows refuses while a
+		// session started earlier holds the file open).
 		if oerr := l.open(); oerr != nil {
 			return oerr
 		}
+		l.next = l.size + max(l.limit/8, 1)
 		return fmt.Errorf("turn log over: %w", err)
 	}
+	l.next = l.limit
 	return l.open()
 }
 
@@ -69,7 +74,7 @@ func (l *File) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	n, err := l.f.Write(p)
 	l.size += int64(n)
-	if err == nil && l.size >= l.limit {
+	if err == nil && l.size >= l.next {
 		err = l.turn()
 	}
 	return n, err
