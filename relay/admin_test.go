@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 )
@@ -34,15 +35,7 @@ func TestDeleteSession(t *testing.T) {
 	}
 	do := func(tok, method, path string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, b
+		return testutil.Request(t, method, srv.URL+path, tok, nil)
 	}
 	cli := as("alice-token", "/ws/cli")
 	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: a1, Envelopes: envelopes(a1, 0, 3)})

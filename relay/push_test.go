@@ -22,6 +22,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/push"
 	"github.com/ccrelay/ccrelay/push/pushtest"
@@ -73,20 +74,11 @@ func (r *pushRelay) do(t *testing.T, method, path string, body any) (int, []byte
 
 func (r *pushRelay) doAs(t *testing.T, token, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		b, _ = json.Marshal(body)
 	}
-	req, _ := http.NewRequest(method, r.srv.URL+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	return testutil.Request(t, method, r.srv.URL+path, token, b)
 }
 
 // subscribe subscribes a device (named as the fake service knows it) to

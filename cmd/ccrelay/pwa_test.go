@@ -7,7 +7,6 @@ package main
 // readable, said to be stale. And serve's ntfy posts.
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -28,6 +27,7 @@ import (
 	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
 
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/push"
 	"github.com/ccrelay/ccrelay/relay"
@@ -302,15 +302,7 @@ func pushKey(t *testing.T, base, token string) string {
 
 func pushRequest(t *testing.T, base, token, method, path string, body []byte) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, b
+	return testutil.Request(t, method, base+path, token, body)
 }
 
 // A data folder of an older relay, with its VAPID key file and push.json:

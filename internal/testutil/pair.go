@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -22,22 +21,11 @@ func PairCredential(t testing.TB, base, token, role, name string, publicKey []by
 	post := func(path, auth string, in, out any) {
 		t.Helper()
 		b, _ := json.Marshal(in)
-		req, err := http.NewRequest("POST", base+path, bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
+		status, body := Request(t, "POST", base+path, auth, b)
+		if status != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, status, body)
 		}
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %s", path, resp.Status)
-		}
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if err := json.Unmarshal(body, out); err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
 	}
