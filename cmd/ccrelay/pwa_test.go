@@ -8,7 +8,10 @@ package main
 
 import (
 	"context"
+	"crypto/ecdh"
+	"crypto/rand"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -329,7 +332,12 @@ func TestServeImportsOlderPushFiles(t *testing.T) {
 	// An older relay's subscriptions: by owner (the token's default
 	// account), then device.
 	const device = "device-phone-0123456789"
-	legacy := fmt.Sprintf(`{%q:{%q:{"subscription":{"endpoint":"https://push.example.net/phone","keys":{"p256dh":"x","auth":"y"}},"kinds":["turn"],"updated":1}}}`, relay.OwnerID(token), device)
+	phone, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := fmt.Sprintf(`{%q:{%q:{"subscription":{"endpoint":"https://push.example.net/phone","keys":{"p256dh":%q,"auth":%q}},"kinds":["turn"],"updated":1}}}`,
+		relay.OwnerID(token), device, base64.RawURLEncoding.EncodeToString(phone.PublicKey().Bytes()), base64.RawURLEncoding.EncodeToString(make([]byte, 16)))
 	if err := os.WriteFile(filepath.Join(data, relay.PushFile), []byte(legacy), 0o600); err != nil {
 		t.Fatal(err)
 	}
