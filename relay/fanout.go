@@ -64,6 +64,10 @@ type fanout struct {
 	url       string
 	connected chan struct{} // closed once the first LISTEN is in place
 	once      sync.Once
+	// read is, for each session this node's apps follow, the sequence
+	// number up to which this node read what other nodes stored and
+	// published it to them (only the listening goroutine uses it).
+	read map[string]int64
 }
 
 func newNodeID() string {
@@ -146,7 +150,7 @@ func (s *Server) listen(ctx context.Context) error {
 func (s *Server) fanReceived(ctx context.Context, m fanMsg) {
 	switch m.Kind {
 	case "e":
-		s.hub.wake(m.Session)
+		s.publishStored(ctx, m.Session)
 		s.fanSessionChanged(ctx, m.Session, m.Owner)
 	case "s":
 		s.fanSessionChanged(ctx, m.Session, m.Owner)
@@ -170,6 +174,48 @@ func (s *Server) fanReceived(ctx context.Context, m fanMsg) {
 	}
 }
 
+// publishStored publishes to this node's apps that follow session what
+// another node stored since this node last read: read once for all of
+// them, as a local append is, not once by each. The first notice of a
+// session wakes them instead (each reads on from where it stands) and
+// notes where the session ends. An app whose position is elsewhere reads
+// what it lacks itself (stream), so a position here that is off costs
+// reads, never an envelope.
+func (s *Server) publishStored(ctx context.Context, session string) {
+	if !s.hub.followed(session) {
+		delete(s.fan.read, session)
+		return
+	}
+	from, known := s.fan.read[session]
+	if !known {
+		last, err := s.store.LastSeq(ctx, session)
+		s.hub.wake(session)
+		if err == nil {
+			if s.fan.read == nil {
+				s.fan.read = map[string]int64{}
+			}
+			s.fan.read[session] = last
+		}
+		return
+	}
+	for {
+		rows, err := s.store.Read(ctx, session, from, historyPage)
+		if err != nil {
+			delete(s.fan.read, session)
+			s.hub.wake(session)
+			return
+		}
+		if len(rows) > 0 {
+			s.hub.publish(session, newPublished(session, rows))
+			from = rows[len(rows)-1].Seq
+			s.fan.read[session] = from
+		}
+		if len(rows) < historyPage {
+			return
+		}
+	}
+}
+
 // fanSessionChanged tells this node's listers what the store holds of a
 // session now (or that it was deleted).
 func (s *Server) fanSessionChanged(ctx context.Context, session, owner string) {
@@ -186,6 +232,7 @@ func (s *Server) fanSessionChanged(ctx context.Context, session, owner string) {
 // caughtUpAll is what a node does when it may have missed notices: its
 // apps read on from where they stand, and its CLIs get what waits.
 func (s *Server) caughtUpAll(ctx context.Context) {
+	clear(s.fan.read)
 	s.hub.wakeAll()
 	s.peersMu.Lock()
 	owned := make(map[string]*peer, len(s.owners))

@@ -113,6 +113,13 @@ func (h *hub) publish(session string, batch published) {
 	}
 }
 
+// followed reports whether some app here follows session.
+func (h *hub) followed(session string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[session]) > 0
+}
+
 // wake tells session's subscribers that the store holds more than was
 // published here (another relay stored it): each reads on from where it
 // stands.

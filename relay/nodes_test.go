@@ -156,6 +156,47 @@ func TestNodesShareOnePostgres(t *testing.T) {
 	waitStatus(t, app, "q2", protocol.StatusRejected)
 }
 
+// Apps on node B that follow a session a CLI on node A writes to get each
+// batch from one read of B's, not one read each.
+func TestNodesReadOncePerBatch(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	a, b := startNode(t, url), startNode(t, url)
+	const session = "5e5e5e5e-2222-4222-8222-222222222222"
+	cli := a.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Ref: "a1", Info: json.RawMessage(`{}`)})
+	recvType(t, cli, protocol.FrameAck)
+	const apps, batches, per = 8, 30, 5
+	var conns []*websocket.Conn
+	for range apps {
+		app := b.dial(t, testToken, "/ws/app")
+		send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: session})
+		recvType(t, app, protocol.FrameCaughtUp)
+		conns = append(conns, app)
+	}
+	before := b.store.reads.Load()
+	for i := range batches {
+		send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: session, Ref: "e", Envelopes: envs(i*per, per)})
+		recvType(t, cli, protocol.FrameAck)
+	}
+	for n, app := range conns {
+		next := int64(1)
+		for next <= batches*per {
+			for _, it := range recvType(t, app, protocol.FrameBatch).Items {
+				if it.Seq != next {
+					t.Fatalf("app %d: envelope %d, want %d", n, it.Seq, next)
+				}
+				next++
+			}
+		}
+	}
+	// The first batch wakes the apps (each reads from where it stands);
+	// then B reads each batch once for all of them.
+	if reads := b.store.reads.Load() - before; reads > apps+batches+apps {
+		t.Fatalf("B read the store %d times for %d batches to %d apps, want at most %d", reads, batches, apps, apps+batches+apps)
+	}
+}
+
 func containsJSON(raw json.RawMessage, s string) bool {
 	return json.Valid(raw) && strings.Contains(string(raw), s)
 }

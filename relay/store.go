@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -33,6 +34,8 @@ type Store struct {
 	group grouper // commits appends in groups (groupcommit.go)
 
 	stmts sync.Map // query -> *sql.Stmt prepared on w (Store.stmt)
+
+	reads atomic.Int64 // Read calls (tests: how often apps' reads reach the store)
 }
 
 func (s *Store) clock() time.Time {
@@ -399,6 +402,7 @@ func promptOf(body []byte) string {
 // Read returns up to limit envelopes of session with a sequence number
 // greater than after, in order.
 func (s *Store) Read(ctx context.Context, session string, after int64, limit int) ([]Stored, error) {
+	s.reads.Add(1)
 	if after < 0 || after >= maxSeq {
 		return nil, nil
 	}
