@@ -66,7 +66,16 @@ func Installs(t testing.TB) []Install {
 	}
 	var out []Install
 	for _, p := range paths {
-		v, err := claude.InstalledVersion(context.Background(), p)
+		// Up to three tries: --version starts all of Claude Code, which a
+		// machine busy with the rest of the suite can hold past
+		// claude.VersionTimeout.
+		var v string
+		var err error
+		for range 3 {
+			if v, err = claude.InstalledVersion(context.Background(), p); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("Claude Code install: %v", err)
 		}
