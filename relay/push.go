@@ -248,12 +248,14 @@ func (s *Server) setVisibility(ctx context.Context, c *websocket.Conn, f protoco
 		p.lastConn++
 		v.id = p.lastConn
 	}
+	was := v
 	v.owner, v.device, v.session, v.visible = ownerFrom(ctx), dev, f.Session, f.Visible
 	p.visible[c] = v
 	p.mu.Unlock()
 	// The other relays ask the store (the connection's frames come one by
-	// one: its rows are written in order).
-	if s.fan != nil {
+	// one: its rows are written in order); a frame that changes nothing
+	// writes nothing (the row is refreshed with cli_presence).
+	if s.fan != nil && (!known || v != was) {
 		if err := s.store.putVisible(ctx, s.fan.node, v.id, v); err != nil {
 			s.log.Warn("the other relays may notify a session this app shows", "err", err)
 		}

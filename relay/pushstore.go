@@ -66,9 +66,7 @@ func (s *Store) putPushDevice(ctx context.Context, owner, device string, d pushD
 		return fmt.Errorf("save push subscription: %w", err)
 	}
 	defer t.Rollback()
-	if _, err := t.ExecContext(ctx, `INSERT INTO push_devices (owner, device, subscription, kinds, updated_ms) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (owner, device) DO UPDATE SET subscription = excluded.subscription, kinds = excluded.kinds, updated_ms = excluded.updated_ms`,
-		owner, device, sub, kinds, d.Updated); err != nil {
+	if _, err := t.ExecContext(ctx, putPushDeviceSQL, owner, device, sub, kinds, d.Updated); err != nil {
 		return fmt.Errorf("save push subscription: %w", err)
 	}
 	if err := trimPushDevices(ctx, t, owner, device, max); err != nil {
@@ -79,6 +77,10 @@ func (s *Store) putPushDevice(ctx context.Context, owner, device string, d pushD
 	}
 	return nil
 }
+
+// putPushDeviceSQL keeps a device's subscription, replacing the one it had.
+const putPushDeviceSQL = `INSERT INTO push_devices (owner, device, subscription, kinds, updated_ms) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT (owner, device) DO UPDATE SET subscription = excluded.subscription, kinds = excluded.kinds, updated_ms = excluded.updated_ms`
 
 // trimPushDevices removes owner's devices beyond max, least recently
 // updated first, never keep (when given).
@@ -212,9 +214,8 @@ func (s *Store) importPushDevices(ctx context.Context, all map[string]map[string
 			if err != nil {
 				return 0, err
 			}
-			if _, err := t.ExecContext(ctx, `INSERT INTO push_devices (owner, device, subscription, kinds, updated_ms) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (owner, device) DO UPDATE SET subscription = excluded.subscription, kinds = excluded.kinds, updated_ms = excluded.updated_ms
-				WHERE excluded.updated_ms > push_devices.updated_ms`, owner, device, sub, kinds, d.Updated); err != nil {
+			// A device the store has kept since is left as it is.
+			if _, err := t.ExecContext(ctx, putPushDeviceSQL+` WHERE excluded.updated_ms > push_devices.updated_ms`, owner, device, sub, kinds, d.Updated); err != nil {
 				return 0, fmt.Errorf("import push subscriptions: %w", err)
 			}
 			n++

@@ -216,6 +216,11 @@ const (
 )
 
 func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
+	for i, it := range items {
+		if it.ID == "" {
+			return nil, fmt.Errorf("envelope %d has no id", i)
+		}
+	}
 	q := func(query string) txStmt { return s.stmt(ctx, tx, query) }
 	lock := ""
 	if tx.d == postgresSQL {
@@ -256,26 +261,18 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	if last+int64(len(items)) > maxSeq {
 		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
 	}
-	for i, it := range items {
-		if it.ID == "" {
-			return nil, fmt.Errorf("envelope %d has no id", i)
-		}
-	}
-	insBlob := q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	var out []Appended
 	var next int64
 	var err error
 	if tx.d == postgresSQL {
 		out, next, prompt, err = appendRowsPG(ctx, tx, q, no, last, prompt, items)
-		if err != nil {
-			return nil, err
-		}
 	} else {
 		out, next, prompt, err = appendRowsOneByOne(ctx, q, no, last, prompt, items)
-		if err != nil {
-			return nil, err
-		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	insBlob := q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	for i, it := range items {
 		if out[i].New && len(it.Blob) > 0 {
 			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
