@@ -15,7 +15,8 @@ import (
 )
 
 // maxClaimedPerConn bounds the sessions a CLI connection remembers it
-// claimed (beyond, it forgets them all and claims again).
+// claimed (beyond, it forgets the oldest, and claims them again if they
+// come back).
 const maxClaimedPerConn = 1024
 
 func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +41,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	// Sessions this connection claimed: a session's owner never changes,
 	// so its next batches skip the claim (a deletion since is still found:
 	// the append checks the tombstone in its own transaction).
-	claimed := map[string]bool{}
+	var claimed fifoSet[struct{}]
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameKeys:
@@ -60,21 +61,18 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}
-			if !claimed[f.Session] {
+			if _, ok := claimed.get(f.Session); !ok {
 				if err := s.claim(ctx, f.Session); err != nil {
 					return writeFrame(ctx, c, claimRefused(f, err))
 				}
-				if len(claimed) >= maxClaimedPerConn {
-					clear(claimed)
-				}
-				claimed[f.Session] = true
+				claimed.put(f.Session, struct{}{}, maxClaimedPerConn)
 			}
 			// The owner is known before any app sees what this frame
 			// brings: a command sent on seeing it finds the CLI.
 			fresh := s.setOwner(ctx, f.Session, me)
 			ack, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
-				delete(claimed, f.Session)
+				claimed.forget(f.Session)
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)
 			}

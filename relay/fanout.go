@@ -36,6 +36,10 @@ import (
 // node while it lives; a command that is not queued (a permission answer,
 // an interrupt) is taken only when some node holds the CLI.
 
+// maxFanRead bounds the sessions a node remembers where it read up to
+// for its apps (fanout.read).
+const maxFanRead = 4096
+
 // fanChannel is the NOTIFY channel.
 const fanChannel = "ccrelay"
 
@@ -64,10 +68,11 @@ type fanout struct {
 	url       string
 	connected chan struct{} // closed once the first LISTEN is in place
 	once      sync.Once
-	// read is, for each session this node's apps follow, the sequence
-	// number up to which this node read what other nodes stored and
-	// published it to them (only the listening goroutine uses it).
-	read map[string]int64
+	// read is, for sessions this node's apps follow, the sequence number
+	// up to which this node read what other nodes stored and published it
+	// to them (only the listening goroutine uses it; at most maxFanRead:
+	// a session forgotten is woken again, as at its first notice).
+	read fifoSet[int64]
 }
 
 func newNodeID() string {
@@ -183,32 +188,29 @@ func (s *Server) fanReceived(ctx context.Context, m fanMsg) {
 // reads, never an envelope.
 func (s *Server) publishStored(ctx context.Context, session string) {
 	if !s.hub.followed(session) {
-		delete(s.fan.read, session)
+		s.fan.read.forget(session)
 		return
 	}
-	from, known := s.fan.read[session]
+	from, known := s.fan.read.get(session)
 	if !known {
 		last, err := s.store.LastSeq(ctx, session)
 		s.hub.wake(session)
 		if err == nil {
-			if s.fan.read == nil {
-				s.fan.read = map[string]int64{}
-			}
-			s.fan.read[session] = last
+			s.fan.read.put(session, last, maxFanRead)
 		}
 		return
 	}
 	for {
 		rows, err := s.store.Read(ctx, session, from, historyPage)
 		if err != nil {
-			delete(s.fan.read, session)
+			s.fan.read.forget(session)
 			s.hub.wake(session)
 			return
 		}
 		if len(rows) > 0 {
 			s.hub.publish(session, newPublished(session, rows))
 			from = rows[len(rows)-1].Seq
-			s.fan.read[session] = from
+			s.fan.read.put(session, from, maxFanRead)
 		}
 		if len(rows) < historyPage {
 			return
@@ -232,7 +234,7 @@ func (s *Server) fanSessionChanged(ctx context.Context, session, owner string) {
 // caughtUpAll is what a node does when it may have missed notices: its
 // apps read on from where they stand, and its CLIs get what waits.
 func (s *Server) caughtUpAll(ctx context.Context) {
-	clear(s.fan.read)
+	s.fan.read = fifoSet[int64]{}
 	s.hub.wakeAll()
 	s.peersMu.Lock()
 	owned := make(map[string]*peer, len(s.owners))

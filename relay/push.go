@@ -137,6 +137,9 @@ type fifoSet[V any] struct {
 
 func (f *fifoSet[V]) get(k string) (V, bool) { v, ok := f.m[k]; return v, ok }
 
+// forget removes k (its place in the order goes with the next evictions).
+func (f *fifoSet[V]) forget(k string) { delete(f.m, k) }
+
 func (f *fifoSet[V]) put(k string, v V, bound int) {
 	if f.m == nil {
 		f.m = map[string]V{}

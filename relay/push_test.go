@@ -436,6 +436,19 @@ func TestPushMemoryBounded(t *testing.T) {
 	if _, ok := f.get(fmt.Sprint(maxPushRecent + 9)); !ok {
 		t.Error("the newest key is gone")
 	}
+	// A key forgotten and put again, many times over, leaves the bound
+	// as it was (CLI connections' claims, nodes' read positions).
+	for range 3 * maxPushRecent {
+		k := fmt.Sprint(maxPushRecent + 9)
+		f.forget(k)
+		if _, ok := f.get(k); ok {
+			t.Fatal("a forgotten key is still there")
+		}
+		f.put(k, struct{}{}, maxPushRecent)
+	}
+	if len(f.m) > maxPushRecent || len(f.order) > maxPushRecent {
+		t.Fatalf("%d kept in an order of %d, want at most %d", len(f.m), len(f.order), maxPushRecent)
+	}
 }
 
 // A visibility frame with a bad session or device id is refused, and the
