@@ -709,4 +709,18 @@ func suiteSessionNumbers(t *testing.T, open func(t *testing.T) *Store) {
 	if got, err := s.Read(ctx, sC, 0, 10); err != nil || len(got) != 2 || got[1].Seq != 2 {
 		t.Fatalf("the session numbered %d reads %+v %v", int64(maxSessionNo), got, err)
 	}
+	// A session holds at most maxSeq envelopes: a batch past it is
+	// refused whole.
+	if _, err := s.w.ExecContext(ctx, `UPDATE sessions SET last_seq = ? WHERE id = ?`, int64(maxSeq-1), sC); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, sC, items("over1", "over2")); err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("a batch past the last sequence number: %v", err)
+	}
+	if res, err := s.Append(ctx, sC, items("last")); err != nil || res[0].Seq != maxSeq {
+		t.Fatalf("the last envelope: %+v %v", res, err)
+	}
+	if got, err := s.Read(ctx, sC, maxSeq-1, 10); err != nil || len(got) != 1 || got[0].ID != "last" {
+		t.Fatalf("the last envelope reads %+v %v", got, err)
+	}
 }
