@@ -1,0 +1,194 @@
+package launcher
+
+import (
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+)
+
+// process is one running Claude.
+type process struct {
+	cmd    *exec.Cmd
+	tree   *claudeTree
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr *tailBuffer
+	wmu    sync.Mutex
+	// Prompts written and prompts echoed (emu): a prompt is taken once its
+	// echo came; echo is closed and replaced at each echo.
+	emu      sync.Mutex
+	written  int
+	echoed   int
+	echo     chan struct{}
+	exited   chan struct{} // stdout ended and the process was waited for
+	done     chan struct{} // exited and handled
+	stopping atomic.Bool
+	waitErr  error
+}
+
+func startProcess(bin string, args []string, dir string, env []string) (*process, error) {
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrClaudeNotFound, err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
+	cmd.SysProcAttr = childAttr()
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}),
+		exited: make(chan struct{}), done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, err
+	}
+	if p.tree, err = startTree(cmd); err != nil {
+		return nil, fmt.Errorf("start claude: %w", err)
+	}
+	return p, nil
+}
+
+// writePrompt writes a prompt line and returns its number (1 for the
+// first prompt of this process).
+func (p *process) writePrompt(line []byte) (int, error) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if _, err := p.stdin.Write(line); err != nil {
+		return 0, err
+	}
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	p.written++
+	return p.written, nil
+}
+
+// promptsEchoed counts n echoed prompts.
+func (p *process) promptsEchoed(n int) {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	p.echoed += n
+	if p.echo != nil {
+		close(p.echo)
+	}
+	p.echo = make(chan struct{})
+}
+
+// echoedPrompts is how many of the prompts written to Claude an echo
+// takes. Each prompt is written as one text block (claude.PromptLine);
+// Claude takes the prompts queued behind a running turn together, as one
+// user message with a text block per prompt (Claude Code 2.1.330: "second\n",
+// "third").
+// A message with a tool result is no echo (0), whatever its keys say.
+func echoedPrompts(rec *claude.Record) int {
+	if rec.Message == nil {
+		return 1
+	}
+	n := 0
+	for _, b := range rec.Message.Content.Blocks {
+		switch b.Type {
+		case "text":
+			n++
+		case "tool_result":
+			return 0
+		}
+	}
+	return max(n, 1)
+}
+
+// echoedUpTo reports whether prompt n was echoed, and else a channel closed
+// at the next echo.
+func (p *process) echoedUpTo(n int) (bool, <-chan struct{}) {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	if p.echo == nil {
+		p.echo = make(chan struct{})
+	}
+	return p.echoed >= n, p.echo
+}
+
+func (p *process) write(line []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_, err := p.stdin.Write(line)
+	return err
+}
+
+// wait reaps the process after its stdout ended.
+func (p *process) wait() {
+	p.waitErr = p.cmd.Wait()
+	p.tree.release()
+	close(p.exited)
+}
+
+// reason says how the process ended, with the end of its stderr.
+func (p *process) reason() string {
+	select {
+	case <-p.exited:
+	default:
+		return "still running"
+	}
+	msg := "exit status 0"
+	if p.waitErr != nil {
+		msg = p.waitErr.Error()
+	}
+	if tail := strings.TrimSpace(p.stderr.String()); tail != "" {
+		if i := strings.LastIndexByte(tail, '\n'); i >= 0 {
+			tail = tail[i+1:]
+		}
+		msg += ": " + tail
+	}
+	return msg
+}
+
+// stop closes stdin (Claude exits when its input ends), then SIGTERM, then
+// SIGKILL.
+func (p *process) stop(timeout time.Duration) {
+	p.stopping.Store(true)
+	p.wmu.Lock()
+	_ = p.stdin.Close()
+	p.wmu.Unlock()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(timeout):
+	}
+	_ = p.tree.terminate()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(timeout):
+	}
+	_ = p.tree.kill()
+	<-p.exited
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

@@ -1,0 +1,133 @@
+package launcher
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/lines"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// exited handles the end of a Claude process. An end we did not ask for
+// closes the open turn as failed with a note saying why; the next prompt
+// starts a fresh process on the same session.
+func (r *Remote) exited(p *process) { r.exitedWith(p, nil) }
+
+// exitedWith is exited after sending leftover, what subagents' transcripts
+// held that Claude had not printed.
+func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushMessage()
+	for _, x := range leftover {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
+	if r.proc != p {
+		return
+	}
+	r.proc = nil
+	r.pending = nil
+	// Control requests still waiting see p.exited and give up.
+	clear(r.waiters)
+	if p.stopping.Load() {
+		return
+	}
+	reason := p.reason()
+	// The resumed Claude repairs what this one left (the results of calls
+	// it never finished): sendRepairs reads them from here.
+	r.crashAt = -1
+	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil && r.opts.ProjectDir != "" {
+		r.crashAt = fi.Size()
+	}
+	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
+	r.state.Error = "Claude Code stopped: " + reason
+	r.flushStash()
+	if r.turnOpen {
+		// Nobody interrupted: the calls ended because Claude did.
+		if recs := r.conv.Closed(ExitedMidToolText(reason)); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
+		}
+		now := time.Now().UnixMilli()
+		r.q.Push(item{note: "Claude Code stopped unexpectedly: " + reason, source: protocol.New(), time: now})
+		r.q.Push(item{close: protocol.StatusFailed, time: now})
+	}
+	r.q.Flush()
+	r.turnOpen, r.queued = false, 0
+	r.state.Tasks, r.taskIDs = nil, map[string]string{} // they ended with Claude
+	clear(r.tasks)
+	clear(r.taskCalls)
+	clear(r.stopping)
+	r.publish()
+}
+
+// MaxRepairRecords bounds the records read from the main transcript after
+// a crash (the repairs the resumed Claude writes); the rest is left to
+// local mode's scanner.
+const MaxRepairRecords = 1000
+
+// repairs returns what the resumed Claude wrote to the transcript after
+// the previous one ended by itself and before rec, the first message it
+// prints (the results it records for calls left unfinished, "No response
+// requested."), which it does not print: live then converges to replay.
+// Called by the reader without mu: it may wait for the transcript
+// (SubagentFileWait).
+func (r *Remote) repairs(rec *claude.Record) []*claude.Record {
+	r.mu.Lock()
+	at := r.crashAt
+	r.crashAt = -1
+	r.mu.Unlock()
+	if at < 0 {
+		return nil
+	}
+	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
+	deadline := time.Now().Add(SubagentFileWait)
+	for {
+		recs, found := readRepairs(path, at, rec.UUID)
+		if found || time.Now().After(deadline) {
+			return recs
+		}
+		time.Sleep(subagentFilePoll)
+	}
+}
+
+// readRepairs reads the main-chain messages of the transcript at path from
+// offset at up to the one with uuid stop (found), at most MaxRepairRecords.
+func readRepairs(path string, at int64, stop string) (recs []*claude.Record, found bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return nil, false
+	}
+	lr := lines.NewReader(f, 64<<10, maxStreamLine)
+	for len(recs) < MaxRepairRecords {
+		l, err := lr.Next()
+		if err != nil || !l.Complete {
+			break
+		}
+		if l.TooLong || len(l.Data) == 0 {
+			continue
+		}
+		rec, err := claude.Parse(bytes.Clone(l.Data))
+		if err != nil || rec.UUID == "" || rec.IsSidechain || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) {
+			continue
+		}
+		if rec.UUID == stop {
+			return recs, true
+		}
+		recs = append(recs, rec)
+	}
+	return recs, false
+}
+
+// ExitedMidToolText is the result of a tool call that was running when
+// Claude Code ended by itself (crashed, killed): what happened, with how
+// it ended (reason: "signal: killed", "exit status 1: …").
+func ExitedMidToolText(reason string) string {
+	return "Claude Code exited while this tool ran (" + reason + "); the tool did not finish."
+}
