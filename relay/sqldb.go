@@ -28,6 +28,24 @@ func (d dialect) String() string {
 	return "sqlite"
 }
 
+// rowLock is what a SELECT of one table ends with to lock the rows it
+// reads until the transaction ends: FOR UPDATE on PostgreSQL; nothing on
+// SQLite, whose one writer connection runs one transaction at a time.
+func (d dialect) rowLock() string {
+	if d == postgresSQL {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// rowLockSkip is rowLock passing over rows another transaction holds.
+func (d dialect) rowLockSkip() string {
+	if d == postgresSQL {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return ""
+}
+
 // rebound caches queries rewritten for PostgreSQL.
 var rebound sync.Map // string -> string
 

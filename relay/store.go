@@ -222,14 +222,10 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 		}
 	}
 	q := func(query string) txStmt { return s.stmt(ctx, tx, query) }
-	lock := ""
-	if tx.d == postgresSQL {
-		// The session's row is locked until commit (PostgreSQL: appends
-		// to one session from several nodes take their turns; SQLite has
-		// one writer).
-		lock = " FOR UPDATE"
-	}
-	tomb, newSession, sel := q(qTombstone), q(qNewSession), q(qAppendSession+lock)
+	// The session's row is locked until commit (PostgreSQL: appends to
+	// one session from several nodes take their turns, and a delete waits
+	// for them or they for it: see dropSession; SQLite has one writer).
+	tomb, newSession, sel := q(qTombstone), q(qNewSession), q(qAppendSession+tx.d.rowLock())
 	upd := q(qUpdateSession)
 	now := s.clock().UnixMilli()
 	if _, err := newSession.ExecContext(ctx, session, now, now, session); err != nil {
@@ -778,13 +774,14 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 		}
 	}()
 	var got string
-	if err := tx.QueryRowContext(ctx, `SELECT owner FROM sessions WHERE id = ?`, session).Scan(&got); err != nil {
+	var no int64
+	if err := tx.QueryRowContext(ctx, `SELECT owner, no FROM sessions WHERE id = ?`+s.w.d.rowLock(), session).Scan(&got, &no); err != nil {
 		return fmt.Errorf("delete %s: %w", session, err)
 	}
 	if got != owner {
 		return ErrForbidden
 	}
-	if err := dropSession(ctx, tx, session); err != nil {
+	if err := dropSession(ctx, tx, session, no); err != nil {
 		return fmt.Errorf("delete %s: %w", session, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`,
@@ -797,13 +794,30 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 	return nil
 }
 
-// dropSession removes session with its envelopes, blobs, keys and
-// commands (tx: a transaction of either engine).
+// dropSession removes session, numbered no, with its envelopes, blobs,
+// keys and commands (tx: a transaction of either engine). The caller
+// holds the session's row (rowLock) from before it read no.
+//
+// Why that is enough on PostgreSQL (READ COMMITTED, several nodes): an
+// append locks the same row (appendTx) before it writes an envelope or a
+// blob, and keeps it until it commits. A delete that finds the row locked
+// waits until that append commits, and then gets the row as it is now;
+// each later statement of the delete reads a new snapshot, which holds
+// everything the append committed, so its envelopes and blobs go too.
+// Without the lock, the delete's DELETE FROM envelopes ran on a snapshot
+// without the append's rows in flight, and only its DELETE FROM sessions
+// waited for them: they stayed, with no session. An append that comes
+// after the delete took the row waits on its own lock; once the delete
+// commits, the row is gone (ErrDeleted), or, had the append made the row
+// anew after the delete's commit, its tombstone check sees the tombstone
+// committed with the delete (ErrDeleted, rolled back).
 func dropSession(ctx context.Context, tx interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, session string) error {
+}, session string, no int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM envelopes WHERE sn = ?`, no); err != nil {
+		return err
+	}
 	for _, q := range []string{
-		`DELETE FROM envelopes WHERE sn = (SELECT no FROM sessions WHERE id = ?)`,
 		`DELETE FROM blobs WHERE session = ?`,
 		`DELETE FROM session_keys WHERE session = ?`,
 		`DELETE FROM commands WHERE session = ?`,
@@ -839,26 +853,32 @@ func (s *Store) PruneInactive(ctx context.Context, before time.Time, limit int) 
 			tx.Rollback()
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, `SELECT id, owner FROM sessions WHERE updated_ms < ? ORDER BY updated_ms, id LIMIT ?`, before.UnixMilli(), limit)
+	// The sessions' rows are held (dropSession). A session an append holds
+	// at this moment is active: it is passed over (SKIP LOCKED), not waited
+	// for (a group of appends holds several sessions, in its own order).
+	rows, err := tx.QueryContext(ctx, `SELECT id, owner, no FROM sessions WHERE updated_ms < ? ORDER BY updated_ms, id LIMIT ?`+s.w.d.rowLockSkip(), before.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
 	var gone []SessionInfo
+	var nos []int64
 	for rows.Next() {
 		var si SessionInfo
-		if err := rows.Scan(&si.ID, &si.Owner); err != nil {
+		var no int64
+		if err := rows.Scan(&si.ID, &si.Owner, &no); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("prune sessions: %w", err)
 		}
 		gone = append(gone, si)
+		nos = append(nos, no)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("prune sessions: %w", err)
 	}
 	now := s.clock().UnixMilli()
-	for _, si := range gone {
-		if err := dropSession(ctx, tx, si.ID); err != nil {
+	for i, si := range gone {
+		if err := dropSession(ctx, tx, si.ID, nos[i]); err != nil {
 			return nil, fmt.Errorf("prune %s: %w", si.ID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO tombstones (id, owner, deleted_ms) VALUES (?, ?, ?) ON CONFLICT(id) DO NOTHING`, si.ID, si.Owner, now); err != nil {

@@ -64,6 +64,7 @@ func runStoreSuite(t *testing.T, db storeOpener) {
 		{"sessions and owners", suiteSessions},
 		{"commands", suiteCommands},
 		{"deletion and retention", suiteDeletion},
+		{"delete racing appends", suiteDeleteRacingAppends},
 		{"accounts and credentials", suiteCredentials},
 		{"session keys and blobs", suiteKeysBlobs},
 		{"push subscriptions", suitePushDevices},

@@ -1,0 +1,111 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A session deleted (or pruned) on one node while two nodes append to it
+// leaves nothing behind: no envelope, no blob, no session row, whichever
+// way the delete and the appends meet. Each round is a new session; its
+// appenders (two per node, each envelope pair with a blob) append until
+// they are told the session is gone, and the delete comes once appends are
+// under way. SQLite has one relay process per file: its appenders share
+// one Store.
+func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := open(t)
+	nodes := []*Store{first, first}
+	if first.w.d == postgresSQL {
+		nodes = []*Store{first, open(t)}
+	}
+	const rounds = 30
+	left := 0 // rounds that left envelopes behind
+	for round := range rounds {
+		session := fmt.Sprintf("dddddddd-%04d-4444-8444-444444444444", round)
+		if err := first.Claim(ctx, session, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		begun := make(chan struct{})
+		var once sync.Once
+		var wg sync.WaitGroup
+		for n, s := range nodes {
+			for g := range 2 {
+				wg.Go(func() {
+					defer once.Do(func() { close(begun) }) // an appender that fails early does not hold the delete
+					for i := 0; ctx.Err() == nil; i++ {
+						id := fmt.Sprintf("n%d-g%d-%d", n, g, i)
+						batch := items(id+"a", id+"b")
+						batch[0].Blob = []byte("full text of " + id)
+						if _, err := s.Append(ctx, session, batch); errors.Is(err, ErrDeleted) {
+							return
+						} else if err != nil {
+							t.Errorf("round %d: append: %v", round, err)
+							return
+						}
+						if i == 3 {
+							once.Do(func() { close(begun) })
+						}
+					}
+				})
+			}
+		}
+		<-begun
+		if round%2 == 0 {
+			if err := first.DeleteSession(ctx, "alice", session); err != nil {
+				t.Errorf("round %d: delete: %v", round, err)
+				cancel()
+			}
+		} else {
+			// Retention: prune until the session is gone (a session
+			// appended to at that moment may be passed over, and taken at
+			// a later try).
+			for ctx.Err() == nil {
+				gone, err := first.PruneInactive(ctx, time.Now().Add(time.Hour), 10)
+				if err != nil {
+					t.Errorf("round %d: prune: %v", round, err)
+					cancel()
+				}
+				if len(gone) > 0 {
+					if gone[0].ID != session || len(gone) != 1 {
+						t.Errorf("round %d: pruned %+v", round, gone)
+					}
+					break
+				}
+			}
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("round %d: %v", round, ctx.Err())
+		}
+		var n int
+		if err := first.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			left++
+		}
+	}
+	for _, q := range []struct {
+		what, query string
+		want        int
+	}{
+		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`, 0},
+		{"blobs of deleted sessions", `SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = b.session)`, 0},
+		{"deleted sessions listed", `SELECT COUNT(*) FROM sessions s WHERE EXISTS (SELECT 1 FROM tombstones d WHERE d.id = s.id)`, 0},
+		{"tombstones", `SELECT COUNT(*) FROM tombstones`, rounds},
+	} {
+		var n int
+		if err := first.w.QueryRowContext(ctx, q.query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != q.want {
+			t.Errorf("%d %s, want %d (%d of %d rounds left envelopes)", n, q.what, q.want, left, rounds)
+		}
+	}
+}
