@@ -1,10 +1,17 @@
 package apiclient
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
 )
 
 // Adopt copies what an ended run's outbox did not send (and only that),
@@ -48,5 +55,73 @@ func TestOutboxAdopt(t *testing.T) {
 	}
 	if n, err := box.Adopt(filepath.Join(t.TempDir(), "none")); n != 0 || err != nil {
 		t.Fatalf("adopting nothing: %d, %v", n, err)
+	}
+}
+
+// What Adopt copies keeps its blobs (a full tool result, a pasted image),
+// each with its own envelope, and the relay receives them; an envelope
+// without a blob gets none.
+func TestOutboxAdoptKeepsBlobs(t *testing.T) {
+	ctx := context.Background()
+	r := newRelay(t)
+	oldDir := filepath.Join(t.TempDir(), "old")
+	old, err := OpenOutbox(oldDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := []byte(strings.Repeat("full result ", 40<<10))
+	preview := string(full[:protocol.MaxResultBytes])
+	image := []byte("\x89PNG\r\n\x1a\n pasted image")
+	imageID := protocol.DeriveID(sessA, "image") // a file's blob is named by its ref
+	batch := envs(sessA, 0, 3)
+	batch = append(batch,
+		protocol.Envelope{ID: protocol.DeriveID(sessA, "end"), Time: 5, Role: protocol.RoleAgent,
+			Ev:   protocol.Event{T: protocol.KindToolCallEnd, Call: "toolu", Result: &preview, Truncated: true, Full: int64(len(full))},
+			Blob: full},
+		protocol.Envelope{ID: imageID, Time: 6, Role: protocol.RoleUser,
+			Ev:   protocol.Event{T: protocol.KindFile, Ref: imageID, Name: "paste.png", Size: new(int64(len(image))), MimeType: "image/png", Image: &protocol.Image{Width: 2, Height: 3}},
+			Blob: image})
+	batch = append(batch, envs(sessA, 3, 5)...)
+	if err := old.Append(ctx, sessA, batch); err != nil {
+		t.Fatal(err)
+	}
+	// The first envelope was acknowledged; the rest were not.
+	first, err := old.next(1, MaxBatchBytes)
+	if err != nil || len(first.ids) != 1 {
+		t.Fatalf("first batch %v, %v", first, err)
+	}
+	old.ack(first.end)
+	old.Close()
+
+	box, err := OpenOutbox(filepath.Join(t.TempDir(), "new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	if n, err := box.Adopt(oldDir); err != nil || n != len(batch)-1 {
+		t.Fatalf("adopted %d, %v; want %d", n, err, len(batch)-1)
+	}
+	b, err := box.next(1000, MaxBatchBytes)
+	if err != nil || b == nil {
+		t.Fatalf("adopted batch %v, %v", b, err)
+	}
+	var blobIDs []string
+	for _, bl := range b.blobs {
+		blobIDs = append(blobIDs, bl.ID)
+	}
+	if want := []string{batch[3].ID, batch[4].ID}; !slices.Equal(blobIDs, want) {
+		t.Fatalf("adopted blobs of %v, want %v", blobIDs, want)
+	}
+	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
+	rc.finish(t)
+	checkStored(t, sessA, r.ids(sessA), batch[1:])
+	for _, e := range batch[1:] {
+		got, err := r.st.Blob(ctx, sessA, e.ID)
+		switch {
+		case e.Blob == nil && !errors.Is(err, relay.ErrNoBlob):
+			t.Errorf("envelope %s: blob %q, %v; want none", e.ID, got, err)
+		case e.Blob != nil && (err != nil || !bytes.Equal(got, e.Blob)):
+			t.Errorf("envelope %s: blob of %d bytes, %v; want %d", e.ID, len(got), err, len(e.Blob))
+		}
 	}
 }

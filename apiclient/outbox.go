@@ -375,7 +375,8 @@ type batch struct {
 	envelopes []json.RawMessage
 	ids       []string
 	blobs     []protocol.Blob
-	end       int64 // log offset after the batch
+	blobOf    [][]byte // the blob of each envelope (nil: none), as in blobs
+	end       int64    // log offset after the batch
 }
 
 // next reads the oldest unacknowledged run of one session, at most max
@@ -426,6 +427,7 @@ func (o *Outbox) next(max int, maxBytes int) (*batch, error) {
 		}
 		b.envelopes = append(b.envelopes, e.Envelope)
 		b.ids = append(b.ids, e.ID)
+		b.blobOf = append(b.blobOf, e.Blob)
 		if len(e.Blob) > 0 {
 			b.blobs = append(b.blobs, protocol.Blob{ID: e.ID, Data: e.Blob})
 		}
@@ -534,8 +536,8 @@ func (o *Outbox) step(name string) error {
 const adoptBatch = 256
 
 // Adopt appends the unacknowledged envelopes of the outbox in dir (one that
-// a ccrelay which ended left) to o, oldest first, and returns how many it
-// copied. The outbox in dir is not changed: remove it once Adopt returned
+// a ccrelay which ended left) to o, oldest first, each with its blob, and
+// returns how many it copied. The outbox in dir is not changed: remove it once Adopt returned
 // nil. A crash before that copies them again, which costs nothing more than
 // sending them twice (the relay stores an envelope id once). The caller
 // makes sure no other process writes to dir meanwhile.
@@ -565,7 +567,8 @@ func (o *Outbox) Adopt(dir string) (int, error) {
 		}
 		var buf []byte
 		for i := range b.envelopes {
-			line, _ := json.Marshal(entry{Session: b.session, ID: b.ids[i], Envelope: b.envelopes[i]})
+			// As written: a sealed envelope and its blob stay sealed.
+			line, _ := json.Marshal(entry{Session: b.session, ID: b.ids[i], Envelope: b.envelopes[i], Blob: b.blobOf[i]})
 			buf = append(append(buf, line...), '\n')
 		}
 		if err := o.appendRaw(buf); err != nil {
