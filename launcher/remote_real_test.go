@@ -339,6 +339,35 @@ func TestRealClaudeRemoteStopTask(t *testing.T) {
 	sameAsReplay(t, rig, e, true)
 }
 
+// stop_task while the background subagent runs a tool, after the turn that
+// launched it ended: Claude 2.1.330 prints the task's notification, then the
+// subagent's tool result and its interruption line. The subagent starts
+// once and stops once, as in the transcript's replay.
+func TestRealClaudeRemoteStopTaskMidTool(t *testing.T) {
+	rules := backgroundHelper(fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}})
+	for i := range rules {
+		if rules[i].Agent == "subagent" && rules[i].AfterToolResult != nil && !*rules[i].AfterToolResult {
+			rules[i].Reply = []fakeapi.Block{fakeapi.Text("Sub: waiting."), fakeapi.ToolUse("Bash", map[string]any{"command": "sleep 20", "description": "Wait"})}
+		}
+	}
+	rig, e := realRemote(t, rules...)
+	rig.prompt("spawn a helper")
+	rig.until("the launch and the subagent's tool", func(d []string) bool {
+		return count(d, "TE(completed)") == 1 && count(d, "TCS(toolu_fake0002 Bash)") == 1
+	})
+	sub := protocol.SubagentID("toolu_fake0001")
+	if err := rig.r.StopTask(context.Background(), sub); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	d := rig.until("the follow-up turn", func(d []string) bool {
+		return count(d, "A(The helper is done.)") == 1 && d[len(d)-1] == "TE(completed)"
+	})
+	if count(d, "start["+sub+"]") != 1 || count(d, "stop["+sub+"]") != 1 || count(d, "TCE(toolu_fake0002 error") != 1 {
+		t.Fatalf("envelopes %q", d)
+	}
+	sameAsReplay(t, rig, e, true)
+}
+
 // After a turn remote mode asks the real Claude Code how full its context
 // is (get_context_usage): the session state says it, used and window, with
 // the largest uses named.

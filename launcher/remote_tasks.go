@@ -109,16 +109,36 @@ func (r *Remote) beforeMessage(m *claude.StreamMessage) {
 	// and other notes) passes without sending it.
 }
 
-// afterMessage sends a stopped subagent's held end after its last line.
-// Called with mu held.
+// afterMessage sends a stopped subagent's held end after its last line,
+// its interruption line: the lines before it (the result of the tool the
+// stop cut, say) belong to the subagent too, and a line of a stopped
+// subagent would start it again. Called with mu held.
 func (r *Remote) afterMessage(m *claude.StreamMessage) {
-	if m.Record == nil || m.Record.ParentToolUseID == "" {
+	if m.Record == nil || m.Record.ParentToolUseID == "" || !interruptionLine(m.Record) {
 		return
 	}
 	if recs := r.stash[m.Record.ParentToolUseID]; recs != nil {
 		delete(r.stash, m.Record.ParentToolUseID)
 		r.q.Push(item{recs: recs})
 	}
+}
+
+// interruptionLine reports whether rec is Claude's "[Request interrupted by
+// user…]" line, the last a stopped subagent prints.
+func interruptionLine(rec *claude.Record) bool {
+	if rec.Type != claude.TypeUser || rec.Message == nil {
+		return false
+	}
+	c := rec.Message.Content
+	if c.IsString {
+		return claude.IsInterruptText(c.String)
+	}
+	for _, b := range c.Blocks {
+		if b.Type == "text" && b.Text != nil && claude.IsInterruptText(*b.Text) {
+			return true
+		}
+	}
+	return false
 }
 
 // flushStash sends every held end. Called with mu held.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -577,6 +578,45 @@ func TestRemoteStopTask(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A background subagent stopped while its tool runs: Claude prints the
+// task's notification, then the subagent's lines (the tool's result, its
+// interruption line). The subagent starts once and stops once, after its
+// last line, as the transcript's replay shows it.
+func TestRemoteStopTaskOneStartOneStop(t *testing.T) {
+	sub := protocol.SubagentID("toolu_bg1")
+	const agent = "a0123456789abcdef"
+	subLine := func(typ string, content any) map[string]any {
+		return map[string]any{"conv": map[string]any{"type": typ, "parent_tool_use_id": "toolu_bg1", "agent_id": agent,
+			"message": map[string]any{"role": typ, "content": content}}}
+	}
+	rig := newRemoteRig(t, map[string]any{
+		"turns": []any{steps(map[string]any{"agent": map[string]any{"id": "toolu_bg1", "agentId": agent, "prompt": "count", "description": "Count files"}},
+			subLine("assistant", []any{map[string]any{"type": "tool_use", "id": "toolu_s1", "name": "Bash", "input": map[string]any{"command": "sleep 20"}}}),
+			map[string]any{"text": "Launched."})},
+		"onStop": []any{
+			map[string]any{"raw": map[string]any{"type": "system", "subtype": "task_notification", "task_id": agent, "tool_use_id": "toolu_bg1",
+				"status": "stopped", "summary": "Count files"}},
+			subLine("user", []any{map[string]any{"type": "tool_result", "tool_use_id": "toolu_s1", "content": "stopped", "is_error": true}}),
+			subLine("user", []any{map[string]any{"type": "text", "text": claude.InterruptedForToolText}}),
+			// The turn Claude starts by itself on the notification.
+			map[string]any{"raw": map[string]any{"type": "system", "subtype": "init"}},
+			map[string]any{"conv": map[string]any{"type": "assistant", "message": map[string]any{"id": "msg_after", "role": "assistant",
+				"content": []any{map[string]any{"type": "text", "text": "It stopped."}}}}},
+			map[string]any{"raw": map[string]any{"type": "result", "subtype": "success", "terminal_reason": "completed"}},
+		},
+	}, RemoteOptions{})
+	rig.prompt("spawn")
+	rig.until("the turn", has("TE(completed)", 1))
+	if err := rig.r.StopTask(context.Background(), sub); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	rig.until("the follow-up turn", has("TE(completed)", 2))
+	d := describeAll(rig.checkTurns())
+	envtest.Eq(t, d, "U(spawn)", "TS", "start["+sub+"](Count files)", "A["+sub+"](count)", "TCS(toolu_s1 Bash)", "A(Launched.)", "TE(completed)",
+		"TS", `TCE(toolu_s1 error "stopped")`, "A["+sub+"]("+claude.InterruptedForToolText+")", "stop["+sub+"]", "S(Agent “Count files” stopped)",
+		"A(It stopped.)", "TE(completed)")
 }
 
 // task_progress shows in the state as what the subagent does now; the

@@ -21,9 +21,15 @@ package main
 //	{"agent": {...}}                   an Agent call (background unless "foreground")
 //	{"sub": {"parent": "toolu_A", "agentId": "a1", "text": "…"}}  a subagent's text
 //	{"notify": {"parent": "toolu_A", "agentId": "a1", "summary": "…"}}  task_notification
+//	{"conv": {...}}                    a conversation message as it is (uuid, time and transcript added)
 //	{"withdraw": {...}}                a tool call asked, then the request withdrawn (control_cancel_request) and the call failed
 //	{"sleepMs": 100}
 //	{"exit": 3}                        exit now, mid-turn
+//
+// "onStop" steps (top level) are played after the answer to a stop_task
+// request and its task_updated: what Claude prints of a background subagent
+// it stopped (its notification, the result of the tool it ran, its
+// interruption line).
 //
 // "after" steps are played after the turn's result without a prompt (a
 // background task finishing between turns); if they include a text, a
@@ -53,6 +59,7 @@ import (
 type streamScript struct {
 	StartupExit int    `json:"startupExit"`
 	Stderr      string `json:"stderr"`
+	OnStop      []step `json:"onStop"`
 	Turns       []struct {
 		Steps []step `json:"steps"`
 		After []step `json:"after"`
@@ -74,6 +81,10 @@ type step struct {
 	// Raw is printed on stdout as it is (with the session id): a message
 	// type the fake has no step for (rate_limit_event, …).
 	Raw map[string]any `json:"raw"`
+	// Conv is a conversation message printed and written to the
+	// transcript with a uuid and time of its own (a subagent's tool result,
+	// its interruption line, …).
+	Conv map[string]any `json:"conv"`
 }
 
 type tool struct {
@@ -119,6 +130,7 @@ type streamer struct {
 	model      string // as set_model left it
 	permMode   string
 	lastUUID   string
+	onStop     []step  // played after a stop_task (owned by the stdin reader)
 	cost       float64 // total_cost_usd so far: Claude reports the process's running total
 }
 
@@ -138,7 +150,7 @@ func runStream(session string, transcript *os.File, path, model, permMode string
 		os.Exit(sc.StartupExit)
 	}
 	s := &streamer{session: session, transcript: transcript, model: model, permMode: permMode, prompts: make(chan string, 16),
-		answers: make(chan map[string]any, 16), interrupts: make(chan struct{}, 4)}
+		answers: make(chan map[string]any, 16), interrupts: make(chan struct{}, 4), onStop: sc.OnStop}
 	go s.readStdin()
 	// Turns count across processes of the session (a resumed session goes
 	// on with the next turn of the script).
@@ -250,6 +262,7 @@ func (s *streamer) readStdin() {
 			if stopped != nil {
 				s.emit(map[string]any{"type": "system", "subtype": "task_updated", "task_id": stopped,
 					"patch": map[string]any{"status": "killed"}, "uuid": claude.NewSessionID()}, false)
+				s.playStopped(s.onStop)
 			}
 		}
 	}
@@ -465,6 +478,8 @@ func (s *streamer) play(steps []step) (ok bool) {
 				m["uuid"] = claude.NewSessionID()
 			}
 			s.emit(m, false)
+		case st.Conv != nil:
+			s.conv(maps.Clone(st.Conv))
 		case st.SleepMS > 0:
 			if !s.wait(time.Duration(st.SleepMS) * time.Millisecond) {
 				s.cut(false)
@@ -557,6 +572,26 @@ func (s *streamer) play(steps []step) (ok bool) {
 		}
 	}
 	return true
+}
+
+// playStopped plays what Claude prints of a background subagent it stopped:
+// raw lines, conversation messages and notifications only (it runs beside
+// the turn, from the stdin reader).
+func (s *streamer) playStopped(steps []step) {
+	for _, st := range steps {
+		switch {
+		case st.Raw != nil:
+			m := maps.Clone(st.Raw)
+			if _, ok := m["uuid"]; !ok {
+				m["uuid"] = claude.NewSessionID()
+			}
+			s.emit(m, false)
+		case st.Conv != nil:
+			s.conv(maps.Clone(st.Conv))
+		case st.Sub != nil:
+			s.text(st.Sub.Text, st.Sub.Parent, st.Sub.AgentID)
+		}
+	}
 }
 
 // answer waits for the control_response to request id; an interrupt
