@@ -40,8 +40,11 @@ type Config struct {
 	// MaxBatchBytes); a single envelope larger than it goes alone.
 	BatchBytes int
 	// MinBackoff and MaxBackoff bound the jittered exponential reconnect
-	// delay (defaults 100 ms and 30 s).
+	// delay (defaults 100 ms and 30 s). While the relay does not answer,
+	// it is probed every ProbeInterval (default DefaultProbeInterval) and
+	// connected to as soon as it answers again, whatever the backoff.
 	MinBackoff, MaxBackoff time.Duration
+	ProbeInterval          time.Duration
 	Logger                 *slog.Logger
 	// Keyring, when set, is the machine's end-to-end state: the client
 	// sends the relay the keys of sealed sessions, wrapped for the devices
@@ -58,9 +61,12 @@ type Config struct {
 // an envelope dropped from the outbox only once acknowledged. It reconnects
 // by itself and resends what was not acknowledged.
 type Client struct {
-	cfg Config
-	box *Outbox
-	log *slog.Logger
+	cfg    Config
+	box    *Outbox
+	log    *slog.Logger
+	probes *http.Client // asks whether the relay answers (waitRetry)
+	// onProbe, when set (tests), hears each probe's result.
+	onProbe func(answered bool)
 
 	inbound chan Inbound
 	live    chan protocol.Frame
@@ -138,10 +144,13 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 30 * time.Second
 	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
+	return &Client{probes: newProbeClient(), cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
 		announce: map[string][]byte{}, changed: make(chan struct{}, 1), unsent: map[string]protocol.Frame{}}
 }
 
@@ -394,7 +403,8 @@ func (c *Client) Run(ctx context.Context) error {
 	defer func() { stopLive(); <-liveDone }()
 	backoff := c.cfg.MinBackoff
 	for {
-		err := c.session(ctx)
+		var upSince time.Time // when the connection was made; zero if it was not
+		err := c.session(ctx, &upSince)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -410,15 +420,18 @@ func (c *Client) Run(ctx context.Context) error {
 			c.unreachable = true
 			c.notice("ccrelay: cannot reach the relay at %s: %s; retrying in the background until it answers (the envelopes are kept on disk)", c.cfg.URL, de.reason())
 		}
-		if errors.Is(err, errProgress) {
-			backoff = c.cfg.MinBackoff
+		// Whether the relay is known not to answer: the probes look
+		// for it to come back (waitRetry).
+		down := errors.As(err, &de) && notAnswering(de.status)
+		if errors.Is(err, errProgress) || !upSince.IsZero() && time.Since(upSince) >= StableConnection {
+			// A connection that worked ended: a new outage, not a
+			// refusal. Looked for at once, and from the shortest wait.
+			backoff, down = c.cfg.MinBackoff, true
 		}
 		wait := backoff/2 + rand.N(backoff/2+1) // jitter: [b/2, b]
 		c.log.Info("relay connection lost; reconnecting", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		if !c.waitRetry(ctx, wait, down) {
 			return nil
-		case <-time.After(wait):
 		}
 		backoff = min(backoff*2, c.cfg.MaxBackoff)
 	}
@@ -494,7 +507,9 @@ const dialTimeout = 10 * time.Second
 // ended, so the backoff starts over.
 var errProgress = errors.New("connection ended after progress")
 
-func (c *Client) session(ctx context.Context) error {
+// session connects and sends until the connection ends; upSince is set
+// when the connection is made.
+func (c *Client) session(ctx context.Context, upSince *time.Time) error {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	ws, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.cfg.Token}}})
@@ -510,6 +525,7 @@ func (c *Client) session(ctx context.Context) error {
 		return de
 	}
 	defer ws.CloseNow()
+	*upSince = time.Now()
 	if c.unreachable {
 		c.unreachable = false
 		c.notice("ccrelay: reached the relay at %s again; sending what waited", c.cfg.URL)
@@ -567,6 +583,9 @@ func (c *Client) session(ctx context.Context) error {
 				ws.Close(websocket.StatusNormalClosure, "")
 				return nil
 			case <-cn.dead:
+				if progressed {
+					return fmt.Errorf("%w: connection lost", errProgress)
+				}
 				return errors.New("connection lost")
 			case <-c.changed:
 				continue
