@@ -574,6 +574,7 @@ func (o *Outbox) Adopt(dir string) (int, error) {
 		if err := o.appendRaw(buf); err != nil {
 			return n, fmt.Errorf("adopt outbox %s: %w", dir, err)
 		}
+		crashpoint.Hit(crashpoint.AdoptCopied)
 		n += len(b.envelopes)
 		src.mu.Lock()
 		src.acked = b.end

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 )
 
 // MaxRunSlots bounds how many ccrelay processes can run at once in one
@@ -176,6 +178,7 @@ func removeSlot(base, dir string) error {
 	if err := os.Rename(dir, gone); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}
+	crashpoint.Hit(crashpoint.SlotRenamed)
 	if err := os.RemoveAll(gone); err != nil {
 		return fmt.Errorf("remove %s: %w", dir, err)
 	}

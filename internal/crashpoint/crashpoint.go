@@ -44,11 +44,18 @@ const (
 	// SwitchClosed: a switch closed the terminal's turn; remote mode has
 	// not started.
 	SwitchClosed = "switch-closed"
+	// AdoptCopied: a starting ccrelay appended (and fsynced) a batch of
+	// the unsent envelopes an ended run's slot left to its own outbox; the
+	// slot is still there, with what it has not copied yet.
+	AdoptCopied = "adopt-copied"
+	// SlotRenamed: a slot taken over was renamed aside for removal and is
+	// not removed yet.
+	SlotRenamed = "slot-renamed"
 )
 
 // Steps lists every step.
 var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
-	Renamed, SwitchFlushed, SwitchClosed}
+	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed}
 
 var (
 	once   sync.Once
