@@ -432,14 +432,15 @@ func TestScannerTranscriptPathThroughSymlink(t *testing.T) {
 
 // When inotify's watch limit is reached, the scanner polls every
 // FallbackPollInterval (here instead of an hour), says what happened and
-// how to raise the limit, and watches again once it can.
+// how to raise the limit (in the log, and once to the user), and watches
+// again once it can (and says so once).
 func TestScannerWatchLimit(t *testing.T) {
 	dir := t.TempDir()
 	var limit atomic.Bool
 	limit.Store(true)
-	var logs testutil.SyncBuffer
-	h := startWith(t, dir, Config{PollInterval: time.Hour, Logger: logTo(&logs)}, func(s *Scanner) {
-		s.retryEvery = 100 * time.Millisecond
+	var logs, notices testutil.SyncBuffer
+	h := startWith(t, dir, Config{PollInterval: time.Hour, Logger: logTo(&logs), Notice: &notices}, func(s *Scanner) {
+		s.retryMin, s.retryMax = 100*time.Millisecond, 100*time.Millisecond
 		s.watchAdd = func(d string) error {
 			if limit.Load() {
 				return fmt.Errorf("add watch %s: %w", d, syscall.ENOSPC)
@@ -462,6 +463,10 @@ func TestScannerWatchLimit(t *testing.T) {
 	waitFor(t, "u2 by a watch event", func() bool { return len(h.sink.uuids(false)) == 2 })
 	if n := strings.Count(logs.String(), "inotify watch limit was reached"); n != 1 {
 		t.Fatalf("limit logged %d times", n)
+	}
+	if got := notices.String(); strings.Count(got, "\n") != 2 || strings.Count(got, "inotify watch limit was reached") != 1 ||
+		!strings.Contains(got, "fs.inotify.max_user_watches") || strings.Count(got, "for changes again") != 1 {
+		t.Fatalf("the user heard:\n%s", got)
 	}
 }
 

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
@@ -89,6 +88,10 @@ type Config struct {
 	MissingTimeout time.Duration
 	// NoWatch disables fsnotify: polling only.
 	NoWatch bool
+	// Notice is where the user hears (stderr, once each) that Claude's
+	// transcripts cannot be watched (a limit of the kernel's) and that
+	// they are watched again. nil: the log only.
+	Notice io.Writer
 	// WatchFiles watches each followed transcript instead of the project
 	// folder (default on kqueue platforms, macOS and the BSDs: see
 	// watchFilesDefault).
@@ -337,21 +340,10 @@ func (s *Scanner) addSession(a announce) {
 // returns the error.
 func (s *Scanner) Run(ctx context.Context) error {
 	defer close(s.done)
-	var events <-chan fsnotify.Event
-	var werrs <-chan error
 	if !s.cfg.NoWatch {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			s.log.Warn("file watching unavailable; polling only", "err", err, "interval", s.cfg.PollInterval)
-		} else {
-			s.watcher = w
-			if s.watchAdd == nil {
-				s.watchAdd = w.Add
-			}
-			defer w.Close()
-			events, werrs = w.Events, w.Errors
-		}
+		s.openWatcher() // failing, retried by the passes (beginWatchPass)
 	}
+	defer s.closeWatcher()
 	interval := s.pollInterval(s.cfg.PollInterval)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -378,6 +370,7 @@ func (s *Scanner) Run(ctx context.Context) error {
 			interval = iv
 			tick.Reset(iv)
 		}
+		events, werrs := s.events() // the watcher may have been made by this pass
 		var wait <-chan time.Time
 		switch {
 		case err != nil:
@@ -402,7 +395,10 @@ func (s *Scanner) Run(ctx context.Context) error {
 			case <-events:
 				woken = err == nil
 			case werr := <-werrs:
-				s.log.Warn("file watch error; the periodic check continues", "err", werr)
+				// Events may have been lost (the kernel's queue
+				// overflowed): a pass looks at once.
+				s.log.Warn("file watch error; checking now", "err", werr)
+				woken = err == nil
 			case <-tick.C:
 				woken = err == nil
 			}

@@ -2,6 +2,7 @@ package scanner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,15 +13,20 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Watching when the inotify watch limit is reached (docs/protocol.md,
-// "Limits: the transcript scanner").
+// Watching when inotify's limits are reached (docs/protocol.md, "Limits:
+// the transcript scanner"; docs/operate.md, "When file watching fails").
 const (
-	// FallbackPollInterval replaces a longer PollInterval while a folder
-	// cannot be watched because the inotify watch limit was reached.
+	// FallbackPollInterval replaces a longer PollInterval while Claude's
+	// transcripts cannot all be watched: the watcher could not be made
+	// (fs.inotify.max_user_instances) or a folder could not be watched
+	// (fs.inotify.max_user_watches).
 	FallbackPollInterval = 250 * time.Millisecond
-	// WatchRetryInterval is how often watches are tried again after the
-	// limit was reached.
-	WatchRetryInterval = 10 * time.Second
+	// WatchRetryMin and WatchRetryMax bound the backoff between attempts
+	// to watch again meanwhile: it doubles from WatchRetryMin up to
+	// WatchRetryMax, so watching resumes at most WatchRetryMax after the
+	// kernel has handles again.
+	WatchRetryMin = 500 * time.Millisecond
+	WatchRetryMax = 5 * time.Second
 	// watchAncestors is how many missing folder levels a watch climbs to
 	// find a folder that exists (the project folder of a first session,
 	// a session's subagents/ folder): the missing folder's creation is
@@ -37,25 +43,29 @@ const (
 var watchFilesDefault = runtime.GOOS != "linux" && runtime.GOOS != "windows"
 
 type watchState struct {
-	watcher  *fsnotify.Watcher
-	watchAdd func(dir string) error // the watcher's Add (a seam for tests)
-	watched  map[string]bool
-	// The watch limit was reached: no watch is tried before nextTry.
-	limited      bool
-	limitEpisode bool // logged, not yet over
-	nextTry      time.Time
-	retryEvery   time.Duration
+	watcher    *fsnotify.Watcher
+	newWatcher func() (*fsnotify.Watcher, error) // fsnotify.NewWatcher (a seam for tests)
+	watchAdd   func(dir string) error            // nil: the watcher's Add (a seam for tests)
+	watched    map[string]bool
+	// Watching failed for a limit of the kernel's: nothing is tried
+	// before nextTry, which backs off from retryMin to retryMax.
+	limited            bool
+	limitEpisode       bool // said, not yet over
+	limitSince         time.Time
+	nextTry            time.Time
+	retryMin, retryMax time.Duration
+	retryWait          time.Duration // the last wait; 0 outside an episode
 	// missingFile: with WatchFiles, a followed transcript does not exist
 	// yet (it cannot be watched): the pass interval is the fallback's.
 	missingFile bool
 }
 
 func newWatchState() watchState {
-	return watchState{watched: map[string]bool{}, retryEvery: WatchRetryInterval}
+	return watchState{watched: map[string]bool{}, newWatcher: fsnotify.NewWatcher, retryMin: WatchRetryMin, retryMax: WatchRetryMax}
 }
 
 // pollInterval is the periodic check's interval: faster while watches are
-// missing for the limit.
+// missing for a limit.
 func (w *watchState) pollInterval(configured time.Duration) time.Duration {
 	if w.limitEpisode || w.missingFile {
 		return min(configured, FallbackPollInterval)
@@ -63,18 +73,109 @@ func (w *watchState) pollInterval(configured time.Duration) time.Duration {
 	return configured
 }
 
-// beginWatchPass allows watches to be tried again once nextTry has come.
-func (w *watchState) beginWatchPass() {
-	if w.limited && !time.Now().Before(w.nextTry) {
-		w.limited = false
+// events returns the watcher's channels; nil ones without a watcher.
+func (w *watchState) events() (<-chan fsnotify.Event, <-chan error) {
+	if w.watcher == nil {
+		return nil, nil
+	}
+	return w.watcher.Events, w.watcher.Errors
+}
+
+// closeWatcher closes the watcher, if there is one.
+func (w *watchState) closeWatcher() {
+	if w.watcher != nil {
+		w.watcher.Close()
+		w.watcher = nil
 	}
 }
 
-// endWatchPass ends a limit episode when a pass added its watches.
+// openWatcher makes the watcher; on failure (inotify's instance limit,
+// the process's open-file limit) the scanner polls and tries again.
+func (s *Scanner) openWatcher() {
+	w, err := s.newWatcher()
+	if err != nil {
+		s.limitReached(err, "")
+		return
+	}
+	s.watcher = w
+	clear(s.watched)
+}
+
+// beginWatchPass allows watches to be tried again once nextTry has come,
+// and makes the watcher if it could not be made before.
+func (s *Scanner) beginWatchPass() {
+	if !s.limited || time.Now().Before(s.nextTry) {
+		return
+	}
+	s.limited = false
+	if s.watcher == nil && !s.cfg.NoWatch {
+		s.openWatcher()
+	}
+}
+
+// endWatchPass ends a limit episode when a pass made its watches.
 func (s *Scanner) endWatchPass() {
-	if s.limitEpisode && !s.limited {
-		s.limitEpisode = false
-		s.log.Info("file watching works again (inotify watches were added)")
+	if s.limitEpisode && !s.limited && s.watcher != nil {
+		s.limitEpisode, s.retryWait = false, 0
+		after := time.Since(s.limitSince).Round(time.Millisecond)
+		s.log.Info("file watching works again (inotify watches were added)", "after", after)
+		s.notice("ccrelay: watching Claude's transcripts for changes again (after %v)", after)
+	}
+}
+
+// limitReached starts or continues a limit episode: polling every
+// FallbackPollInterval, the next attempt after the backoff, the user told
+// once per episode.
+func (s *Scanner) limitReached(err error, dir string) {
+	if s.retryWait == 0 {
+		s.retryWait = s.retryMin
+	} else {
+		s.retryWait = min(2*s.retryWait, s.retryMax)
+	}
+	s.limited, s.nextTry = true, time.Now().Add(s.retryWait)
+	if s.limitEpisode {
+		return
+	}
+	s.limitEpisode, s.limitSince = true, time.Now()
+	var what, hint string
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		// inotify says ENOSPC ("no space left on device") when the
+		// user's watch limit is reached.
+		what = "the inotify watch limit was reached (other programs, often IDEs, use the watches up)"
+		hint = "sudo sysctl fs.inotify.max_user_watches=524288 (and a line fs.inotify.max_user_watches=524288 in /etc/sysctl.d/ to keep it)"
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		// inotify_init says EMFILE when the user's instance limit is
+		// reached (or the process has no descriptor left).
+		what = "the inotify instance limit was reached (other programs use the instances up), or ccrelay's open-file limit"
+		hint = "sudo sysctl fs.inotify.max_user_instances=1024 (and a line fs.inotify.max_user_instances=1024 in /etc/sysctl.d/ to keep it)"
+	default:
+		what = "file watching failed"
+	}
+	line := what + ": checking for changes every " + FallbackPollInterval.String() + " instead and trying to watch again every " +
+		s.retryMin.String() + " to " + s.retryMax.String()
+	if hint != "" {
+		line += ". Raise the limit with: " + hint
+	}
+	if hint == "" {
+		s.log.Warn(line, "dir", dir, "err", err)
+	} else {
+		s.log.Warn(line, "dir", dir) // the error's own words mislead ("no space left on device")
+	}
+	msg := "ccrelay: cannot watch Claude's transcripts for changes: " + what + "; checking every " + FallbackPollInterval.String() +
+		" instead (changes reach the phone a little later) and trying again until it works"
+	if hint != "" {
+		msg += ". Raise the limit with: " + hint
+	} else {
+		msg += " (" + err.Error() + ")"
+	}
+	s.notice("%s", msg)
+}
+
+// notice tells the user (Config.Notice), if set.
+func (s *Scanner) notice(format string, args ...any) {
+	if s.cfg.Notice != nil {
+		fmt.Fprintf(s.cfg.Notice, format+"\n", args...)
 	}
 }
 
@@ -102,7 +203,11 @@ func (s *Scanner) watchUp(dir string, up int) {
 	if *s.cfg.WatchFiles && !strings.HasPrefix(dir, s.cfg.ProjectDir+string(filepath.Separator)) {
 		return // the project folder or above: every transcript's descriptor
 	}
-	err := s.watchAdd(dir)
+	add := s.watchAdd
+	if add == nil {
+		add = s.watcher.Add
+	}
+	err := add(dir)
 	switch {
 	case err == nil:
 		s.watched[dir] = true
@@ -111,16 +216,7 @@ func (s *Scanner) watchUp(dir string, up int) {
 			s.watchUp(parent, up-1)
 		}
 	case errors.Is(err, syscall.ENOSPC):
-		// inotify says ENOSPC ("no space left on device") when the
-		// user's watch limit is reached.
-		s.limited, s.nextTry = true, time.Now().Add(s.retryEvery)
-		if !s.limitEpisode {
-			s.limitEpisode = true
-			s.log.Warn("the inotify watch limit was reached (other programs, often IDEs, use the watches up): "+
-				"checking for changes every "+FallbackPollInterval.String()+" instead and trying to watch again every "+
-				s.retryEvery.String()+". Raise the limit with: sudo sysctl fs.inotify.max_user_watches=524288 "+
-				"(and a line fs.inotify.max_user_watches=524288 in /etc/sysctl.d/ to keep it)", "dir", dir)
-		}
+		s.limitReached(err, dir)
 	default:
 		s.log.Warn("cannot watch folder; the periodic check covers it", "dir", dir, "err", err)
 		s.watched[dir] = true // don't retry every pass

@@ -148,6 +148,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	// The relay client's notices reach the terminal before and after
 	// Claude, never over its screen.
 	gate := &noticeGate{out: os.Stderr, log: log}
+	// So do the scanner's (Claude's transcripts cannot be watched, and
+	// are again), apart from the relay's.
+	scanGate := &noticeGate{out: os.Stderr, log: log, kind: "scanner notice"}
 	// The session Claude runs (the hook's), for the resume hint at exit.
 	tracker := &sessionTracker{}
 	var startLine string // said once, before Claude starts
@@ -239,7 +242,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		out = fo
 	}
 	pipe := launcher.NewPipeline("", out)
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, CursorFile: filepath.Join(runDir, "cursor.json"), Logger: log}, pipe)
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, CursorFile: filepath.Join(runDir, "cursor.json"), Logger: log,
+		Notice: scanGate}, pipe)
 	if err != nil {
 		return err
 	}
@@ -292,6 +296,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	fmt.Fprintln(os.Stderr, startLine)
 	if !f.remote {
 		gate.hold() // the terminal is Claude's until it exits
+		scanGate.hold()
 	}
 	var daemonEnd func() error
 	if f.daemonPipe {
@@ -310,6 +315,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	code, runErr := launcher.RunLoop(loopCtx, loopOpts)
 	gate.release()
+	scanGate.release()
 	if daemonEnd != nil && daemonEnd() != nil {
 		// The app asked the daemon to stop this session, or the daemon
 		// that started it stopped (or was killed): the session ends and
@@ -652,12 +658,13 @@ func size(n int64) string {
 	return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
 }
 
-// noticeGate passes the relay client's notices to the terminal, except
-// while Claude has it (hold): then they go to the log, and the last one is
-// shown once Claude has exited (release).
+// noticeGate passes notices (the relay client's, the scanner's) to the
+// terminal, except while Claude has it (hold): then they go to the log,
+// and the last one is shown once Claude has exited (release).
 type noticeGate struct {
-	out io.Writer
-	log *slog.Logger
+	out  io.Writer
+	log  *slog.Logger
+	kind string // what the log calls a notice ("": relay notice)
 
 	mu          sync.Mutex
 	held        bool
@@ -677,7 +684,11 @@ func (g *noticeGate) Write(p []byte) (int, error) {
 	} else if strings.HasPrefix(line, "ccrelay: reached ") {
 		g.unreachable = ""
 	}
-	g.log.Info("relay notice", "notice", line, "held until Claude exits", g.held)
+	kind := g.kind
+	if kind == "" {
+		kind = "relay notice"
+	}
+	g.log.Info(kind, "notice", line, "held until Claude exits", g.held)
 	if g.held {
 		g.pending = line
 		return len(p), nil
