@@ -196,6 +196,11 @@ func mergeHook(settings map[string]any, event string, entry map[string]any) erro
 	return nil
 }
 
+// hookDirPrefix names a run's hook folder (a random suffix follows). In a
+// slot of the state folder, one left by a run that was killed is removed
+// by the next claim of the slot (ClaimRunDir).
+const hookDirPrefix = "ccrelay-hook-"
+
 // writeSettings writes the --settings file that installs the SessionStart
 // hook, and the hook file it names, in a fresh 0700 folder in parent ("":
 // the system's temporary folder). It returns the settings file and a
@@ -209,7 +214,7 @@ func writeSettings(parent string, hookCommand []string, h *hookServer) (string, 
 // --settings it is given, so ccrelay's must carry the user's. With sl,
 // ccrelay's status line replaces the user's (userSL), which it runs first.
 func writeMergedSettings(parent string, settings map[string]any, hookCommand []string, h *hookServer, sl *StatusLine, userSL any) (string, func(), error) {
-	dir, err := os.MkdirTemp(parent, "ccrelay-hook-")
+	dir, err := os.MkdirTemp(parent, hookDirPrefix)
 	if err != nil {
 		return "", nil, fmt.Errorf("hook settings: %w", err)
 	}

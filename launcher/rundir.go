@@ -30,9 +30,14 @@ const lockName = "lock"
 // kernel releases when the process dies, however it dies.
 type RunDir struct {
 	Path string
-	slot int
-	base string
-	lock *os.File
+	// StaleHookDirs is how many hook folders of earlier owners of the
+	// slot the claim removed (see removeStaleHookDirs), and StaleErr why
+	// some could not be: neither stops the run.
+	StaleHookDirs int
+	StaleErr      error
+	slot          int
+	base          string
+	lock          *os.File
 }
 
 // ClaimRunDir takes the first slot of base that no running process holds:
@@ -49,10 +54,39 @@ func ClaimRunDir(base string) (*RunDir, error) {
 			return nil, err
 		}
 		if lock != nil {
-			return &RunDir{Path: dir, slot: i, base: base, lock: lock}, nil
+			r := &RunDir{Path: dir, slot: i, base: base, lock: lock}
+			r.StaleHookDirs, r.StaleErr = removeStaleHookDirs(dir)
+			return r, nil
 		}
 	}
 	return nil, fmt.Errorf("%d ccrelay processes already run in this folder with state %s: no slot left", MaxRunSlots, base)
+}
+
+// removeStaleHookDirs removes the hook folders in a slot whose lock the
+// caller has just taken: an earlier owner killed before its cleanup (a
+// SIGKILL, a crash, a power cut) left them. The lock is the proof that
+// their owner is gone: the kernel dropped it when the process died, and
+// no one else writes into a slot it does not hold. A recorded pid would
+// prove nothing (pids are reused); the lock cannot be inherited either
+// (it is opened close-on-exec, so Claude and its hooks never hold it).
+func removeStaleHookDirs(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("list the state folder for stale hook folders: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), hookDirPrefix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("remove a stale hook folder: %w", err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 func slotPath(base string, i int) string {

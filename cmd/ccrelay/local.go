@@ -110,6 +110,10 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))
+	if slot.StaleHookDirs > 0 || slot.StaleErr != nil {
+		log.Info("removed the hook folders a killed run left in the state folder", "dir", runDir, "removed", slot.StaleHookDirs,
+			"err", slot.StaleErr)
+	}
 	claudeVersion, versionWarning := checkClaudeVersion(ctx, f.claude, log, os.Stderr)
 
 	if f.remote && f.relay == "" {
