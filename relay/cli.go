@@ -129,6 +129,9 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			// Only the summary is kept: it is all that lists send, it costs
 			// nothing to list, and the relay holds no more than it needs.
 			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
+			if errors.Is(err, ErrDeleted) {
+				return writeFrame(ctx, c, claimRefused(f, err)) // deleted since the claim
+			}
 			if err != nil {
 				// The frame was valid: the store failed (the CLI retries).
 				s.storeFailed("announce", f.Session, err)

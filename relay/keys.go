@@ -34,13 +34,30 @@ const (
 	publicKeyChars  = 43
 )
 
-// PutSessionKeys stores session's key wrapped for devices, by machine.
+// PutSessionKeys stores session's key wrapped for devices, by machine;
+// ErrDeleted for a deleted session.
 func (s *Store) PutSessionKeys(ctx context.Context, session, machine string, keys []protocol.WrappedKey) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store session keys: %w", err)
 	}
 	defer tx.Rollback()
+	// The session's row is held as an append holds it (see dropSession):
+	// a delete waits for these keys and removes them, or these wait for
+	// the delete and find its tombstone.
+	var one int
+	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`+tx.d.rowLock(), session).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		var gone int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM tombstones WHERE id = ?`, session).Scan(&gone); err != nil {
+			return fmt.Errorf("store session keys: %w", err)
+		}
+		if gone > 0 {
+			return fmt.Errorf("store session keys: %w", ErrDeleted)
+		}
+	case err != nil:
+		return fmt.Errorf("store session keys: %w", err)
+	}
 	for _, k := range keys {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO session_keys (session, device, wrapped, machine) VALUES (?, ?, ?, ?)
 			ON CONFLICT (session, device) DO UPDATE SET wrapped = excluded.wrapped, machine = excluded.machine`, session, k.Device, k.Wrapped, machine); err != nil {
@@ -170,7 +187,9 @@ func (s *Server) storeKeys(ctx context.Context, c *websocket.Conn, me *peer, f p
 	if err := s.claim(ctx, f.Session); err != nil {
 		return writeFrame(ctx, c, claimRefused(f, err))
 	}
-	if err := s.store.PutSessionKeys(ctx, f.Session, f.Machine, f.Keys); err != nil {
+	if err := s.store.PutSessionKeys(ctx, f.Session, f.Machine, f.Keys); errors.Is(err, ErrDeleted) {
+		return writeFrame(ctx, c, claimRefused(f, err)) // deleted since the claim
+	} else if err != nil {
 		s.storeFailed("store session keys", f.Session, err)
 		e := errorFrame("store", "the relay's store failed")
 		e.Ref = f.Ref

@@ -5,6 +5,7 @@ package relay
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -473,12 +474,24 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 		return SessionInfo{}, fmt.Errorf("announce %s: %w", session, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) VALUES (?, ?, ?, ?)
-			ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now); err != nil {
+		// Not if it was deleted (a delete between the CLI's claim and
+		// this): the session is not made again, with no owner.
+		res, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, info, created_ms, updated_ms) SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE id = ?)
+			ON CONFLICT(id) DO UPDATE SET info = excluded.info, updated_ms = excluded.updated_ms`, session, string(info), now, now, session)
+		if err != nil {
 			return SessionInfo{}, fmt.Errorf("announce %s: %w", session, err)
 		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return SessionInfo{}, fmt.Errorf("announce %s: %w", session, ErrDeleted)
+		}
 	}
-	return s.session(ctx, session)
+	si, err := s.session(ctx, session)
+	if errors.Is(err, sql.ErrNoRows) {
+		if gone, derr := s.Deleted(ctx, session); derr == nil && gone {
+			return SessionInfo{}, fmt.Errorf("announce %s: %w", session, ErrDeleted)
+		}
+	}
+	return si, err
 }
 
 func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
@@ -642,14 +655,25 @@ func (s *Store) PruneCommands(ctx context.Context, before time.Time) (int64, err
 var ErrForbidden = errors.New("the session belongs to another token")
 
 // Claim makes owner the owner of session (creating it) or checks that it
-// already is.
+// already is. A deleted session is not made again: ErrDeleted.
 func (s *Store) Claim(ctx context.Context, session, owner string) error {
 	now := s.clock().UnixMilli()
-	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`,
-		session, owner, now, now, session); err != nil {
+	// The tombstone is checked in the insert itself: a delete that
+	// commits between a check before it and the insert (on another node,
+	// or from an app on this one) would otherwise see its session made
+	// again, listed with no envelopes.
+	if _, err := s.w.ExecContext(ctx, `INSERT INTO sessions (id, owner, created_ms, updated_ms) SELECT ?, ?, ?, ?
+		WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) AND NOT EXISTS (SELECT 1 FROM tombstones WHERE id = ?) ON CONFLICT(id) DO NOTHING`,
+		session, owner, now, now, session, session); err != nil {
 		return fmt.Errorf("claim %s: %w", session, err)
 	}
 	got, err := s.OwnerOf(ctx, session)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Deleted (the tombstone is committed with the row's removal).
+		if gone, derr := s.Deleted(ctx, session); derr != nil || gone {
+			return cmp.Or(derr, ErrDeleted)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,16 @@
 package relay
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // A session deleted (or pruned) on one node while two nodes append to it
@@ -106,6 +110,101 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 		}
 		if n != q.want {
 			t.Errorf("%d %s, want %d (%d of %d rounds left envelopes)", n, q.what, q.want, left, rounds)
+		}
+	}
+}
+
+// What a CLI does before and beside its appends (claim the session as the
+// relay does, announce it, store its keys), racing a delete on another
+// node, neither brings the session back nor leaves anything of it: no
+// session row (listed, or owned by no one), no key, no envelope.
+func suiteDeleteRacingClaims(t *testing.T, open func(t *testing.T) *Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	first := open(t)
+	nodes := []*Store{first, first}
+	if first.w.d == postgresSQL {
+		nodes = []*Store{first, open(t)}
+	}
+	const rounds = 30
+	for round := range rounds {
+		session := fmt.Sprintf("eeeeeeee-%04d-4444-8444-444444444444", round)
+		if err := first.Claim(ctx, session, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		begun := make(chan struct{})
+		var once sync.Once
+		var wg sync.WaitGroup
+		for n, s := range nodes {
+			for g := range 2 {
+				wg.Go(func() {
+					defer once.Do(func() { close(begun) })
+					for i := 0; ctx.Err() == nil; i++ {
+						id := fmt.Sprintf("n%d-g%d-%d", n, g, i)
+						// As the relay claims (Server.claim): a tombstone
+						// refuses, else the session is claimed.
+						err := func() error {
+							if gone, err := s.Deleted(ctx, session); err != nil || gone {
+								return cmp.Or(err, ErrDeleted)
+							}
+							return s.Claim(ctx, session, "alice")
+						}()
+						if err == nil {
+							_, err = s.Announce(ctx, session, json.RawMessage(`{"title":"`+id+`"}`))
+						}
+						if err == nil {
+							err = s.PutSessionKeys(ctx, session, "machine", []protocol.WrappedKey{{Device: id, Wrapped: "key"}})
+						}
+						if err == nil {
+							_, err = s.Append(ctx, session, items(id))
+						}
+						if errors.Is(err, ErrDeleted) {
+							return
+						} else if err != nil {
+							t.Errorf("round %d: %v", round, err)
+							return
+						}
+						if i == 3 {
+							once.Do(func() { close(begun) })
+						}
+					}
+				})
+			}
+		}
+		<-begun
+		if err := first.DeleteSession(ctx, "alice", session); err != nil {
+			t.Errorf("round %d: delete: %v", round, err)
+			cancel()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("round %d: %v", round, ctx.Err())
+		}
+	}
+	var back []string
+	rows, err := first.w.QueryContext(ctx, `SELECT s.id || ' (owner ' || s.owner || ')' FROM sessions s WHERE EXISTS (SELECT 1 FROM tombstones d WHERE d.id = s.id)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		back = append(back, s)
+	}
+	rows.Close()
+	if len(back) > 0 {
+		t.Errorf("%d of %d deleted sessions came back: %v", len(back), rounds, back)
+	}
+	for _, q := range []struct{ what, query string }{
+		{"keys of deleted sessions", `SELECT COUNT(*) FROM session_keys k WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = k.session)`},
+		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`},
+	} {
+		var n int
+		if err := first.w.QueryRowContext(ctx, q.query).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d %s left", n, q.what)
 		}
 	}
 }

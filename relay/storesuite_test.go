@@ -65,6 +65,7 @@ func runStoreSuite(t *testing.T, db storeOpener) {
 		{"commands", suiteCommands},
 		{"deletion and retention", suiteDeletion},
 		{"delete racing appends", suiteDeleteRacingAppends},
+		{"delete racing claims", suiteDeleteRacingClaims},
 		{"accounts and credentials", suiteCredentials},
 		{"session keys and blobs", suiteKeysBlobs},
 		{"push subscriptions", suitePushDevices},
