@@ -68,6 +68,9 @@ func TestRemoteSessionIDIsOneArgvItem(t *testing.T) {
 		}
 		t.Run(want, func(t *testing.T) {
 			rig := newRemoteRig(t, map[string]any{"turns": []any{steps(map[string]any{"text": "ok"})}}, RemoteOptions{Resume: resume})
+			if resume {
+				rig.seedTranscript("earlier")
+			}
 			rig.prompt("hi")
 			rig.until("turn", has("TE(completed)", 1))
 			argv := rig.argv()

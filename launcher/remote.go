@@ -1,12 +1,14 @@
 package launcher
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -85,8 +87,9 @@ type RemoteOptions struct {
 	// AllowBypass lets the app switch Claude to bypassPermissions (every
 	// tool runs without asking); off, such a command is rejected.
 	AllowBypass bool
-	// Resume continues an existing session (--resume); otherwise the first
-	// start creates it with --session-id.
+	// Resume: the session exists (--resume) even where no transcript of it
+	// is found. Each start looks at the transcript: one that holds a message
+	// is continued, none is created with --session-id (resumeSession).
 	Resume bool
 	// ToolHold is how long a top-level tool call waits in the outgoing
 	// queue for a permission request or its result (default 250 ms).
@@ -152,10 +155,16 @@ type Remote struct {
 	msg      []*claude.StreamMessage
 	msgID    string
 	deferred []deferred // what Claude printed meanwhile (MaxDeferredLines)
+	// initSeen: Claude printed its init (what tells that Claude has the
+	// session when its transcript cannot be looked at).
+	initSeen bool
 	// crashAt is the size of the main transcript when Claude ended by
 	// itself (-1: it did not); repaired holds the uuids sent from there.
 	crashAt  int64
 	repaired map[string]bool
+	// onLine, set by tests before the first prompt, sees each line Claude
+	// prints as the reader reads it (to stop Claude at a given one).
+	onLine func(*process, *claude.StreamMessage)
 	// streaming is the id of the main agent's message whose message_start
 	// Claude printed: only then does a message_delta follow.
 	streaming string
@@ -218,6 +227,11 @@ func projectDirFor(env []string, dir string) string {
 	if home == "" {
 		return ""
 	}
+	// Claude names the folder after its working directory as the system
+	// gives it, symbolic links resolved.
+	if real, err := filepath.EvalSymlinks(cmp.Or(dir, ".")); err == nil {
+		dir = real
+	}
 	d, err := claude.ProjectDir(claude.ConfigDir(getenv, home), dir)
 	if err != nil {
 		return ""
@@ -225,12 +239,8 @@ func projectDirFor(env []string, dir string) string {
 	return d
 }
 
-// started reports whether Claude has the session (it printed its init).
-func (r *Remote) started() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.opts.Resume
-}
+// started reports whether Claude has the session (hasSession).
+func (r *Remote) started() bool { return r.hasSession() }
 
 // ID is the session id.
 func (r *Remote) ID() string { return r.id }
@@ -392,11 +402,16 @@ func (r *Remote) start() (*process, error) {
 	if !ValidSessionID(r.id) {
 		return nil, fmt.Errorf("session id %q is not a UUID", clip(r.id, 100))
 	}
+	resume, err := r.resumeSession()
+	if err != nil {
+		return nil, err
+	}
 	// One argv item per option: no value can become a flag.
-	if r.opts.Resume {
+	if resume {
 		args = append(args, "--resume="+r.id)
 	} else {
 		args = append(args, "--session-id="+r.id)
+		r.crashAt = -1 // a new session: nothing to repair
 	}
 	if r.state.Model != "" {
 		if err := CheckModel(r.state.Model); err != nil {
@@ -426,7 +441,7 @@ func (r *Remote) start() (*process, error) {
 		return nil, err
 	}
 	r.proc = p
-	r.log.Info("remote: started claude", "session", r.id, "pid", p.cmd.Process.Pid, "resume", r.opts.Resume)
+	r.log.Info("remote: started claude", "session", r.id, "pid", p.cmd.Process.Pid, "resume", resume)
 	go r.read(p)
 	return p, nil
 }

@@ -38,6 +38,9 @@ func (r *Remote) read(p *process) {
 			r.log.Warn("remote: unreadable line from Claude", "line", n, "err", perr)
 			continue
 		}
+		if r.onLine != nil {
+			r.onLine(p, m)
+		}
 		extra, skip := r.subagentRecords(m)
 		r.handleWith(p, m, extra, skip)
 	}
@@ -220,7 +223,7 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			// message comes only when its first block is complete (the
 			// notification prompt is not printed).
 			r.turnOpen = true
-			r.opts.Resume = true // the session exists from now on
+			r.initSeen = true
 			if m.System.Model != "" {
 				r.state.Model = m.System.Model
 			}

@@ -114,6 +114,21 @@ func (rig *remoteRig) noProcess() {
 	}
 }
 
+// seedTranscript writes the session's transcript as an earlier Claude
+// left it: one prompt.
+func (rig *remoteRig) seedTranscript(prompt string) {
+	rig.t.Helper()
+	path := claude.TranscriptPath(rig.r.opts.ProjectDir, rig.r.ID())
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		rig.t.Fatal(err)
+	}
+	rec, _ := json.Marshal(map[string]any{"type": "user", "uuid": "0a0a0a0a-0000-4000-8000-000000000001", "sessionId": rig.r.ID(),
+		"timestamp": "2026-01-01T00:00:00Z", "message": map[string]any{"role": "user", "content": prompt}})
+	if err := os.WriteFile(path, append(rec, '\n'), 0o644); err != nil {
+		rig.t.Fatal(err)
+	}
+}
+
 // argv returns the arguments of each Claude started so far.
 func (rig *remoteRig) argv() [][]string {
 	rig.t.Helper()

@@ -175,21 +175,29 @@ func run(sigs chan os.Signal) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	if streamMode {
+		// As Claude Code: a session is resumed only from a transcript
+		// that holds a message, and a new one only under an id no
+		// transcript has.
+		if msg := refuseSession(transcript, session, resuming && !forking, withID); msg != "" {
+			fmt.Fprintln(os.Stderr, msg)
+			os.Exit(1)
+		}
+		go func() {
+			exitOn(<-sigs, sigs)
+		}()
+		// The transcript is made when the first record is written.
+		return runStream(session, &lazyFile{path: transcript}, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
+	}
 	f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	screen := os.Getenv("FAKE_CLAUDE_SCREEN") != ""
-	if screen && !streamMode {
+	if screen {
 		// Where Claude's screen begins and ends on the terminal.
 		fmt.Fprintln(os.Stderr, screenOn)
-	}
-	if streamMode {
-		go func() {
-			exitOn(<-sigs, sigs)
-		}()
-		return runStream(session, f, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
 	}
 	for _, l := range sc.Lines {
 		select {
@@ -217,6 +225,56 @@ func run(sigs chan os.Signal) error {
 	os.Exit(sc.Exit)
 	return nil
 }
+
+// refuseSession is Claude Code's refusal to start session from
+// transcript, "" when it starts: --resume needs a transcript that holds a
+// message ("No conversation found"), --session-id an id no transcript has,
+// even one without a message ("already in use").
+func refuseSession(transcript, session string, resuming, withID bool) string {
+	b, err := os.ReadFile(transcript)
+	exists := err == nil
+	switch {
+	case resuming && !holdsMessage(b):
+		return "No conversation found with session ID: " + session
+	case withID && exists:
+		return "Error: Session ID " + session + " is already in use."
+	}
+	return ""
+}
+
+// holdsMessage reports whether a transcript holds a user or assistant
+// record.
+func holdsMessage(b []byte) bool {
+	for _, l := range strings.Split(string(b), "\n") {
+		var r struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal([]byte(l), &r) == nil && (r.Type == "user" || r.Type == "assistant") {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyFile is a transcript made when its first record is written, as
+// Claude Code makes it (not at start).
+type lazyFile struct {
+	path string
+	f    *os.File
+}
+
+func (l *lazyFile) Write(b []byte) (int, error) {
+	if l.f == nil {
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return 0, err
+		}
+		l.f = f
+	}
+	return l.f.Write(b)
+}
+
+func (l *lazyFile) Name() string { return l.path }
 
 // What $FAKE_CLAUDE_SCREEN prints on stderr when the interactive Claude's
 // screen starts and before it exits: nothing of ccrelay's may come between.

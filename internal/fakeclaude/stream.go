@@ -9,9 +9,15 @@ package main
 // The script is a JSON file named by $FAKE_CLAUDE_STREAM:
 //
 //	{"startupExit": 0, "stderr": "…",
-//	 "turns": [{"steps": [...], "after": [...]}, ...]}
+//	 "turns": [{"steps": [...], "after": [...], "initExit": 0, "lateEcho": false}, ...]}
 //
-// Turn i answers the i-th prompt (the last turn repeats). Steps:
+// Turn i answers the i-th prompt (the last turn repeats). With initExit the
+// process exits with that code right after the turn's init, before it
+// writes anything (Claude killed before its transcript exists). With
+// lateEcho the prompt is written to the transcript at once but echoed on
+// stdout only when the turn first prints something, as Claude Code 2.1.330
+// echoes it once the model answers (a turn whose first step is exit is
+// Claude killed while waiting for the model). Steps:
 //
 //	{"text": "…"}                     an assistant text message
 //	{"stream": "a b c", "chunkMs": 20} text streamed word by word (stream_event deltas), then the message
@@ -61,8 +67,10 @@ type streamScript struct {
 	Stderr      string `json:"stderr"`
 	OnStop      []step `json:"onStop"`
 	Turns       []struct {
-		Steps []step `json:"steps"`
-		After []step `json:"after"`
+		Steps    []step `json:"steps"`
+		After    []step `json:"after"`
+		InitExit int    `json:"initExit"`
+		LateEcho bool   `json:"lateEcho"`
 	} `json:"turns"`
 }
 
@@ -119,7 +127,10 @@ type subText struct {
 
 type streamer struct {
 	session    string
-	transcript *os.File
+	transcript transcriptFile
+	// echo is the echo of the prompt that lateEcho holds back until the
+	// turn first prints.
+	echo       map[string]any
 	outMu      sync.Mutex
 	prompts    chan string
 	answers    chan map[string]any // control_response payloads by request
@@ -134,7 +145,13 @@ type streamer struct {
 	cost       float64 // total_cost_usd so far: Claude reports the process's running total
 }
 
-func runStream(session string, transcript *os.File, path, model, permMode string) error {
+// transcriptFile is where the session's records go.
+type transcriptFile interface {
+	Write([]byte) (int, error)
+	Name() string
+}
+
+func runStream(session string, transcript transcriptFile, path, model, permMode string) error {
 	var sc streamScript
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -168,13 +185,23 @@ func runStream(session string, transcript *os.File, path, model, permMode string
 		s.setMu.Lock()
 		s.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": s.model, "permissionMode": s.permMode}, false)
 		s.setMu.Unlock()
-		s.conv(map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": prompt}}}})
+		echo := map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": prompt}}}}
 		if len(sc.Turns) == 0 {
+			s.conv(echo)
 			s.text("ok", "", "")
 			s.result("success", "completed", nil)
 			continue
 		}
 		turn := sc.Turns[min(n, len(sc.Turns)-1)]
+		if turn.InitExit != 0 {
+			os.Exit(turn.InitExit)
+		}
+		if turn.LateEcho {
+			s.record(echo)
+			s.echo = echo
+		} else {
+			s.conv(echo)
+		}
 		if s.play(turn.Steps) {
 			s.result("success", "completed", nil)
 		}
@@ -292,6 +319,13 @@ func inlog(line string) {
 func (s *streamer) emit(m map[string]any, record bool) {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
+	if s.echo != nil && m["type"] != "control_response" {
+		// The prompt held back (lateEcho) comes before what the turn
+		// prints first.
+		b, _ := json.Marshal(s.echo)
+		os.Stdout.Write(append(b, '\n'))
+		s.echo = nil
+	}
 	if _, ok := m["session_id"]; !ok {
 		m["session_id"] = s.session
 	}
@@ -314,6 +348,25 @@ func (s *streamer) emit(m map[string]any, record bool) {
 		b, _ := json.Marshal(m)
 		s.transcript.Write(append(b, '\n'))
 	}
+}
+
+// record writes a conversation message (with uuid and timestamp) to the
+// transcript only; the same message, printed later, is its echo.
+func (s *streamer) record(m map[string]any) {
+	m["uuid"] = claude.NewSessionID()
+	m["timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
+	m["session_id"] = s.session
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	t := maps.Clone(m)
+	delete(t, "session_id")
+	delete(t, "isReplay")
+	t["sessionId"] = s.session
+	if cwd, err := os.Getwd(); err == nil {
+		t["cwd"] = cwd
+	}
+	b, _ := json.Marshal(t)
+	s.transcript.Write(append(b, '\n'))
 }
 
 // conv emits a conversation message (with uuid and timestamp) and writes it

@@ -1,0 +1,127 @@
+package launcher
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/lines"
+)
+
+// What Claude Code has of a session is what its transcript holds, not what
+// it printed: Claude prints its init before it writes anything, and writes
+// a prompt long before it echoes it (2.1.330 echoes a prompt once the model
+// answers). A Claude killed in between leaves a session that --resume
+// refuses ("No conversation found with session ID") and a prompt that the
+// next Claude has in its context although it was never echoed.
+
+// transcriptState is what a session's main transcript holds.
+type transcriptState int
+
+const (
+	// transcriptMissing: no file; Claude starts the session with
+	// --session-id.
+	transcriptMissing transcriptState = iota
+	// transcriptNoMessage: a file without a user or assistant message
+	// (Claude killed between its first bookkeeping lines and the prompt):
+	// Claude refuses both --resume ("No conversation found") and
+	// --session-id ("already in use").
+	transcriptNoMessage
+	// transcriptMessages: Claude continues the session with --resume.
+	transcriptMessages
+)
+
+// MaxSessionProbe bounds what is read of a transcript to tell whether it
+// holds a message. The first prompt comes within a few lines; a longer
+// file without one is taken as holding one (--resume, as before).
+const MaxSessionProbe = 8 << 20
+
+// readTranscriptState tells what the transcript at path holds.
+func readTranscriptState(path string) (transcriptState, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return transcriptMissing, nil
+	}
+	if err != nil {
+		return transcriptMissing, fmt.Errorf("read the session's transcript: %w", err)
+	}
+	defer f.Close()
+	lr := lines.NewReader(io.LimitReader(f, MaxSessionProbe), 64<<10, maxStreamLine)
+	for {
+		l, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return transcriptMissing, fmt.Errorf("read the session's transcript: %w", err)
+		}
+		if l.TooLong || len(l.Data) == 0 || !l.Complete {
+			continue
+		}
+		if isMessage(l.Data) {
+			return transcriptMessages, nil
+		}
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxSessionProbe {
+		return transcriptMessages, nil
+	}
+	return transcriptNoMessage, nil
+}
+
+// isMessage reports whether a transcript line is a user or assistant
+// message.
+func isMessage(line []byte) bool {
+	if !bytes.Contains(line, []byte(`"type"`)) {
+		return false
+	}
+	rec, err := claude.Parse(bytes.Clone(line))
+	return err == nil && rec.UUID != "" && (rec.Type == claude.TypeUser || rec.Type == claude.TypeAssistant)
+}
+
+// resumeSession tells how Claude is to start: continuing the session
+// (--resume) when its transcript holds a message, creating it
+// (--session-id) when there is none. A transcript without a message is set
+// aside (renamed *.jsonl.unused): Claude would refuse both. Without a
+// project folder, or with no transcript where the caller said the session
+// exists, the caller's word and what Claude printed decide. Called with mu
+// held.
+func (r *Remote) resumeSession() (bool, error) {
+	if r.opts.ProjectDir == "" {
+		return r.opts.Resume || r.initSeen, nil
+	}
+	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
+	st, err := readTranscriptState(path)
+	if err != nil {
+		return false, err
+	}
+	switch st {
+	case transcriptMessages:
+		return true, nil
+	case transcriptNoMessage:
+		if err := os.Rename(path, path+".unused"); err != nil {
+			return false, fmt.Errorf("set aside the session's transcript, which holds no message: %w", err)
+		}
+		r.log.Warn("remote: the session's transcript holds no message (Claude stopped before writing the prompt); set aside, the session starts anew", "session", r.id, "file", path+".unused")
+		return false, nil
+	}
+	return r.opts.Resume, nil
+}
+
+// hasSession reports whether Claude has the session: its transcript holds
+// a message (or, without a project folder, Claude printed its init). A
+// Claude started after this continues it.
+func (r *Remote) hasSession() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opts.ProjectDir == "" {
+		return r.opts.Resume || r.initSeen
+	}
+	st, err := readTranscriptState(claude.TranscriptPath(r.opts.ProjectDir, r.id))
+	if err != nil {
+		return r.opts.Resume
+	}
+	return st == transcriptMessages || (st == transcriptMissing && r.opts.Resume)
+}
