@@ -361,7 +361,7 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 	r.queued++
 	r.publish()
 	r.mu.Unlock()
-	n, err := p.writePrompt(claude.PromptLine(text))
+	n, err := p.writePrompt(text)
 	if err != nil {
 		r.mu.Lock()
 		if r.proc == p && r.queued > 0 {
@@ -374,8 +374,9 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 	return func(ctx context.Context) error {
 		// Claude echoes each prompt (--replay-user-messages, isReplay) once
 		// it took it, in the order written: this one is taken when the
-		// n-th echo came. A prompt still in the pipe when Claude dies was
-		// not taken; say why.
+		// n-th echo came, or when Claude ended with it in its transcript
+		// (takenAtExit). A prompt Claude ended without was not taken; say
+		// why.
 		for {
 			taken, next := p.echoedUpTo(n)
 			if taken {
@@ -436,10 +437,18 @@ func (r *Remote) start() (*process, error) {
 		set = append(set, "--permission-mode")
 	}
 	args = append(args, RemoteArgs(r.opts.Args, set...)...)
+	at := int64(-1)
+	if r.opts.ProjectDir != "" {
+		at = 0
+		if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil {
+			at = fi.Size()
+		}
+	}
 	p, err := startProcess(r.opts.Claude, args, r.opts.Dir, r.opts.Env)
 	if err != nil {
 		return nil, err
 	}
+	p.transcriptAt = at
 	r.proc = p
 	r.log.Info("remote: started claude", "session", r.id, "pid", p.cmd.Process.Pid, "resume", resume)
 	go r.read(p)

@@ -1,10 +1,12 @@
 package launcher
 
 import (
+	"context"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
@@ -50,4 +52,59 @@ func TestRealClaudeRemoteKilledBeforeTranscript(t *testing.T) {
 		liveOnlyCrash(t, rig.checkTurns(), replayFiles(t, claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())))
 		return
 	}
+}
+
+// The real Claude Code killed while it waits for the model: its transcript
+// holds the prompt, which it echoes only once the model answers. The
+// prompt is done (Claude took it), its text is in the live stream once
+// with the transcript's id, and the next prompt continues the session:
+// live converges to replay.
+func TestRealClaudeRemoteKilledWaitingForModel(t *testing.T) {
+	rig, e := realRemote(t, fakeapi.Rule{LastUserContains: "one", Times: 1, Reply: []fakeapi.Block{fakeapi.Text("too late")}, Delay: time.Minute},
+		fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer two")}})
+	wait, err := rig.r.SendPrompt("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if st, _ := readTranscriptState(path); st == transcriptMessages {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Claude never wrote the prompt to its transcript")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(e.API.Requests()); n == 0 {
+		// Claude writes the prompt before it calls the model: wait for
+		// the call, which the fake API holds.
+		for len(e.API.Requests()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	rig.r.mu.Lock()
+	p := rig.r.proc
+	rig.r.mu.Unlock()
+	if err := p.tree.kill(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := wait(ctx); err != nil {
+		t.Fatalf("the prompt Claude took: %v", err)
+	}
+	d := rig.until("the failed turn", has("TE(failed)", 1))
+	wantInOrder(t, d, "U(one)", "S(Claude Code stopped unexpectedly: signal: killed)", "TE(failed)")
+	if err := rig.promptErr("two"); err != nil {
+		t.Fatalf("the next prompt: %v", err)
+	}
+	rig.until("the answer", has("A(answer two)", 1))
+	rig.r.Stop(protocol.StatusCompleted)
+	live := rig.checkTurns()
+	if n := count(describeAll(live), "U(one)"); n != 1 {
+		t.Fatalf("the prompt %d times live: %q", n, describeAll(live))
+	}
+	liveOnlyCrash(t, live, replayFiles(t, path))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,16 +21,24 @@ type process struct {
 	stdout io.Reader
 	stderr *tailBuffer
 	wmu    sync.Mutex
-	// Prompts written and prompts echoed (emu): a prompt is taken once its
-	// echo came; echo is closed and replaced at each echo.
+	// Prompts written and prompts taken (emu): a prompt is taken once its
+	// echo came, or, when Claude ended first, once its transcript holds it
+	// (takenAtExit); echo is closed and replaced at each. untaken are the
+	// texts of the prompts written and not taken, oldest first; lastEcho
+	// is the uuid of the last prompt echoed.
 	emu      sync.Mutex
 	written  int
 	echoed   int
 	echo     chan struct{}
-	exited   chan struct{} // stdout ended and the process was waited for
-	done     chan struct{} // exited and handled
-	stopping atomic.Bool
-	waitErr  error
+	untaken  []string
+	lastEcho string
+	// transcriptAt is the size of the session's transcript when this
+	// Claude started (-1: not known): what it writes comes after.
+	transcriptAt int64
+	exited       chan struct{} // stdout ended and the process was waited for
+	done         chan struct{} // exited and handled
+	stopping     atomic.Bool
+	waitErr      error
 }
 
 func startProcess(bin string, args []string, dir string, env []string) (*process, error) {
@@ -41,7 +50,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	cmd.Dir = dir
 	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
-	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}),
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}), transcriptAt: -1,
 		exited: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
@@ -56,29 +65,43 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	return p, nil
 }
 
-// writePrompt writes a prompt line and returns its number (1 for the
+// writePrompt writes the prompt text and returns its number (1 for the
 // first prompt of this process).
-func (p *process) writePrompt(line []byte) (int, error) {
+func (p *process) writePrompt(text string) (int, error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	if _, err := p.stdin.Write(line); err != nil {
+	if _, err := p.stdin.Write(claude.PromptLine(text)); err != nil {
 		return 0, err
 	}
 	p.emu.Lock()
 	defer p.emu.Unlock()
 	p.written++
+	p.untaken = append(p.untaken, text)
 	return p.written, nil
 }
 
-// promptsEchoed counts n echoed prompts.
-func (p *process) promptsEchoed(n int) {
+// promptsEchoed counts n prompts taken; uuid is the echo's ("": taken
+// without an echo).
+func (p *process) promptsEchoed(n int, uuid string) {
 	p.emu.Lock()
 	defer p.emu.Unlock()
 	p.echoed += n
+	p.untaken = p.untaken[min(n, len(p.untaken)):]
+	if uuid != "" {
+		p.lastEcho = uuid
+	}
 	if p.echo != nil {
 		close(p.echo)
 	}
 	p.echo = make(chan struct{})
+}
+
+// notEchoed returns the texts of the prompts written and not taken, and
+// the uuid of the last prompt echoed.
+func (p *process) notEchoed() (texts []string, lastEcho string) {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	return slices.Clone(p.untaken), p.lastEcho
 }
 
 // echoedPrompts is how many of the prompts written to Claude an echo
@@ -121,10 +144,15 @@ func (p *process) write(line []byte) error {
 	return err
 }
 
-// wait reaps the process after its stdout ended.
-func (p *process) wait() {
+// wait reaps the process after its stdout ended; taken (if not nil) runs
+// before the process is seen to have exited: what Claude took without
+// echoing it is counted then.
+func (p *process) wait(taken func()) {
 	p.waitErr = p.cmd.Wait()
 	p.tree.release()
+	if taken != nil {
+		taken()
+	}
 	close(p.exited)
 }
 

@@ -14,16 +14,22 @@ import (
 // exited handles the end of a Claude process. An end we did not ask for
 // closes the open turn as failed with a note saying why; the next prompt
 // starts a fresh process on the same session.
-func (r *Remote) exited(p *process) { r.exitedWith(p, nil) }
+func (r *Remote) exited(p *process) { r.exitedWith(p, nil, nil) }
 
 // exitedWith is exited after sending leftover, what subagents' transcripts
-// held that Claude had not printed.
-func (r *Remote) exitedWith(p *process, leftover []*claude.Record) {
+// held that Claude had not printed, and taken, the prompts Claude took
+// without echoing them (takenAtExit): their turn, open now, ends with the
+// rest.
+func (r *Remote) exitedWith(p *process, leftover, taken []*claude.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushMessage()
 	for _, x := range leftover {
 		r.q.Push(item{recs: r.conv.conversation(x)})
+	}
+	for _, x := range taken {
+		r.q.Push(item{recs: r.conv.conversation(x)})
+		r.turnOpen = true
 	}
 	if r.proc != p {
 		return

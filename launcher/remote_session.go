@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/lines"
@@ -124,4 +125,98 @@ func (r *Remote) hasSession() bool {
 		return r.opts.Resume
 	}
 	return st == transcriptMessages || (st == transcriptMissing && r.opts.Resume)
+}
+
+// MaxTakenRecords bounds the prompts read from the transcript when Claude
+// ended (takenAtExit).
+const MaxTakenRecords = MaxUntakenPrompts
+
+// takenAtExit counts as taken the prompts Claude ended with in its
+// transcript without having echoed them (Claude Code 2.1.330 writes a
+// prompt at once and echoes it when the model answers: a Claude killed
+// while it waits for the model has the prompt, and the next one has it in
+// its context), and returns their records, to be sent with the
+// transcript's ids (live = replay). Called by the reader once p is reaped,
+// before p is seen to have exited.
+func (r *Remote) takenAtExit(p *process) []*claude.Record {
+	texts, lastEcho := p.notEchoed()
+	if len(texts) == 0 || p.transcriptAt < 0 {
+		return nil
+	}
+	recs, n := promptsWritten(claude.TranscriptPath(r.opts.ProjectDir, r.id), p.transcriptAt, lastEcho, texts)
+	if n > 0 {
+		p.promptsEchoed(n, "")
+		r.log.Info("remote: Claude ended with prompts it had taken and not echoed", "session", r.id, "prompts", n)
+	}
+	return recs
+}
+
+// promptsWritten reads the transcript at path from offset at, past the
+// prompt whose uuid is after ("": from at), for the prompts texts, in
+// order: the records that hold them and how many of texts they hold.
+// Claude takes prompts in the order written, several queued ones as one
+// message with a text block each ("second\n", "third").
+func promptsWritten(path string, at int64, after string, texts []string) (recs []*claude.Record, n int) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0
+	}
+	defer f.Close()
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return nil, 0
+	}
+	past := after == ""
+	lr := lines.NewReader(f, 64<<10, maxStreamLine)
+	for n < len(texts) && len(recs) < MaxTakenRecords {
+		l, err := lr.Next()
+		if err != nil || !l.Complete {
+			break
+		}
+		if l.TooLong || len(l.Data) == 0 || !bytes.Contains(l.Data, []byte(`"user"`)) {
+			continue
+		}
+		rec, err := claude.Parse(bytes.Clone(l.Data))
+		if err != nil || rec.Type != claude.TypeUser || rec.UUID == "" {
+			continue
+		}
+		if !past {
+			past = rec.UUID == after
+			continue
+		}
+		if k := promptsIn(rec, texts[n:]); k > 0 {
+			recs = append(recs, rec)
+			n += k
+		}
+	}
+	return recs, n
+}
+
+// promptsIn is how many of texts, from the first, the main-chain prompt
+// rec holds in order (0: rec is no prompt of these).
+func promptsIn(rec *claude.Record, texts []string) int {
+	if rec.IsSidechain || rec.ParentToolUseID != "" || rec.IsMeta || rec.IsCompactSummary || rec.OriginKind != "" || rec.Message == nil {
+		return 0
+	}
+	c := rec.Message.Content
+	if c.IsString {
+		if len(texts) > 0 && samePrompt(c.String, texts[0]) {
+			return 1
+		}
+		return 0
+	}
+	k := 0
+	for _, b := range c.Blocks {
+		if b.Type != "text" || b.Text == nil || k >= len(texts) || !samePrompt(*b.Text, texts[k]) {
+			return 0
+		}
+		k++
+	}
+	return k
+}
+
+// samePrompt reports whether Claude's record of a prompt is the text
+// written (Claude ends each of several prompts taken together with a
+// newline).
+func samePrompt(recorded, written string) bool {
+	return strings.TrimSpace(recorded) == strings.TrimSpace(written)
 }

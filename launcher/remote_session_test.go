@@ -116,6 +116,40 @@ func TestReadTranscriptState(t *testing.T) {
 	}
 }
 
+// Claude killed while it waits for the model: it had taken the prompt (its
+// transcript holds it, and the next Claude has it in its context) but not
+// echoed it yet. The prompt is done, never "stopped before taking the
+// prompt"; its text is in the live stream once, with the transcript's id;
+// the turn ends failed with the note; the next prompt continues the
+// session. Without the transcript's word the prompt was rejected and its
+// text missing: a user who sent it again gave Claude the same prompt twice.
+func TestRemoteKilledWaitingForModel(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		map[string]any{"lateEcho": true, "steps": []any{map[string]any{"exit": 137}}},
+		steps(map[string]any{"text": "answer two"}),
+	}}, RemoteOptions{})
+	if err := rig.promptErr("one"); err != nil {
+		t.Fatalf("the prompt Claude took: %v", err)
+	}
+	d := rig.until("the failed turn", has("TE(failed)", 1))
+	wantInOrder(t, d, "U(one)", "S(Claude Code stopped unexpectedly: exit status 137)", "TE(failed)")
+	if err := rig.promptErr("two"); err != nil {
+		t.Fatalf("the next prompt: %v", err)
+	}
+	rig.until("the answer", has("A(answer two)", 1))
+	if argv := rig.argv(); len(argv) != 2 || !slices.Contains(argv[1], "--resume="+rig.r.ID()) {
+		t.Fatalf("argv %q: the session is not continued", argv)
+	}
+	rig.r.Stop(protocol.StatusCompleted)
+	live := rig.checkTurns()
+	want := replayFiles(t, claude.TranscriptPath(rig.r.opts.ProjectDir, rig.r.ID()))
+	ld := describeAll(live)
+	if n := count(ld, "U(one)"); n != 1 {
+		t.Fatalf("the prompt %d times live: %q", n, ld)
+	}
+	liveOnlyCrash(t, live, want)
+}
+
 // liveOnlyCrash checks that every envelope of replay is live, with its id,
 // in order, and that live has besides them only turn markers and what a
 // crash shows (the note, the end of a call Claude left).
@@ -135,5 +169,35 @@ func liveOnlyCrash(t *testing.T, live, want []protocol.Envelope) {
 	}
 	if j != len(want) {
 		t.Fatalf("replay's %s is not live\nlive:   %q\nreplay: %q", wd[j], ld, wd)
+	}
+}
+
+// Prompts queued behind one Claude took without echoing it when it was
+// killed: the first is done, the ones it never took are rejected with the
+// reason, and only the taken one is in the live stream.
+func TestRemoteKilledWaitingForModelQueued(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{
+		map[string]any{"lateEcho": true, "steps": []any{map[string]any{"sleepMs": 300}, map[string]any{"exit": 137}}},
+		steps(map[string]any{"text": "answer"}),
+	}}, RemoteOptions{})
+	var waits []func(context.Context) error
+	for _, text := range []string{"one", "two"} {
+		wait, err := rig.r.SendPrompt(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waits = append(waits, wait)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := waits[0](ctx); err != nil {
+		t.Fatalf("the prompt Claude took: %v", err)
+	}
+	if err := waits[1](ctx); err == nil || !strings.Contains(err.Error(), "stopped before taking the prompt") {
+		t.Fatalf("the prompt Claude never took: %v", err)
+	}
+	d := rig.until("the failed turn", has("TE(failed)", 1))
+	if count(d, "U(one)") != 1 || count(d, "U(two)") != 0 {
+		t.Fatalf("envelopes %q", d)
 	}
 }

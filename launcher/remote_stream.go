@@ -47,8 +47,9 @@ func (r *Remote) read(p *process) {
 	// What the subagents' transcripts hold that stdout did not print
 	// goes out before the end of the turn.
 	leftover := r.files.endAll()
-	p.wait()
-	r.exitedWith(p, leftover)
+	var taken []*claude.Record
+	p.wait(func() { taken = r.takenAtExit(p) })
+	r.exitedWith(p, leftover, taken)
 	close(p.done)
 }
 
@@ -120,7 +121,7 @@ func (r *Remote) handle(p *process, m *claude.StreamMessage) { r.handleWith(p, m
 func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude.Record, skip bool) {
 	if m.IsReplay && m.Record != nil && m.Record.ParentToolUseID == "" && !m.Record.IsSidechain {
 		if n := echoedPrompts(m.Record); n > 0 {
-			p.promptsEchoed(n) // prompts of ours, taken (whatever waits to be sent)
+			p.promptsEchoed(n, m.Record.UUID) // prompts of ours, taken (whatever waits to be sent)
 		}
 	}
 	r.mu.Lock()
