@@ -28,6 +28,9 @@ type RelayStatus struct {
 	Connected bool  `json:"connected"`
 	Unsent    int64 `json:"unsent"`  // bytes not acknowledged by the relay
 	Refused   bool  `json:"refused"` // the relay refused the credential
+	// Polled: Claude's transcripts cannot be watched (a limit of the
+	// kernel's): the scanner polls them meanwhile.
+	Polled bool `json:"polled,omitempty"`
 }
 
 // WriteStatus replaces the status file with st (write, then rename: a

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -141,6 +142,7 @@ type Scanner struct {
 	backoff  time.Duration
 
 	watchState
+	polled atomic.Bool // Polled
 	// listSubagents lists a session's subagent transcripts (a seam for
 	// tests).
 	listSubagents func(main string) ([]string, error)

@@ -117,6 +117,7 @@ func (s *Scanner) beginWatchPass() {
 func (s *Scanner) endWatchPass() {
 	if s.limitEpisode && !s.limited && s.watcher != nil {
 		s.limitEpisode, s.retryWait = false, 0
+		s.polled.Store(false)
 		after := time.Since(s.limitSince).Round(time.Millisecond)
 		s.log.Info("file watching works again (inotify watches were added)", "after", after)
 		s.notice("ccrelay: watching Claude's transcripts for changes again (after %v)", after)
@@ -137,6 +138,7 @@ func (s *Scanner) limitReached(err error, dir string) {
 		return
 	}
 	s.limitEpisode, s.limitSince = true, time.Now()
+	s.polled.Store(true)
 	var what, hint string
 	switch {
 	case errors.Is(err, syscall.ENOSPC):
@@ -171,6 +173,12 @@ func (s *Scanner) limitReached(err error, dir string) {
 	}
 	s.notice("%s", msg)
 }
+
+// Polled reports whether Claude's transcripts are polled now because they
+// cannot all be watched (a limit of the kernel's): from the fallback's
+// first notice to the one that says they are watched again. Safe from any
+// goroutine.
+func (s *Scanner) Polled() bool { return s.polled.Load() }
 
 // notice tells the user (Config.Notice), if set.
 func (s *Scanner) notice(format string, args ...any) {

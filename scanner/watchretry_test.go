@@ -43,6 +43,9 @@ func TestScannerWatcherRetried(t *testing.T) {
 		!strings.Contains(got, "fs.inotify.max_user_instances") {
 		t.Fatalf("the user heard:\n%s", got)
 	}
+	if !h.sc.Polled() {
+		t.Fatal("Polled() is false while the watcher cannot be made")
+	}
 	// A few attempts, backing off (0.5 s, 1 s, 2 s, …): not one a pass.
 	waitFor(t, "three attempts", func() bool { return attempts.Load() >= 3 })
 	episode := time.Now()
@@ -57,6 +60,9 @@ func TestScannerWatcherRetried(t *testing.T) {
 	}
 	if n, passes := attempts.Load(), time.Since(episode)/FallbackPollInterval; n > 8 {
 		t.Fatalf("%d attempts to make the watcher (a pass every %v, %d since): no backoff", n, FallbackPollInterval, passes)
+	}
+	if h.sc.Polled() {
+		t.Fatal("Polled() is still true once watching again")
 	}
 	// Event-driven again: the poll is an hour.
 	appendTo(t, main, userLine("u2", "b"))

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -155,6 +156,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	// So do the scanner's (Claude's transcripts cannot be watched, and
 	// are again), apart from the relay's.
 	scanGate := &noticeGate{out: os.Stderr, log: log, kind: "scanner notice"}
+	var scanning atomic.Pointer[scanner.Scanner] // the scanner, once made, for the status line
 	// The session Claude runs (the hook's), for the resume hint at exit.
 	tracker := &sessionTracker{}
 	var startLine string // said once, before Claude starts
@@ -203,7 +205,13 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		// Claude's status line shows the relay's state (ccrelay statusline).
 		statusLine = &launcher.StatusLine{StatusFile: filepath.Join(runDir, "status.json")}
 		statusDone := make(chan struct{})
-		go func() { defer close(statusDone); keepStatus(sendCtx, statusLine.StatusFile, sender, box, log) }()
+		go func() {
+			defer close(statusDone)
+			keepStatus(sendCtx, statusLine.StatusFile, sender, box, func() bool {
+				sc := scanning.Load()
+				return sc != nil && sc.Polled()
+			}, log)
+		}()
 		defer func() { <-statusDone }()
 		defer func() {
 			// What is left goes to the relay for a bounded, visible
@@ -251,6 +259,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if err != nil {
 		return err
 	}
+	scanning.Store(sc)
 	scanCtx, stopScan := context.WithCancel(context.WithoutCancel(ctx))
 	scanDone := make(chan error, 1)
 	go func() { scanDone <- sc.Run(scanCtx) }()
@@ -541,12 +550,12 @@ const statusEvery = 500 * time.Millisecond
 
 // keepStatus keeps the status file in step with the relay link until ctx
 // ends.
-func keepStatus(ctx context.Context, file string, sender *apiclient.Client, box *apiclient.Outbox, log *slog.Logger) {
+func keepStatus(ctx context.Context, file string, sender *apiclient.Client, box *apiclient.Outbox, polled func() bool, log *slog.Logger) {
 	t := time.NewTicker(statusEvery)
 	defer t.Stop()
 	var last *launcher.RelayStatus
 	for {
-		st := launcher.RelayStatus{Connected: sender.Connected(), Unsent: box.Pending(), Refused: sender.Refused()}
+		st := launcher.RelayStatus{Connected: sender.Connected(), Unsent: box.Pending(), Refused: sender.Refused(), Polled: polled()}
 		if last == nil || st != *last {
 			if err := launcher.WriteStatus(file, st); err != nil {
 				log.Warn("could not write the status line's state", "err", err)

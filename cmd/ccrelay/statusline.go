@@ -105,13 +105,17 @@ func statusSegment(file string) string {
 	if json.Unmarshal(b, &st) != nil {
 		return "ccrelay: starting"
 	}
+	seg := "ccrelay: relayed"
 	switch {
 	case st.Refused:
-		return "ccrelay: the relay refused the token (kept on disk)"
+		seg = "ccrelay: the relay refused the token (kept on disk)"
 	case !st.Connected:
-		return fmt.Sprintf("ccrelay: relay unreachable, %s kept", size(st.Unsent))
+		seg = fmt.Sprintf("ccrelay: relay unreachable, %s kept", size(st.Unsent))
 	case st.Unsent > 0:
-		return fmt.Sprintf("ccrelay: sending %s", size(st.Unsent))
+		seg = fmt.Sprintf("ccrelay: sending %s", size(st.Unsent))
 	}
-	return "ccrelay: relayed"
+	if st.Polled {
+		seg += ", transcripts polled (inotify limit reached; see ccrelay.log)"
+	}
+	return seg
 }

@@ -55,6 +55,8 @@ func TestStatusLineCommand(t *testing.T) {
 		{"a failing own line", user("exit 3"), &launcher.RelayStatus{Connected: true}, "ccrelay: relayed"},
 		{"no status yet", user("echo mine"), nil, "mine  ccrelay: starting"},
 		{"no own line file", filepath.Join(dir, "missing.json"), &launcher.RelayStatus{Connected: true}, "ccrelay: relayed"},
+		{"transcripts polled", user("echo mine"), &launcher.RelayStatus{Connected: true, Polled: true},
+			"mine  ccrelay: relayed, transcripts polled (inotify limit reached; see ccrelay.log)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
