@@ -5,6 +5,7 @@ import (
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -149,7 +150,18 @@ func TestSealedAnnounceLiveAndCommands(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the sealed command did not arrive")
 	}
-	for _, id := range []string{protocol.DeriveID("cmd", "0"), moved.ID, otherKind.ID} {
+	// The plaintext one the relay refuses itself (it knows the session is
+	// sealed) and neither stores nor hands on; were it handed on, the CLI
+	// would refuse it.
+	if f := app.next("the plaintext command refused", func(f protocol.Frame) bool {
+		return f.Type == protocol.FrameError && f.Command != nil && f.Command.ID == protocol.DeriveID("cmd", "0")
+	}); f.Code != "not-sealed" {
+		t.Errorf("the relay answered a plaintext command with %+v", f)
+	}
+	if _, err := rc.cl.openCommand(sessA, protocol.Command{ID: protocol.DeriveID("cmd", "0"), Kind: protocol.CommandPrompt, Text: "rm -rf ~"}); !errors.Is(err, errUnsealed) {
+		t.Errorf("the CLI takes a plaintext command to a sealed session: %v", err)
+	}
+	for _, id := range []string{moved.ID, otherKind.ID} {
 		st := app.next("command "+id+" rejected", func(f protocol.Frame) bool {
 			return f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == id && f.Status == protocol.StatusRejected
 		})

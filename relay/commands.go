@@ -248,6 +248,22 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	if err := s.mine(ctx, f.Session); err != nil {
 		return writeFrame(ctx, app.c, errorFrame("not-found", "no session %s for this token", f.Session))
 	}
+	if cmd.Sealed == "" {
+		// A session whose machine seals takes sealed commands only: a
+		// plaintext one is neither stored nor handed on (nor logged), and
+		// the app is told why.
+		sealed, err := s.store.SessionSealed(ctx, f.Session)
+		if err != nil {
+			s.storeFailed("is the session sealed", f.Session, err)
+			return writeFrame(ctx, app.c, errorFrame("store", "the relay's store failed"))
+		}
+		if sealed {
+			e := errorFrame(CodeNotSealed, "this session is end-to-end encrypted: the relay takes only sealed commands for it, and this one was not sealed (the device has no key for the session). It was not stored or sent on. Pair this device with the machine that runs the session (ccrelay pair there), or ask that machine to share the session's key again.")
+			e.Session = f.Session
+			e.Command = &protocol.Command{ID: cmd.ID, Kind: cmd.Kind}
+			return writeFrame(ctx, app.c, e)
+		}
+	}
 	s.follow(app, f.Session)
 	owner := ownerFrom(ctx)
 	s.cmdMu.Lock()
@@ -292,6 +308,10 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	}
 	return nil
 }
+
+// CodeNotSealed is the error code of a plaintext command to a session
+// that is end-to-end encrypted (refused, never stored).
+const CodeNotSealed = "not-sealed"
 
 // queueable reports whether a command of kind k waits on the relay while
 // no CLI is connected for its session: prompts, and a daemon's start and

@@ -8,6 +8,7 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -65,6 +66,33 @@ func (s *Store) PutSessionKeys(ctx context.Context, session, machine string, key
 		}
 	}
 	return tx.Commit()
+}
+
+// SessionSealed reports whether session is end-to-end encrypted: its
+// machine gave the relay a wrapped key for it, or announced it sealed.
+// Such a session takes sealed commands only (Server.command).
+func (s *Store) SessionSealed(ctx context.Context, session string) (bool, error) {
+	var one int
+	switch err := s.r.QueryRowContext(ctx, `SELECT 1 FROM session_keys WHERE session = ? LIMIT 1`, session).Scan(&one); {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, fmt.Errorf("is %s sealed: %w", session, err)
+	}
+	var info string
+	switch err := s.r.QueryRowContext(ctx, `SELECT info FROM sessions WHERE id = ?`, session).Scan(&info); {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("is %s sealed: %w", session, err)
+	}
+	var v struct {
+		Sealed json.RawMessage `json:"sealed"`
+	}
+	if json.Unmarshal([]byte(info), &v) != nil {
+		return false, nil
+	}
+	return len(v.Sealed) > 0 && string(v.Sealed) != "null" && string(v.Sealed) != `""`, nil
 }
 
 // ErrNoSessionKey: no key of the session for the device.

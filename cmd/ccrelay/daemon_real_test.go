@@ -198,8 +198,9 @@ func TestRealClaudeDaemonSealed(t *testing.T) {
 		t.Fatalf("the machine announced %+v", di)
 	}
 
-	// Unsealed, a start is refused by the daemon, and nothing starts (the
-	// relay keeps what it was sent: here a folder of no importance).
+	// Unsealed, a start is refused (by the relay, which knows the
+	// machine's session is sealed, and stores nothing of it; the daemon
+	// would refuse it too), and nothing starts.
 	s1 := claude.NewSessionID()
 	if got := p.command(machine, protocol.Command{Kind: protocol.CommandStart, Dir: filepath.Dir(e.Project), Target: s1, Text: "unsealed"}); !strings.Contains(got, "not sealed") {
 		t.Fatalf("an unsealed start: %q", got)

@@ -118,6 +118,12 @@ func (a *wsApp) command(session string, c protocol.Command) string {
 	var reason string
 	a.until(c.Kind+" answered", func() bool {
 		for _, f := range a.frames {
+			// The relay refuses some commands itself (a plaintext one to
+			// a sealed session), with an error that names the command.
+			if f.Type == protocol.FrameError && f.Command != nil && f.Command.ID == c.ID {
+				reason = f.Message
+				return true
+			}
 			if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == c.ID {
 				switch f.Status {
 				case protocol.StatusDone:
