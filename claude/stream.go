@@ -39,6 +39,9 @@ type RateLimitInfo struct {
 type ConversationReset struct {
 	NewConversationID string `json:"new_conversation_id"`
 	Trigger           string `json:"trigger"` // clear | plan_mode_exit | fresh_session | onboarding
+	// UserMessageUUID is the uuid of the record of the command that reset
+	// the conversation (/clear), in the new session's transcript.
+	UserMessageUUID string `json:"user_message_uuid,omitempty"`
 }
 
 // StreamMessage is one stream-json line. User and assistant messages are

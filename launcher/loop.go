@@ -253,6 +253,14 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 		ro.Logger = l.o.Logger
 	}
 	ro.Resume = l.resumed
+	// A /clear moves the session to Claude's new one, as in local mode:
+	// remote mode maps it, and the scanner follows its transcript.
+	ro.OnSession = func(id string) {
+		l.o.Pipeline.SetRemote(id, true)
+		if l.o.Scanner != nil {
+			l.o.Scanner.AddSessionPath(id, "")
+		}
+	}
 	l.o.Pipeline.SetRemote(l.session, true)
 	r := NewRemote(l.session, ro, l.o.Pipeline, l.o.Events)
 	l.publish(r.State())
@@ -270,6 +278,11 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 		r.Stop(status)
 		if restore != nil {
 			restore()
+		}
+		if id := r.ID(); id != l.session {
+			// Claude moved to a new session (/clear): local mode and the
+			// next remote stint go on with it.
+			l.session, l.resumed = id, false
 		}
 		l.resumed = l.resumed || r.started()
 		l.o.Pipeline.SetRemote(l.session, false)

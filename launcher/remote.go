@@ -97,8 +97,12 @@ type RemoteOptions struct {
 	// StopTimeout is how long Claude gets to exit after its stdin closes
 	// and after SIGTERM (default 5 s each).
 	StopTimeout time.Duration
-	Clock       queue.Clock
-	Logger      *slog.Logger
+	// OnSession, if set, is told the new session id when Claude moves the
+	// conversation to a new session (/clear), before anything of the new
+	// session is sent. It is called from the session's reader goroutine.
+	OnSession func(id string)
+	Clock     queue.Clock
+	Logger    *slog.Logger
 }
 
 // Remote drives Claude Code headless over stream-json for one session: a
@@ -113,9 +117,11 @@ type Remote struct {
 	log    *slog.Logger
 	conv   *Converter
 	q      *queue.Queue[item]
-	// sent is the last state told, owned by deliver (the queue runs one
-	// deliver at a time).
-	sent *SessionState
+	// sent is the last state told and target the session the queue's
+	// items go to (it moves at a /clear), owned by deliver (the queue runs
+	// one deliver at a time).
+	sent   *SessionState
+	target string
 	// costs are the costs of the last turns, added by deliver once the
 	// turn's end is stored; costMu is taken after mu, never before.
 	costMu sync.Mutex
@@ -168,6 +174,13 @@ type Remote struct {
 	// streaming is the id of the main agent's message whose message_start
 	// Claude printed: only then does a message_delta follow.
 	streaming string
+	// cmdAt is the size of the main transcript when a slash command was
+	// written to Claude (-1: none waits): what Claude records of it and
+	// does not print is read from there (remote_slash.go).
+	cmdAt int64
+	// clearCmd is the /clear command Claude took, for the session it moves
+	// to next (remote_slash.go).
+	clearCmd *claude.Record
 }
 
 // item is one entry of the outgoing queue.
@@ -175,10 +188,12 @@ type item struct {
 	recs   []*claude.Record
 	note   string // a service message of our own
 	source string // the note's identity
-	close  protocol.TurnStatus
-	cost   float64 // with close: what the turn cost (USD), 0 when unknown
-	time   int64
-	state  *SessionState // the session's state, told to the app in turn
+	// session moves the items after it to another session (/clear).
+	session string
+	close   protocol.TurnStatus
+	cost    float64 // with close: what the turn cost (USD), 0 when unknown
+	time    int64
+	state   *SessionState // the session's state, told to the app in turn
 }
 
 // NewRemote returns the remote driver of session id. Nothing starts until
@@ -196,8 +211,8 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	r := &Remote{id: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
-		waiters: map[string]waiter{}, crashAt: -1, repaired: map[string]bool{}, tasks: map[string]string{}, taskIDs: map[string]string{},
+	r := &Remote{id: id, target: id, opts: opts, feed: feed, events: events, log: opts.Logger, conv: NewConverter(id),
+		waiters: map[string]waiter{}, crashAt: -1, cmdAt: -1, repaired: map[string]bool{}, tasks: map[string]string{}, taskIDs: map[string]string{},
 		taskCalls: map[string]string{}, stopping: map[string]bool{}, stash: map[string][]*claude.Record{},
 		state: SessionState{Mode: "remote", Status: StatusIdle, Model: opts.Model, PermissionMode: opts.PermissionMode}}
 	r.q = queue.New(r.deliver, opts.Clock)
@@ -242,8 +257,12 @@ func projectDirFor(env []string, dir string) string {
 // started reports whether Claude has the session (hasSession).
 func (r *Remote) started() bool { return r.hasSession() }
 
-// ID is the session id.
-func (r *Remote) ID() string { return r.id }
+// ID is the session id: Claude's, which a /clear changes.
+func (r *Remote) ID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.id
+}
 
 // State returns the session's current state.
 func (r *Remote) State() SessionState {
@@ -289,16 +308,18 @@ func (r *Remote) deliver(items []item) {
 	for _, it := range items {
 		var err error
 		switch {
+		case it.session != "":
+			r.target = it.session
 		case len(it.recs) > 0:
-			err = r.feed.MapRecords(ctx, r.id, it.recs)
+			err = r.feed.MapRecords(ctx, r.target, it.recs)
 		case it.note != "":
-			err = r.feed.Note(ctx, r.id, it.source, it.note, it.time)
+			err = r.feed.Note(ctx, r.target, it.source, it.note, it.time)
 		case it.close != "":
 			turn := ""
 			if tf, ok := r.feed.(turnFeed); ok && it.cost > 0 {
-				turn = tf.OpenTurn(r.id)
+				turn = tf.OpenTurn(r.target)
 			}
-			err = r.feed.CloseTurn(ctx, r.id, it.close, it.time)
+			err = r.feed.CloseTurn(ctx, r.target, it.close, it.time)
 			if err == nil && turn != "" {
 				r.costMu.Lock()
 				r.costs = append(r.costs, TurnCost{Turn: turn, USD: it.cost})
@@ -310,16 +331,16 @@ func (r *Remote) deliver(items []item) {
 				if r.events != nil && r.sent != nil {
 					st := *r.sent
 					st.TurnCosts = costs
-					r.events.State(r.id, st)
+					r.events.State(r.target, st)
 				}
 			}
 		case it.state != nil:
 			st := *it.state
 			r.sent = &st
-			r.events.State(r.id, st)
+			r.events.State(r.target, st)
 		}
 		if err != nil {
-			r.log.Error("remote: could not store what Claude did", "session", r.id, "err", err)
+			r.log.Error("remote: could not store what Claude did", "session", r.target, "err", err)
 		}
 	}
 }
@@ -360,6 +381,7 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 	r.state.Error = ""
 	r.queued++
 	r.publish()
+	r.noteCommand(text)
 	r.mu.Unlock()
 	n, err := p.writePrompt(text)
 	if err != nil {

@@ -96,6 +96,14 @@ func (p *process) promptsEchoed(n int, uuid string) {
 	p.echo = make(chan struct{})
 }
 
+// newTranscript says that the prompts taken from now on are in a new
+// transcript (Claude moved to a new session): no echo of it is known yet.
+func (p *process) newTranscript() {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	p.lastEcho = ""
+}
+
 // notEchoed returns the texts of the prompts written and not taken, and
 // the uuid of the last prompt echoed.
 func (p *process) notEchoed() (texts []string, lastEcho string) {

@@ -41,6 +41,9 @@ func (r *Remote) read(p *process) {
 		if r.onLine != nil {
 			r.onLine(p, m)
 		}
+		if id := r.movesTo(m); id != "" {
+			r.moveTo(p, id)
+		}
 		extra, skip := r.subagentRecords(m)
 		r.handleWith(p, m, extra, skip)
 	}
@@ -84,6 +87,13 @@ func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Recor
 		if rec == nil {
 			return nil, false
 		}
+		if m.IsReplay && rec.ParentToolUseID == "" && !rec.IsSidechain && commandOutput(rec) {
+			// A slash command's output, echoed: the command before it
+			// is in the transcript only.
+			if recs := r.commandRecords(rec); len(recs) > 0 {
+				return recs, false
+			}
+		}
 		if rec.ParentToolUseID == "" && !rec.IsSidechain {
 			if fixed := r.repairs(rec); len(fixed) > 0 {
 				r.mu.Lock()
@@ -123,6 +133,10 @@ func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude
 		if n := echoedPrompts(m.Record); n > 0 {
 			p.promptsEchoed(n, m.Record.UUID) // prompts of ours, taken (whatever waits to be sent)
 		}
+	}
+	if m.Type == claude.StreamConversationReset && m.Reset != nil && m.Reset.Trigger == "clear" {
+		// A /clear of ours, taken: Claude does not echo it.
+		defer p.promptsEchoed(1, "")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -248,7 +262,15 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 				r.q.Push(item{recs: recs})
 			}
 		}
-	case claude.StreamRateLimit, claude.StreamConversationReset:
+	case claude.StreamConversationReset:
+		if m.Reset != nil && m.Reset.Trigger == "clear" && m.ParentToolUseID == "" {
+			r.cleared(m)
+			return
+		}
+		if recs := r.conv.Convert(m); len(recs) > 0 {
+			r.q.Push(item{recs: recs})
+		}
+	case claude.StreamRateLimit:
 		if m.RateLimit != nil {
 			rl := *m.RateLimit
 			r.state.RateLimit = &rl

@@ -532,10 +532,10 @@ func TestRemoteStopMidTurn(t *testing.T) {
 	}
 }
 
-// Claude's rate_limit_event and conversation_reset (stdout only): a change
-// of the rate limit is a service envelope in the turn and the session
-// state's rateLimit; an "allowed" that changes nothing is not shown; a
-// conversation reset is a visible boundary.
+// Claude's rate_limit_event (stdout only): a change of the rate limit is a
+// service envelope in the turn and the session state's rateLimit; an
+// "allowed" that changes nothing is not shown; an unknown message is
+// passed over. (A conversation_reset: TestRemoteClear.)
 func TestRemoteRateLimitAndReset(t *testing.T) {
 	raw := func(m map[string]any) map[string]any { return map[string]any{"raw": m} }
 	rl := func(status string, util float64) map[string]any {
@@ -544,8 +544,7 @@ func TestRemoteRateLimitAndReset(t *testing.T) {
 	}
 	rig := newRemoteRig(t, map[string]any{"turns": []any{
 		steps(rl("allowed", 0.2), map[string]any{"text": "one"}, rl("allowed_warning", 0.8)),
-		steps(raw(map[string]any{"type": "conversation_reset", "new_conversation_id": "22222222-2222-4333-8444-555555555555", "trigger": "clear"}),
-			rl("allowed_warning", 0.85), map[string]any{"text": "two"}, raw(map[string]any{"type": "future_message", "x": 1})),
+		steps(rl("allowed_warning", 0.85), map[string]any{"text": "two"}, raw(map[string]any{"type": "future_message", "x": 1})),
 	}}, RemoteOptions{})
 	rig.prompt("first")
 	rig.until("first turn end", has("TE(completed)", 1))
@@ -553,10 +552,10 @@ func TestRemoteRateLimitAndReset(t *testing.T) {
 	if st.RateLimit.Status != "allowed_warning" || st.RateLimit.RateLimitType != "five_hour" {
 		t.Fatalf("state's rate limit %+v", st.RateLimit)
 	}
-	rig.prompt("/clear")
+	rig.prompt("second")
 	d := rig.until("second turn end", has("TE(completed)", 2))
 	envtest.Eq(t, d, "U(first)", "TS", "A(one)", "S(Rate limit warning: 80% of the 5-hour usage limit used (resets Nov 24 00:00 UTC))", "TE(completed)",
-		"U(/clear)", "TS", "S(Conversation cleared (/clear): Claude starts afresh from here)", "A(two)", "TE(completed)")
+		"U(second)", "TS", "A(two)", "TE(completed)")
 }
 
 // stop-task stops one background subagent: Claude gets stop_task with the

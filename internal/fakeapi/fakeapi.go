@@ -93,6 +93,9 @@ type Request struct {
 	// Messages is how many messages the request carried: the conversation
 	// so far (a resumed session's earlier turns included).
 	Messages int
+	// UserContent is the raw content of every user message, one a line:
+	// what the conversation Claude sent holds (strings.Contains).
+	UserContent string
 }
 
 // Server is a running fake API.
@@ -182,8 +185,16 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	sub := strings.Contains(string(req.System), "cc_is_subagent=true")
 	last, afterResult := lastUser(&req)
 	rule, idx := s.match(&req, sub, last, afterResult)
+	var said strings.Builder
+	for _, m := range req.Messages {
+		if m.Role == "user" {
+			said.Write(m.Content)
+			said.WriteByte('\n')
+		}
+	}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Path: r.URL.Path, Stream: req.Stream, Subagent: sub, LastUser: last, Rule: idx, Messages: len(req.Messages)})
+	s.requests = append(s.requests, Request{Path: r.URL.Path, Stream: req.Stream, Subagent: sub, LastUser: last, Rule: idx, Messages: len(req.Messages),
+		UserContent: said.String()})
 	s.mu.Unlock()
 
 	reply := []Block{Text("ok")}

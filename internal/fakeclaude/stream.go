@@ -11,7 +11,8 @@ package main
 //	{"startupExit": 0, "stderr": "…",
 //	 "turns": [{"steps": [...], "after": [...], "initExit": 0, "lateEcho": false}, ...]}
 //
-// Turn i answers the i-th prompt (the last turn repeats). With initExit the
+// Turn i answers the i-th prompt (the last turn repeats); a "/clear" is
+// run as Claude runs it (a new session; no turn answers it). With initExit the
 // process exits with that code right after the turn's init, before it
 // writes anything (Claude killed before its transcript exists). With
 // lateEcho the prompt is written to the transcript at once but echoed on
@@ -54,6 +55,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,11 +181,21 @@ func runStream(session string, transcript transcriptFile, path, model, permMode 
 		if !ok {
 			return nil // stdin closed: Claude exits
 		}
+		if strings.TrimSpace(prompt) == "/clear" {
+			// Claude runs it itself, and goes on in a new session; no
+			// turn of the script answers it.
+			if err := s.clear(); err != nil {
+				return err
+			}
+			counter = s.transcript.Name() + ".turns"
+			n--
+			continue
+		}
 		os.WriteFile(counter, []byte(strconv.Itoa(n+1)), 0o644)
 		// The settings as they are when init goes out (a change comes
 		// before or after it on stdout, never in between).
 		s.setMu.Lock()
-		s.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": s.model, "permissionMode": s.permMode}, false)
+		s.emit(map[string]any{"type": "system", "subtype": "init", "model": s.model, "permissionMode": s.permMode}, false)
 		s.setMu.Unlock()
 		echo := map[string]any{"type": "user", "isReplay": true, "message": map[string]any{"role": "user", "content": []map[string]any{{"type": "text", "text": prompt}}}}
 		if len(sc.Turns) == 0 {
@@ -216,6 +228,37 @@ func runStream(session string, transcript transcriptFile, path, model, permMode 
 			}
 		}
 	}
+}
+
+// clear does what Claude Code 2.1.330 does with a /clear in stream-json
+// mode: no echo, a conversation_reset naming the command's record, and
+// an init and a result of a new session (not the reset's
+// new_conversation_id), whose transcript starts with the command.
+func (s *streamer) clear() error {
+	cmd := claude.NewSessionID()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	s.emit(map[string]any{"type": "conversation_reset", "new_conversation_id": claude.NewSessionID(), "uuid": claude.NewSessionID(),
+		"trigger": "clear", "user_message_uuid": cmd, "timestamp": now}, false)
+	session := claude.NewSessionID()
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(s.transcript.Name()), session+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	s.outMu.Lock()
+	s.session, s.transcript = session, f
+	s.outMu.Unlock()
+	rec, _ := json.Marshal(map[string]any{"type": "user", "uuid": cmd, "sessionId": session, "timestamp": now, "isSidechain": false,
+		"message": map[string]any{"role": "user", "content": "<command-name>/clear</command-name>\n            <command-message>clear</command-message>\n            <command-args></command-args>"}})
+	if _, err := f.Write(append(rec, '\n')); err != nil {
+		return err
+	}
+	s.setMu.Lock()
+	s.emit(map[string]any{"type": "system", "subtype": "init", "model": s.model, "permissionMode": s.permMode}, false)
+	s.setMu.Unlock()
+	s.emit(map[string]any{"type": "result", "subtype": "success", "is_error": false, "num_turns": 0, "uuid": claude.NewSessionID(),
+		"usage": map[string]any{"input_tokens": 0, "output_tokens": 0}, "total_cost_usd": 0}, false)
+	s.cost = 0
+	return nil
 }
 
 func (s *streamer) readStdin() {

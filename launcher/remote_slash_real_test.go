@@ -1,0 +1,175 @@
+package launcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/claudetest"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// sessionsOutbox keeps what each session was sent.
+type sessionsOutbox struct {
+	mu   sync.Mutex
+	envs map[string][]protocol.Envelope
+}
+
+func (o *sessionsOutbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.envs == nil {
+		o.envs = map[string][]protocol.Envelope{}
+	}
+	o.envs[session] = append(o.envs[session], envs...)
+	return nil
+}
+
+func (o *sessionsOutbox) of(session string) []protocol.Envelope {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.envs[session])
+}
+
+// untilSession polls (with a deadline) until cond holds for what session
+// was sent.
+func untilSession(t *testing.T, out *sessionsOutbox, session, what string, cond func(d []string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		d := describeAll(out.of(session))
+		if cond(d) {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s in session %s; envelopes: %q", what, session, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sameContentAsReplay checks that live has the envelopes (ids, kinds,
+// order) of the replay of transcript, turn markers aside: a -p transcript
+// does not say where a turn ended.
+func sameContentAsReplay(t *testing.T, live []protocol.Envelope, transcript string) {
+	t.Helper()
+	envtest.CheckInvariants(t, live)
+	want := withoutTurnMarkers(replayFiles(t, transcript))
+	live = withoutTurnMarkers(live)
+	ld, wd := describeAll(live), describeAll(want)
+	if len(live) != len(want) {
+		t.Fatalf("live %d envelopes, replay %d\nlive:   %q\nreplay: %q", len(live), len(want), ld, wd)
+	}
+	for i := range live {
+		if live[i].ID != want[i].ID {
+			t.Fatalf("envelope %d: live %s (%s), replay %s (%s)", i, ld[i], live[i].ID, wd[i], want[i].ID)
+		}
+	}
+}
+
+// /clear and /compact sent from the app to the real Claude Code: each is
+// taken (its prompt done) and shown as the command it is; /clear moves the
+// session to Claude's new session id, whose transcript it then is (live =
+// replay for both sessions), the next prompt is answered there, and a
+// Claude started again after a crash resumes the conversation after the
+// clear, not the one before.
+func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
+	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
+	out := &sessionsOutbox{}
+	var movedMu sync.Mutex
+	var moved []string
+	opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnSession: func(id string) {
+			movedMu.Lock()
+			defer movedMu.Unlock()
+			moved = append(moved, id)
+		}}
+	first := claude.NewSessionID()
+	r := NewRemote(first, opts, NewPipeline("", out), &events{})
+	t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
+	prompt := func(text string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := r.Prompt(ctx, text); err != nil {
+			t.Fatalf("prompt %q: %v", text, err)
+		}
+	}
+	idle := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for r.State().Status != StatusIdle {
+			if time.Now().After(deadline) {
+				t.Fatalf("not idle after %s: %+v", what, r.State())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	prompt("hello one")
+	untilSession(t, out, first, "the first turn", has("TE(completed)", 1))
+	prompt("/compact keep it short")
+	idle("/compact")
+	prompt("/clear")
+	second := r.ID()
+	for deadline := time.Now().Add(60 * time.Second); second == first && time.Now().Before(deadline); second = r.ID() {
+		time.Sleep(5 * time.Millisecond) // Claude names its new session in the init after the reset
+	}
+	if second == first || !ValidSessionID(second) {
+		t.Fatalf("session after /clear: %q (before: %q)", second, first)
+	}
+	idle("/clear")
+	movedMu.Lock()
+	if !slices.Equal(moved, []string{second}) {
+		t.Errorf("told of sessions %q, want %q", moved, second)
+	}
+	movedMu.Unlock()
+	prompt("hello two")
+	d := untilSession(t, out, second, "the turn after /clear", func(d []string) bool { return count(d, "TE(completed)") == 1 })
+	envtest.Eq(t, d, "U(/clear)", "U(hello two)", "TS", "A(answer)", "TE(completed)")
+	idle("hello two")
+	if last := out.of(second)[0]; last.Ev.Command == nil || last.Ev.Command.Name != "/clear" {
+		t.Fatalf("/clear shown as %+v", last.Ev)
+	}
+	old := describeAll(out.of(first))
+	if count(old, "U(/compact keep it short)") != 1 || count(old, "S(Conversation compacted") != 1 ||
+		old[len(old)-2] != "S(Conversation cleared (/clear): Claude starts afresh from here)" || old[len(old)-1] != "TE(completed)" {
+		t.Fatalf("the session before /clear: %q", old)
+	}
+
+	// Claude dies; the next prompt starts it again on the session after
+	// the clear.
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if err := p.tree.kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	prompt("hello three")
+	untilSession(t, out, second, "the turn after the restart", func(d []string) bool { return count(d, "TE(completed)") == 2 })
+	reqs := e.API.Requests()
+	said := reqs[len(reqs)-1].UserContent
+	if !strings.Contains(said, "hello two") || strings.Contains(said, "hello one") {
+		t.Fatalf("the restarted Claude's conversation: %s", said)
+	}
+	r.Stop(protocol.StatusCompleted)
+	var withoutNote []protocol.Envelope
+	for _, env := range out.of(first) {
+		if !strings.HasPrefix(env.Ev.Text, "Conversation cleared") {
+			withoutNote = append(withoutNote, env)
+		}
+	}
+	sameContentAsReplay(t, withoutNote, filepath.Join(e.ProjectDir(t), first+".jsonl"))
+	sameContentAsReplay(t, out.of(second), filepath.Join(e.ProjectDir(t), second+".jsonl"))
+}

@@ -1,0 +1,91 @@
+package launcher
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+func TestIsSlashCommand(t *testing.T) {
+	for text, want := range map[string]bool{
+		"/clear": true, " /compact keep it short": true, "/plugin:cmd x": true, "/my-command": true,
+		"/": false, "/tmp/x is missing": false, "/etc/passwd": false, "/a.txt": false, "hello /clear": false, "//x": false,
+	} {
+		if got := isSlashCommand(text); got != want {
+			t.Errorf("isSlashCommand(%q) = %v, want %v", text, got, want)
+		}
+	}
+}
+
+// A /clear sent from the app (Claude as 2.1.330 runs it: no echo, a
+// conversation_reset, then the init of a new session): the prompt is taken,
+// the old session ends with a note, the command is the first envelope of
+// the new session, the next prompt is answered there, and a Claude started
+// again after a crash resumes the new session.
+func TestRemoteClear(t *testing.T) {
+	base := newRemoteRig(t, map[string]any{"turns": []any{
+		steps(map[string]any{"text": "one"}),
+		steps(map[string]any{"text": "two"}),
+		steps(map[string]any{"text": "three"}),
+	}}, RemoteOptions{})
+	out := &sessionsOutbox{}
+	var mu sync.Mutex
+	var moved []string
+	opts := base.r.opts
+	opts.OnSession = func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		moved = append(moved, id)
+	}
+	r := NewRemote(rigSession, opts, NewPipeline("", out), base.ev)
+	t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
+	prompt := func(text string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Prompt(ctx, text); err != nil {
+			t.Fatalf("prompt %q: %v", text, err)
+		}
+	}
+	prompt("first")
+	untilSession(t, out, rigSession, "the first turn", has("TE(completed)", 1))
+	prompt("/clear")
+	second := r.ID()
+	for deadline := time.Now().Add(10 * time.Second); second == rigSession && time.Now().Before(deadline); second = r.ID() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if second == rigSession || !ValidSessionID(second) {
+		t.Fatalf("session after /clear: %q", second)
+	}
+	prompt("second")
+	d := untilSession(t, out, second, "the turn after /clear", has("TE(completed)", 1))
+	envtest.Eq(t, d, "U(/clear)", "U(second)", "TS", "A(two)", "TE(completed)")
+	envtest.Eq(t, describeAll(out.of(rigSession)), "U(first)", "TS", "A(one)", "TE(completed)",
+		"TS", "S(Conversation cleared (/clear): Claude starts afresh from here)", "TE(completed)")
+	mu.Lock()
+	if !slices.Equal(moved, []string{second}) {
+		t.Errorf("told of sessions %q, want [%s]", moved, second)
+	}
+	mu.Unlock()
+
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if err := p.tree.kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	prompt("third")
+	untilSession(t, out, second, "the turn after the restart", has("TE(completed)", 2))
+	argv := base.argv()
+	if last := argv[len(argv)-1]; !slices.Contains(last, "--resume="+second) {
+		t.Fatalf("Claude started again with %q, want --resume=%s", strings.Join(last, " "), second)
+	}
+	envtest.CheckInvariants(t, out.of(second))
+}
