@@ -1,6 +1,9 @@
 package launcher
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // Claude Code's options that take a value (--flag value or --flag=value);
 // variadic ones take every following argument that is not an option. Any
@@ -146,4 +149,37 @@ func ForkParent(args []string) string {
 		return ""
 	}
 	return parent
+}
+
+// ErrRemoteResume is why remote mode refuses a command line that continues
+// a session it does not name (--continue, --resume without a session id)
+// or forks one (--fork-session): headless, there is no picker, and the app
+// shows one session per id.
+var ErrRemoteResume = errors.New("with --remote, continue a session by its id: --resume <session id> (or --session <session id>), without --continue or --fork-session")
+
+// RemoteResumeTarget is the session a command line resumes (--resume ID,
+// -r ID, --resume=ID), for remote mode, which continues that session
+// itself: "" when it resumes none; ErrRemoteResume when it continues or
+// forks a session in a way remote mode cannot.
+func RemoteResumeTarget(args []string) (string, error) {
+	id, resumes := "", false
+	for _, it := range splitArgs(args) {
+		switch it.name {
+		case "--fork-session", "--continue", "-c":
+			return "", ErrRemoteResume
+		case "--resume", "-r":
+			resumes = true
+			if name, val, ok := strings.Cut(it.args[0], "="); ok && name == it.name {
+				id = val
+			} else if len(it.args) > 1 {
+				id = it.args[1]
+			} else {
+				id = ""
+			}
+		}
+	}
+	if resumes && !ValidSessionID(id) {
+		return "", ErrRemoteResume
+	}
+	return id, nil
 }

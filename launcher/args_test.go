@@ -76,3 +76,30 @@ func TestForkParent(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoteResumeTarget(t *testing.T) {
+	const id = "11111111-2222-4333-8444-555555555555"
+	for _, tc := range []struct {
+		args []string
+		want string
+		err  bool
+	}{
+		{nil, "", false},
+		{[]string{"--model", "opus"}, "", false},
+		{[]string{"--resume", id}, id, false},
+		{[]string{"--resume=" + id, "--model", "opus"}, id, false},
+		{[]string{"-r", id}, id, false},
+		{[]string{"--resume"}, "", true},
+		{[]string{"--resume", "--model", "opus"}, "", true},
+		{[]string{"--resume", "my old session"}, "", true},
+		{[]string{"--resume", id, "--fork-session"}, "", true},
+		{[]string{"--continue"}, "", true},
+		{[]string{"-c"}, "", true},
+		{[]string{"--", "--resume", id}, "", false},
+	} {
+		got, err := RemoteResumeTarget(tc.args)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%q: %q, %v; want %q (error %v)", tc.args, got, err, tc.want, tc.err)
+		}
+	}
+}

@@ -123,6 +123,20 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	if f.session != "" && !launcher.ValidSessionID(f.session) {
 		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
 	}
+	if f.remote {
+		// --resume ID (what the exit hint suggests) continues that
+		// session, the one the app shows, not a new one.
+		id, err := launcher.RemoteResumeTarget(claudeArgs)
+		if err != nil {
+			return err
+		}
+		if id != "" && f.session != "" && id != f.session {
+			return fmt.Errorf("--session %s and --resume %s name two sessions", f.session, id)
+		}
+		if id != "" {
+			f.session = id
+		}
+	}
 	if f.daemonPipe && !f.remote {
 		return errors.New("--daemon-pipe needs --remote")
 	}
