@@ -74,6 +74,7 @@ type Client struct {
 	mu       sync.Mutex
 	conn     *conn                     // the current connection, nil while offline
 	announce map[string][]byte         // session -> latest announced info
+	acked    map[string]string         // session -> the latest info the relay took (or refused for good)
 	changed  chan struct{}             // an announcement to send
 	unsent   map[string]protocol.Frame // session/command id -> a result not acknowledged
 	refused  bool                      // the relay refused the token: Run ended
@@ -105,6 +106,7 @@ func (c *Client) markDeleted(session string) {
 	}
 	c.deleted[session] = true
 	delete(c.announce, session)
+	delete(c.acked, session)
 }
 
 // Deleted reports whether the relay said that session was deleted.
@@ -151,7 +153,7 @@ func NewClient(cfg Config, box *Outbox) *Client {
 		cfg.Logger = slog.Default()
 	}
 	return &Client{probes: newProbeClient(), cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
-		announce: map[string][]byte{}, changed: make(chan struct{}, 1), unsent: map[string]protocol.Frame{}}
+		announce: map[string][]byte{}, acked: map[string]string{}, changed: make(chan struct{}, 1), unsent: map[string]protocol.Frame{}}
 }
 
 // Commands delivers the commands apps send to this CLI's sessions.
@@ -452,18 +454,47 @@ func (c *Client) Refused() bool {
 	return c.refused
 }
 
-// Flush waits until the outbox is empty (everything acknowledged) or ctx ends.
+// Flush waits until everything is acknowledged (Settled) or ctx ends.
 func (c *Client) Flush(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for c.box.Pending() > 0 {
+	for !c.Settled() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("flush: %d bytes not acknowledged: %w", c.box.Pending(), ctx.Err())
+			return fmt.Errorf("flush: %d bytes, %d announcements and %d command results not acknowledged: %w",
+				c.box.Pending(), c.unannounced(), c.unsentReplies(), ctx.Err())
 		case <-t.C:
 		}
 	}
 	return nil
+}
+
+// Settled reports whether the relay acknowledged everything: the outbox
+// is empty, each session's latest announcement was taken, and every
+// command result was sent. A session's last state (a process that ends
+// says why) reaches the relay only if its process waits for this.
+func (c *Client) Settled() bool {
+	return c.box.Pending() == 0 && c.unannounced() == 0 && c.unsentReplies() == 0
+}
+
+// unannounced counts the sessions whose latest announcement the relay has
+// not taken yet.
+func (c *Client) unannounced() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for session, info := range c.announce {
+		if c.acked[session] != string(info) {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *Client) unsentReplies() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.unsent)
 }
 
 // notice tells the user something about the relay, if Config.Notice is set.
@@ -723,6 +754,9 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 			c.log.Error("relay refused an announcement", "session", session, "code", reply.Code, "message", reply.Message)
 		}
 		sent[session] = string(info)
+		c.mu.Lock()
+		c.acked[session] = string(info) // taken, or refused for good: nothing more to wait for
+		c.mu.Unlock()
 	}
 	return nil
 }

@@ -302,3 +302,59 @@ func TestAnnouncementAfterEnvelopes(t *testing.T) {
 	}
 	run.finish(t)
 }
+
+// Flush waits for the session's latest announcement too, not only for the
+// outbox: a process that announces its last state ("stopped, and why")
+// and then flushes before it exits leaves that state on the relay. While
+// the relay cannot be reached, Flush says the announcement is not sent.
+func TestFlushWaitsForTheLastAnnouncement(t *testing.T) {
+	r := newRelay(t)
+	const session = "5e55a001-0000-4000-8000-0000000000a2"
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info := func() string {
+		st, err := relay.OpenStore(r.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		list, err := st.Sessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, si := range list {
+			if si.ID == session {
+				return string(si.Info)
+			}
+		}
+		return ""
+	}
+	for round := range 20 {
+		run := runClient(Config{URL: "http://" + r.addr, Token: token}, box)
+		state := fmt.Sprintf(`{"status":"idle","error":"stopped %d"}`, round)
+		run.cl.Announce(session, json.RawMessage(state))
+		if err := run.cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		run.cancel()
+		<-run.done
+		if got := info(); !strings.Contains(got, fmt.Sprintf(`"stopped %d"`, round)) {
+			t.Fatalf("round %d: after Flush the relay holds %s", round, got)
+		}
+	}
+
+	r.halt()
+	run := runClient(Config{URL: "http://" + r.addr, Token: token}, box)
+	defer func() { run.cancel(); <-run.done }()
+	run.cl.Announce(session, json.RawMessage(`{"status":"idle","error":"unsent"}`))
+	fctx, fcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer fcancel()
+	if err := run.cl.Flush(fctx); err == nil || !strings.Contains(err.Error(), "1 announcements") {
+		t.Fatalf("Flush with the relay down and an announcement unsent: %v", err)
+	}
+}

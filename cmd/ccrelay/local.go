@@ -609,10 +609,20 @@ func (x *exitFlush) run() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	if x.box.Pending() == 0 {
+	if x.sender.Settled() {
+		return
+	}
+	// Only the session's last state or a command's answer is left: waited
+	// for as long, without a word, while the relay is connected (there is
+	// nothing to keep for later).
+	quiet := x.box.Pending() == 0
+	if quiet && !x.sender.Connected() {
 		return
 	}
 	refused := func() {
+		if quiet {
+			return
+		}
 		fmt.Fprintf(x.out, "ccrelay: not sent: the relay at %s refused the token (wrong or revoked); %s kept in %s for a run with the right token\n",
 			x.url, size(x.box.Pending()), x.keptIn)
 	}
@@ -625,8 +635,10 @@ func (x *exitFlush) run() {
 		}
 	default:
 	}
-	fmt.Fprintf(x.out, "ccrelay: sending the last %s to the relay (up to %s; Ctrl-C stops, it is kept for the next run)\n",
-		size(x.box.Pending()), x.timeout)
+	if !quiet {
+		fmt.Fprintf(x.out, "ccrelay: sending the last %s to the relay (up to %s; Ctrl-C stops, it is kept for the next run)\n",
+			size(x.box.Pending()), x.timeout)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.timeout)
 	defer cancel()
 	flushed := make(chan error, 1)
@@ -635,6 +647,9 @@ func (x *exitFlush) run() {
 	for {
 		select {
 		case err := <-flushed:
+			if quiet {
+				return
+			}
 			if err == nil {
 				fmt.Fprintln(x.out, "ccrelay: sent.")
 				return
