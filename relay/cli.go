@@ -37,7 +37,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() { me.run(ctx) })
 	defer wg.Wait()
 	defer cancel()
-	defer s.disown(context.WithoutCancel(ctx), me)
+	defer func() { s.cliGone(me.owner, s.disown(context.WithoutCancel(ctx), me)) }()
 	// Sessions this connection claimed: a session's owner never changes,
 	// so its next batches skip the claim (a deletion since is still found:
 	// the append checks the tombstone in its own transaction).

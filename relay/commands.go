@@ -195,14 +195,13 @@ func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error 
 	return nil
 }
 
-// disown forgets cli as the owner of its sessions. What it was handed and
-// did not answer stays delivered, never goes back: the session's next
-// owner gets it again (deliverQueued).
-func (s *Server) disown(ctx context.Context, cli *peer) {
+// disown forgets cli as the owner of its sessions, and returns them. What
+// it was handed and did not answer stays delivered, never goes back: the
+// session's next owner gets it again (deliverQueued).
+func (s *Server) disown(ctx context.Context, cli *peer) (gone []string) {
 	// Other relays stop routing its sessions here first: once this relay
 	// holds no owner for a session, no other relay keeps a command for it.
 	s.peersMu.Lock()
-	var gone []string
 	for session, p := range s.owners {
 		if p == cli {
 			gone = append(gone, session)
@@ -224,6 +223,7 @@ func (s *Server) disown(ctx context.Context, cli *peer) {
 			delete(s.delivered, k)
 		}
 	}
+	return gone
 }
 
 // command takes a command from an app: stored once per id in its session,

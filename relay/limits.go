@@ -82,6 +82,10 @@ type Limits struct {
 
 	LoginFailures int
 	LoginWindow   time.Duration
+
+	// CLIGoneAfter: a session whose CLI connection ended is marked in the
+	// lists when no CLI holds it again within this time (gone.go).
+	CLIGoneAfter time.Duration
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -104,6 +108,7 @@ func (l Limits) withDefaults() Limits {
 		PingTimeout:       orDefault(l.PingTimeout, DefaultPingTimeout),
 		LoginFailures:     orDefault(l.LoginFailures, DefaultLoginFailures),
 		LoginWindow:       orDefault(l.LoginWindow, DefaultLoginWindow),
+		CLIGoneAfter:      orDefault(l.CLIGoneAfter, DefaultCLIGoneAfter),
 	}
 }
 
@@ -133,6 +138,7 @@ func addrKey(remote string) string {
 // on s.Listener(ln) for the connection caps.
 func (s *Server) HTTPServer(base context.Context) *http.Server {
 	l := s.Limits.withDefaults()
+	context.AfterFunc(base, s.stopGone) // the relay shuts down: no session is marked gone
 	return &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: l.ReadHeaderTimeout,

@@ -65,12 +65,22 @@ type Server struct {
 
 	fan *fanout // the other relays on the same PostgreSQL database (fanout.go); nil on SQLite
 
+	gone gone // sessions whose CLI connection ended (gone.go)
+
 	metrics metrics // Prometheus metrics (metrics.go)
 }
 
 // Wait blocks until every websocket connection has ended. Cancel the
 // requests' base context first (http.Server.BaseContext) to end them.
-func (s *Server) Wait() { s.conns.Wait() }
+// Served through HTTPServer, it also waits for the watchers of sessions
+// whose CLI left (gone.go), which that base context ends.
+func (s *Server) Wait() {
+	s.conns.Wait()
+	s.gone.init()
+	if s.gone.ctx.Err() != nil {
+		s.gone.wg.Wait()
+	}
+}
 
 // NewServer returns a relay over store that accepts the given bootstrap
 // tokens (the relay's token file): see New. An error setting up the

@@ -142,6 +142,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	cmd.Flags().StringVar(&opts.behindProxy, "behind-proxy", "", "a TLS proxy in front of the relay (its address, e.g. 127.0.0.1): trust its X-Forwarded-Proto/-For/-Host, from that address only")
 	cmd.Flags().StringVar(&opts.publicURL, "public-url", "", "the address phones open (https://relay.example.com): the one name the relay answers to besides 127.0.0.1, and the base of printed links")
 	cmd.Flags().IntVar(&lim.MaxConnsPerAddr, "max-conns-per-addr", relay.DefaultMaxConnsPerAddr, "open connections at most from one address (behind a proxy, all come from the proxy's)")
+	cmd.Flags().DurationVar(&lim.CLIGoneAfter, "cli-gone-after", relay.DefaultCLIGoneAfter, "a session whose ccrelay disconnected and did not come back within this time is listed as no longer working (with the reason), a machine as its daemon gone")
 	cmd.Flags().StringVar(&notify.ntfy, "notify-ntfy", "", "also post notifications to this ntfy topic URL (a generic text and a link, never content)")
 	cmd.Flags().StringVar(&notify.contact, "push-contact", DefaultPushContact, "contact (mailto: or https:) given to browsers' push services")
 	return cmd

@@ -289,7 +289,13 @@ function cleanSession(s) {
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).
   if (typeof raw.startedBy === 'string' && UUID.test(raw.startedBy)) info.startedBy = raw.startedBy;
-  if (info.mode === 'machine') info.daemon = cleanDaemon(raw.daemon);
+  // The relay's mark: this session's ccrelay (a machine's daemon) left and
+  // did not come back; a machine whose daemon is gone runs nothing.
+  if (Number.isFinite(raw.cliGone) && raw.cliGone > 0) info.cliGone = raw.cliGone;
+  if (info.mode === 'machine') {
+    info.daemon = cleanDaemon(raw.daemon);
+    if (info.daemon && info.cliGone) info.daemon.running.clear();
+  }
   const num = (v) => (Number.isFinite(v) ? v : 0);
   return { id: s.id, info, prompt: typeof s.prompt === 'string' ? s.prompt : '', lastSeq: num(s.lastSeq), updated: num(s.updated) };
 }

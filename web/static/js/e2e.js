@@ -121,14 +121,18 @@ export async function openEnvelope(session, env) {
   return plain;
 }
 
-/** openInfo opens a sealed session summary (its readable fields kept where the sealed part says nothing). */
+/**
+ * openInfo opens a sealed session summary (its readable fields kept where the sealed part says nothing).
+ * The relay's mark of a session whose ccrelay is gone (cliGone, and its reason as error) wins over what the machine said last.
+ */
 export async function openInfo(session, info) {
   if (!info || typeof info.sealed !== 'string') return info;
   const key = await waitKey(session);
   if (!key) return { ...info, sealed: undefined, locked: true };
   try {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
-    return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined };
+    const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
+    return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone };
   } catch {
     return { ...info, sealed: undefined, locked: true };
   }

@@ -78,7 +78,7 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
     const d = machine.info.daemon;
     machineRow.replaceChildren(h('span', { text: 'Machine' }),
       list.length > 1 ? machineSel : h('div', { class: 'machine-name', text: machine.info.machine || machine.id.slice(0, 8) }),
-      h('div', { class: 'meta', text: [osName(d.os), d.claudeVersion ? 'Claude Code ' + d.claudeVersion : ''].filter(Boolean).join(' · ') }));
+      h('div', { class: 'meta', text: [osName(d.os), d.claudeVersion ? 'Claude Code ' + d.claudeVersion : '', machine.info.cliGone ? 'daemon not connected: a request waits until it is back' : ''].filter(Boolean).join(' · ') }));
     mode.replaceChildren(...modes.filter(([v]) => v !== 'bypassPermissions' || d.allowBypass).map(([v, label]) => h('option', { value: v, text: label })));
     other.hidden = !d.roots.length;
     if (d.roots.length) other.placeholder = 'Another folder under ' + d.roots.map(shortPath).join(', ');

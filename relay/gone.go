@@ -1,0 +1,168 @@
+// A session whose CLI is gone: when a CLI connection ends and no CLI
+// holds the session again within Limits.CLIGoneAfter, the relay says so in
+// the session's summary, so that no list shows a session as working, or a
+// machine as running sessions, with no process behind it.
+
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultCLIGoneAfter is how long the relay waits for a session's CLI to
+// come back (a network change, a relay restart, a CLI's reconnect backoff)
+// before it says in the lists that the session's CLI is gone.
+const DefaultCLIGoneAfter = 30 * time.Second
+
+// What the lists say of a session whose CLI is gone (its summary's error).
+const (
+	// CLIGoneWorking: the session was working (or waiting for a
+	// permission answer) when its ccrelay went away.
+	CLIGoneWorking = "ccrelay stopped relaying this session while Claude was working: its connection to the relay ended and did not come back (ccrelay, or its machine, stopped). What Claude did after that is not known here; the session is not running. Resume it to go on."
+	// CLIGoneMachine: a machine's daemon went away.
+	CLIGoneMachine = "The daemon of this machine is not connected to the relay (it stopped, or the machine is off or offline): no session can be started or stopped here until it is back, and the sessions it ran have ended."
+)
+
+// gone watches the sessions of CLI connections that ended. The watchers
+// belong to the server: each ends at its deadline, or when stop is called
+// (HTTPServer's base context ended: the relay shuts down, and marks
+// nothing, since its CLIs come back to the next relay).
+type gone struct {
+	once sync.Once
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+func (g *gone) init() {
+	g.once.Do(func() { g.ctx, g.stop = context.WithCancel(context.Background()) })
+}
+
+// stopGone ends the watchers; Wait waits for them after the connections.
+func (s *Server) stopGone() {
+	s.gone.init()
+	s.gone.stop()
+}
+
+// cliGone watches sessions, which the CLI connection of owner held until it
+// ended: those that no CLI holds again within Limits.CLIGoneAfter are
+// marked (markCLIGone).
+func (s *Server) cliGone(owner string, sessions []string) {
+	if len(sessions) == 0 || s.store == nil {
+		return
+	}
+	s.gone.init()
+	if s.gone.ctx.Err() != nil {
+		return
+	}
+	after := s.Limits.withDefaults().CLIGoneAfter
+	s.gone.wg.Go(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		select {
+		case <-s.gone.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx := withOwner(s.gone.ctx, owner)
+		for _, session := range sessions {
+			if s.gone.ctx.Err() != nil {
+				return
+			}
+			if err := s.markCLIGone(ctx, session); err != nil && s.gone.ctx.Err() == nil {
+				s.storeFailed("mark a session whose CLI is gone", session, err)
+			}
+		}
+	})
+}
+
+// markCLIGone says in session's summary that its CLI is gone, unless a
+// CLI holds it again (here or on another relay): a session that was
+// working or waiting for an answer becomes idle with the reason; a
+// machine's daemon is shown gone and running nothing. The summary is
+// replaced only if it is still the one read: a CLI that announced itself
+// meanwhile is right, and its next announcement replaces this one.
+func (s *Server) markCLIGone(ctx context.Context, session string) error {
+	s.peersMu.Lock()
+	_, held := s.owners[session]
+	s.peersMu.Unlock()
+	if held || s.heldElsewhere(ctx, session) {
+		return nil
+	}
+	si, err := s.store.session(ctx, session)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // deleted meanwhile
+		}
+		return err
+	}
+	marked, ok := cliGoneInfo(si.Info, s.store.clock().UnixMilli())
+	if !ok {
+		return nil
+	}
+	si, swapped, err := s.store.replaceInfo(ctx, session, si.Info, marked)
+	if err != nil || !swapped {
+		return err
+	}
+	s.log.Info("a session's CLI did not come back: the lists say so", "session", session)
+	s.hub.sessionChanged(si)
+	s.fanSend(ctx, fanMsg{Kind: "s", Session: session, Owner: si.Owner})
+	s.told(session)
+	return nil
+}
+
+// cliGoneInfo is a session summary marked as having no CLI (cliGone: when
+// it was marked, Unix ms), and whether there is anything to mark: a
+// session working or waiting for a permission answer (status idle, the
+// permission requests dropped, error the reason), or a machine (error the
+// reason, its running sessions none). A sealed summary keeps its sealed
+// part, which the relay cannot read: its readable status and error say it.
+func cliGoneInfo(info json.RawMessage, now int64) (json.RawMessage, bool) {
+	var m map[string]any
+	if json.Unmarshal(info, &m) != nil || m == nil {
+		return nil, false
+	}
+	if _, done := m["cliGone"]; done {
+		return nil, false
+	}
+	switch {
+	case m["mode"] == "machine":
+		m["error"] = CLIGoneMachine
+		if d, ok := m["daemon"].(map[string]any); ok {
+			d["running"] = []string{}
+		}
+	case m["status"] == "busy" || m["status"] == "waiting-for-permission":
+		m["status"] = "idle"
+		m["error"] = CLIGoneWorking
+		delete(m, "permissions")
+	default:
+		return nil, false
+	}
+	m["cliGone"] = now
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// replaceInfo replaces session's summary with info if it is still was (a
+// CLI's announcement meanwhile wins), without counting as activity; it
+// returns the session and whether it was replaced.
+func (s *Store) replaceInfo(ctx context.Context, session string, was, info json.RawMessage) (SessionInfo, bool, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE sessions SET info = ? WHERE id = ? AND info = ?`, string(info), session, string(was))
+	if err != nil {
+		return SessionInfo{}, false, fmt.Errorf("replace the summary of %s: %w", session, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return SessionInfo{}, false, err
+	}
+	si, err := s.session(ctx, session)
+	return si, err == nil, err
+}

@@ -1,0 +1,142 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// dialAddr opens a websocket to the relay at addr (serveLimited).
+func dialAddr(t *testing.T, addr, path string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws://"+addr+path, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(MaxFrameBytes)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// A session whose CLI connection ends and does not come back within
+// CLIGoneAfter is never left working in the lists: working or waiting for
+// a permission answer, it becomes idle with the reason (sealed: its
+// readable status and error); a machine's daemon is shown gone, running
+// nothing; an idle session is left as it is; a CLI back in time keeps its
+// state, and a CLI back later replaces the mark with what it announces.
+// The listing app hears each change.
+func TestCLIGoneMarksTheList(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	s, addr := serveLimited(t, Limits{CLIGoneAfter: grace}, nil)
+	ctx := context.Background()
+	type want struct {
+		status, errText string
+		marked          bool
+		noPermissions   bool
+		running         int // a machine's running sessions (-1: not a machine)
+	}
+	cases := []struct {
+		name    string
+		session string
+		info    string
+		back    bool // the CLI comes back within the grace, announcing the same
+		want    want
+	}{
+		{"working", "a0000000-0000-4000-8000-000000000001", `{"mode":"remote","status":"busy","cwd":"/w"}`, false,
+			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}},
+		{"waiting for a permission", "a0000000-0000-4000-8000-000000000002",
+			`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"p1","tool":"Bash","input":{"command":"ls"}}]}`, false,
+			want{status: "idle", errText: CLIGoneWorking, marked: true, noPermissions: true, running: -1}},
+		{"sealed and working", "a0000000-0000-4000-8000-000000000003", `{"mode":"remote","status":"busy","sealed":"QUJDRA","error":"sealed:abcd"}`, false,
+			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}},
+		{"machine", "a0000000-0000-4000-8000-000000000004",
+			`{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["a0000000-0000-4000-8000-000000000001"]}}`, false,
+			want{status: "idle", errText: CLIGoneMachine, marked: true, running: 0}},
+		{"idle", "a0000000-0000-4000-8000-000000000005", `{"mode":"remote","status":"idle"}`, false,
+			want{status: "idle", running: -1}},
+		{"back in time", "a0000000-0000-4000-8000-000000000006", `{"mode":"remote","status":"busy"}`, true,
+			want{status: "busy", running: -1}},
+	}
+	app := dialAddr(t, addr, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameList})
+	recv(t, app)
+	var clis []*websocket.Conn
+	for _, tc := range cases {
+		cli := dialAddr(t, addr, "/ws/cli")
+		send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: tc.session, Info: json.RawMessage(tc.info)})
+		if f := recv(t, cli); f.Type != protocol.FrameAck {
+			t.Fatalf("%s: announce answered %+v", tc.name, f)
+		}
+		clis = append(clis, cli)
+	}
+	closed := time.Now()
+	for i, tc := range cases {
+		clis[i].Close(websocket.StatusNormalClosure, "")
+		if tc.back {
+			cli := dialAddr(t, addr, "/ws/cli")
+			send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: tc.session, Info: json.RawMessage(tc.info)})
+			recv(t, cli)
+		}
+	}
+	// The app hears the four marks.
+	heard := map[string]bool{}
+	for len(heard) < 4 {
+		f := recv(t, app)
+		for _, sum := range f.Sessions {
+			if f.Type == protocol.FrameSession && json.Valid(sum.Info) && string(sum.Info) != "" {
+				var m map[string]any
+				json.Unmarshal(sum.Info, &m)
+				if m["cliGone"] != nil {
+					heard[sum.ID] = true
+				}
+			}
+		}
+	}
+	if since := time.Since(closed); since < grace {
+		t.Fatalf("marked %v after the CLIs left, before the grace of %v", since, grace)
+	}
+	for _, tc := range cases {
+		si, err := s.store.session(ctx, tc.session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(si.Info, &m)
+		_, marked := m["cliGone"]
+		errText, _ := m["error"].(string)
+		if m["status"] != tc.want.status || marked != tc.want.marked || (tc.want.errText != "" && errText != tc.want.errText) {
+			t.Errorf("%s: listed as %s", tc.name, si.Info)
+		}
+		if tc.want.noPermissions && m["permissions"] != nil {
+			t.Errorf("%s: permission requests still listed: %s", tc.name, si.Info)
+		}
+		if tc.want.running >= 0 {
+			d, _ := m["daemon"].(map[string]any)
+			running, ok := d["running"].([]any)
+			if !ok || len(running) != tc.want.running {
+				t.Errorf("%s: the machine lists running %v", tc.name, d["running"])
+			}
+		}
+		if tc.name == "sealed and working" && m["sealed"] != "QUJDRA" {
+			t.Errorf("%s: the sealed part changed: %s", tc.name, si.Info)
+		}
+	}
+	// A CLI back later: what it announces replaces the mark.
+	cli := dialAddr(t, addr, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: cases[0].session, Info: json.RawMessage(cases[0].info)})
+	recv(t, cli)
+	si, _ := s.store.session(ctx, cases[0].session)
+	var m map[string]any
+	json.Unmarshal(si.Info, &m)
+	if m["cliGone"] != nil || m["status"] != "busy" {
+		t.Fatalf("after the CLI came back: %s", si.Info)
+	}
+}
