@@ -330,9 +330,12 @@ func (d *daemon) start(c protocol.Command) error {
 	if err != nil {
 		return err
 	}
+	// The first line: the first prompt, and the machine's name, which the
+	// session announces as its machine (the app groups sessions by it).
 	first, _ := json.Marshal(struct {
-		Prompt string `json:"prompt,omitempty"`
-	}{c.Text})
+		Prompt  string `json:"prompt,omitempty"`
+		Machine string `json:"machine,omitempty"`
+	}{c.Text, d.cfg.Machine})
 	start := func(out io.Writer) error {
 		cmd.Stdout, cmd.Stderr = out, out
 		return cmd.Start()

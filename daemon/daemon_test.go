@@ -310,6 +310,10 @@ func TestDaemonStartsOnlyWhereAllowed(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(r.log.records(t)), `"prompt":"first prompt here"`) {
 		t.Fatalf("the first prompt did not reach the session's stdin: %v", r.log.records(t))
 	}
+	// The machine's name goes with it: the session announces it.
+	if !strings.Contains(fmt.Sprint(r.log.records(t)), `"machine":"box"`) {
+		t.Fatalf("the machine's name did not reach the session's stdin: %v", r.log.records(t))
+	}
 	waitFor(t, "both sessions announced as running", func() bool { return len(r.link.latest().Running) == 2 })
 }
 

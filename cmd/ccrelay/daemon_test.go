@@ -169,19 +169,20 @@ func (a *wsApp) saw(session, s string) bool {
 // the test: HOME (Claude Code's projects), an allowed root with a project.
 type daemonRig struct {
 	t                                             *testing.T
+	relayArgs                                     []string
 	data, addr, base, token                       string
 	relay, daemon                                 *exec.Cmd
 	home, root, project, state, tokenFile, pidlog string
 	arglog, script                                string
 }
 
-func newDaemonRig(t *testing.T) *daemonRig {
+func newDaemonRig(t *testing.T, relayArgs ...string) *daemonRig {
 	buildFakeClaude(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &daemonRig{t: t, data: t.TempDir(), addr: ln.Addr().String(), home: t.TempDir(), root: t.TempDir(), state: t.TempDir()}
+	r := &daemonRig{t: t, relayArgs: relayArgs, data: t.TempDir(), addr: ln.Addr().String(), home: t.TempDir(), root: t.TempDir(), state: t.TempDir()}
 	ln.Close()
 	r.startRelay()
 	t.Cleanup(func() {
@@ -203,7 +204,7 @@ func newDaemonRig(t *testing.T) *daemonRig {
 }
 
 func (r *daemonRig) startRelay() {
-	r.relay, r.base, r.token = startServe(r.t, r.data, "--listen", r.addr)
+	r.relay, r.base, r.token = startServe(r.t, r.data, append([]string{"--listen", r.addr}, r.relayArgs...)...)
 }
 
 func (r *daemonRig) startDaemon(extra ...string) {

@@ -8,21 +8,30 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // daemonStart is the first line `ccrelay daemon` writes to the stdin of a
-// session it starts (--daemon-pipe): the first prompt, if any. The prompt
-// never goes on the command line, where ps shows it.
+// session it starts (--daemon-pipe): the first prompt, if any, and the
+// machine's name (the daemon's --name), which the session announces as its
+// machine. The prompt never goes on the command line, where ps shows it.
 type daemonStart struct {
-	Prompt string `json:"prompt,omitempty"`
+	Prompt  string `json:"prompt,omitempty"`
+	Machine string `json:"machine,omitempty"`
 }
 
 // daemonStoppedNote is what a session started by a daemon says when the
 // daemon stopped, or was killed, under it.
 const daemonStoppedNote = "The ccrelay daemon that ran this session stopped, so Claude Code was stopped with it. Resume the session from New session → Resume."
+
+// daemonStopTimeout is how long the Claude of a session started by a
+// daemon gets to exit once its stdin is closed, and again after SIGTERM,
+// before SIGKILL: the session ends promptly when the daemon dies or the app
+// stops it, whatever Claude was doing (a tool may run for minutes).
+const daemonStopTimeout = time.Second
 
 // errDaemonGone ends the loop of a session whose daemon is gone.
 var errDaemonGone = errors.New("the daemon stopped")

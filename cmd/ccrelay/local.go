@@ -211,7 +211,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
-			claudeVersion: claudeVersion, versionWarning: versionWarning, startedBy: f.startedBy}
+			claudeVersion: claudeVersion, versionWarning: versionWarning, startedBy: f.startedBy, machine: fromDaemon.Machine}
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
@@ -243,6 +243,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}()
 		out = box
 		host, _ := os.Hostname()
+		if fromDaemon.Machine != "" {
+			host = fromDaemon.Machine
+		}
 		startLine = fmt.Sprintf("ccrelay: relaying to %s as %s", f.relay, host)
 	} else {
 		var fo *launcher.FileOutbox
@@ -299,6 +302,11 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	// Claude gets the signal itself (SIGHUP ends it with 129), not SIGTERM.
 	loopCtx, stopLoop := signalContext(context.WithoutCancel(ctx), syscall.SIGTERM, syscall.SIGHUP)
 	defer stopLoop()
+	if f.daemonPipe {
+		// Stopped from the app, or its daemon gone: Claude is not waited
+		// for (a tool may run for minutes), it gets daemonStopTimeout.
+		loopOpts.Remote.StopTimeout = daemonStopTimeout
+	}
 	if f.remote {
 		loopCtx = ctx
 		loopOpts.StartRemote = true
@@ -438,8 +446,9 @@ type appLink struct {
 	cmds   chan launcher.Command
 	// claudeVersion and versionWarning go into every session info.
 	claudeVersion, versionWarning string
-	// startedBy is the daemon session that started this one ("": none).
-	startedBy string
+	// startedBy is the daemon session that started this one ("": none),
+	// and machine the name its daemon announces ("": the host name).
+	startedBy, machine string
 
 	// forkParent is the session the user's arguments fork (--resume ID
 	// --fork-session), and forkChild the fork, once Claude runs it.
@@ -468,10 +477,15 @@ func (a *appLink) State(session string, st launcher.SessionState) {
 	a.mu.Unlock()
 	a.knownOnce.Do(func() { close(a.known) })
 	info := sessionInfoFork(a.cwd, st, a.claudeVersion, a.versionWarning, forkedFrom)
-	if a.startedBy != "" {
+	if a.startedBy != "" || a.machine != "" {
 		var m map[string]any
 		if json.Unmarshal(info, &m) == nil {
-			m["startedBy"] = a.startedBy
+			if a.startedBy != "" {
+				m["startedBy"] = a.startedBy
+			}
+			if a.machine != "" {
+				m["machine"] = a.machine
+			}
 			info, _ = json.Marshal(m)
 		}
 	}
