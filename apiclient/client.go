@@ -130,6 +130,21 @@ type conn struct {
 	nextRef int
 	pending map[string]chan protocol.Frame
 	dead    chan struct{}
+	took    bool // the relay acknowledged a frame it keeps (stores)
+}
+
+// stores reports whether a frame of type t is kept by the relay when it
+// is acknowledged (not a question such as the device list).
+func stores(t string) bool {
+	return t == protocol.FrameEnvelopes || t == protocol.FrameAnnounce || t == protocol.FrameResult
+}
+
+// tookSomething reports whether the relay acknowledged, on cn, a frame it
+// keeps.
+func (cn *conn) tookSomething() bool {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return cn.took
 }
 
 // NewClient returns a client for box.
@@ -307,6 +322,11 @@ func (cn *conn) request(ctx context.Context, f protocol.Frame) (protocol.Frame, 
 	}
 	select {
 	case r := <-reply:
+		if r.Type != protocol.FrameError && stores(f.Type) {
+			cn.mu.Lock()
+			cn.took = true
+			cn.mu.Unlock()
+		}
 		return r, nil
 	case <-cn.dead:
 		return protocol.Frame{}, errors.New("connection lost while waiting for the relay's reply")
@@ -534,13 +554,14 @@ func (e *dialError) reason() string {
 // dialTimeout bounds one attempt to connect to the relay.
 const dialTimeout = 10 * time.Second
 
-// errProgress marks a connection that acknowledged something before it
-// ended, so the backoff starts over.
+// errProgress marks a connection on which the relay acknowledged something
+// (a batch, an announcement, a result) before it ended, so the backoff
+// starts over: the relay took the connection, the end is a new outage.
 var errProgress = errors.New("connection ended after progress")
 
 // session connects and sends until the connection ends; upSince is set
 // when the connection is made.
-func (c *Client) session(ctx context.Context, upSince *time.Time) error {
+func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	ws, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.cfg.Token}}})
@@ -563,6 +584,11 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) error {
 	}
 	ws.SetReadLimit(16 << 20)
 	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{})}
+	defer func() {
+		if err != nil && !errors.Is(err, errProgress) && cn.tookSomething() {
+			err = fmt.Errorf("%w: %w", errProgress, err)
+		}
+	}()
 	rctx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
 	go c.read(rctx, cn)
@@ -614,9 +640,6 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) error {
 				ws.Close(websocket.StatusNormalClosure, "")
 				return nil
 			case <-cn.dead:
-				if progressed {
-					return fmt.Errorf("%w: connection lost", errProgress)
-				}
 				return errors.New("connection lost")
 			case <-c.changed:
 				continue

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,5 +166,67 @@ func TestRefusingRelayKeepsBackoff(t *testing.T) {
 	waitUntil(t, 30*time.Second, "five probes", func() bool { return answered.Load() >= 5 })
 	if n := attempts.Load(); n != 1 {
 		t.Fatalf("%d connection attempts to a relay that refuses, within the first backoff wait (10 s at least): want 1", n)
+	}
+}
+
+// A relay restarted faster than a probe can see it down (a new binary
+// under systemd) after a connection that it took something on (envelopes;
+// an announcement only, like an idle daemon's): the connection's end is a
+// new outage, and the client connects again from the shortest backoff, not
+// after the backoff a long outage before had grown (at least 6.4 s here).
+func TestReconnectAfterQuickRestart(t *testing.T) {
+	for _, what := range []string{"envelopes", "announcement"} {
+		t.Run(what, func(t *testing.T) {
+			r := newRelay(t)
+			r.halt()
+			box, err := OpenOutbox(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
+			var logs logRecords
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Log(logs.String())
+				}
+			})
+			cl := NewClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 100 * time.Millisecond,
+				MaxBackoff: 30 * time.Second, Logger: logs.logger()}, box)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); cl.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			// A long outage: the backoff grows to 6.4 s.
+			waitLog(t, &logs, "reconnecting", 7)
+			r.start()
+			waitUntil(t, 30*time.Second, "the client to connect", cl.Connected)
+			if what == "envelopes" {
+				box.Append(ctx, sessA, envs(sessA, 0, 1))
+				fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+				defer fcancel()
+				if err := cl.Flush(fctx); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cl.Announce(sessA, []byte(`{"mode":"remote","status":"idle"}`))
+				waitUntil(t, 30*time.Second, "the announcement to be acknowledged", func() bool {
+					cl.mu.Lock()
+					cn := cl.conn
+					cl.mu.Unlock()
+					return cn != nil && cn.tookSomething()
+				})
+			}
+			before := strings.Count(logs.String(), "reconnecting")
+			r.halt()
+			r.start()
+			restarted := time.Now()
+			waitLog(t, &logs, "reconnecting", before+1)
+			waitUntil(t, 30*time.Second, "the client to connect again", cl.Connected)
+			took := time.Since(restarted)
+			t.Logf("relay restarted -> client connected: %v", took.Round(time.Millisecond))
+			if took > 3*time.Second {
+				t.Fatalf("connected %v after a quick restart", took)
+			}
+		})
 	}
 }
