@@ -90,6 +90,7 @@ func run(sigs chan os.Signal) error {
 	var settings, session, source = "", "", "startup"
 	streamMode := false
 	withID, resuming, forking := false, false, false
+	idArg, resumeArg := "", ""
 	streamModel, streamMode2 := "fake-model", "default"
 	args := os.Args[1:]
 	if p := os.Getenv("FAKE_CLAUDE_ARGLOG"); p != "" {
@@ -125,17 +126,23 @@ func run(sigs chan os.Signal) error {
 		case "--settings":
 			settings = next()
 		case "--session-id":
-			session = next()
-			withID = true
+			withID, idArg = true, next()
 		case "--resume", "-r":
-			session, source = next(), "resume"
+			source, resumeArg = "resume", next()
 			resuming = true
 		case "--fork-session":
 			forking = true
 		}
 	}
-	if forking && resuming && !withID {
-		session = claude.NewSessionID() // the fork: a session of its own
+	// A fork is a session of its own: the --session-id given, else a new
+	// one; a resume continues its session; --session-id names a new one.
+	switch {
+	case forking && resuming && !withID:
+		session = claude.NewSessionID()
+	case withID:
+		session = idArg
+	default:
+		session = resumeArg
 	}
 	if withID && resuming && !forking {
 		// As Claude Code refuses it.
