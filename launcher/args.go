@@ -3,6 +3,8 @@ package launcher
 import (
 	"errors"
 	"strings"
+
+	"github.com/ccrelay/ccrelay/claude"
 )
 
 // Claude Code's options that take a value (--flag value or --flag=value);
@@ -182,4 +184,39 @@ func RemoteResumeTarget(args []string) (string, error) {
 		return "", ErrRemoteResume
 	}
 	return id, nil
+}
+
+// ForkSessionArgs names the session a forking command line makes
+// (--fork-session with --resume or --continue): the id the user gave with
+// --session-id, else a new one, which is added to args (Claude Code names
+// the fork's transcript after it). ccrelay then knows the fork before
+// Claude says anything: Claude Code 2.1.197's SessionStart hook reports
+// the resumed session, not the fork (followSessionStart). fork is "" for a
+// command line that does not fork; args are returned as they were.
+func ForkSessionArgs(args []string) (out []string, fork string) {
+	forks, resumes := false, false
+	for _, it := range splitArgs(args) {
+		switch it.name {
+		case "--fork-session":
+			forks = true
+		case "--resume", "-r", "--continue", "-c":
+			resumes = true
+		case "--session-id":
+			v := ""
+			if _, val, ok := strings.Cut(it.args[0], "="); ok {
+				v = val
+			} else if len(it.args) > 1 {
+				v = it.args[1]
+			}
+			fork = v
+		}
+	}
+	if !forks || !resumes {
+		return args, ""
+	}
+	if fork != "" {
+		return args, fork
+	}
+	fork = claude.NewSessionID()
+	return append([]string{"--session-id=" + fork}, args...), fork
 }

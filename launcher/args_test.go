@@ -1,6 +1,9 @@
 package launcher
 
 import (
+	"io"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -101,5 +104,85 @@ func TestRemoteResumeTarget(t *testing.T) {
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("%q: %q, %v; want %q (error %v)", tc.args, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// A forking command line gets the fork's id: the user's --session-id, or a
+// new one added in front; any other command line is left as it is.
+func TestForkSessionArgs(t *testing.T) {
+	const parent, mine = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-000000000000"
+	for _, tc := range []struct {
+		args  []string
+		added bool   // a new --session-id is added
+		fork  string // the user's, when not added
+	}{
+		{args: []string{"--resume", parent, "--fork-session"}, added: true},
+		{args: []string{"--fork-session", "-r=" + parent, "--model", "opus"}, added: true},
+		{args: []string{"--continue", "--fork-session"}, added: true},
+		{args: []string{"-c", "--fork-session", "--", "a prompt"}, added: true},
+		{args: []string{"--resume", parent, "--fork-session", "--session-id", mine}, fork: mine},
+		{args: []string{"--session-id=" + mine, "--fork-session", "--resume", parent}, fork: mine},
+		{args: []string{"--resume", parent}},
+		{args: []string{"--fork-session"}},
+		{args: []string{"--session-id", mine}},
+		{args: []string{"--", "--resume", parent, "--fork-session"}},
+		{args: nil},
+	} {
+		out, fork := ForkSessionArgs(tc.args)
+		switch {
+		case tc.added:
+			if !ValidSessionID(fork) || fork == parent || !slices.Equal(out, append([]string{"--session-id=" + fork}, tc.args...)) {
+				t.Errorf("%q: %q, fork %q: want a new --session-id in front", tc.args, out, fork)
+			}
+		default:
+			if fork != tc.fork || !slices.Equal(out, tc.args) {
+				t.Errorf("%q: %q, fork %q: want the args as they are, fork %q", tc.args, out, fork, tc.fork)
+			}
+		}
+	}
+	a, _ := ForkSessionArgs([]string{"--continue", "--fork-session"})
+	b, _ := ForkSessionArgs([]string{"--continue", "--fork-session"})
+	if a[0] == b[0] {
+		t.Fatalf("two forks got the same id %q", a[0])
+	}
+}
+
+// The first SessionStart of a forking run that names the resumed session
+// (Claude Code 2.1.197) is taken as the fork's, its transcript beside the
+// reported one; a start that names the fork, and every later start, pass
+// as they are.
+func TestForkSessionStart(t *testing.T) {
+	const parent, fork, cleared = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-000000000000", "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee"
+	dir := filepath.Join("home", "projects", "p")
+	at := func(id string) string { return filepath.Join(dir, id+".jsonl") }
+	for _, tc := range []struct {
+		name   string
+		fork   string
+		starts []SessionStart
+		want   []SessionStart
+	}{
+		{"2.1.197 names the parent", fork,
+			[]SessionStart{{SessionID: parent, TranscriptPath: at(parent), Source: "resume"}, {SessionID: cleared, TranscriptPath: at(cleared), Source: "clear"}},
+			[]SessionStart{{SessionID: fork, TranscriptPath: at(fork), Source: "resume"}, {SessionID: cleared, TranscriptPath: at(cleared), Source: "clear"}}},
+		{"no transcript path", fork,
+			[]SessionStart{{SessionID: parent, Source: "resume"}},
+			[]SessionStart{{SessionID: fork, Source: "resume"}}},
+		{"2.1.330 names the fork", fork,
+			[]SessionStart{{SessionID: fork, TranscriptPath: at(fork), Source: "fork"}, {SessionID: parent, TranscriptPath: at(parent), Source: "resume"}},
+			[]SessionStart{{SessionID: fork, TranscriptPath: at(fork), Source: "fork"}, {SessionID: parent, TranscriptPath: at(parent), Source: "resume"}}},
+		{"not a fork", "",
+			[]SessionStart{{SessionID: parent, TranscriptPath: at(parent), Source: "resume"}},
+			[]SessionStart{{SessionID: parent, TranscriptPath: at(parent), Source: "resume"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []SessionStart
+			on := forkSessionStart(tc.fork, func(s SessionStart) { got = append(got, s) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			for _, s := range tc.starts {
+				on(s)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }

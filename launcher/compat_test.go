@@ -63,7 +63,7 @@ func versionScenarios() []versionScenario {
 		}},
 	}
 	s = append(s, apiErrorScenarios()...)
-	return append(s,
+	s = append(s,
 		versionScenario{name: "API error in remote mode", run: realClaudeRemoteAPIError, note: noRetryTrace},
 		// 2.1.197 does not compact a conversation this short ("Not enough
 		// messages to compact.").
@@ -71,6 +71,7 @@ func versionScenarios() []versionScenario {
 		versionScenario{name: "Edit/Write diffs", run: realClaudeEditDiffs},
 		versionScenario{name: "fork (--fork-session)", run: realClaudeFork},
 	)
+	return append(s, terminalScenarios()...)
 }
 
 // retryTraceSince is the oldest version known to write its API retries

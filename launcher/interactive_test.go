@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
@@ -81,6 +82,13 @@ func TestRealClaudeInteractive(t *testing.T) {
 // the pipeline; it returns the sessions the SessionStart hook named.
 func runInteractive(t *testing.T, e *claudetest.Env, pipe *Pipeline, prompt string, answered func() bool, what func() string) []string {
 	t.Helper()
+	return runInteractiveArgs(t, e, pipe, nil, prompt, answered, what)
+}
+
+// runInteractiveArgs is runInteractive with the user's arguments to Claude
+// (what follows `ccrelay` on its command line).
+func runInteractiveArgs(t *testing.T, e *claudetest.Env, pipe *Pipeline, args []string, prompt string, answered func() bool, what func() string) []string {
+	t.Helper()
 	ptmx, tty, scr := newTerminal(t, 120)
 	l := followPipeline(t, e.ProjectDir(t), pipe)
 	var sessions []string
@@ -90,7 +98,7 @@ func runInteractive(t *testing.T, e *claudetest.Env, pipe *Pipeline, prompt stri
 	hookBin := buildHookForwarder(t)
 	done := make(chan int, 1)
 	go func() {
-		code, err := RunLocal(ctx, LocalOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(),
+		code, err := RunLocal(ctx, LocalOptions{Claude: e.Claude, Args: args, Dir: e.Project, Env: e.Environ(),
 			Stdin: tty, Stdout: tty, Stderr: tty, HookCommand: []string{hookBin, "hook"},
 			OnSession: func(s SessionStart) {
 				mu.Lock()
@@ -190,3 +198,62 @@ func tail(s string, n int) string {
 // buildHookForwarder returns the fake claude binary, which is also a hook
 // forwarder when run as `<bin> hook`.
 func buildHookForwarder(*testing.T) string { return fakeClaude }
+
+// terminalScenarios are the scenarios of docs/compatibility.md that need a
+// terminal.
+func terminalScenarios() []versionScenario {
+	return []versionScenario{{name: "fork in local mode (ccrelay --resume ID --fork-session)", run: realClaudeLocalFork, note: forkHookNote}}
+}
+
+// forkSessionStartNamesFork is the oldest version known to name the fork in
+// its SessionStart hook (source "fork"); 2.1.197 names the parent (source
+// "resume").
+const forkSessionStartNamesFork = "2.1.330"
+
+func forkHookNote(version string) string {
+	if c, ok := claude.CompareVersions(version, forkSessionStartNamesFork); ok && c < 0 {
+		return "its SessionStart hook names the parent: ccrelay gives the fork its id with --session-id"
+	}
+	return ""
+}
+
+// ccrelay --resume ID --fork-session in local mode: the fork Claude runs
+// in the terminal is followed and relayed under the fork's id (its history
+// copied from the parent, then the new turn), equal to replay of the
+// fork's transcript; nothing is relayed under the parent. Claude Code
+// 2.1.197's SessionStart hook names the parent (forkSessionStart): before
+// the fix the terminal's turn never reached the outbox.
+func realClaudeLocalFork(t *testing.T, in claudetest.Install) {
+	e := claudetest.NewWith(t, in.Path,
+		fakeapi.Rule{LastUserContains: "second", Reply: []fakeapi.Block{fakeapi.Text("answer in the fork")}},
+		fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("noted")}})
+	parent := claude.NewSessionID()
+	e.Run(t, nil, "-p", "first", "--session-id", parent)
+	out := &lockedOutbox{}
+	pipe := NewPipeline("", out)
+	sessions := runInteractiveArgs(t, e, pipe, []string{"--resume", parent, "--fork-session"}, "second",
+		func() bool { return hasAgentText(out.all(), "answer in the fork") },
+		func() string { return fmt.Sprint(envtest.DescribeAll(out.all())) })
+	if len(sessions) != 1 || sessions[0] == parent {
+		t.Fatalf("sessions followed %v, parent %s: want the fork only", sessions, parent)
+	}
+	fork := sessions[0]
+	if got := out.of(parent); len(got) != 0 {
+		t.Fatalf("relayed under the parent: %q", envtest.DescribeAll(got))
+	}
+	got := out.of(fork)
+	want := replayFiles(t, filepath.Join(e.ProjectDir(t), fork+".jsonl"))
+	if len(got) < len(want) {
+		t.Fatalf("live %q\nreplay %q", envtest.DescribeAll(got), envtest.DescribeAll(want))
+	}
+	// Live ends with the turn the pipeline closed as Claude quit.
+	d := liveEqualsReplay(t, got[:len(want)], want)
+	// Not in this order every time: on a busy machine 2.1.197 writes the
+	// fork's first answer ahead of the history it copies and of the
+	// prompt (the file's order, which live and replay both follow).
+	for _, w := range []string{"U(first)", "A(noted)", "U(second)", "A(answer in the fork)"} {
+		if !slices.ContainsFunc(d, func(s string) bool { return strings.HasPrefix(s, w) }) {
+			t.Fatalf("no %s in %q", w, d)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -79,6 +81,8 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 	if onSession == nil {
 		onSession = func(SessionStart) {}
 	}
+	args, fork := ForkSessionArgs(args)
+	onSession = forkSessionStart(fork, onSession, o.Logger)
 	hooks, err := startHookServer(onSession, o.Logger)
 	if err != nil {
 		return 0, err
@@ -154,6 +158,36 @@ func RunLocal(ctx context.Context, o LocalOptions) (int, error) {
 			_ = tree.kill()
 			killTimer = nil
 		}
+	}
+}
+
+// forkSessionStart passes SessionStart hooks to onSession for a run that
+// forks a session into fork (ForkSessionArgs; "": no fork). Claude Code
+// 2.1.197 reports a fork's start as the resume of its parent (source
+// "resume", the parent's id and transcript path) while it writes the fork
+// under fork's id; 2.1.330 names the fork (source "fork"). So the run's
+// first start, when it names another session as resumed, is the fork's:
+// followed there, the parent's transcript, which the fork never writes,
+// would relay nothing. Later starts (/clear, /compact) pass as they are.
+func forkSessionStart(fork string, onSession func(SessionStart), log *slog.Logger) func(SessionStart) {
+	if fork == "" || !ValidSessionID(fork) {
+		return onSession
+	}
+	var mu sync.Mutex
+	first := true
+	return func(s SessionStart) {
+		mu.Lock()
+		isFirst := first
+		first = false
+		mu.Unlock()
+		if isFirst && s.Source == "resume" && s.SessionID != fork {
+			log.Info("SessionStart named the forked session, not the fork: following the fork", "reported", s.SessionID, "fork", fork)
+			s.SessionID = fork
+			if s.TranscriptPath != "" {
+				s.TranscriptPath = filepath.Join(filepath.Dir(s.TranscriptPath), fork+".jsonl")
+			}
+		}
+		onSession(s)
 	}
 }
 

@@ -231,6 +231,17 @@ func (o *lockedOutbox) Append(_ context.Context, session string, envs []protocol
 	return nil
 }
 
+// all is every session's envelopes.
+func (o *lockedOutbox) all() []protocol.Envelope {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []protocol.Envelope
+	for _, envs := range o.envs {
+		out = append(out, envs...)
+	}
+	return out
+}
+
 func (o *lockedOutbox) of(session string) []protocol.Envelope {
 	o.mu.Lock()
 	defer o.mu.Unlock()
