@@ -151,11 +151,26 @@ func (r *Remote) takenAtExit(p *process) []*claude.Record {
 	return recs
 }
 
-// promptsWritten reads the transcript at path from offset at, past the
-// prompt whose uuid is after ("": from at), for the prompts texts, in
-// order: the records that hold them and how many of texts they hold.
-// Claude takes prompts in the order written, several queued ones as one
-// message with a text block each ("second\n", "third").
+// echoedAt moves where takenAtExit starts reading to the end of the
+// transcript as it is at an echo: what Claude writes of later prompts comes
+// after (the echoed prompt itself may too: Claude writes its transcript in
+// batches). A long session is then not read again from the start. Called
+// by the reader.
+func (r *Remote) echoedAt(p *process) {
+	if p.transcriptAt < 0 {
+		return
+	}
+	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil && fi.Size() > p.transcriptAt {
+		p.transcriptAt = fi.Size()
+	}
+}
+
+// promptsWritten reads the transcript at path from offset at for the
+// prompts texts, in order, after the prompt whose uuid is after (if it is
+// there: what comes before it is older): the records that hold them and
+// how many of texts they hold. Claude takes prompts in the order written,
+// several queued ones as one message with a text block each ("second\n",
+// "third").
 func promptsWritten(path string, at int64, after string, texts []string) (recs []*claude.Record, n int) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -165,9 +180,8 @@ func promptsWritten(path string, at int64, after string, texts []string) (recs [
 	if _, err := f.Seek(at, io.SeekStart); err != nil {
 		return nil, 0
 	}
-	past := after == ""
 	lr := lines.NewReader(f, 64<<10, maxStreamLine)
-	for n < len(texts) && len(recs) < MaxTakenRecords {
+	for {
 		l, err := lr.Next()
 		if err != nil || !l.Complete {
 			break
@@ -179,11 +193,11 @@ func promptsWritten(path string, at int64, after string, texts []string) (recs [
 		if err != nil || rec.Type != claude.TypeUser || rec.UUID == "" {
 			continue
 		}
-		if !past {
-			past = rec.UUID == after
+		if after != "" && rec.UUID == after {
+			recs, n = nil, 0 // what came before was taken and echoed
 			continue
 		}
-		if k := promptsIn(rec, texts[n:]); k > 0 {
+		if k := promptsIn(rec, texts[n:]); k > 0 && len(recs) < MaxTakenRecords {
 			recs = append(recs, rec)
 			n += k
 		}

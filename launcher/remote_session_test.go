@@ -2,7 +2,9 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -199,5 +201,56 @@ func TestRemoteKilledWaitingForModelQueued(t *testing.T) {
 	d := rig.until("the failed turn", has("TE(failed)", 1))
 	if count(d, "U(one)") != 1 || count(d, "U(two)") != 0 {
 		t.Fatalf("envelopes %q", d)
+	}
+}
+
+func TestPromptsWritten(t *testing.T) {
+	user := func(uuid string, texts ...string) string {
+		var blocks []map[string]any
+		for _, x := range texts {
+			blocks = append(blocks, map[string]any{"type": "text", "text": x})
+		}
+		b, _ := json.Marshal(map[string]any{"type": "user", "uuid": uuid, "userType": "external", "message": map[string]any{"role": "user", "content": blocks}})
+		return string(b)
+	}
+	result, _ := json.Marshal(map[string]any{"type": "user", "uuid": "r1", "message": map[string]any{"role": "user",
+		"content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "yes"}}}})
+	queue := `{"type":"queue-operation","operation":"enqueue","content":"yes"}`
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		after string
+		texts []string
+		want  []string // uuids of the records taken
+		n     int
+	}{
+		{"one", []string{queue, user("u1", "yes")}, "", []string{"yes", "no"}, []string{"u1"}, 1},
+		{"none", []string{queue, string(result)}, "", []string{"yes"}, nil, 0},
+		{"taken together", []string{user("u1", "two\n", "three")}, "", []string{"two", "three"}, []string{"u1"}, 2},
+		{"the same text echoed before", []string{user("u1", "yes"), user("u2", "no")}, "u2", []string{"yes"}, nil, 0},
+		{"the same text after the echo", []string{user("u1", "yes"), user("u2", "no"), user("u3", "yes")}, "u2", []string{"yes"}, []string{"u3"}, 1},
+		{"the echo written before the offset", []string{user("u3", "yes")}, "u0", []string{"yes"}, []string{"u3"}, 1},
+		{"not ours", []string{user("u1", claude.InterruptedText), user("u2", "other")}, "", []string{"yes"}, nil, 0},
+		{"in order only", []string{user("u1", "second")}, "", []string{"first", "second"}, nil, 0},
+		{"a cut line", []string{user("u1", "yes")[:20]}, "", []string{"yes"}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			content := strings.Join(tc.lines, "\n")
+			if tc.name != "a cut line" {
+				content += "\n"
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			recs, n := promptsWritten(path, 0, tc.after, tc.texts)
+			var got []string
+			for _, r := range recs {
+				got = append(got, r.UUID)
+			}
+			if n != tc.n || !slices.Equal(got, tc.want) {
+				t.Fatalf("got %q, %d; want %q, %d", got, n, tc.want, tc.n)
+			}
+		})
 	}
 }

@@ -132,6 +132,7 @@ func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude
 	if m.IsReplay && m.Record != nil && m.Record.ParentToolUseID == "" && !m.Record.IsSidechain {
 		if n := echoedPrompts(m.Record); n > 0 {
 			p.promptsEchoed(n, m.Record.UUID) // prompts of ours, taken (whatever waits to be sent)
+			r.echoedAt(p)
 		}
 	}
 	if m.Type == claude.StreamConversationReset && m.Reset != nil && m.Reset.Trigger == "clear" {
