@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -210,10 +211,13 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 				return r.code, nil, nil
 			}
 			// Stopped for the app: everything Claude wrote is read, and
-			// the turn closes completed, before remote mode goes on.
+			// the turn closes, before remote mode goes on: completed, or
+			// failed when Claude was stopped in the middle of it (its
+			// calls without a result end; the resumed Claude's repair of
+			// them is its bookkeeping).
 			l.settle()
 			crashpoint.Hit(crashpoint.SwitchFlushed)
-			if err := l.o.Pipeline.CloseTurn(context.WithoutCancel(ctx), l.session, protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
+			if err := l.o.Pipeline.EndTurn(context.WithoutCancel(ctx), l.session, SwitchCut, time.Now().UnixMilli()); err != nil {
 				return 0, nil, err
 			}
 			crashpoint.Hit(crashpoint.SwitchClosed)
@@ -221,6 +225,12 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 		}
 	}
 }
+
+// SwitchCut ends the turn the terminal's Claude was in the middle of when
+// the app took the session over.
+var SwitchCut = mapper.Cut{Status: protocol.StatusFailed,
+	Result: "Claude Code in the terminal was stopped while this tool ran, for the app to take the session over; the tool did not finish.",
+	Note:   "Claude Code in the terminal was stopped before this turn ended: the app took the session over."}
 
 // settle waits until the scanner has delivered everything on disk (a pass
 // made at once), or a few seconds.

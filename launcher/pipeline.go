@@ -116,7 +116,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(b.Session)
 	if p.remote[session] {
-		return p.holdRemote(session, b)
+		return p.holdRemote(ctx, session, m, b)
 	}
 	if b.Retry && p.passing[session] {
 		delete(p.passing, session)
@@ -145,11 +145,14 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 // in the outbox (mapped from stream-json, nothing unsent): until then the
 // batch is held (scanner.ErrHold), so the scanner's cursor stays at the
 // last record whose envelopes are on disk, and a crash loses nothing. A
-// record remote mode never prints passes after RemoteHoldWindow. Called
-// with mu held.
-func (p *Pipeline) holdRemote(session string, b scanner.Batch) error {
+// record remote mode never prints passes after RemoteHoldWindow, except
+// Claude's bookkeeping (the repair a resumed Claude records and does not
+// print, claude.IsRepair), which the mapper gets then if remote mode has
+// not given it already. Called with mu held.
+func (p *Pipeline) holdRemote(ctx context.Context, session string, m *mapper.Mapper, b scanner.Batch) error {
 	seen := p.streamed[session]
 	durable := len(p.unsent[session]) == 0
+	var repairs []*claude.Record
 	for _, r := range b.Records {
 		rec := r.Record
 		if r.Replayed || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) || claude.Key(rec) == "" {
@@ -166,10 +169,26 @@ func (p *Pipeline) holdRemote(session string, b scanner.Batch) error {
 		if p.now().Sub(since) < RemoteHoldWindow {
 			return scanner.ErrHold
 		}
-		break // held long enough: remote mode does not print it
+		// Held long enough: remote mode does not print it.
+		if claude.IsRepair(rec) {
+			repairs = append(repairs, rec)
+		}
 	}
 	delete(p.held, session)
-	return nil
+	if len(repairs) == 0 {
+		return nil
+	}
+	if seen == nil {
+		seen = &claude.Dedupe{}
+		p.streamed[session] = seen
+	}
+	var envs []protocol.Envelope
+	for _, r := range repairs {
+		if !seen.Seen(r) {
+			envs = append(envs, m.Map(r)...)
+		}
+	}
+	return p.appendTo(ctx, session, envs)
 }
 
 // SetRemote hands session to remote mode (true) or back to the scanner.
@@ -224,6 +243,30 @@ func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protoco
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
 	return p.appendTo(ctx, session, m.Close(status))
+}
+
+// Cut ends the open turn of one session as one Claude did not finish
+// (mapper.Cut): every call it left open ends once, the note says why.
+func (p *Pipeline) Cut(ctx context.Context, session string, c mapper.Cut, nowMS int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	session, m := p.mapperFor(session)
+	m.SetTime(nowMS)
+	return p.appendTo(ctx, session, m.Cut(c))
+}
+
+// EndTurn ends the open turn of one session that Claude was stopped in:
+// completed when Claude had finished it, else cut with c (a call without
+// a result, results the model had not answered).
+func (p *Pipeline) EndTurn(ctx context.Context, session string, c mapper.Cut, nowMS int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	session, m := p.mapperFor(session)
+	m.SetTime(nowMS)
+	if m.Unfinished() {
+		return p.appendTo(ctx, session, m.Cut(c))
+	}
+	return p.appendTo(ctx, session, m.Close(protocol.StatusCompleted))
 }
 
 // Note adds a service message of the launcher's own to the session (in its

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/queue"
 )
@@ -24,6 +25,7 @@ import (
 type Feed interface {
 	MapRecords(ctx context.Context, session string, recs []*claude.Record) error
 	CloseTurn(ctx context.Context, session string, status protocol.TurnStatus, nowMS int64) error
+	Cut(ctx context.Context, session string, c mapper.Cut, nowMS int64) error
 	Note(ctx context.Context, session, source, text string, nowMS int64) error
 }
 
@@ -164,8 +166,9 @@ type Remote struct {
 	// initSeen: Claude printed its init (what tells that Claude has the
 	// session when its transcript cannot be looked at).
 	initSeen bool
-	// crashAt is the size of the main transcript when Claude ended by
-	// itself (-1: it did not); repaired holds the uuids sent from there.
+	// crashAt is the size of the main transcript when Claude was started
+	// to continue it (-1: it was not, or its repair was read); repaired
+	// holds the uuids sent from there.
 	crashAt  int64
 	repaired map[string]bool
 	// onLine, set by tests before the first prompt, sees each line Claude
@@ -191,7 +194,8 @@ type item struct {
 	// session moves the items after it to another session (/clear).
 	session string
 	close   protocol.TurnStatus
-	cost    float64 // with close: what the turn cost (USD), 0 when unknown
+	cut     *mapper.Cut // the turn Claude left unfinished
+	cost    float64     // with close: what the turn cost (USD), 0 when unknown
 	time    int64
 	state   *SessionState // the session's state, told to the app in turn
 }
@@ -314,6 +318,8 @@ func (r *Remote) deliver(items []item) {
 			err = r.feed.MapRecords(ctx, r.target, it.recs)
 		case it.note != "":
 			err = r.feed.Note(ctx, r.target, it.source, it.note, it.time)
+		case it.cut != nil:
+			err = r.feed.Cut(ctx, r.target, *it.cut, it.time)
 		case it.close != "":
 			turn := ""
 			if tf, ok := r.feed.(turnFeed); ok && it.cost > 0 {
@@ -432,6 +438,7 @@ func (r *Remote) start() (*process, error) {
 	// One argv item per option: no value can become a flag.
 	if resume {
 		args = append(args, "--resume="+r.id)
+		r.markResume()
 	} else {
 		args = append(args, "--session-id="+r.id)
 		r.crashAt = -1 // a new session: nothing to repair

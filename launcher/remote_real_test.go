@@ -32,7 +32,7 @@ func realRemote(t *testing.T, rules ...fakeapi.Rule) (*remoteRig, *claudetest.En
 }
 
 // sameAsReplay checks that what remote mode sent equals the replay of the
-// transcript Claude wrote: same ids, same order. With contentOnly, turn
+// transcript Claude wrote: same ids, same order, same statuses. With contentOnly, turn
 // markers are left out of the comparison (see the background subagent
 // case).
 func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly bool) {
@@ -54,7 +54,7 @@ func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly b
 		t.Fatalf("live %d envelopes, replay %d\nlive:   %q\nreplay: %q", len(live), len(want), ld, wd)
 	}
 	for i := range live {
-		if live[i].ID != want[i].ID || live[i].Ev.T != want[i].Ev.T {
+		if live[i].ID != want[i].ID || live[i].Ev.T != want[i].Ev.T || live[i].Ev.Status != want[i].Ev.Status {
 			t.Fatalf("envelope %d: live %s (%s), replay %s (%s)\nlive:   %q\nreplay: %q", i, ld[i], live[i].ID, wd[i], want[i].ID, ld, wd)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/lines"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -42,23 +43,16 @@ func (r *Remote) exitedWith(p *process, leftover, taken []*claude.Record) {
 		return
 	}
 	reason := p.reason()
-	// The resumed Claude repairs what this one left (the results of calls
-	// it never finished): sendRepairs reads them from here.
-	r.crashAt = -1
-	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil && r.opts.ProjectDir != "" {
-		r.crashAt = fi.Size()
-	}
 	r.log.Warn("remote: claude stopped", "session", r.id, "reason", reason)
 	r.state.Error = "Claude Code stopped: " + reason
 	r.flushStash()
 	if r.turnOpen {
-		// Nobody interrupted: the calls ended because Claude did.
-		if recs := r.conv.Closed(ExitedMidToolText(reason)); len(recs) > 0 {
-			r.q.Push(item{recs: recs})
-		}
-		now := time.Now().UnixMilli()
-		r.q.Push(item{note: "Claude Code stopped unexpectedly: " + reason, source: protocol.New(), time: now})
-		r.q.Push(item{close: protocol.StatusFailed, time: now})
+		// Nobody interrupted: the calls ended because Claude did. The
+		// mapper ends them (the converter forgets them), with the ids
+		// the resumed Claude's repair of the turn maps to (mapper.Cut).
+		r.conv.Closed("")
+		r.q.Push(item{cut: &mapper.Cut{Status: protocol.StatusFailed, Result: ExitedMidToolText(reason),
+			Note: "Claude Code stopped unexpectedly: " + reason, Source: "exit:" + protocol.New()}, time: time.Now().UnixMilli()})
 	}
 	r.q.Flush()
 	r.turnOpen, r.queued = false, 0
@@ -74,10 +68,26 @@ func (r *Remote) exitedWith(p *process, leftover, taken []*claude.Record) {
 // local mode's scanner.
 const MaxRepairRecords = 1000
 
+// markResume keeps the size of the main transcript as Claude is started
+// to continue it: what it writes from there before the first message it
+// prints is its repair of what the Claude before it left (repairs). Called
+// with mu held.
+func (r *Remote) markResume() {
+	r.crashAt = -1
+	if r.opts.ProjectDir == "" {
+		return
+	}
+	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil {
+		r.crashAt = fi.Size()
+	}
+}
+
 // repairs returns what the resumed Claude wrote to the transcript after
-// the previous one ended by itself and before rec, the first message it
-// prints (the results it records for calls left unfinished, "No response
-// requested."), which it does not print: live then converges to replay.
+// the Claude before it ended (crashed, killed, stopped for a switch, with
+// a ccrelay that stopped) and before rec, the first message it prints (the
+// results it records for calls left unfinished, "No response requested."),
+// which it does not print: the mapper takes them as Claude's bookkeeping
+// (mapper.Cut), and live stays equal to replay.
 // Called by the reader without mu: it may wait for the transcript
 // (SubagentFileWait).
 func (r *Remote) repairs(rec *claude.Record) []*claude.Record {

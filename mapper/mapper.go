@@ -72,6 +72,18 @@ type Mapper struct {
 	// ids stay unique even if a transcript reuses tool ids.
 	derived map[string]struct{}
 
+	// calls are the tool calls without a result yet, in the order they
+	// started; endedSet (endedQ, oldest first) the last MaxEndedCalls
+	// calls that had their end (cut.go).
+	calls    []openCall
+	endedSet map[string]struct{}
+	endedQ   []string
+	// unanswered is the source of the last prompt while no turn answered
+	// it; waiting is set while the open turn's last main-chain message is
+	// the user's (results the model has not answered).
+	unanswered string
+	waiting    bool
+
 	stats Stats
 	out   []protocol.Envelope
 	// own marks the envelopes of out produced by the record being mapped (not
@@ -95,7 +107,7 @@ type subagent struct {
 
 // New returns a mapper for the session with the given id.
 func New(sessionID string) *Mapper {
-	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}}
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, endedSet: map[string]struct{}{}}
 	m.reset()
 	return m
 }
@@ -174,6 +186,7 @@ func (m *Mapper) derive(key, fallback string) string {
 func (m *Mapper) Note(source, text string) []protocol.Envelope {
 	m.out, m.own = m.out[:0], m.own[:0]
 	if m.turn == "" {
+		m.unanswered = ""
 		m.turn = protocol.DeriveID(m.session, "turn", "note:"+source)
 		m.stats.Turns++
 		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
@@ -259,8 +272,14 @@ func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
 	case r.Type == claude.TypeAssistant && r.IsAPIError:
 		m.apiError(r, sub)
 	case r.Type == claude.TypeAssistant:
+		if sub == nil && m.repair(r) {
+			return
+		}
 		m.assistant(r, sub)
 	case r.Type == claude.TypeUser:
+		if sub == nil && !r.IsMeta && m.repair(r) {
+			return
+		}
 		m.user(r, sub)
 	}
 }
@@ -414,6 +433,7 @@ func (m *Mapper) ensureTurn(r *claude.Record) {
 		return
 	}
 	m.turn = protocol.DeriveID(m.session, "turn", source(r))
+	m.unanswered = ""
 	m.stats.Turns++
 	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
 		protocol.Event{T: protocol.KindTurnStart})
@@ -478,7 +498,7 @@ func (m *Mapper) closeTurn(status protocol.TurnStatus) {
 	}
 	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-end", m.turn), nil, "",
 		protocol.Event{T: protocol.KindTurnEnd, Status: status})
-	m.turn = ""
+	m.turn, m.waiting = "", false
 	m.wipe()
 }
 
@@ -496,6 +516,15 @@ func (m *Mapper) wipe() {
 	oldUUID, oldPrompts, oldAgents := m.uuidToSub, m.prompts, m.agents
 	buffered, bufOrder, nBuf := m.buffered, m.bufferOrder, m.nBuffered
 	m.reset()
+	// The calls of background subagents stay open with them.
+	calls := m.calls[:0]
+	for _, c := range m.calls {
+		if keep[c.parent] != nil {
+			calls = append(calls, c)
+		}
+	}
+	clear(m.calls[len(calls):])
+	m.calls = calls
 	// Orphans buffered while no turn is open survive; buffers are empty here
 	// after closeTurn, but keep the invariant explicit.
 	m.buffered, m.bufferOrder, m.nBuffered = buffered, bufOrder, nBuf
@@ -522,6 +551,9 @@ func (m *Mapper) wipe() {
 func (m *Mapper) assistant(r *claude.Record, sub *subagent) {
 	src := source(r)
 	m.ensureTurn(r)
+	if sub == nil && !r.IsSidechain {
+		m.waiting = false
+	}
 	m.ensureStarted(sub, src)
 	start := len(m.out)
 	var blocks []claude.Block
@@ -568,6 +600,11 @@ func (m *Mapper) toolUse(r *claude.Record, src string, i int, b *claude.Block, s
 		name = "unknown"
 	}
 	s := m.subFor(id)
+	parent := ""
+	if sub != nil {
+		parent = sub.provider
+	}
+	m.started(id, parent, name == toolTask || name == toolAgent)
 	if name == toolTask || name == toolAgent {
 		s.hidden = true
 		input := decodeInput(b.Input)
@@ -670,13 +707,12 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 			m.interrupted(src)
 			return
 		}
-		m.closeTurn(protocol.StatusCompleted)
-		m.lastPrompt = src
+		m.prompted(src)
 		m.emitOwn(protocol.RoleUser, blockID(m.session, src, -1, "text"), nil, r.UUID,
 			protocol.Event{T: protocol.KindText, Text: c.String})
 		return
 	}
-	if len(c.Blocks) == 0 {
+	if len(c.Blocks) == 0 || m.endedOnly(c.Blocks) {
 		return
 	}
 	hasResult := false
@@ -698,8 +734,7 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 			m.interrupted(src)
 			return
 		}
-		m.closeTurn(protocol.StatusCompleted)
-		m.lastPrompt = src
+		m.prompted(src)
 		for i := range c.Blocks {
 			b := &c.Blocks[i]
 			switch {
@@ -715,6 +750,8 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 	m.ensureTurn(r)
 	if sidechain {
 		m.ensureStarted(sub, src)
+	} else if hasResult {
+		m.waiting = true
 	}
 	for i := range c.Blocks {
 		b := &c.Blocks[i]
@@ -734,6 +771,10 @@ func (m *Mapper) user(r *claude.Record, sub *subagent) {
 }
 
 func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block, sub *subagent, sidechain bool) {
+	if _, done := m.endedSet[b.ToolUseID]; done {
+		return // a call ends once
+	}
+	m.ended(b.ToolUseID)
 	if !sidechain {
 		if s := m.subs[b.ToolUseID]; s != nil {
 			if s.hidden {
@@ -793,12 +834,25 @@ func onlyResult(r *claude.Record) bool {
 // interrupted handles Claude's "[Request interrupted by user…]" marker
 // (D16): it is not the user's words, it says the turn was cut.
 func (m *Mapper) interrupted(src string) {
+	m.unanswered = ""
 	if m.turn == "" {
 		return
 	}
 	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, src, "interrupted"), nil, "",
 		protocol.Event{T: protocol.KindService, Text: "Interrupted by user"})
 	m.closeTurn(protocol.StatusCancelled)
+}
+
+// prompted closes the open turn for the user's prompt src: completed, or
+// cut when the main agent has a call without a result (Claude ended
+// during it and did not record its repair).
+func (m *Mapper) prompted(src string) {
+	if m.turn != "" && m.openCalls(true) {
+		m.cut(Cut{Status: protocol.StatusFailed, Result: CutResult, Note: CutNote})
+	} else {
+		m.closeTurn(protocol.StatusCompleted)
+	}
+	m.lastPrompt, m.unanswered = src, src
 }
 
 func isInterrupt(s string) bool { return claude.IsInterruptText(s) }

@@ -86,10 +86,15 @@ func TestBasics(t *testing.T) {
 		{"#10 missing name", []string{asst("a1", bl(toolUse("t1", "", nil)))},
 			[]string{"TS", `TCS(t1,unknown,unknown call,{})`}},
 		{"#11 tool_result (D8 result, error)", []string{
+			asst("a1", bl(toolUse("t1", "Bash", nil), toolUse("t2", "Bash", nil))),
+			user("u2", bl(toolResult("t1", "out", false))),
+			user("u3", bl(toolResult("t2", "bad", true)))},
+			[]string{"TS", `TCS(t1,Bash,Bash call,{})`, `TCS(t2,Bash,Bash call,{})`, "TCE(t1)[result=out]", "TCE(t2)[err][result=bad]"}},
+		{"one end per call: a second result is dropped", []string{
 			asst("a1", bl(toolUse("t1", "Bash", nil))),
 			user("u2", bl(toolResult("t1", "out", false))),
 			user("u3", bl(toolResult("t1", "bad", true)))},
-			[]string{"TS", `TCS(t1,Bash,Bash call,{})`, "TCE(t1)[result=out]", "TCE(t1)[err][result=bad]"}},
+			[]string{"TS", `TCS(t1,Bash,Bash call,{})`, "TCE(t1)[result=out]"}},
 		{"#12 text+image closes turn", []string{
 			asst("a1", bl(text("x"))),
 			user("u1", bl(text("look"), map[string]any{"type": "image", "source": map[string]any{}}))},

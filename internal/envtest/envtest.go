@@ -94,11 +94,12 @@ func DescribeAll(envs []protocol.Envelope) []string {
 
 // CheckInvariants asserts what must hold for any output: every envelope
 // validates, agent envelopes carry a turn, nothing of a turn comes after its
-// turn-end, and ids are unique.
+// turn-end, ids are unique, and a tool call ends at most once.
 func CheckInvariants(t testing.TB, envs []protocol.Envelope) {
 	t.Helper()
 	ended := map[string]bool{}
 	ids := map[string]bool{}
+	callEnded := map[string]bool{} // one end per tool call
 	open := ""
 	for i, e := range envs {
 		if err := e.Validate(); err != nil {
@@ -123,6 +124,12 @@ func CheckInvariants(t testing.TB, envs []protocol.Envelope) {
 		case protocol.KindTurnEnd:
 			ended[e.Turn] = true
 			open = ""
+		case protocol.KindToolCallEnd:
+			if callEnded[e.Ev.Call] {
+				t.Fatalf("envelope %d %s: a second end of call %s", i, Describe(e), e.Ev.Call)
+			}
+			callEnded[e.Ev.Call] = true
+			fallthrough
 		default:
 			if e.Turn != "" && e.Turn != open {
 				t.Fatalf("envelope %d %s is in turn %s but the open turn is %q", i, Describe(e), e.Turn, open)

@@ -194,7 +194,7 @@ func run(sigs chan os.Signal) error {
 			exitOn(<-sigs, sigs)
 		}()
 		// The transcript is made when the first record is written.
-		return runStream(session, &lazyFile{path: transcript}, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2)
+		return runStream(session, &lazyFile{path: transcript}, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2, resuming && !forking)
 	}
 	f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

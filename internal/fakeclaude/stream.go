@@ -8,8 +8,13 @@ package main
 //
 // The script is a JSON file named by $FAKE_CLAUDE_STREAM:
 //
-//	{"startupExit": 0, "stderr": "…",
+//	{"startupExit": 0, "stderr": "…", "repair": true,
 //	 "turns": [{"steps": [...], "after": [...], "initExit": 0, "lateEcho": false}, ...]}
+//
+// With repair, a resumed session is repaired as Claude Code 2.1.330 does
+// it, in the transcript only (nothing printed): a result for each call of
+// the main agent left without one, then "No response requested." when the
+// conversation ends with a user message.
 //
 // Turn i answers the i-th prompt (the last turn repeats); a "/clear" is
 // run as Claude runs it (a new session; no turn answers it). With initExit the
@@ -68,6 +73,7 @@ type streamScript struct {
 	StartupExit int    `json:"startupExit"`
 	Stderr      string `json:"stderr"`
 	OnStop      []step `json:"onStop"`
+	Repair      bool   `json:"repair"`
 	Turns       []struct {
 		Steps    []step `json:"steps"`
 		After    []step `json:"after"`
@@ -153,7 +159,7 @@ type transcriptFile interface {
 	Name() string
 }
 
-func runStream(session string, transcript transcriptFile, path, model, permMode string) error {
+func runStream(session string, transcript transcriptFile, path, model, permMode string, resumed bool) error {
 	var sc streamScript
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -170,6 +176,9 @@ func runStream(session string, transcript transcriptFile, path, model, permMode 
 	}
 	s := &streamer{session: session, transcript: transcript, model: model, permMode: permMode, prompts: make(chan string, 16),
 		answers: make(chan map[string]any, 16), interrupts: make(chan struct{}, 4), onStop: sc.OnStop}
+	if sc.Repair && resumed {
+		s.repair()
+	}
 	go s.readStdin()
 	// Turns count across processes of the session (a resumed session goes
 	// on with the next turn of the script).
@@ -704,5 +713,56 @@ func (s *streamer) answer(id string, t tool) map[string]any {
 			s.cut(true)
 			panic(errCut)
 		}
+	}
+}
+
+// SessionEndedResult is the result Claude Code 2.1.330 records for a call
+// whose session ended before its result was recorded.
+const SessionEndedResult = "[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown. Check whether it took effect before relying on it or running it again.]"
+
+// repair writes what Claude Code writes when it resumes a conversation it
+// left unfinished (not printed).
+func (s *streamer) repair() {
+	b, err := os.ReadFile(s.transcript.Name())
+	if err != nil {
+		return
+	}
+	var open []string // calls of the main agent without a result
+	last, lastUUID := "", ""
+	for _, l := range strings.Split(string(b), "\n") {
+		r, err := claude.Parse([]byte(l))
+		if err != nil || r.UUID == "" || r.IsSidechain || r.Message == nil || (r.Type != claude.TypeUser && r.Type != claude.TypeAssistant) {
+			continue
+		}
+		last, lastUUID = r.Type, r.UUID
+		for _, b := range r.Message.Content.Blocks {
+			switch {
+			case r.Type == claude.TypeAssistant && b.Type == "tool_use":
+				open = append(open, b.ID)
+			case r.Type == claude.TypeUser && b.Type == "tool_result":
+				for i, id := range open {
+					if id == b.ToolUseID {
+						open = append(open[:i], open[i+1:]...)
+						break
+					}
+				}
+			}
+		}
+	}
+	write := func(m map[string]any) {
+		m["uuid"], m["parentUuid"], m["sessionId"] = claude.NewSessionID(), lastUUID, s.session
+		m["timestamp"], m["isSidechain"] = time.Now().UTC().Format(time.RFC3339Nano), false
+		lastUUID = m["uuid"].(string)
+		b, _ := json.Marshal(m)
+		s.transcript.Write(append(b, '\n'))
+	}
+	for _, id := range open {
+		write(map[string]any{"type": "user", "toolUseResult": SessionEndedResult, "message": map[string]any{"role": "user", "content": []map[string]any{
+			{"type": "tool_result", "tool_use_id": id, "is_error": true, "content": SessionEndedResult}}}})
+		last = claude.TypeUser
+	}
+	if last == claude.TypeUser {
+		write(map[string]any{"type": "assistant", "message": map[string]any{"id": claude.NewSessionID(), "role": "assistant", "model": claude.SyntheticModel,
+			"content": []map[string]any{{"type": "text", "text": claude.NoResponseText}}}})
 	}
 }

@@ -1,0 +1,159 @@
+package launcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/mapper"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// The app takes the session over while the terminal's Claude runs a Bash
+// call: the call ends once (not never), the turn ends failed with a note,
+// and what the resumed Claude records about it (the call's result, "No
+// response requested.", which it does not print) maps to the same ids:
+// live equals replay.
+func TestSwitchMidToolEndsCallOnce(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	local := filepath.Join(t.TempDir(), "local.json")
+	stream := filepath.Join(t.TempDir(), "stream.json")
+	const sess = "77777777-2222-4333-8444-666666666666"
+	line := func(v map[string]any) string {
+		v["sessionId"] = "{{session}}"
+		v["timestamp"] = time.Now().UTC().Format(time.RFC3339Nano)
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	writeJSON(t, local, map[string]any{"lines": []string{
+		line(map[string]any{"type": "user", "uuid": "lu-{{source}}", "message": map[string]any{"role": "user", "content": "run it"}}),
+		line(map[string]any{"type": "assistant", "uuid": "la-{{source}}", "message": map[string]any{"id": "msg-la", "role": "assistant", "content": []any{
+			map[string]any{"type": "tool_use", "id": "toolu_bash", "name": "Bash", "input": map[string]any{"command": "sleep 60"}}}}}),
+	}, "intervalMs": 1, "hang": true})
+	writeJSON(t, stream, map[string]any{"repair": true, "turns": []any{steps(map[string]any{"text": "remote answer"})}})
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	out := &MemOutbox{}
+	pipe := NewPipeline("", out)
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	scanDone := make(chan error, 1)
+	go func() { scanDone <- sc.Run(scanCtx); close(scanDone) }()
+	defer func() { stopScan(); <-scanDone }()
+	cmds := make(chan Command)
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLoop(ctx, LoopOptions{
+			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
+				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
+			Remote:   RemoteOptions{StopTimeout: time.Second},
+			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log,
+		})
+		done <- err
+	}()
+	rig := &remoteRig{t: t, out: out, ev: ev}
+	rig.until("the Bash call", has("TCS(toolu_bash Bash)", 1))
+	replies := make(chan error, 1)
+	cmds <- Command{Command: protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	if err := <-replies; err != nil {
+		t.Fatalf("prompt rejected: %v", err)
+	}
+	rig.until("the remote turn's end", has("TE(completed)", 1))
+	transcript := filepath.Join(projectDir, sess+".jsonl")
+	if b, _ := os.ReadFile(transcript); !strings.Contains(string(b), claude.NoResponseText) {
+		t.Fatalf("the resumed Claude recorded no repair:\n%s", b)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	live := out.Envelopes()
+	envtest.CheckInvariants(t, live)
+	got := describeAll(live)
+	if n := count(got, "TCE(toolu_bash"); n != 1 {
+		t.Fatalf("the Bash call ended %d times: %q", n, got)
+	}
+	wantInOrder(t, got, "U(run it)", "TS", "TCS(toolu_bash Bash)", "TCE(toolu_bash error", "S(Claude Code in the terminal was stopped", "TE(failed)",
+		"U(from the app)", "TS", "A(remote answer)", "TE(completed)")
+	if n := count(got, "TS"); n != 2 {
+		t.Fatalf("%d turns: %q", n, got)
+	}
+	// Replay of the transcript: the same envelopes (ids, order, statuses),
+	// the call's result and the note worded from the transcript.
+	want := replayFiles(t, transcript)
+	exp := describeAll(want)
+	if len(live) < len(want) {
+		t.Fatalf("live has %d envelopes, replay %d\nlive %q\nreplay %q", len(live), len(want), got, exp)
+	}
+	for i := range want {
+		if want[i].ID != live[i].ID || want[i].Ev.Status != live[i].Ev.Status {
+			t.Fatalf("envelope %d: live %s, replay %s\nlive %q\nreplay %q", i, got[i], exp[i], got, exp)
+		}
+	}
+}
+
+// What a resumed Claude records and does not print (its repair of a call
+// the Claude before it left) is not dropped after the hold: the mapper
+// gets it, and the call ends once, whoever brings the repair first.
+func TestRemoteHoldPassesRepairToMapper(t *testing.T) {
+	const sess = "88888888-2222-4333-8444-666666666666"
+	ctx := context.Background()
+	parse := func(line string) *claude.Record {
+		r, err := claude.Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	prompt := parse(`{"type":"user","uuid":"p1","sessionId":"` + sess + `","message":{"role":"user","content":"run it"}}`)
+	call := parse(`{"type":"assistant","uuid":"a1","sessionId":"` + sess + `","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"sleep 60"}}]}}`)
+	fixed := parse(`{"type":"user","uuid":"r1","sessionId":"` + sess + `","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":"[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown.]"}]}}`)
+	none := parse(`{"type":"assistant","uuid":"n1","sessionId":"` + sess + `","message":{"id":"x1","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]}}`)
+	out := &MemOutbox{}
+	p := NewPipeline("", out)
+	now := time.Unix(1000, 0)
+	p.now = func() time.Time { return now }
+	p.SetRemote(sess, true)
+	if err := p.MapRecords(ctx, sess, []*claude.Record{prompt, call}); err != nil {
+		t.Fatal(err)
+	}
+	b := scanner.Batch{Session: sess, Records: []scanner.Record{{Record: fixed}, {Record: none}}}
+	if err := p.Deliver(ctx, b); !errors.Is(err, scanner.ErrHold) {
+		t.Fatalf("%v, want ErrHold", err)
+	}
+	now = now.Add(RemoteHoldWindow)
+	if err := p.Deliver(ctx, b); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	want := []string{"U(run it)", "TS", "TCS(toolu_1 Bash)",
+		`TCE(toolu_1 error "[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown.]")`,
+		"S(" + mapper.CutNote + ")", "TE(failed)"}
+	envs := out.Envelopes()
+	envtest.CheckInvariants(t, envs)
+	envtest.Eq(t, describeAll(envs), want...)
+	// Remote mode reads the same repair later: nothing more.
+	if err := p.MapRecords(ctx, sess, []*claude.Record{fixed, none}); err != nil {
+		t.Fatal(err)
+	}
+	envtest.Eq(t, describeAll(out.Envelopes()), want...)
+}

@@ -1,0 +1,226 @@
+package mapper
+
+import (
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// A turn Claude did not finish (it crashed, was killed, or was stopped for
+// a switch) is cut: every call it left open ends once, with an error
+// result saying so, a note says why, and the turn ends with the status
+// given (failed when Claude ended by itself). What Claude records about it
+// when it resumes (a result for each call it left open, "No response
+// requested.") is its bookkeeping: it cuts the turn the same way, with the
+// same ids, when the live stream has not (replay, and a live stream that
+// missed the end), and adds nothing when it has. The ids come from the
+// turn and the calls, never from the records, so a live cut and Claude's
+// later repair agree.
+
+// Cut says how a turn Claude left unfinished ends.
+type Cut struct {
+	Status protocol.TurnStatus
+	// Result is the result of every call still open ("the tool did not
+	// finish").
+	Result string
+	// Note is a service message saying why ("": none).
+	Note string
+	// Source identifies the turn the cut opens for its note when no turn
+	// is open and no prompt waits for an answer ("": nothing is cut then).
+	Source string
+}
+
+// Texts of a cut that Claude's own repair makes (the reason is not known
+// from the transcript).
+const (
+	CutNote   = "Claude Code stopped before this turn ended."
+	CutResult = "Claude Code stopped before this call's result was recorded; the tool did not finish."
+)
+
+// MaxEndedCalls bounds the calls whose end the mapper remembers, so that a
+// result Claude records again for one (its repair after a resume) is not
+// a second end.
+const MaxEndedCalls = 4096
+
+// openCall is a tool call of the session without a result yet.
+type openCall struct {
+	id     string
+	parent string // provider id of the subagent that made it ("" top level)
+	hidden bool   // a Task/Agent launch: its end is the subagent's stop
+}
+
+// Cut ends the open turn as one Claude did not finish. With no turn open,
+// a prompt that no turn answered yet gets a turn of its own for the note
+// (Claude took it and ended before answering), as does c.Source.
+func (m *Mapper) Cut(c Cut) []protocol.Envelope {
+	m.out, m.own = m.out[:0], m.own[:0]
+	m.cut(c)
+	return m.result()
+}
+
+func (m *Mapper) cut(c Cut) {
+	if m.turn == "" {
+		src := m.unanswered
+		if src == "" {
+			src = c.Source
+		}
+		if src == "" {
+			return
+		}
+		m.turn = protocol.DeriveID(m.session, "turn", "cut:"+src)
+		m.stats.Turns++
+		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
+			protocol.Event{T: protocol.KindTurnStart})
+	}
+	m.unanswered = ""
+	calls := m.calls
+	m.calls = nil
+	for _, call := range calls {
+		parent := m.subs[call.parent]
+		if call.parent != "" && parent != nil && parent.background && !parent.done {
+			m.calls = append(m.calls, call) // a background subagent's: it runs on
+			continue
+		}
+		m.ended(call.id)
+		if call.hidden {
+			continue // its subagent stops with the turn
+		}
+		ev := protocol.Event{T: protocol.KindToolCallEnd, Call: call.id, Error: true}
+		if c.Result != "" {
+			res, _ := Preview(c.Result, protocol.MaxResultBytes)
+			ev.Result = &res
+		}
+		if parent != nil {
+			m.ensureStarted(parent, "cut:"+call.id)
+		}
+		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "cut", call.id, "tool-call-end"), parent, "", ev)
+	}
+	if c.Note != "" {
+		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "cut", m.turn, "note"), nil, "",
+			protocol.Event{T: protocol.KindService, Text: c.Note})
+	}
+	m.closeTurn(c.Status)
+}
+
+// Unfinished reports whether the open turn waits for Claude: a call of it
+// has no result, or the model has not answered the last results.
+func (m *Mapper) Unfinished() bool {
+	if m.turn == "" {
+		return false
+	}
+	return m.waiting || m.openCalls(true)
+}
+
+// openCalls reports whether a call of the turn is open (topLevel: a call
+// of the main agent).
+func (m *Mapper) openCalls(topLevel bool) bool {
+	for _, c := range m.calls {
+		if !topLevel || c.parent == "" {
+			if p := m.subs[c.parent]; c.parent == "" || p == nil || !p.background || p.done {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// started records a call without a result.
+func (m *Mapper) started(id, parent string, hidden bool) {
+	if _, done := m.endedSet[id]; done {
+		return
+	}
+	for _, c := range m.calls {
+		if c.id == id {
+			return
+		}
+	}
+	m.calls = append(m.calls, openCall{id: id, parent: parent, hidden: hidden})
+	if len(m.calls) > MaxEndedCalls {
+		m.calls = append(m.calls[:0], m.calls[1:]...)
+	}
+}
+
+// ended records that call id had its end.
+func (m *Mapper) ended(id string) {
+	for i, c := range m.calls {
+		if c.id == id {
+			m.calls = append(m.calls[:i], m.calls[i+1:]...)
+			break
+		}
+	}
+	if _, ok := m.endedSet[id]; ok {
+		return
+	}
+	m.endedSet[id] = struct{}{}
+	m.endedQ = append(m.endedQ, id)
+	if len(m.endedQ) > MaxEndedCalls {
+		delete(m.endedSet, m.endedQ[0])
+		m.endedQ = append(m.endedQ[:0], m.endedQ[1:]...)
+	}
+}
+
+// endedOnly reports whether blocks are results of calls that had their
+// end, and nothing else.
+func (m *Mapper) endedOnly(blocks []claude.Block) bool {
+	for i := range blocks {
+		if blocks[i].Type != "tool_result" {
+			return false
+		}
+		if _, done := m.endedSet[blocks[i].ToolUseID]; !done {
+			return false
+		}
+	}
+	return len(blocks) > 0
+}
+
+// isOpen reports whether call id is open.
+func (m *Mapper) isOpen(id string) bool {
+	for _, c := range m.calls {
+		if c.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// repair handles what Claude records when it resumes a conversation it
+// left unfinished (claude-code-peer: the result of each call left open,
+// "No response requested."). It reports whether r was such a record; it
+// then cuts the turn, unless it is cut already.
+func (m *Mapper) repair(r *claude.Record) bool {
+	if r.IsSidechain || r.ParentToolUseID != "" || r.Message == nil {
+		return false
+	}
+	if claude.IsNoResponse(r) {
+		if m.turn != "" || m.unanswered != "" {
+			m.cut(Cut{Status: protocol.StatusFailed, Result: CutResult, Note: CutNote})
+		}
+		return true
+	}
+	if r.Type != claude.TypeUser {
+		return false
+	}
+	// A result for a call that had its end, or Claude's result for a call
+	// its session never finished: nothing else in the record.
+	cut, text := false, CutResult
+	for i := range r.Message.Content.Blocks {
+		b := &r.Message.Content.Blocks[i]
+		if b.Type != "tool_result" || b.ToolUseID == "" {
+			return false
+		}
+		if _, done := m.endedSet[b.ToolUseID]; done {
+			continue
+		}
+		t := claude.ToolResultText(b.Content)
+		if !m.isOpen(b.ToolUseID) || !claude.IsSessionEndedResult(t) {
+			return false
+		}
+		cut, text = true, t
+	}
+	if len(r.Message.Content.Blocks) == 0 {
+		return false
+	}
+	if cut {
+		m.cut(Cut{Status: protocol.StatusFailed, Result: text, Note: CutNote})
+	}
+	return true
+}
