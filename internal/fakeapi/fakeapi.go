@@ -60,6 +60,12 @@ type Rule struct {
 	// StopReason, if set, replaces the stop reason the reply's blocks imply
 	// (end_turn, or tool_use after a tool call): e.g. "max_tokens".
 	StopReason string
+	// Hold, if set, holds the reply until it is closed or the request is
+	// cancelled: Claude waits for the model as long as a test wants.
+	// With HoldMidStream the reply's first piece of text is streamed
+	// first (Claude is streaming). Server.Held counts the replies held.
+	Hold          <-chan struct{}
+	HoldMidStream bool
 
 	used int
 }
@@ -107,6 +113,7 @@ type Server struct {
 	requests []Request
 	nextMsg  int
 	nextTool int
+	held     int
 	srv      *http.Server
 	ln       net.Listener
 }
@@ -146,6 +153,29 @@ func (s *Server) SetRules(rules ...Rule) {
 	for i := range rules {
 		r := rules[i]
 		s.rules = append(s.rules, &r)
+	}
+}
+
+// Held is how many replies have reached their rule's Hold so far.
+func (s *Server) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+// hold waits for c (if not nil) or for ctx, and reports whether c came.
+func (s *Server) hold(ctx context.Context, c <-chan struct{}) bool {
+	if c == nil {
+		return true
+	}
+	s.mu.Lock()
+	s.held++
+	s.mu.Unlock()
+	select {
+	case <-c:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -208,6 +238,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
+		if !rule.HoldMidStream && !s.hold(r.Context(), rule.Hold) {
+			return
+		}
 		if rule.Status != 0 {
 			w.WriteHeader(rule.Status)
 			writeJSON(w, map[string]any{"type": "error", "error": map[string]any{"type": "api_error", "message": "scripted error"}})
@@ -224,10 +257,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	chunk := time.Duration(0)
+	var hold <-chan struct{}
 	if rule != nil {
 		chunk = rule.ChunkDelay
+		if rule.HoldMidStream {
+			hold = rule.Hold
+		}
 	}
-	s.stream(r.Context(), w, msg, chunk, usage)
+	s.stream(r.Context(), w, msg, chunk, usage, hold)
 }
 
 // match picks the first rule that matches and has uses left. Requests
@@ -327,7 +364,7 @@ func (s *Server) build(model string, blocks []Block, usage *Usage) message {
 	return m
 }
 
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, chunk time.Duration, usage *Usage) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, chunk time.Duration, usage *Usage, hold <-chan struct{}) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl, _ := w.(http.Flusher)
@@ -354,6 +391,12 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, m message, c
 				pieces = words(b["text"].(string))
 			}
 			for j, piece := range pieces {
+				if j == 1 && hold != nil {
+					if !s.hold(ctx, hold) {
+						return
+					}
+					hold = nil
+				}
 				if chunk > 0 && j > 0 {
 					select {
 					case <-time.After(chunk):

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 func post(t *testing.T, s *Server, body string) *http.Response {
@@ -125,5 +126,62 @@ func TestRuleUsage(t *testing.T) {
 	json.NewDecoder(post(t, s, req+`}`).Body).Decode(&m) // the rule is used up
 	if m.Usage["input_tokens"] != 12.0 || m.Usage["output_tokens"] != 7.0 {
 		t.Fatalf("default usage %v", m.Usage)
+	}
+}
+
+// A held reply waits for its Hold: before anything (the model is thinking)
+// or, with HoldMidStream, after the first half of its text (streaming).
+func TestRuleHold(t *testing.T) {
+	for _, mid := range []bool{false, true} {
+		hold := make(chan struct{})
+		s, err := Start(Rule{Hold: hold, HoldMidStream: mid, Reply: []Block{Text("0123456789ABCDEFGHIJ")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const req = `{"model":"m","stream":true,"tools":[{"name":"Bash"}],"messages":[{"role":"user","content":"hi"}]}`
+		events := make(chan string, 64)
+		go func() {
+			defer close(events)
+			resp, err := http.Post(s.URL+"/v1/messages", "application/json", strings.NewReader(req))
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					events <- data
+				}
+			}
+		}()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Held() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the reply never reached its hold")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		var before []string
+		for drained := false; !drained; {
+			select {
+			case e := <-events:
+				before = append(before, e)
+			case <-time.After(200 * time.Millisecond):
+				drained = true
+			}
+		}
+		got := strings.Join(before, "\n")
+		if mid != strings.Contains(got, `"text":"0123456789"`) || strings.Contains(got, "ABCDEFGHIJ") || strings.Contains(got, "message_stop") {
+			t.Fatalf("mid-stream %v: before the release the client read:\n%s", mid, got)
+		}
+		close(hold)
+		var after []string
+		for e := range events {
+			after = append(after, e)
+		}
+		if got := strings.Join(after, "\n"); !strings.Contains(got, "ABCDEFGHIJ") || !strings.Contains(got, "message_stop") {
+			t.Fatalf("mid-stream %v: after the release the client read:\n%s", mid, got)
+		}
 	}
 }
