@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
@@ -49,7 +50,8 @@ func notAnswering(status int) bool {
 
 // probe reports whether the relay answers: any HTTP response to GET
 // /healthz but a proxy's "bad gateway", "unavailable" or "gateway timeout"
-// (the relay's /healthz answers 200 whenever it runs).
+// (the relay's /healthz answers 200 whenever it runs). A 503 with
+// Retry-After is the relay's own refusal (over --max-conns): it answers.
 func (c *Client) probe(ctx context.Context) bool {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, httpURL(c.cfg.URL)+"/healthz", nil)
 	if err != nil {
@@ -61,7 +63,10 @@ func (c *Client) probe(ctx context.Context) bool {
 	}
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
-	return !notAnswering(resp.StatusCode) && resp.StatusCode != http.StatusServiceUnavailable
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		return resp.Header.Get("Retry-After") != ""
+	}
+	return !notAnswering(resp.StatusCode)
 }
 
 // waitRetry waits before the next connection attempt: wait, or less when
@@ -72,19 +77,26 @@ func (c *Client) probe(ctx context.Context) bool {
 func (c *Client) waitRetry(ctx context.Context, wait time.Duration, down bool) bool {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	var probes <-chan time.Time
-	if wait > c.cfg.ProbeInterval {
-		tick := time.NewTicker(c.cfg.ProbeInterval)
-		defer tick.Stop()
-		probes = tick.C
+	if wait <= c.cfg.ProbeInterval {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		}
 	}
+	// Probes are jittered ([interval/2, interval]): the clients of a
+	// relay that restarts do not all come back in the same instant.
+	next := func() time.Duration { return c.cfg.ProbeInterval/2 + rand.N(c.cfg.ProbeInterval/2+1) }
+	probe := time.NewTimer(next())
+	defer probe.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-timer.C:
 			return true
-		case <-probes:
+		case <-probe.C:
 			answered := c.probe(ctx)
 			if c.onProbe != nil {
 				c.onProbe(answered)
@@ -96,6 +108,7 @@ func (c *Client) waitRetry(ctx context.Context, wait time.Duration, down bool) b
 				c.log.Info("the relay answers again; connecting now")
 				return true
 			}
+			probe.Reset(next())
 		}
 	}
 }

@@ -132,40 +132,67 @@ func TestReconnectSoonAfterRelayAnswers(t *testing.T) {
 	}
 }
 
-// A relay that answers but refuses the connection (503: too many
-// connections) is not hammered: probes find it answering all along, so
-// attempts keep to the backoff.
+// A relay that answers but refuses the connection is not hammered: the
+// probes find it answering (its refusals say Retry-After, a proxy's 503
+// does not), so attempts keep to the backoff, also once it would take the
+// connection again (the cap no longer reached).
 func TestRefusingRelayKeepsBackoff(t *testing.T) {
-	var attempts atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			w.Write([]byte("ok\n"))
-			return
-		}
-		attempts.Add(1)
-		http.Error(w, "too many connections", http.StatusServiceUnavailable)
-	}))
-	defer srv.Close()
-	box, err := OpenOutbox(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	refuse := func(w http.ResponseWriter, status int) {
+		w.Header().Set("Retry-After", "10")
+		http.Error(w, "too many connections", status)
 	}
-	defer box.Close()
-	cl := NewClient(Config{URL: srv.URL, Token: token, MinBackoff: 20 * time.Second, MaxBackoff: 30 * time.Second,
-		Logger: quiet}, box)
-	var answered atomic.Int64
-	cl.onProbe = func(ok bool) {
-		if ok {
-			answered.Add(1)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); cl.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	waitUntil(t, 30*time.Second, "five probes", func() bool { return answered.Load() >= 5 })
-	if n := attempts.Load(); n != 1 {
-		t.Fatalf("%d connection attempts to a relay that refuses, within the first backoff wait (10 s at least): want 1", n)
+	for _, tc := range []struct {
+		name    string
+		ws      func(w http.ResponseWriter)
+		healthz func(w http.ResponseWriter, probe int64)
+	}{
+		{"refuses the websocket, /healthz answers", func(w http.ResponseWriter) {
+			http.Error(w, "no", http.StatusServiceUnavailable)
+		}, func(w http.ResponseWriter, _ int64) { w.Write([]byte("ok\n")) }},
+		{"over its connection cap, then not", func(w http.ResponseWriter) { refuse(w, http.StatusServiceUnavailable) },
+			func(w http.ResponseWriter, probe int64) {
+				if probe <= 3 {
+					refuse(w, http.StatusServiceUnavailable)
+					return
+				}
+				w.Write([]byte("ok\n"))
+			}},
+		{"too many connections from the address, then not", func(w http.ResponseWriter) { refuse(w, http.StatusTooManyRequests) },
+			func(w http.ResponseWriter, probe int64) {
+				if probe <= 3 {
+					refuse(w, http.StatusTooManyRequests)
+					return
+				}
+				w.Write([]byte("ok\n"))
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var attempts, probes atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/healthz" {
+					tc.healthz(w, probes.Add(1))
+					return
+				}
+				attempts.Add(1)
+				tc.ws(w)
+			}))
+			defer srv.Close()
+			box, err := OpenOutbox(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
+			cl := NewClient(Config{URL: srv.URL, Token: token, MinBackoff: 20 * time.Second, MaxBackoff: 30 * time.Second,
+				Logger: quiet}, box)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); cl.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			waitUntil(t, 30*time.Second, "seven probes", func() bool { return probes.Load() >= 7 })
+			if n := attempts.Load(); n != 1 {
+				t.Fatalf("%d connection attempts to a relay that refuses, within the first backoff wait (10 s at least): want 1", n)
+			}
+		})
 	}
 }
 
