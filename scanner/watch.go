@@ -26,7 +26,7 @@ const (
 	// WatchRetryMax, so watching resumes at most WatchRetryMax after the
 	// kernel has handles again.
 	WatchRetryMin = 500 * time.Millisecond
-	WatchRetryMax = 5 * time.Second
+	WatchRetryMax = 2 * time.Second
 	// watchAncestors is how many missing folder levels a watch climbs to
 	// find a folder that exists (the project folder of a first session,
 	// a session's subagents/ folder): the missing folder's creation is

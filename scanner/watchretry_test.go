@@ -46,8 +46,9 @@ func TestScannerWatcherRetried(t *testing.T) {
 	if !h.sc.Polled() {
 		t.Fatal("Polled() is false while the watcher cannot be made")
 	}
-	// A few attempts, backing off (0.5 s, 1 s, 2 s, …): not one a pass.
-	waitFor(t, "three attempts", func() bool { return attempts.Load() >= 3 })
+	// A few attempts, backing off (0.5 s, 1 s, 2 s, 2 s, …): not one a
+	// pass. The limit is lifted once the backoff is at its longest.
+	waitFor(t, "four attempts", func() bool { return attempts.Load() >= 4 })
 	episode := time.Now()
 	limit.Store(false)
 	freed := time.Now()
@@ -55,7 +56,7 @@ func TestScannerWatcherRetried(t *testing.T) {
 	resumed := time.Since(freed)
 	t.Logf("instances free -> watching again: %v (%d attempts; backoff %v to %v)", resumed.Round(time.Millisecond),
 		attempts.Load(), WatchRetryMin, WatchRetryMax)
-	if resumed > WatchRetryMax+5*time.Second {
+	if resumed > WatchRetryMax+3*time.Second {
 		t.Fatalf("watching resumed %v after the limit was lifted (backoff at most %v)", resumed, WatchRetryMax)
 	}
 	if n, passes := attempts.Load(), time.Since(episode)/FallbackPollInterval; n > 8 {
