@@ -170,6 +170,11 @@ function onFrame(f) {
         app.page?.onSessions?.();
         openAwaited();
         break;
+      case 'error':
+        // The relay refused a plaintext command to a sealed machine.
+        if (f.code === 'not-sealed' && machineWaits.has(f.command?.id)) { machineStatus({ command: f.command, status: 'rejected', message: f.message || 'not sealed' }); break; }
+        app.page?.onFrame?.(f);
+        break;
       case 'command-status':
         machineStatus(f);
         app.page?.onFrame?.(f);
@@ -201,8 +206,13 @@ function sendToMachine(machineID, cmd) {
     // Still queued on the relay: it runs when the machine is back.
     const timer = setTimeout(() => { machineWaits.delete(cid); resolve({ status: 'waiting', message: 'The machine is not connected to the relay. The request waits there and runs when the machine is back (within 24 hours).' }); }, MACHINE_WAIT_MS);
     machineWaits.set(cid, { resolve, timer });
-    e2e.sealCommand(machineID, { id: cid, ...cmd }).then((c) => app.conn.command(machineID, c), (e) => {
-      machineStatus({ command: { id: cid }, status: 'rejected', message: 'could not seal it: ' + (e.message || e) });
+    e2e.sealCommand(machineID, { id: cid, ...cmd }, app.sessions.get(machineID)?.info).then((c) => app.conn.command(machineID, c), (e) => {
+      // Never plaintext where the machine seals; a plaintext machine is
+      // not sent to from a device paired with machines.
+      const message = !(e instanceof e2e.NotSentError) ? 'could not seal it: ' + (e.message || e)
+        : e.confirm ? 'Not sent: this machine does not encrypt its sessions end to end, and this device is paired with machines that do. Pair this device with it (run `ccrelay pair` on that machine) to start sessions there.'
+          : e.message;
+      machineStatus({ command: { id: cid }, status: 'rejected', message });
     });
   });
 }
@@ -252,6 +262,20 @@ function rateLimitChip(rl) {
   if (!rl || (rl.status !== 'allowed_warning' && rl.status !== 'rejected')) return null;
   const until = rl.resetsAt ? ' until ' + new Date(rl.resetsAt * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
   return h('span', { class: 'chip warn rate-limit', text: rl.status === 'rejected' ? 'Rate limited' + until : 'Near the rate limit' });
+}
+
+// protectionChip says how a session is protected, for a device paired
+// with machines (e2e.protection): encrypted, encrypted without a key here,
+// or not encrypted; with machine: which machine sealed it, with its key's
+// fingerprint. Null where there is nothing to say (sealed, in the list; a
+// device paired with no machine).
+function protectionChip(s, { machine = false } = {}) {
+  const p = e2e.protection(s.id, s.info || {});
+  if (p === 'plain') return h('span', { class: 'chip plain', text: 'Not encrypted', title: 'Not end-to-end encrypted: whoever runs the relay can read this session and what you send to it.' });
+  if (p === 'locked') return h('span', { class: 'chip warn', text: 'Encrypted · no key', title: 'End-to-end encrypted; this device has no key for it.' });
+  if (p !== 'sealed' || !machine) return null;
+  const by = e2e.sealedBy(s.id);
+  return h('span', { class: 'chip e2e', text: 'Encrypted', title: 'End-to-end encrypted' + (by ? ' by ' + (by.name || 'a machine this device paired with') + ' (key fingerprint ' + by.fingerprint + ')' : '') });
 }
 
 // cleanSession keeps what the app reads of a listed session, each field of
@@ -464,6 +488,7 @@ function listPage() {
             h('span', { class: 'time', text: ago(s.updated) }),
             h('span', { class: 'chips' },
               waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
+              protectionChip(s),
               info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
               h('span', { class: 'status-dot ' + status, title: status })))));
   }
@@ -507,7 +532,10 @@ function sessionPage(id) {
   const stopBtn = h('button', { class: 'stop', type: 'button', 'aria-label': 'Interrupt', hidden: true, onclick: () => command({ kind: 'abort' }, 'Interrupt') }, icon('stop'));
   const hint = h('div', { class: 'composer-hint' });
   const form = h('form', { class: 'composer', onsubmit: (e) => { e.preventDefault(); sendPrompt(); } }, input, stopBtn, sendBtn);
-  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, form, hint);
+  // Why a command was not sent (no key for a sealed session, a plaintext
+  // session to confirm): said in the composer, which keeps the text.
+  const sealNote = h('div', { class: 'seal-note', id: 'seal-note', role: 'alert', hidden: true });
+  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, sealNote, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
   // Said when the relay answers but no CLI is connected for this session.
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
@@ -645,6 +673,7 @@ function sessionPage(id) {
       h('span', { class: 'status-dot ' + (i.status || 'idle') }),
       h('span', { text: statusText(i) }),
       rateLimitChip(i.rateLimit),
+      protectionChip(s, { machine: true }),
       // Before the folder and machine, which give way on a narrow screen.
       i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom),
         text: 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 40) }) : null,
@@ -736,6 +765,7 @@ function sessionPage(id) {
   function sendPrompt() {
     const text = input.value.trim();
     if (!text) return;
+    hideNotSent();
     input.value = '';
     autosize();
     sendBtn.disabled = true;
@@ -752,11 +782,47 @@ function sessionPage(id) {
   let sending = Promise.resolve();
   function command(cmd, title, onReject, el) {
     const cid = newID();
-    commandTitles.set(cid, { title, onReject, el });
-    sending = sending.then(() => e2e.sealCommand(id, { id: cid, ...cmd })).then((c) => app.conn.command(id, c), (e) => {
+    commandTitles.set(cid, { title, onReject, el, cmd });
+    sending = sending.then(() => e2e.sealCommand(id, { id: cid, ...cmd }, info())).then((c) => app.conn.command(id, c), (e) => {
+      if (e instanceof e2e.NotSentError) { notSent(cid, e.message, e.confirm); return; }
       onCommandStatus({ command: { id: cid }, status: 'rejected', message: 'could not seal it: ' + (e.message || e) });
     });
     return cid;
+  }
+
+  // notSent handles a command that was not sent (this device would not
+  // send it, or the relay refused it unsealed): a prompt's text goes back
+  // into the composer, and the composer says why and what to do; where
+  // the person may choose to send unencrypted, it offers that.
+  function notSent(cid, message, confirm) {
+    const c = commandTitles.get(cid);
+    commandTitles.delete(cid);
+    const p = pendings.get(cid);
+    pendings.delete(cid);
+    if (p) {
+      p.el.remove();
+      const now = input.value.trim();
+      if (!now) input.value = p.text;
+      else if (!now.includes(p.text)) input.value = p.text + '\n' + input.value;
+      autosize();
+      sendBtn.disabled = input.disabled || !input.value.trim();
+    }
+    c?.onReject?.();
+    const retry = !confirm ? null : p ? () => sendPrompt() : c ? () => command(c.cmd, c.title, c.onReject, c.el) : null;
+    showNotSent(message, retry);
+    renderHeader();
+  }
+  function showNotSent(message, retry) {
+    sealNote.replaceChildren(h('span', { class: 'seal-note-text', text: message }),
+      retry ? h('button', { class: 'link send-plain', type: 'button', text: 'Send unencrypted', onclick: () => { e2e.allowPlaintext(id); hideNotSent(); retry(); } }) : null,
+      h('button', { class: 'link', type: 'button', text: 'Dismiss', onclick: () => { hideNotSent(); input.focus(); } }));
+    sealNote.hidden = false;
+    input.setAttribute('aria-describedby', 'seal-note');
+  }
+  function hideNotSent() {
+    sealNote.hidden = true;
+    sealNote.replaceChildren();
+    input.removeAttribute('aria-describedby');
   }
 
   function onCommandStatus(f) {
@@ -788,6 +854,19 @@ function sessionPage(id) {
     }
   }
 
+  // protectionLine says in the settings how the session is protected:
+  // which machine sealed it, and that machine's key fingerprint.
+  function protectionLine() {
+    const p = e2e.protection(id, info());
+    const by = p === 'sealed' ? e2e.sealedBy(id) : null;
+    const text = {
+      sealed: 'End-to-end encrypted' + (by ? ' by ' + (by.name || 'a machine this device paired with') + ' · key fingerprint ' + by.fingerprint : ''),
+      locked: 'End-to-end encrypted; this device has no key for it.',
+      plain: 'Not end-to-end encrypted: the relay can read it.',
+    }[p];
+    return text ? h('div', { class: 'meta protection', text }) : null;
+  }
+
   function openSettings() {
     const i = info();
     const remote = i.mode === 'remote';
@@ -802,6 +881,7 @@ function sessionPage(id) {
       remote ? null : h('p', { class: 'meta', text: 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
+      protectionLine(),
       stopButton(machineOf(app.sessions, summary()), id, sendToMachine, (r) => {
         dialog.close();
         if (r.status === 'rejected') toast('Stop: ' + (r.message || 'refused'), 'error');
@@ -872,7 +952,8 @@ function sessionPage(id) {
       view?.delta(f.payload);
       if (stick) scrollToEnd();
     } else if (f.type === 'error') {
-      if (f.code === 'not-found') { loading.hidden = false; loading.querySelector('.loading-text').textContent = 'This session is not on the relay (or belongs to another token).'; loading.querySelector('.spinner').remove(); }
+      if (f.code === 'not-sealed' && f.session === id && typeof f.command?.id === 'string') notSent(f.command.id, typeof f.message === 'string' ? f.message.slice(0, 1000) : 'Not sent: the relay takes only sealed commands for this session.', false);
+      else if (f.code === 'not-found') { loading.hidden = false; loading.querySelector('.loading-text').textContent = 'This session is not on the relay (or belongs to another token).'; loading.querySelector('.spinner').remove(); }
       else toast(f.message || f.code, 'error');
     }
   }

@@ -167,6 +167,8 @@ export class Connection extends EventTarget {
       if ((f.type === 'blob' || f.type === 'error') && typeof f.ref === 'string' && this.blobs.has(f.ref)) { this.blobAnswer(f); return; }
       if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
+      // Refused by the relay (a plaintext command to a sealed session): never resent.
+      if (f.type === 'error' && f.code === 'not-sealed' && f.command) this.pending.delete(f.command.id);
       if (!this.open) { this.dispatchEvent(new CustomEvent('frame', { detail: f })); return; }
       // Sealed frames are opened in the order they came (opening is
       // asynchronous); a session's key is taken at once, outside that

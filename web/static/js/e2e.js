@@ -47,6 +47,10 @@ const keyless = new Set(); // sessions the relay has no key of for this device
 const waiting = new Map(); // session -> [resolve]
 const sealedIDs = new Set(); // envelopes that came sealed (their blobs are sealed too)
 const sealedSince = new Map(); // session -> the seq of its first sealed envelope
+const sealedSessions = new Set(); // sessions known to be end-to-end encrypted (any sign of it)
+const keyMachine = new Map(); // session -> the public key of the machine that wrapped its key
+const claims = new Map(); // session -> the machine name a plaintext session's summary names
+const plainAllowed = new Set(); // plaintext sessions the person chose to send to anyway (this page's life)
 let ask = null; // (session) => sends a session-key request
 
 /** setAsk gives the module the way to ask the relay for a session's key. */
@@ -94,6 +98,8 @@ export async function takeSessionKey(f) {
     throw new SealedError('a session key that does not open (' + (e.message || e) + ')');
   }
   keys.set(f.session, key);
+  sealedSessions.add(f.session);
+  keyMachine.set(f.session, f.machine);
   keyless.delete(f.session);
   settle(f.session, key);
   return key;
@@ -127,11 +133,13 @@ export async function openEnvelope(session, env) {
  */
 export async function openInfo(session, info) {
   if (!info || typeof info.sealed !== 'string') return info;
+  sealedSessions.add(session);
   const key = await waitKey(session);
   if (!key) return { ...info, sealed: undefined, locked: true };
   try {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
     const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
+    if (inner && typeof inner.machine === 'string') learnMachineName(keyMachine.get(session), inner.machine);
     return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone };
   } catch {
     return { ...info, sealed: undefined, locked: true };
@@ -162,6 +170,7 @@ export async function openFrame(f) {
         } else items.push(it);
         continue;
       }
+      sealedSessions.add(f.session);
       if (Number.isFinite(it.seq) && !(sealedSince.get(f.session) <= it.seq)) sealedSince.set(f.session, it.seq);
       try {
         items.push({ ...it, envelope: await openEnvelope(f.session, it.envelope) });
@@ -173,6 +182,7 @@ export async function openFrame(f) {
   }
   if (f.type === 'live' && keyFor(f.session) && !(f.payload && typeof f.payload.sealed === 'string')) return null; // not from the machine
   if (f.type === 'live' && f.payload && typeof f.payload.sealed === 'string') {
+    if (typeof f.session === 'string') sealedSessions.add(f.session);
     const key = keyFor(f.session);
     if (!key) return null; // a typing preview: the envelopes follow
     try {
@@ -182,6 +192,11 @@ export async function openFrame(f) {
     }
   }
   if ((f.type === 'sessions' || f.type === 'session') && Array.isArray(f.sessions)) {
+    for (const s of f.sessions) {
+      if (s && typeof s.id === 'string' && s.info && typeof s.info === 'object' && typeof s.info.sealed !== 'string') {
+        claims.set(s.id, typeof s.info.machine === 'string' ? s.info.machine : '');
+      }
+    }
     const sessions = await Promise.all(f.sessions.map(async (s) => (s && s.info && typeof s.info.sealed === 'string' && typeof s.id === 'string'
       ? { ...s, info: await openInfo(s.id, s.info) } : s)));
     return { ...f, sessions };
@@ -189,10 +204,89 @@ export async function openFrame(f) {
   return f;
 }
 
-/** sealCommand seals a command to a session this device holds a key of. */
-export async function sealCommand(session, cmd) {
-  const key = keyFor(session);
-  if (!key) return cmd;
+/** NotSentError is a command this device will not send; its message says
+ * why and what to do. confirm: the person may choose to send it unencrypted
+ * (allowPlaintext), for a plaintext session of a device paired with machines. */
+export class NotSentError extends Error {
+  constructor(message, confirm = false) {
+    super(message);
+    this.confirm = confirm;
+  }
+}
+
+const noKeySend = 'Not sent: this session is end-to-end encrypted and this device has no key for it, so your message could not be sealed, and nothing left this device. ' +
+  'If this device is not paired with the machine that runs the session (or was paired with `ccrelay pair --no-wait` and never confirmed), run `ccrelay pair` on that machine and open its link here. ' +
+  'If it is paired, ask that machine to share the session\'s key again: restart ccrelay there, or pair this device again.';
+
+/** isSealed reports whether the session is known to be end-to-end encrypted. */
+export function isSealed(session) { return sealedSessions.has(session); }
+
+/** learnMachineName keeps what a machine this device paired with calls itself, as its sealed summaries say (they open only under a key it wrapped). */
+function learnMachineName(publicKey, name) {
+  if (typeof publicKey !== 'string' || !name) return;
+  const list = knownMachines();
+  const m = list.find((x) => x.publicKey === publicKey);
+  if (!m || m.name === name) return;
+  m.name = String(name).slice(0, 256);
+  localStorage.setItem(MACHINES, JSON.stringify(list));
+}
+
+/** sealedBy is the machine that sealed a session's key for this device: {fingerprint, name}, or null. */
+export function sealedBy(session) {
+  const pub = keyMachine.get(session);
+  if (!pub) return null;
+  const m = knownMachines().find((x) => x.publicKey === pub);
+  return m ? { fingerprint: m.fingerprint || '', name: m.name || '' } : null;
+}
+
+/**
+ * protection says how a session is protected, as this device can tell:
+ * 'sealed' (end-to-end encrypted, this device holds its key), 'locked'
+ * (encrypted, no key here), 'plain' (not encrypted, on a device paired
+ * with machines), or '' (a device that paired with no machine: the
+ * plaintext mode, nothing to compare with).
+ */
+export function protection(session, info = {}) {
+  if (keys.has(session)) return 'sealed';
+  if (sealedSessions.has(session) || info.locked === true) return 'locked';
+  return knownMachines().length ? 'plain' : '';
+}
+
+/** pairedMachineClaimed is the name of a machine this device paired with that a plaintext session says it runs on, or ''. */
+export function pairedMachineClaimed(session, info = {}) {
+  const name = typeof info.machine === 'string' && info.machine ? info.machine : claims.get(session) || '';
+  if (!name || keys.has(session)) return '';
+  return knownMachines().some((m) => m.name === name) ? name : '';
+}
+
+/** allowPlaintext records the person's choice to send to a plaintext session unencrypted (for this page's life). */
+export function allowPlaintext(session) { plainAllowed.add(session); }
+
+/**
+ * sealCommand seals a command to a session this device holds a key of.
+ * It never sends plaintext where a key is missing: for a session known to
+ * be sealed it waits for the key the relay was asked for, and without one
+ * throws a NotSentError. On a device paired with machines, a plaintext
+ * session gets a command only after allowPlaintext, and never one that
+ * says it runs on a machine this device paired with (that machine seals
+ * every session it sends once it trusts a device).
+ */
+export async function sealCommand(session, cmd, info = {}) {
+  let key = keyFor(session);
+  if (!key && (sealedSessions.has(session) || info.locked === true)) key = await waitKey(session);
+  if (!key && (sealedSessions.has(session) || info.locked === true)) throw new NotSentError(noKeySend);
+  if (!key) {
+    if (!knownMachines().length) return cmd;
+    const claimed = pairedMachineClaimed(session, info);
+    if (claimed) {
+      throw new NotSentError('Not sent: this session is not end-to-end encrypted, yet it says it runs on ' + claimed +
+        ', a machine this device paired with, which encrypts every session it sends. It may not come from that machine (the relay can make up sessions). Nothing left this device.');
+    }
+    if (!plainAllowed.has(session)) {
+      throw new NotSentError('This session is not end-to-end encrypted: whoever runs the relay can read what you send to it, and nothing shows it comes from a machine this device paired with. Send it unencrypted only if you trust the relay.', true);
+    }
+    return cmd;
+  }
   const sealed = await S.seal(key, { session, id: cmd.id, direction: S.FROM_DEVICE }, JSON.stringify(cmd));
   return { id: cmd.id, kind: cmd.kind, sealed };
 }

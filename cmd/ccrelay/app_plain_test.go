@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/chromedp/chromedp"
+)
+
+// startLoggedAppRelay is startAppRelay with the relay's log (stderr, and
+// stdout after its banner) kept in a file, returned.
+func startLoggedAppRelay(t *testing.T) (*appRelay, string) {
+	t.Helper()
+	r := &appRelay{data: t.TempDir()}
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd = exec.Command(binary, "serve", "--data", r.data, "--listen", "127.0.0.1:0")
+	out, _ := r.cmd.StdoutPipe()
+	r.cmd.Stderr = logFile
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	t.Cleanup(func() {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		r.cmd.Wait()
+		<-copied
+		logFile.Close()
+	})
+	sc := bufio.NewScanner(out)
+	re := regexp.MustCompile(`app:\s+(http://[0-9.:]+)/#token=([0-9a-f]+)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			r.base, r.token = m[1], m[2]
+			break
+		}
+	}
+	go func() { // ends when serve exits (its stdout closes)
+		defer close(copied)
+		io.Copy(logFile, out)
+	}()
+	if r.base == "" {
+		t.Fatal("serve printed no app URL")
+	}
+	return r, logPath
+}
+
+// relayFilesHold reports which of the relay's files (its data folder:
+// database, WAL, anything else) or its log hold marker.
+func relayFilesHold(t *testing.T, data, logPath, marker string) []string {
+	t.Helper()
+	var found []string
+	check := func(p string) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			found = append(found, p)
+		}
+	}
+	filepath.WalkDir(data, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			check(p)
+		}
+		return nil
+	})
+	check(logPath)
+	return found
+}
+
+// sentFrames records what the page sends on its websockets from now on
+// (window.__sent), whatever socket.
+const sentFrames = `(() => { if (window.__sent) return true; window.__sent = []; const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (d) { window.__sent.push(String(d)); return send.call(this, d); }; return true; })()`
+
+// A paired device whose key for a sealed session the relay withholds
+// types a marker and sends it: nothing leaves the page (no frame holds
+// it), the relay's database, WAL and log never see it, and the composer
+// keeps the text and says why it was not sent and what to do. The same
+// for a start sent to the machine's daemon, which is sealed as well.
+func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
+	r, logPath := startLoggedAppRelay(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	state := pairBrowser(t, ctx, r)
+
+	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
+	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
+		t.Fatalf("replay --to: %+v", res)
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := kr.SealInfo(id, json.RawMessage(`{"title":"a sealed session","machine":"laptop","mode":"remote","status":"idle"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := dialCLI(t, r)
+	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: info})
+
+	// The relay withholds the device's key (a curious operator can).
+	wdb, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wdb.Close()
+	if res, err := wdb.Exec(`DELETE FROM session_keys WHERE session = ?`, id); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%d keys withheld", n)
+	}
+	// The page starts afresh (no key in memory) and opens the session.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id), chromedp.Reload())
+	waitJS(t, ctx, "the session known locked", fmt.Sprintf(`ccrelay.sessions.get(%q)?.info?.locked === true`, id))
+	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
+	eval[bool](t, ctx, sentFrames)
+
+	const marker = "MARKER-7f3a-never-plaintext"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the composer's note", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.length > 0 })()`)
+	note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`)
+	for _, want := range []string{"Not sent", "end-to-end encrypted", "no key", "ccrelay pair"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the note says %q, without %q", note, want)
+		}
+	}
+	if role := eval[string](t, ctx, `document.querySelector('.seal-note').getAttribute('role')`); role != "alert" {
+		t.Errorf("the note's role is %q", role)
+	}
+	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != marker {
+		t.Errorf("the composer holds %q, not what was typed", v)
+	}
+	if d := eval[string](t, ctx, `document.querySelector('.composer textarea').getAttribute('aria-describedby') || ''`); d != "seal-note" {
+		t.Errorf("the prompt box is described by %q", d)
+	}
+	if eval[bool](t, ctx, `!!document.querySelector('.pending-msg')`) {
+		t.Error("the prompt is shown as pending")
+	}
+	if c := eval[string](t, ctx, `document.querySelector('.top-sub .chip.warn')?.textContent || ''`); !strings.Contains(c, "no key") {
+		t.Errorf("the header says %q of the session's protection", c)
+	}
+
+	// A machine's daemon, sealed (its key withheld too): a start typed in
+	// the New session sheet is not sent either.
+	machine := "0b0e0b0e-0000-4000-8000-0000000000aa"
+	minfo, err := kr.SealInfo(machine, json.RawMessage(`{"mode":"machine","status":"idle","machine":"laptop","daemon":{"folders":[{"dir":"/home/dev/MARKER-folder"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: machine, Info: minfo})
+	waitJS(t, ctx, "the machine listed", fmt.Sprintf(`ccrelay.sessions.get(%q)?.info?.locked === true`, machine))
+	start := evalAwait[map[string]any](t, ctx, fmt.Sprintf(`new Promise((ok) => { const id = %q; const c = { kind: 'start', target: %q, dir: '/home/dev/%s-start', text: %q };
+	  import('./js/e2e.js').then((e2e) => e2e.sealCommand(id, { id: 'startq', ...c }, ccrelay.sessions.get(id).info)).then(() => ok({ sent: true }), (e) => ok({ sent: false, name: e.constructor.name, message: e.message })); })`,
+		machine, id, marker, marker))
+	if start["sent"] != false || start["name"] != "NotSentError" || !strings.Contains(fmt.Sprint(start["message"]), "no key") {
+		t.Errorf("a start to the sealed machine: %v", start)
+	}
+
+	// Nothing held the marker: no frame the page sent, no file of the relay.
+	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), marker) {
+		t.Errorf("the page sent the marker: %q", sent)
+	}
+	if found := relayFilesHold(t, r.data, logPath, marker); len(found) > 0 {
+		t.Errorf("the marker is in %v", found)
+	}
+	// The search does find what the relay was given: the session's id.
+	if found := relayFilesHold(t, r.data, logPath, id); len(found) == 0 {
+		t.Error("the search of the relay's files finds nothing")
+	}
+}
+
+// For a device paired with a machine, every session shows its protection:
+// plaintext sessions (here made by the relay's token, as a relay can make
+// them itself) are marked "Not encrypted" in the list and the header; a
+// prompt to one is sent only after the person confirms it in the composer
+// (the text kept until then), and never to one that says it runs on a
+// machine the device paired with (that machine seals: the name is learnt
+// from its sealed summaries). A sealed session's header names the machine
+// that sealed it and that machine's key fingerprint.
+func TestAppMarksPlaintextSessions(t *testing.T) {
+	r := startAppRelay(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	state := pairBrowser(t, ctx, r)
+
+	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+	sealed := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
+	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
+		t.Fatalf("replay --to: %+v", res)
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := kr.SealInfo(sealed, json.RawMessage(`{"title":"the sealed one","machine":"laptop","mode":"remote","status":"idle"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := dialCLI(t, r)
+	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: sealed, Info: info})
+	const (
+		other  = "0b0e0b0e-0000-4000-8000-0000000000b1" // says it runs on a machine the device never paired with
+		posing = "0b0e0b0e-0000-4000-8000-0000000000b2" // says it runs on the paired machine
+	)
+	cli.announce(other, map[string]any{"title": "plain on another box", "machine": "other-box", "mode": "remote", "status": "idle"})
+	cli.announce(posing, map[string]any{"title": "plain posing as laptop", "machine": "laptop", "mode": "remote", "status": "idle"})
+
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"), chromedp.Reload())
+	row := func(id string) string { return fmt.Sprintf(`document.querySelector('li[data-session=%q]')`, id) }
+	waitJS(t, ctx, "the three rows", fmt.Sprintf(`!!%s && !!%s && !!%s && %s.textContent.includes('the sealed one')`, row(sealed), row(other), row(posing), row(sealed)))
+	for id, plain := range map[string]bool{sealed: false, other: true, posing: true} {
+		if got := eval[bool](t, ctx, row(id)+`.textContent.includes('Not encrypted')`); got != plain {
+			t.Errorf("row %s marked not encrypted: %v, want %v", id, got, plain)
+		}
+	}
+
+	// The sealed session's header: encrypted, by laptop, with its fingerprint.
+	fp := eval[string](t, ctx, `JSON.parse(localStorage.getItem('ccrelay.machines'))[0].fingerprint`)
+	if n := eval[string](t, ctx, `JSON.parse(localStorage.getItem('ccrelay.machines'))[0].name || ''`); n != "laptop" {
+		t.Errorf("the paired machine's name learnt: %q", n)
+	}
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+sealed))
+	waitJS(t, ctx, "the sealed header", `!!document.querySelector('.top-sub .chip.e2e')`)
+	if title := eval[string](t, ctx, `document.querySelector('.top-sub .chip.e2e').title`); !strings.Contains(title, "laptop") || !strings.Contains(title, fp) {
+		t.Errorf("the header's chip says %q (fingerprint %s)", title, fp)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	waitJS(t, ctx, "the settings' protection line", fmt.Sprintf(`(document.querySelector('dialog .protection')?.textContent || '').includes(%q)`, fp))
+	eval[bool](t, ctx, `document.querySelector('dialog').close() || true`)
+
+	// A plaintext session of another machine: marked, and sent to only
+	// once confirmed.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+other))
+	waitJS(t, ctx, "the plaintext header", `(document.querySelector('.top-sub .chip.plain')?.textContent || '') === 'Not encrypted'`)
+	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
+	eval[bool](t, ctx, sentFrames)
+	const m1 = "MARKER-plain-confirmed"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m1), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the confirmation", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && !!n.querySelector('button.send-plain') })()`)
+	if note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`); !strings.Contains(note, "not end-to-end encrypted") {
+		t.Errorf("the note says %q", note)
+	}
+	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != m1 {
+		t.Errorf("the composer holds %q", v)
+	}
+	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m1) {
+		t.Fatalf("sent before it was confirmed: %q", sent)
+	}
+	must(t, ctx, chromedp.Click(chromedp.CSS(".seal-note button.send-plain")))
+	if c := cli.command(protocol.StatusDone, ""); c.Text != m1 || c.Sealed != "" {
+		t.Errorf("the CLI got %+v", c)
+	}
+	waitJS(t, ctx, "the note gone", `document.querySelector('.seal-note').hidden`)
+
+	// One that says it runs on the paired machine: refused, said why.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+posing))
+	waitJS(t, ctx, "the plaintext header", `!!document.querySelector('.top-sub .chip.plain') && !document.querySelector('.composer textarea').disabled`)
+	const m2 = "MARKER-plain-posing"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m2), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the refusal", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden })()`)
+	note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`)
+	if !strings.Contains(note, "laptop") || !strings.Contains(note, "Not sent") || eval[bool](t, ctx, `!!document.querySelector('.seal-note button.send-plain')`) {
+		t.Errorf("the note says %q (a button to send anyway: %v)", note, eval[bool](t, ctx, `!!document.querySelector('.seal-note button.send-plain')`))
+	}
+	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != m2 {
+		t.Errorf("the composer holds %q", v)
+	}
+	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m2) {
+		t.Errorf("sent to a session posing as the paired machine: %q", sent)
+	}
+}
