@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,6 +61,14 @@ type Pipeline struct {
 	// as remote mode's (its stream-json copy was mapped).
 	passing map[string]bool
 	now     func() time.Time
+	// turnsPath is where the open turn of each session is kept (KeepTurns,
+	// turnstate.go; "": nowhere), saved what it holds; orphans are the
+	// turns an earlier run left open, ended before anything else of their
+	// session.
+	turnsPath string
+	turnsLog  *slog.Logger
+	saved     map[string]mapper.OpenTurn
+	orphans   map[string]mapper.OpenTurn
 }
 
 // RemoteHoldWindow bounds how long the scanner's cursor of a remote
@@ -74,7 +84,7 @@ const RemoteHoldWindow = 5 * time.Second
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
 	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
 		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{},
-		held: map[string]time.Time{}, passing: map[string]bool{}, now: time.Now}
+		held: map[string]time.Time{}, passing: map[string]bool{}, now: time.Now, orphans: map[string]mapper.OpenTurn{}}
 }
 
 // appendTo appends envs of session after what an earlier failed append of
@@ -92,6 +102,7 @@ func (p *Pipeline) appendTo(ctx context.Context, session string, envs []protocol
 		return err
 	}
 	delete(p.unsent, session)
+	p.saveTurn(session)
 	return nil
 }
 
@@ -130,6 +141,9 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 	for _, r := range b.Records {
 		if seen != nil && seen.Has(r.Record) {
 			continue // mapped from stream-json in remote mode
+		}
+		if !r.Replayed {
+			envs = append(envs, p.adopt(session, m)...)
 		}
 		out := m.Map(r.Record)
 		if !r.Replayed {
@@ -182,7 +196,7 @@ func (p *Pipeline) holdRemote(ctx context.Context, session string, m *mapper.Map
 		seen = &claude.Dedupe{}
 		p.streamed[session] = seen
 	}
-	var envs []protocol.Envelope
+	envs := p.adopt(session, m)
 	for _, r := range repairs {
 		if !seen.Seen(r) {
 			envs = append(envs, m.Map(r)...)
@@ -218,7 +232,7 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 		seen = &claude.Dedupe{}
 		p.streamed[session] = seen
 	}
-	var envs []protocol.Envelope
+	envs := p.adopt(session, m)
 	for _, r := range recs {
 		if seen.Seen(r) {
 			continue
@@ -242,7 +256,8 @@ func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protoco
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
-	return p.appendTo(ctx, session, m.Close(status))
+	envs := p.adopt(session, m)
+	return p.appendTo(ctx, session, append(envs, m.Close(status)...))
 }
 
 // Cut ends the open turn of one session as one Claude did not finish
@@ -252,7 +267,8 @@ func (p *Pipeline) Cut(ctx context.Context, session string, c mapper.Cut, nowMS 
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
-	return p.appendTo(ctx, session, m.Cut(c))
+	envs := p.adopt(session, m)
+	return p.appendTo(ctx, session, append(envs, m.Cut(c)...))
 }
 
 // EndTurn ends the open turn of one session that Claude was stopped in:
@@ -263,10 +279,11 @@ func (p *Pipeline) EndTurn(ctx context.Context, session string, c mapper.Cut, no
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
+	envs := p.adopt(session, m)
 	if m.Unfinished() {
-		return p.appendTo(ctx, session, m.Cut(c))
+		return p.appendTo(ctx, session, append(envs, m.Cut(c)...))
 	}
-	return p.appendTo(ctx, session, m.Close(protocol.StatusCompleted))
+	return p.appendTo(ctx, session, append(envs, m.Close(protocol.StatusCompleted)...))
 }
 
 // Note adds a service message of the launcher's own to the session (in its
@@ -276,18 +293,24 @@ func (p *Pipeline) Note(ctx context.Context, session, source, text string, nowMS
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
-	return p.appendTo(ctx, session, m.Note(source, text))
+	envs := p.adopt(session, m)
+	return p.appendTo(ctx, session, append(envs, m.Note(source, text)...))
 }
 
 // Close ends the open turn of every session with status and appends what
-// that produced, after what failed to append before.
+// that produced, after what failed to append before; the turns an earlier
+// run left open end too (StoppedCut).
 func (p *Pipeline) Close(ctx context.Context, status protocol.TurnStatus, nowMS int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for _, session := range slices.Sorted(maps.Keys(p.orphans)) {
+		p.mapperFor(session)
+	}
 	for _, session := range p.order {
 		m := p.mappers[session]
 		m.SetTime(nowMS)
-		if err := p.appendTo(ctx, session, m.Close(status)); err != nil {
+		envs := p.adopt(session, m)
+		if err := p.appendTo(ctx, session, append(envs, m.Close(status)...)); err != nil {
 			return err
 		}
 	}

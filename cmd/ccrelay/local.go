@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/dirs"
 	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
@@ -163,6 +165,17 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 	}
 	var out launcher.Outbox
+	// The turns runs that ended in other slots left open (their slot is
+	// removed once taken over).
+	leftTurns := map[string]mapper.OpenTurn{}
+	takeTurns := func(dir string) error {
+		turns, err := launcher.ReadTurns(filepath.Join(dir, launcher.TurnsFile))
+		if err != nil {
+			log.Warn("could not read the turns an earlier run left open", "from", dir, "err", err)
+		}
+		maps.Copy(leftTurns, turns)
+		return nil
+	}
 	var app *appLink // the link to the app, with --relay
 	// The relay client's notices reach the terminal before and after
 	// Claude, never over its screen.
@@ -201,6 +214,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		// What a ccrelay that ended in another slot did not send goes
 		// with this one's; its slot is removed.
 		if _, err := slot.Leftovers(func(dir string) error {
+			if err := takeTurns(dir); err != nil {
+				return err
+			}
 			n, err := box.Adopt(filepath.Join(dir, "outbox"))
 			if n > 0 {
 				log.Info("took over unsent envelopes of an earlier run", "from", dir, "envelopes", n)
@@ -265,12 +281,18 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		defer tracker.hint(os.Stderr)
 		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; add --relay URL to reach a phone", recording)
 		// Slots of runs that ended hold only their cursor: removed.
-		if _, err := slot.Leftovers(func(string) error { return nil }); err != nil {
+		if _, err := slot.Leftovers(takeTurns); err != nil {
 			log.Warn("could not remove what an earlier run left", "err", err)
 		}
 		out = fo
 	}
 	pipe := launcher.NewPipeline("", out)
+	// The turn each session had open when an earlier run stopped (and its
+	// Claude with it) ends before anything else of that session.
+	if err := pipe.KeepTurns(filepath.Join(runDir, launcher.TurnsFile), log); err != nil {
+		log.Warn("could not read the turns an earlier run left open", "err", err)
+	}
+	pipe.AddOrphans(leftTurns)
 	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, CursorFile: filepath.Join(runDir, "cursor.json"), Logger: log,
 		Notice: scanGate}, pipe)
 	if err != nil {

@@ -1,0 +1,90 @@
+package launcher
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// ccrelay is killed mid-turn (and its Claude with it): the turn's start,
+// text and tool call reached the outbox, the transcript has less. The next
+// ccrelay ends that turn (failed, saying ccrelay stopped; its call ends
+// once) before the next turn opens: never two open turns.
+func TestRestartEndsTheOpenTurn(t *testing.T) {
+	const sess = "99999999-2222-4333-8444-555555555555"
+	parse := func(line string) *claude.Record {
+		r, err := claude.Parse([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	p1 := parse(`{"type":"user","uuid":"p1","sessionId":"` + sess + `","message":{"role":"user","content":"run it"}}`)
+	a1 := parse(`{"type":"assistant","uuid":"a1","sessionId":"` + sess + `","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Running."}]}}`)
+	a2 := parse(`{"type":"assistant","uuid":"a2","sessionId":"` + sess + `","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"sleep 60"}}]}}`)
+	none := parse(`{"type":"assistant","uuid":"n1","sessionId":"` + sess + `","message":{"id":"x1","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]}}`)
+	p2 := parse(`{"type":"user","uuid":"p2","sessionId":"` + sess + `","message":{"role":"user","content":"again"}}`)
+	a3 := parse(`{"type":"assistant","uuid":"a3","sessionId":"` + sess + `","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Back."}]}}`)
+	tests := []struct {
+		name    string
+		written []*claude.Record // what Claude wrote to the transcript before it died
+		after   []*claude.Record // what the next run's Claude prints and records
+		want    []string
+	}{
+		{"nothing of the turn written", []*claude.Record{p1}, []*claude.Record{none, p2, a3},
+			[]string{"U(run it)", "TS", "A(Running.)", "TCS(toolu_1 Bash)", `TCE(toolu_1 error "` + StoppedCut.Result + `")`, "S(" + StoppedCut.Note + ")", "TE(failed)",
+				"U(again)", "TS", "A(Back.)"}},
+		{"the text written, not the call", []*claude.Record{p1, a1}, []*claude.Record{p2, a3},
+			[]string{"U(run it)", "TS", "A(Running.)", "TCS(toolu_1 Bash)", `TCE(toolu_1 error "` + StoppedCut.Result + `")`, "S(" + StoppedCut.Note + ")", "TE(failed)",
+				"U(again)", "TS", "A(Back.)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "turns.json")
+			out := &MemOutbox{}
+			first := NewPipeline("", out)
+			if err := first.KeepTurns(path, nil); err != nil {
+				t.Fatal(err)
+			}
+			first.SetRemote(sess, true)
+			if err := first.MapRecords(ctx, sess, []*claude.Record{p1, a1, a2}); err != nil {
+				t.Fatal(err)
+			}
+			// Killed: nothing more of the first run. The next one rebuilds
+			// the session from the transcript (what was sent already),
+			// then remote mode goes on.
+			next := NewPipeline("", out)
+			if err := next.KeepTurns(path, nil); err != nil {
+				t.Fatal(err)
+			}
+			b := scanner.Batch{Session: sess}
+			for _, r := range tt.written {
+				b.Records = append(b.Records, scanner.Record{Record: r, Replayed: true})
+			}
+			if err := next.Deliver(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			next.SetRemote(sess, true)
+			if err := next.MapRecords(ctx, sess, tt.after); err != nil {
+				t.Fatal(err)
+			}
+			envs := out.Envelopes()
+			envtest.CheckInvariants(t, envs)
+			envtest.Eq(t, describeAll(envs), tt.want...)
+			// The turn left open is ended once: a third run finds the
+			// second's open turn, not the first's.
+			turns, err := ReadTurns(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ot := turns[sess]; ot.Turn != envs[len(envs)-1].Turn || len(ot.Calls) != 0 {
+				t.Fatalf("kept %+v, want the open turn %s", ot, envs[len(envs)-1].Turn)
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package mapper
+
+import (
+	"slices"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// OpenTurn is the turn a mapper has open and its calls without a result:
+// what a launcher that stops keeps, so that the one that follows it ends
+// them (Orphan) before anything else of the session.
+type OpenTurn struct {
+	Turn  string     `json:"turn"`
+	Calls []OpenCall `json:"calls,omitempty"`
+	// Subagents are the Claude tool ids of the subagents started and not
+	// stopped.
+	Subagents []string `json:"subagents,omitempty"`
+}
+
+// OpenCall is a call without a result.
+type OpenCall struct {
+	ID     string `json:"id"`
+	Parent string `json:"parent,omitempty"` // the Claude tool id of the subagent that made it
+	Hidden bool   `json:"hidden,omitempty"` // a Task/Agent launch
+}
+
+// Open returns the open turn ("" when none) and its calls.
+func (m *Mapper) Open() OpenTurn {
+	if m.turn == "" {
+		return OpenTurn{}
+	}
+	ot := OpenTurn{Turn: m.turn}
+	for _, c := range m.calls {
+		ot.Calls = append(ot.Calls, OpenCall{ID: c.id, Parent: c.parent, Hidden: c.hidden})
+	}
+	for _, p := range m.subOrder {
+		if m.subs[p].active {
+			ot.Subagents = append(ot.Subagents, p)
+		}
+	}
+	return ot
+}
+
+// Equal reports whether two open turns are the same.
+func (o OpenTurn) Equal(p OpenTurn) bool {
+	if o.Turn != p.Turn || len(o.Calls) != len(p.Calls) || !slices.Equal(o.Subagents, p.Subagents) {
+		return false
+	}
+	for i := range o.Calls {
+		if o.Calls[i] != p.Calls[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Orphan cuts ot, a turn an earlier launcher left open (it stopped, and
+// its Claude with it): its calls end, c's note says why, and it ends with
+// c's status. What the mapper rebuilt of the session before (records of
+// the transcript already sent) holds an older turn, or this one: either
+// way ot is the turn the app sees open.
+func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
+	m.out, m.own = m.out[:0], m.own[:0]
+	if ot.Turn == "" {
+		return nil
+	}
+	if m.turn != ot.Turn && m.turn != "" {
+		// Closed already in the app's copy (the end a transcript does not
+		// record, a turn that followed it).
+		m.turn = ""
+		m.wipe()
+	}
+	m.turn = ot.Turn
+	for _, p := range ot.Subagents {
+		s := m.subFor(p)
+		s.hidden, s.active = true, true
+	}
+	for _, call := range ot.Calls {
+		if _, done := m.endedSet[call.ID]; done || m.isOpen(call.ID) {
+			continue
+		}
+		m.calls = append(m.calls, openCall{id: call.ID, parent: call.Parent, hidden: call.Hidden})
+		if call.Hidden {
+			m.subFor(call.ID).hidden = true
+		}
+	}
+	m.cut(c)
+	return m.result()
+}
