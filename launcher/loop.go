@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -118,8 +119,11 @@ type loop struct {
 	o       LoopOptions
 	session string
 	resumed bool // the session exists in Claude (local ran, or a remote turn)
-	seen    map[string]bool
-	seenQ   []string // seen's ids, oldest first
+	// projectDir is where Claude writes the session's transcripts, as the
+	// SessionStart hook said ("": not told).
+	projectDir string
+	seen       map[string]bool
+	seenQ      []string // seen's ids, oldest first
 }
 
 // MaxSeenCommands bounds the command ids the loop remembers to drop a
@@ -178,6 +182,9 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 		select {
 		case s := <-sessions:
 			l.session, l.resumed = s.SessionID, true
+			if s.TranscriptPath != "" {
+				l.projectDir = filepath.Dir(s.TranscriptPath)
+			}
 			l.o.Pipeline.SetRemote(s.SessionID, false)
 			l.o.Scanner.AddSessionPath(s.SessionID, s.TranscriptPath)
 			l.publish(SessionState{Mode: "local", Status: StatusIdle})
@@ -263,6 +270,13 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 		ro.Logger = l.o.Logger
 	}
 	ro.Resume = l.resumed
+	if ro.ProjectDir == "" && l.projectDir != "" {
+		// Where Claude really writes: its transcript tells whether the
+		// session has anything to resume (a Claude that started in the
+		// terminal, its hook run, and got no prompt has none:
+		// --resume would be refused).
+		ro.ProjectDir, ro.Resume = l.projectDir, false
+	}
 	// A /clear moves the session to Claude's new one, as in local mode:
 	// remote mode maps it, and the scanner follows its transcript.
 	ro.OnSession = func(id string) {

@@ -196,10 +196,8 @@ func run(sigs chan os.Signal) error {
 		// The transcript is made when the first record is written.
 		return runStream(session, &lazyFile{path: transcript}, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2, resuming && !forking)
 	}
-	f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
+	// As Claude Code, the transcript is made with its first record.
+	f := &lazyFile{path: transcript}
 	defer f.Close()
 	screen := os.Getenv("FAKE_CLAUDE_SCREEN") != ""
 	if screen {
@@ -212,7 +210,7 @@ func run(sigs chan os.Signal) error {
 			exitOn(s, sigs)
 		case <-time.After(time.Duration(sc.IntervalMS) * time.Millisecond):
 		}
-		if _, err := f.WriteString(strings.NewReplacer("{{session}}", session, "{{source}}", source).Replace(l) + "\n"); err != nil {
+		if _, err := f.Write([]byte(strings.NewReplacer("{{session}}", session, "{{source}}", source).Replace(l) + "\n")); err != nil {
 			return err
 		}
 	}
@@ -282,6 +280,13 @@ func (l *lazyFile) Write(b []byte) (int, error) {
 }
 
 func (l *lazyFile) Name() string { return l.path }
+
+func (l *lazyFile) Close() error {
+	if l.f == nil {
+		return nil
+	}
+	return l.f.Close()
+}
 
 // What $FAKE_CLAUDE_SCREEN prints on stderr when the interactive Claude's
 // screen starts and before it exits: nothing of ccrelay's may come between.

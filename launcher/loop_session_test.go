@@ -1,0 +1,83 @@
+package launcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// Claude started in the terminal (its SessionStart hook ran) and got no
+// prompt before the app sent one: it wrote no transcript, so it has no
+// session to resume. Remote mode starts the session under its id
+// (--session-id) and the prompt is answered; taking the hook's word that
+// the session exists, it started Claude with --resume, which Claude
+// refuses ("No conversation found"), and every prompt was rejected.
+func TestLoopTakeOverBeforeAnyPrompt(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	local := filepath.Join(t.TempDir(), "local.json")
+	stream := filepath.Join(t.TempDir(), "stream.json")
+	const sess = "77777777-2222-4333-8444-555555555555"
+	writeJSON(t, local, map[string]any{"lines": []string{}, "hang": true})
+	writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "remote answer"})}})
+	arglog := filepath.Join(t.TempDir(), "args")
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	out := &MemOutbox{}
+	pipe := NewPipeline("", out)
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	scanDone := make(chan error, 1)
+	go func() { scanDone <- sc.Run(scanCtx) }()
+	defer func() { stopScan(); <-scanDone }()
+	cmds := make(chan Command)
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLoop(ctx, LoopOptions{
+			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
+				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
+			Remote:   RemoteOptions{StopTimeout: time.Second},
+			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log,
+		})
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "local mode announced", func() bool { return ev.last().Mode == "local" })
+	replies := make(chan error, 1)
+	cmds <- Command{Command: protocol.Command{ID: "c1", Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	select {
+	case err := <-replies:
+		if err != nil {
+			t.Fatalf("the app's prompt: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the app's prompt was never answered")
+	}
+	rig := &remoteRig{t: t, out: out, ev: ev}
+	rig.until("the remote answer", has("A(remote answer)", 1))
+	argv := readArgLog(t, arglog)
+	if len(argv) != 2 || !slices.Contains(argv[1], "--session-id="+sess) {
+		t.Fatalf("argv of the starts: %q", argv)
+	}
+}
