@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
 )
 
@@ -285,5 +288,60 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	}
 	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m2) {
 		t.Errorf("sent to a session posing as the paired machine: %q", sent)
+	}
+}
+
+// On a device paired with machines, the notification of a permission
+// request of a plaintext session offers no Allow or Deny: what goes to a
+// plaintext session is confirmed in the page, which the tap opens.
+func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
+	r := startAppRelay(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	if _, err := chromedp.CallBrowser(ctx, grantPermissions, grantParams{Permissions: []string{"notifications"}, Origin: r.base}); err != nil {
+		t.Fatalf("grant notifications: %v", err)
+	}
+	var mu sync.Mutex
+	var reg serviceworker.RegistrationID
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
+			mu.Lock()
+			for _, rg := range e.Registrations {
+				if !rg.IsDeleted && strings.HasPrefix(rg.ScopeURL, r.base) {
+					reg = rg.RegistrationID
+				}
+			}
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	pairBrowser(t, ctx, r)
+	const id = "0b0e0b0e-0000-4000-8000-0000000000c1"
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"title": "plain", "mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "make"}, "description": "Build it"},
+	}})
+	waitJS(t, ctx, "the session listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, id))
+	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
+	waitAsync(t, ctx, "the device known paired to the worker", `import('./js/offline.js').then((m) => m.kvGet('paired')).then((v) => v === true)`)
+	mu.Lock()
+	rid := reg
+	mu.Unlock()
+	if rid == "" {
+		t.Fatal("no service worker registration seen")
+	}
+	if _, err := chromedp.Call(ctx, serviceworker.DeliverPushMessage, serviceworker.DeliverPushMessageParams{Origin: r.base, RegistrationID: rid,
+		Data: fmt.Sprintf(`{"session":%q,"kind":"permission","seq":0}`, id)}); err != nil {
+		t.Fatalf("deliver push: %v", err)
+	}
+	tag := "perm:" + id + ":req-1"
+	waitAsync(t, ctx, "the permission notification", fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then((ns) => ns.length === 1)`, tag))
+	desc := evalAwait[string](t, ctx, fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then(([n]) => n.body + '|' + n.actions.map((a) => a.action).join(','))`, tag))
+	if !strings.Contains(desc, "Bash: Build it") || !strings.HasSuffix(desc, "|") {
+		t.Errorf("the notification of a plaintext session on a paired device: %q (want no actions)", desc)
 	}
 }

@@ -139,6 +139,10 @@ async function notify(p) {
   const title = oneLine(info.title || s?.prompt || 'a Claude session', 80);
   const base = { icon: 'icon-192.png', badge: 'icon-192.png', timestamp: Date.now(), data: { session: p.session, kind: p.kind, seq: p.seq } };
   const perms = p.kind === 'permission' && Array.isArray(info.permissions) ? info.permissions.filter((q) => q && typeof q.id === 'string') : [];
+  // A device paired with machines sends to a plaintext session only once
+  // the person confirms it in the page (it is not encrypted): no Allow or
+  // Deny here either.
+  const inPage = typeof info.sealed === 'string' || (await kvGet('paired').catch(() => false)) === true;
   if (perms.length) {
     for (const q of perms) {
       const what = [q.tool, q.description].filter((x) => typeof x === 'string' && x).join(': ');
@@ -148,9 +152,10 @@ async function notify(p) {
         body: oneLine((what ? what + ' — ' : '') + title, 180),
         requireInteraction: true,
         data: { ...base.data, request: q.id },
-        // A sealed session takes only commands the page seals: its
-        // requests are answered in the app, which the tap opens.
-        actions: typeof info.sealed === 'string' ? [] : [{ action: 'allow', title: 'Allow' }, { action: 'deny', title: 'Deny' }],
+        // A sealed session takes only commands the page seals, and a
+        // paired device confirms a plaintext one there: such requests are
+        // answered in the app, which the tap opens.
+        actions: inPage ? [] : [{ action: 'allow', title: 'Allow' }, { action: 'deny', title: 'Deny' }],
       });
     }
     return;

@@ -6,7 +6,7 @@
 import { fill, h, icon } from './dom.js';
 import { Connection, newID, parseTiming } from './conn.js';
 import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
-import { keepCredential, openNotifications, registerWorker } from './notify.js';
+import { keepCredential, keepPaired, openNotifications, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextCount, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath, tokens } from './format.js';
@@ -85,6 +85,7 @@ function start() {
   app.device = localStorage.getItem(DEVICE_KEY) || newID();
   localStorage.setItem(DEVICE_KEY, app.device);
   keepCredential(token);
+  keepPaired(e2e.knownMachines().length > 0);
   // The service worker opens a session when a notification is tapped.
   navigator.serviceWorker?.addEventListener('message', (e) => {
     if (e.data?.type === 'open' && typeof e.data.hash === 'string' && /^#\/s\/[0-9a-f-]{36}(\?request=[^#]*)?$/.test(e.data.hash)) location.hash = e.data.hash;

@@ -31,6 +31,12 @@ export function keepCredential(token) {
   return kvSet('token', token).catch(() => {});
 }
 
+/** keepPaired tells the service worker whether this device paired with machines: then a
+ * notification of a plaintext session offers no Allow or Deny (the page asks to confirm). */
+export function keepPaired(paired) {
+  return kvSet('paired', !!paired).catch(() => {});
+}
+
 async function api(token, method, path, body) {
   const res = await fetch(path, {
     method, cache: 'no-store',
