@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -87,6 +88,26 @@ func relayFilesHold(t *testing.T, data, logPath, marker string) []string {
 	return found
 }
 
+// checkAccessible runs axe-core on the page as TestAppAccessible does, in
+// both themes, where it is installed (CI always sets CCRELAY_TEST_AXE).
+func checkAccessible(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	p := os.Getenv(axeEnv)
+	if p == "" {
+		return
+	}
+	script, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read axe-core: %v", err)
+	}
+	for _, th := range []string{"dark", "light"} {
+		must(t, ctx, theme(th))
+		for _, v := range runAxe(t, ctx, string(script)) {
+			t.Errorf("%s (%s theme): %s (%s) %s: %q", what, th, v.ID, v.Impact, v.Help, v.Nodes)
+		}
+	}
+}
+
 // sentFrames records what the page sends on its websockets from now on
 // (window.__sent), whatever socket.
 const sentFrames = `(() => { if (window.__sent) return true; window.__sent = []; const send = WebSocket.prototype.send;
@@ -160,6 +181,7 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	if c := eval[string](t, ctx, `document.querySelector('.top-sub .chip.warn')?.textContent || ''`); !strings.Contains(c, "no key") {
 		t.Errorf("the header says %q of the session's protection", c)
 	}
+	checkAccessible(t, ctx, "the composer's note")
 
 	// A machine's daemon, sealed (its key withheld too): a start typed in
 	// the New session sheet is not sent either.
@@ -234,6 +256,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 			t.Errorf("row %s marked not encrypted: %v, want %v", id, got, plain)
 		}
 	}
+	checkAccessible(t, ctx, "the list with its marks")
 
 	// The sealed session's header: encrypted, by laptop, with its fingerprint.
 	fp := eval[string](t, ctx, `JSON.parse(localStorage.getItem('ccrelay.machines'))[0].fingerprint`)
@@ -264,6 +287,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != m1 {
 		t.Errorf("the composer holds %q", v)
 	}
+	checkAccessible(t, ctx, "the confirmation")
 	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m1) {
 		t.Fatalf("sent before it was confirmed: %q", sent)
 	}
