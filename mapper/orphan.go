@@ -15,6 +15,11 @@ type OpenTurn struct {
 	// Subagents are the Claude tool ids of the subagents started and not
 	// stopped.
 	Subagents []string `json:"subagents,omitempty"`
+	// Unfinished: Claude was in the middle of the turn (Mapper.Unfinished:
+	// a call without a result, results not answered); otherwise it had
+	// answered, as far as what it printed tells, and the turn ends
+	// completed, as replay ends it.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // OpenCall is a call without a result.
@@ -29,7 +34,7 @@ func (m *Mapper) Open() OpenTurn {
 	if m.turn == "" {
 		return OpenTurn{}
 	}
-	ot := OpenTurn{Turn: m.turn}
+	ot := OpenTurn{Turn: m.turn, Unfinished: m.Unfinished()}
 	for _, c := range m.calls {
 		ot.Calls = append(ot.Calls, OpenCall{ID: c.id, Parent: c.parent, Hidden: c.hidden})
 	}
@@ -43,7 +48,7 @@ func (m *Mapper) Open() OpenTurn {
 
 // Equal reports whether two open turns are the same.
 func (o OpenTurn) Equal(p OpenTurn) bool {
-	if o.Turn != p.Turn || len(o.Calls) != len(p.Calls) || !slices.Equal(o.Subagents, p.Subagents) {
+	if o.Turn != p.Turn || o.Unfinished != p.Unfinished || len(o.Calls) != len(p.Calls) || !slices.Equal(o.Subagents, p.Subagents) {
 		return false
 	}
 	for i := range o.Calls {
@@ -54,9 +59,9 @@ func (o OpenTurn) Equal(p OpenTurn) bool {
 	return true
 }
 
-// Orphan cuts ot, a turn an earlier launcher left open (it stopped, and
-// its Claude with it): its calls end, c's note says why, and it ends with
-// c's status. What the mapper rebuilt of the session before (records of
+// Orphan ends ot, a turn an earlier launcher left open (it stopped, and
+// its Claude with it): cut with c when it was unfinished (its calls end,
+// c's note says why, it ends with c's status), else completed. What the mapper rebuilt of the session before (records of
 // the transcript already sent) holds an older turn, or this one: either
 // way ot is the turn the app sees open.
 func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
@@ -84,6 +89,11 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 			m.subFor(call.ID).hidden = true
 		}
 	}
-	m.cut(c)
+	if ot.Unfinished {
+		m.cut(c)
+	} else {
+		m.unanswered = ""
+		m.closeTurn(protocol.StatusCompleted)
+	}
 	return m.result()
 }

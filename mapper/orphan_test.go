@@ -41,3 +41,26 @@ func TestOrphan(t *testing.T) {
 		t.Fatal("the turn stays open")
 	}
 }
+
+// A turn Claude had answered, waiting only for its end (local mode ends a
+// turn at the next prompt or turn_duration), ends completed, as replay
+// ends it.
+func TestOrphanFinished(t *testing.T) {
+	before := New(testSession)
+	feed(t, before, user("p1", "hi"), asst("a1", bl(text("hello"))))
+	ot := before.Open()
+	if ot.Unfinished {
+		t.Fatalf("%+v: an answered turn is not unfinished", ot)
+	}
+	next := New(testSession)
+	feed(t, next, user("p1", "hi"), asst("a1", bl(text("hello")))) // rebuilt from the transcript
+	out := next.Orphan(ot, Cut{Status: protocol.StatusFailed, Result: "gone", Note: "stopped"})
+	eq(t, describeAll(out), "TE(completed)")
+	replay := New(testSession)
+	want := replay.Map(rec(t, user("p1", "hi")))
+	want = append(want, replay.Map(rec(t, asst("a1", bl(text("hello")))))...)
+	want = append(want, replay.Map(rec(t, user("p2", "next")))...)
+	if out[0].ID != want[len(want)-2].ID {
+		t.Fatalf("turn-end %s, replay's %s", describe(out[0]), describe(want[len(want)-2]))
+	}
+}
