@@ -203,6 +203,33 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), marker) {
 		t.Errorf("the page sent the marker: %q", sent)
 	}
+
+	// This browser paired again with `ccrelay pair --no-wait`: a device the
+	// machine never confirmed, so never given a key. The same refusal.
+	res := run(t, "pair", "--no-wait", "--relay", r.base, "--data", r.data, "--state", state)
+	link := regexp.MustCompile(`open:\s+(http://\S+#pair=\S+)`).FindStringSubmatch(res.stdout)
+	if res.code != 0 || link == nil {
+		t.Fatalf("pair --no-wait: %+v", res)
+	}
+	must(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(link[1]))
+	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
+	must(t, ctx, chromedp.SetValue(chromedp.CSS("input.pair-name"), "Unconfirmed phone"), chromedp.Click(chromedp.CSS(".pair-form button")))
+	waitJS(t, ctx, "the list", `!!document.querySelector('.device-bar')`)
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id))
+	waitJS(t, ctx, "the session known locked", fmt.Sprintf(`ccrelay.sessions.get(%q)?.info?.locked === true && !document.querySelector('.composer textarea').disabled`, id))
+	eval[bool](t, ctx, sentFrames)
+	const marker2 = "MARKER-9c1d-unconfirmed-device"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker2), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the composer's note", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.includes('--no-wait') })()`)
+	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != marker2 {
+		t.Errorf("the composer holds %q, not what was typed", v)
+	}
+	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), marker2) {
+		t.Errorf("the unconfirmed device sent the marker: %q", sent)
+	}
+	if found := relayFilesHold(t, r.data, logPath, marker2); len(found) > 0 {
+		t.Errorf("the unconfirmed device's marker is in %v", found)
+	}
 	if found := relayFilesHold(t, r.data, logPath, marker); len(found) > 0 {
 		t.Errorf("the marker is in %v", found)
 	}
