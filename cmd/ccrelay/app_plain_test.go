@@ -340,6 +340,19 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m2) {
 		t.Errorf("sent to a session posing as the paired machine: %q", sent)
 	}
+
+	// The relay gone, the page shows the list it saved: the sealed session
+	// is still known encrypted (no key in memory now), never taken for a
+	// plaintext one; the plaintext ones are still marked.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	waitAsync(t, ctx, "the list saved", fmt.Sprintf(`import('./js/offline.js').then((m) => m.loadList()).then((l) => !!l && l.sessions.length === 3)`))
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	must(t, ctx, chromedp.Reload())
+	waitJS(t, ctx, "the saved list", fmt.Sprintf(`!!document.querySelector('.stale-note:not([hidden])') && !!%s && !!%s`, row(sealed), row(other)))
+	if eval[bool](t, ctx, row(sealed)+`.textContent.includes('Not encrypted')`) || !eval[bool](t, ctx, row(other)+`.textContent.includes('Not encrypted')`) {
+		t.Errorf("offline, the sealed row says %q, the plaintext one %q", eval[string](t, ctx, row(sealed)+`.textContent`), eval[string](t, ctx, row(other)+`.textContent`))
+	}
 }
 
 // On a device paired with machines, the notification of a permission

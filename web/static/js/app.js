@@ -310,6 +310,9 @@ function cleanSession(s) {
   }
   // Sealed for other devices: no key here (e2e.openInfo).
   if (raw.locked === true) info.locked = true;
+  // End-to-end encrypted (e2e.openInfo): kept in the saved list, so that
+  // an offline copy is never taken for a plaintext session.
+  if (raw.e2e === true) info.e2e = true;
   // A fork's parent: only a session id (it becomes a link).
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).

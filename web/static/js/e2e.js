@@ -135,14 +135,14 @@ export async function openInfo(session, info) {
   if (!info || typeof info.sealed !== 'string') return info;
   sealedSessions.add(session);
   const key = await waitKey(session);
-  if (!key) return { ...info, sealed: undefined, locked: true };
+  if (!key) return { ...info, sealed: undefined, locked: true, e2e: true };
   try {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
     const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
     if (inner && typeof inner.machine === 'string') learnMachineName(keyMachine.get(session), inner.machine);
-    return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone };
+    return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone, e2e: true };
   } catch {
-    return { ...info, sealed: undefined, locked: true };
+    return { ...info, sealed: undefined, locked: true, e2e: true };
   }
 }
 
@@ -218,8 +218,15 @@ const noKeySend = 'Not sent: this session is end-to-end encrypted and this devic
   'If this device is not paired with the machine that runs the session (or was paired with `ccrelay pair --no-wait` and never confirmed), run `ccrelay pair` on that machine and open its link here. ' +
   'If it is paired, ask that machine to share the session\'s key again: restart ccrelay there, or pair this device again.';
 
-/** isSealed reports whether the session is known to be end-to-end encrypted. */
-export function isSealed(session) { return sealedSessions.has(session); }
+/**
+ * knownSealed reports whether the session is known to be end-to-end
+ * encrypted: seen sealed on this page, or its summary (as openInfo made
+ * it, kept in the saved list too) says so. A summary from the relay that
+ * claims it only makes the app refuse plaintext to it.
+ */
+function knownSealed(session, info = {}) {
+  return sealedSessions.has(session) || info?.locked === true || info?.e2e === true;
+}
 
 /** learnMachineName keeps what a machine this device paired with calls itself, as its sealed summaries say (they open only under a key it wrapped). */
 function learnMachineName(publicKey, name) {
@@ -248,7 +255,7 @@ export function sealedBy(session) {
  */
 export function protection(session, info = {}) {
   if (keys.has(session)) return 'sealed';
-  if (sealedSessions.has(session) || info.locked === true) return 'locked';
+  if (knownSealed(session, info)) return 'locked';
   return knownMachines().length ? 'plain' : '';
 }
 
@@ -272,9 +279,10 @@ export function allowPlaintext(session) { plainAllowed.add(session); }
  * every session it sends once it trusts a device).
  */
 export async function sealCommand(session, cmd, info = {}) {
+  info ||= {};
   let key = keyFor(session);
-  if (!key && (sealedSessions.has(session) || info.locked === true)) key = await waitKey(session);
-  if (!key && (sealedSessions.has(session) || info.locked === true)) throw new NotSentError(noKeySend);
+  if (!key && knownSealed(session, info)) key = await waitKey(session);
+  if (!key && knownSealed(session, info)) throw new NotSentError(noKeySend);
   if (!key) {
     if (!knownMachines().length) return cmd;
     const claimed = pairedMachineClaimed(session, info);
