@@ -95,6 +95,13 @@ type APIRetry struct {
 	MaxRetries int64
 	RetryInMs  int64
 	Status     int64 // HTTP status, 0 for none (connection error)
+	// Late marks a retry written after the message that followed it:
+	// Claude Code before 2.1.330 writes a turn's retries to the transcript
+	// only with its next message (after the answer, the API error or the
+	// interruption), so they no longer say what Claude is doing
+	// (RetriesWrittenLate). Remote mode marks the retries such a Claude
+	// prints the same way.
+	Late bool
 }
 
 // CompactBoundary is where Claude compacted the conversation.
@@ -253,6 +260,7 @@ func parse(line []byte) (*Record, error) {
 		retry                                       APIRetry
 		compact                                     []byte
 		apiErrorFlag, errorString                   bool
+		version                                     string
 	)
 	err = eachKey(line, func(k, v []byte) error {
 		switch string(k) {
@@ -289,6 +297,8 @@ func parse(line []byte) (*Record, error) {
 			r.IsAPIError = r.IsAPIError || truthy(v)
 		case "apiErrorStatus", "api_error_status", "error_status":
 			r.APIErrorStatus = jsonInt(v)
+		case "version":
+			version = jsonStr(v)
 		case "retryAttempt", "attempt":
 			retry.Attempt = jsonInt(v)
 		case "maxRetries", "max_retries":
@@ -361,6 +371,7 @@ func parse(line []byte) (*Record, error) {
 				retry.Status = r.APIErrorStatus
 			}
 			if retry.Attempt > 0 {
+				retry.Late = r.Subtype == SubtypeAPIError && RetriesWrittenLate(version)
 				r.Retry = &retry
 			}
 		case SubtypeCompactBoundary:

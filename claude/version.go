@@ -15,6 +15,21 @@ import (
 // real-Claude scenarios against (docs/compatibility.md lists them all).
 const TestedVersion = "2.1.330"
 
+// RetriesInOrderSince is the oldest Claude Code version known to write an
+// API retry to the transcript when it happens (system api_error records);
+// 2.1.197 writes a turn's retries only with the message that follows them,
+// and not at all when it exits first.
+const RetriesInOrderSince = "2.1.330"
+
+// RetriesWrittenLate reports whether Claude Code version writes its API
+// retries to the transcript after the message that follows them (false
+// for a version it cannot read: records of unknown versions are taken as
+// they come).
+func RetriesWrittenLate(version string) bool {
+	c, ok := CompareVersions(version, RetriesInOrderSince)
+	return ok && c < 0
+}
+
 // VersionTimeout bounds `claude --version`.
 const VersionTimeout = 5 * time.Second
 

@@ -74,21 +74,17 @@ func versionScenarios() []versionScenario {
 	return append(s, terminalScenarios()...)
 }
 
-// retryTraceSince is the oldest version known to write its API retries
-// to the transcript (system api_error records); 2.1.197 prints them on
-// stream-json only.
-const retryTraceSince = "2.1.330"
-
-func hasRetryTrace(version string) bool {
-	c, ok := claude.CompareVersions(version, retryTraceSince)
-	return !ok || c >= 0
-}
+// hasRetryTrace reports whether version writes its API retries to the
+// transcript as they happen; 2.1.197 writes them only with the message
+// that follows them, and not at all when it exits first
+// (claude.RetriesWrittenLate): ccrelay shows none of those (D18).
+func hasRetryTrace(version string) bool { return !claude.RetriesWrittenLate(version) }
 
 func noRetryTrace(version string) string {
 	if hasRetryTrace(version) {
 		return ""
 	}
-	return "retries not in the transcript: shown live in remote mode only"
+	return "retries written to the transcript late, after the message that follows them: not shown, live or replayed"
 }
 
 // The real-Claude scenarios of docs/compatibility.md against every

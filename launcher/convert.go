@@ -25,6 +25,16 @@ type Converter struct {
 	// retries wait for the next conversation message: Claude prints a
 	// retry before it echoes the prompt the retried call answers (D18).
 	retries []*claude.Record
+	// lateRetries: the Claude running writes its retries to the transcript
+	// late (claude.RetriesWrittenLate); the ones it prints are marked so,
+	// as replay marks those it reads.
+	lateRetries bool
+}
+
+// SetClaudeVersion tells the converter which Claude Code prints what it
+// converts (init's claude_code_version).
+func (c *Converter) SetClaudeVersion(version string) {
+	c.lateRetries = claude.RetriesWrittenLate(version)
 }
 
 // A converter lives as long as its Claude process: what it remembers per
@@ -98,6 +108,9 @@ func (c *Converter) Convert(m *claude.StreamMessage) []*claude.Record {
 				r.SessionID = c.session
 			}
 			if m.Subtype == claude.SubtypeAPIRetry {
+				if r.Retry != nil {
+					r.Retry.Late = c.lateRetries
+				}
 				c.retries = append(c.retries, r)
 				return nil
 			}

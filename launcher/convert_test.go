@@ -66,6 +66,33 @@ func TestConverterRetriesAndCompaction(t *testing.T) {
 	}
 }
 
+// D18: the retries a Claude that writes them late (2.1.197) prints are
+// marked late, as replay marks those it reads in that Claude's
+// transcript; those of 2.1.330, or of a Claude whose version is not known,
+// are not.
+func TestConverterMarksLateRetries(t *testing.T) {
+	const retry = `{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":508,"error_status":529,"error":"overloaded","uuid":"r1"}`
+	const echo = `{"type":"user","message":{"role":"user","content":"hello"},"uuid":"p1","isReplay":true}`
+	for _, tc := range []struct {
+		version string
+		late    bool
+	}{{"2.1.197", true}, {"2.1.330", false}, {"", false}, {"2.2.0 (Claude Code)", false}} {
+		c := NewConverter("11111111-2222-4333-8444-555555555555")
+		c.SetClaudeVersion(tc.version)
+		var recs []*claude.Record
+		for _, l := range []string{retry, echo} {
+			m, err := claude.ParseStream([]byte(l))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, c.Convert(m)...)
+		}
+		if len(recs) != 2 || recs[1].Retry == nil || recs[1].Retry.Late != tc.late {
+			t.Fatalf("version %q: records %+v, want the retry late=%v", tc.version, recs, tc.late)
+		}
+	}
+}
+
 // A foreground subagent's prompt: Claude prints it as text blocks after
 // task_started; it becomes one string prompt (the sidechain root replay
 // reads from the subagent's transcript), never the prompt twice. A

@@ -240,6 +240,7 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			// notification prompt is not printed).
 			r.turnOpen = true
 			r.initSeen = true
+			r.conv.SetClaudeVersion(m.System.Version)
 			if m.System.Model != "" {
 				r.state.Model = m.System.Model
 			}

@@ -257,6 +257,11 @@ func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
 			// Interactive Claude writes turn_duration when a turn is over
 			// (D15): close it now rather than at the next prompt.
 			m.closeTurn(protocol.StatusCompleted)
+		case r.Retry != nil && r.Retry.Late:
+			// Written after the message that followed it (Claude Code
+			// before 2.1.330, D18): after the answer, the API error or the
+			// interruption it says nothing true of the turn any more, and
+			// with no turn open it would open one of its own.
 		case r.Retry != nil:
 			m.apiRetry(r, sub)
 		case r.Compact != nil:
