@@ -397,6 +397,18 @@ func suiteKeysBlobs(t *testing.T, open func(t *testing.T) *Store) {
 	if _, _, err := s.SessionKeyFor(ctx, sA, "d3"); !errors.Is(err, ErrNoSessionKey) {
 		t.Fatalf("no key: %v", err)
 	}
+	// A session is sealed once it has a key, or was announced sealed.
+	if _, err := s.Announce(ctx, sB, json.RawMessage(`{"mode":"remote","sealed":"AAAA"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Announce(ctx, sC, json.RawMessage(`{"mode":"remote","title":"plain"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for session, want := range map[string]bool{sA: true, sB: true, sC: false, "5e55a001-0000-4000-8000-00000000ffff": false} {
+		if got, err := s.SessionSealed(ctx, session); got != want || err != nil {
+			t.Errorf("SessionSealed(%s) = %v, %v; want %v", session, got, err, want)
+		}
+	}
 	blob := make([]byte, 300<<10)
 	for i := range blob {
 		blob[i] = byte(i)
