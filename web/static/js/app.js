@@ -212,7 +212,7 @@ function sendToMachine(machineID, cmd) {
       // not sent to from a device paired with machines.
       const message = !(e instanceof e2e.NotSentError) ? 'could not seal it: ' + (e.message || e)
         : e.confirm ? 'Not sent: this machine does not encrypt its sessions end to end, and this device is paired with machines that do. Pair this device with it (run `ccrelay pair` on that machine) to start sessions there.'
-          : e.message;
+          : e.message.replace('this session is end-to-end encrypted and this device has no key for it, so your message', 'this machine is end-to-end encrypted and this device has no key for it, so the request');
       machineStatus({ command: { id: cid }, status: 'rejected', message });
     });
   });
