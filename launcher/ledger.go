@@ -37,6 +37,9 @@ type ledgerEntry struct {
 	ID      string `json:"id"`
 	Status  string `json:"s"` // started | done | rejected
 	Message string `json:"m,omitempty"`
+	// At is, for a prompt begun, the size of the session's transcript
+	// then: Claude's record of the prompt, if it took it, comes after.
+	At *int64 `json:"at,omitempty"`
 }
 
 // Ledger statuses.
@@ -147,6 +150,30 @@ func (l *Ledger) record(e ledgerEntry) error {
 // to answer again with (nil: done; ErrInterrupted for a command begun and
 // never finished).
 func (l *Ledger) Begin(id string) (fresh bool, outcome error, err error) {
+	return l.begin(id, nil)
+}
+
+// BeginPrompt is Begin for a prompt, recording at, the size of the
+// session's transcript now: if this process ends before the prompt's
+// outcome, the next one tells from the transcript past at whether Claude
+// took it (StartedAt).
+func (l *Ledger) BeginPrompt(id string, at int64) (fresh bool, outcome error, err error) {
+	return l.begin(id, &at)
+}
+
+// StartedAt is where the session's transcript stood when the prompt id
+// was begun (BeginPrompt), for a prompt begun and never finished.
+func (l *Ledger) StartedAt(id string) (at int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, found := l.entries[id]
+	if !found || e.Status != ledgerStarted || e.At == nil {
+		return 0, false
+	}
+	return *e.At, true
+}
+
+func (l *Ledger) begin(id string, at *int64) (fresh bool, outcome error, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.entries[id]; ok {
@@ -164,7 +191,7 @@ func (l *Ledger) Begin(id string) (fresh bool, outcome error, err error) {
 			return false, ErrInterrupted, nil
 		}
 	}
-	if err := l.record(ledgerEntry{ID: id, Status: ledgerStarted}); err != nil {
+	if err := l.record(ledgerEntry{ID: id, Status: ledgerStarted, At: at}); err != nil {
 		return false, nil, err
 	}
 	l.running[id] = true

@@ -72,3 +72,37 @@ func TestLedger(t *testing.T) {
 		t.Errorf("the ledger file holds %d lines", n)
 	}
 }
+
+// A prompt begun with where its session's transcript stood keeps that
+// point across a restart, while it is unfinished: the next run looks
+// there for whether Claude took it.
+func TestLedgerPromptStartedAt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "commands.jsonl")
+	l, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, at := range map[string]int64{"p0": 0, "p1": 4096, "pdone": 10} {
+		if fresh, _, err := l.BeginPrompt(id, at); err != nil || !fresh {
+			t.Fatalf("%s: fresh %v, %v", id, fresh, err)
+		}
+	}
+	l.Finish("pdone", nil)
+	l.Close()
+	if l, err = OpenLedger(path); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, tc := range []struct {
+		id string
+		at int64
+		ok bool
+	}{{"p0", 0, true}, {"p1", 4096, true}, {"pdone", 0, false}, {"other", 0, false}} {
+		if at, ok := l.StartedAt(tc.id); at != tc.at || ok != tc.ok {
+			t.Errorf("%s: %d %v, want %d %v", tc.id, at, ok, tc.at, tc.ok)
+		}
+	}
+	if _, outcome, _ := l.Begin("p1"); outcome != ErrInterrupted {
+		t.Fatalf("a prompt begun before the restart: %v", outcome)
+	}
+}

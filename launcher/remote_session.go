@@ -234,3 +234,61 @@ func promptsIn(rec *claude.Record, texts []string) int {
 func samePrompt(recorded, written string) bool {
 	return strings.TrimSpace(recorded) == strings.TrimSpace(written)
 }
+
+// PromptTaken looks in the session's transcript at path, past offset at,
+// for the prompt text as Claude records a prompt it took (a main-chain
+// user message with it as a text block, alone or with others taken
+// together), skipping the records claimed already (those of other
+// prompts); it returns the record's uuid, "" when Claude has no such
+// record. It tells a restarted ccrelay whether a prompt the one before
+// began reached Claude (the ledger's StartedAt).
+func PromptTaken(path string, at int64, text string, claimed func(uuid string) bool) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return ""
+	}
+	lr := lines.NewReader(f, 64<<10, maxStreamLine)
+	for {
+		l, err := lr.Next()
+		if err != nil || !l.Complete {
+			return ""
+		}
+		if l.TooLong || len(l.Data) == 0 || !bytes.Contains(l.Data, []byte(`"user"`)) {
+			continue
+		}
+		rec, err := claude.Parse(bytes.Clone(l.Data))
+		if err != nil || rec.Type != claude.TypeUser || rec.UUID == "" || (claimed != nil && claimed(rec.UUID)) {
+			continue
+		}
+		if holdsPrompt(rec, text) {
+			return rec.UUID
+		}
+	}
+}
+
+// holdsPrompt reports whether rec is a main-chain prompt (as promptsIn
+// takes them) with text as one of its text blocks (the others are prompts
+// taken with it).
+func holdsPrompt(rec *claude.Record, text string) bool {
+	if rec.Message == nil {
+		return false
+	}
+	c := rec.Message.Content
+	if c.IsString {
+		return promptsIn(rec, []string{text}) == 1
+	}
+	var texts []string
+	found := false
+	for _, b := range c.Blocks {
+		if b.Type != "text" || b.Text == nil {
+			return false
+		}
+		texts = append(texts, *b.Text)
+		found = found || samePrompt(*b.Text, text)
+	}
+	return found && promptsIn(rec, texts) == len(texts)
+}

@@ -256,3 +256,37 @@ func TestPromptsWritten(t *testing.T) {
 		})
 	}
 }
+
+func TestPromptTaken(t *testing.T) {
+	user := func(uuid string, texts ...string) string {
+		var blocks []map[string]any
+		for _, x := range texts {
+			blocks = append(blocks, map[string]any{"type": "text", "text": x})
+		}
+		b, _ := json.Marshal(map[string]any{"type": "user", "uuid": uuid, "message": map[string]any{"role": "user", "content": blocks}})
+		return string(b) + "\n"
+	}
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	early := user("u0", "yes")
+	content := early + user("u1", "yes") + user("u2", "second\n", "third") + user("u3", claude.InterruptedText)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	claimed := map[string]bool{}
+	claim := func(u string) bool { return claimed[u] }
+	at := int64(len(early))
+	for _, tc := range []struct{ text, want string }{
+		{"yes", "u1"}, {"yes", ""}, {"third", "u2"}, {"second", "u2"}, {"no", ""},
+	} {
+		got := PromptTaken(path, at, tc.text, claim)
+		if got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.text, got, tc.want)
+		}
+		if got != "" && tc.text == "yes" {
+			claimed[got] = true
+		}
+	}
+	if got := PromptTaken(filepath.Join(t.TempDir(), "none.jsonl"), 0, "yes", nil); got != "" {
+		t.Errorf("no transcript: %q", got)
+	}
+}

@@ -228,6 +228,15 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
 			claudeVersion: claudeVersion, versionWarning: versionWarning, startedBy: f.startedBy, machine: fromDaemon.Machine}
+		// Claude names its project folder after the working directory
+		// with symbolic links resolved.
+		transcriptDir := projectDir
+		if real, err := filepath.EvalSymlinks(cwd); err == nil {
+			if d, err := claude.ProjectDir(claude.ConfigDir(os.Getenv, home), real); err == nil {
+				transcriptDir = d
+			}
+		}
+		app.transcript = func(session string) string { return claude.TranscriptPath(transcriptDir, session) }
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
 		go func() { sendDone <- sender.Run(sendCtx) }()
@@ -463,9 +472,13 @@ type appSender interface {
 type appLink struct {
 	sender appSender
 	ledger *launcher.Ledger // each command's outcome: a repeat is answered, never run again
-	cwd    string
-	log    *slog.Logger
-	cmds   chan launcher.Command
+	// transcript is where Claude writes a session's transcript (nil: not
+	// known): a prompt an earlier run began is done if Claude took it.
+	transcript func(session string) string
+	claimed    map[string]bool // records found for such prompts (run's)
+	cwd        string
+	log        *slog.Logger
+	cmds       chan launcher.Command
 	// claudeVersion and versionWarning go into every session info.
 	claudeVersion, versionWarning string
 	// startedBy is the daemon session that started this one ("": none),
@@ -541,7 +554,13 @@ func (a *appLink) run(ctx context.Context) {
 				}
 			}
 			a.log.Info("command from the app", "session", in.Session, "id", in.Command.ID, "kind", in.Command.Kind)
-			fresh, outcome, lerr := a.ledger.Begin(in.Command.ID)
+			var fresh bool
+			var outcome, lerr error
+			if in.Command.Kind == protocol.CommandPrompt && a.transcript != nil {
+				fresh, outcome, lerr = a.ledger.BeginPrompt(in.Command.ID, fileSize(a.transcript(in.Session)))
+			} else {
+				fresh, outcome, lerr = a.ledger.Begin(in.Command.ID)
+			}
 			switch {
 			case lerr != nil:
 				// Not recorded: not carried out either (it could run twice).
@@ -549,6 +568,14 @@ func (a *appLink) run(ctx context.Context) {
 				continue
 			case !fresh && errors.Is(outcome, launcher.ErrInProgress):
 				continue // its answer follows when it ends
+			case !fresh && errors.Is(outcome, launcher.ErrInterrupted) && in.Command.Kind == protocol.CommandPrompt && a.tookIt(in):
+				// An earlier run wrote it to Claude and ended before its
+				// answer: Claude took it, so it is done (never run again).
+				if lerr := a.ledger.Finish(in.Command.ID, nil); lerr != nil {
+					a.log.Error("could not record a command's outcome", "id", in.Command.ID, "err", lerr)
+				}
+				send(nil)
+				continue
 			case !fresh:
 				send(outcome) // a repeat: the recorded outcome
 				continue
@@ -570,6 +597,37 @@ func (a *appLink) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// tookIt reports whether Claude took the prompt in, which an earlier run
+// began and never finished: the session's transcript holds it past where
+// it stood then, in a record no other such prompt was found in. Called by
+// run.
+func (a *appLink) tookIt(in apiclient.Inbound) bool {
+	at, ok := a.ledger.StartedAt(in.Command.ID)
+	if !ok || a.transcript == nil {
+		return false
+	}
+	if a.claimed == nil {
+		a.claimed = map[string]bool{}
+	}
+	uuid := launcher.PromptTaken(a.transcript(in.Session), at, in.Command.Text, func(u string) bool { return a.claimed[u] })
+	if uuid == "" {
+		return false
+	}
+	if len(a.claimed) < launcher.MaxLedgerEntries {
+		a.claimed[uuid] = true
+	}
+	return true
+}
+
+// fileSize is the size of the file at path, 0 when there is none.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // signalContext is signal.NotifyContext whose cause (context.Cause) is a
