@@ -136,6 +136,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			return fmt.Errorf("--session %s and --resume %s name two sessions", f.session, id)
 		}
 		if id != "" {
+			if !hasTranscript(home, cwd, projectDir, id) {
+				return fmt.Errorf("Claude Code has no session %s in this folder (%s): --resume continues a session where it ran (--session %s would start one here under that id)", id, cwd, id)
+			}
 			f.session = id
 		}
 	}
@@ -597,6 +600,24 @@ func (a *appLink) run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// hasTranscript reports whether Claude Code has a transcript of session
+// in the folder cwd (projectDir as named, or the folder of cwd with
+// symbolic links resolved, as Claude names it).
+func hasTranscript(home, cwd, projectDir, session string) bool {
+	dirs := []string{projectDir}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		if d, err := claude.ProjectDir(claude.ConfigDir(os.Getenv, home), real); err == nil {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(claude.TranscriptPath(d, session)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // tookIt reports whether Claude took the prompt in, which an earlier run

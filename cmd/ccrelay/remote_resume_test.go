@@ -140,13 +140,15 @@ func readArgLog(t *testing.T, path string) [][]string {
 
 // Headless, a session is continued by its id: --continue, --resume without
 // one and --fork-session are refused with what to do instead (they started
-// a new, empty session before).
+// a new, empty session before), and so is --resume of a session Claude Code
+// does not have in this folder.
 func TestRemoteResumeNeedsSessionID(t *testing.T) {
 	const id = "33333333-2222-4333-8444-555555555555"
 	for _, args := range [][]string{{"--continue"}, {"--resume"}, {"--resume", "old work"}, {"--resume", id, "--fork-session"},
-		{"--session", "44444444-2222-4333-8444-555555555555", "--resume", id}} {
+		{"--session", "44444444-2222-4333-8444-555555555555", "--resume", id}, {"--resume", id}} {
 		res := run(t, append([]string{"--remote", "--relay", "http://127.0.0.1:1", "--relay-token", "x", "--state", t.TempDir()}, args...)...)
-		if res.code == 0 || !(strings.Contains(res.stderr, "--resume <session id>") || strings.Contains(res.stderr, "name two sessions")) {
+		if res.code == 0 || !(strings.Contains(res.stderr, "--resume <session id>") || strings.Contains(res.stderr, "name two sessions") ||
+			strings.Contains(res.stderr, "has no session "+id+" in this folder")) {
 			t.Fatalf("%q: exit %d, stderr %q", args, res.code, res.stderr)
 		}
 	}
