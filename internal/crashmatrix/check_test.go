@@ -27,15 +27,22 @@ func (r *rig) nextAnswered() string {
 // and its turn ended.
 func (r *rig) answered(id string) string {
 	r.t.Helper()
-	r.phone.until("the answer to the next prompt", func() bool {
-		if !r.phone.sawText(protocol.RoleAgent, nextAnswer) {
+	return r.answeredWith(id, nextAnswer)
+}
+
+// answeredWith waits until the prompt sent as command id was answered with
+// answer and its turn ended.
+func (r *rig) answeredWith(id, answer string) string {
+	r.t.Helper()
+	r.phone.until("the answer "+answer, func() bool {
+		if !r.phone.sawText(protocol.RoleAgent, answer) {
 			return false
 		}
 		last := r.phone.envs[len(r.phone.envs)-1]
 		return last.Ev.T == protocol.KindTurnEnd
 	})
 	if st, msg := r.phone.answered(id); st != protocol.StatusDone {
-		r.t.Errorf("the next prompt, answered, is %s %s", st, msg)
+		r.t.Errorf("the prompt answered %q is %s %s", answer, st, msg)
 	}
 	return id
 }

@@ -73,6 +73,8 @@ type phone struct {
 	live     []string                    // the session's live frames' payloads (token deltas)
 	sent     []sentCommand
 	closed   bool
+	// more, if set, adds to a failure's message (what ccrelay logged).
+	more func() string
 }
 
 type sentCommand struct {
@@ -178,8 +180,12 @@ func (p *phone) command(session string, c protocol.Command) string {
 // so, within a minute.
 func (p *phone) until(what string, ok func() bool) {
 	p.t.Helper()
-	if !p.within(what, 90*time.Second, ok) {
-		p.t.Fatalf("waiting for %s\nenvelopes: %s\nstatus: %s", what, p.describe(), p.status())
+	if !p.within(what, 60*time.Second, ok) {
+		more := ""
+		if p.more != nil {
+			more = p.more()
+		}
+		p.t.Fatalf("waiting for %s\nenvelopes: %s\nstatus: %s\n%s", what, p.describe(), p.status(), more)
 	}
 }
 

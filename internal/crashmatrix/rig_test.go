@@ -63,19 +63,24 @@ func newRig(t *testing.T, daemon bool) *rig {
 	r.env = claudetest.New(t)
 	r.claudeBin = r.env.Claude
 	r.phone = dialPhone(t, base, token, r.session)
-	t.Cleanup(func() {
-		r.release()
-		if r.proc != nil {
-			r.proc.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-r.exited:
-			case <-time.After(30 * time.Second):
-				r.proc.Process.Kill()
-				<-r.exited
-			}
-		}
-	})
+	r.phone.more = r.output
+	t.Cleanup(r.stop)
 	return r
+}
+
+// stop ends the case: holds released, ccrelay (or the daemon) stopped.
+func (r *rig) stop() {
+	r.release()
+	if r.proc != nil {
+		r.proc.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.exited:
+		case <-time.After(30 * time.Second):
+			r.proc.Process.Kill()
+			<-r.exited
+		}
+		r.proc = nil
+	}
 }
 
 // setRules sets the fake API's rules: the next prompt's answer, then
@@ -343,3 +348,5 @@ func (r *rig) connected(session string) bool {
 	json.NewDecoder(resp.Body).Decode(&st)
 	return st.CLI
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }
