@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/claudetest"
+	"github.com/ccrelay/ccrelay/internal/fakeapi"
 	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -152,4 +157,151 @@ func anyAlive(pids []int) bool {
 		}
 	}
 	return false
+}
+
+// processesWith lists the pids of the processes whose command line holds s
+// (Linux).
+func processesWith(s string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil || !bytes.Contains(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), []byte(s)) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d))); err == nil && pid != os.Getpid() {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// The real Claude Code under `ccrelay daemon`, two sessions each running a
+// Bash command that would take ten minutes, and the daemon SIGKILLed: each
+// session's ccrelay stops its Claude without waiting for the command, says
+// why, and exits; the list shows both idle with the reason; the machine is
+// shown gone, running nothing; nothing of the sessions is left running
+// (ccrelay, Claude, the command). Measured: the time from the kill to the
+// last Claude gone, the last session's ccrelay gone, and the last command
+// gone.
+func TestRealClaudeDaemonKilledMidTool(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("needs /proc to find the sessions' processes")
+	}
+	for _, inst := range claudetest.Installs(t) {
+		t.Run(inst.Version, func(t *testing.T) {
+			marker := "h5wait" + strconv.Itoa(os.Getpid()) + strings.ReplaceAll(inst.Version, ".", "")
+			e := claudetest.NewWith(t, inst.Path,
+				fakeapi.Rule{LastUserContains: "run the long command", AfterToolResult: fakeapi.Bool(false), Reply: []fakeapi.Block{fakeapi.Text("Running."),
+					fakeapi.ToolUse("Bash", map[string]any{"command": "timeout 600 tail -f " + marker + ".txt", "description": "Wait"})}},
+				fakeapi.Rule{AfterToolResult: fakeapi.Bool(true), Reply: []fakeapi.Block{fakeapi.Text("After the command.")}})
+			t.Cleanup(func() { // what a failed run left
+				for _, p := range processesWith(marker) {
+					syscall.Kill(p, syscall.SIGKILL)
+				}
+			})
+			// Every process of the command names the file it follows.
+			if err := os.WriteFile(filepath.Join(e.Project, marker+".txt"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			data, state := t.TempDir(), t.TempDir()
+			srv, base, token := startServe(t, data, "--cli-gone-after", "2s")
+			defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+			tokenFile := filepath.Join(t.TempDir(), "token")
+			os.WriteFile(tokenFile, []byte(token), 0o600)
+			d := exec.Command(binary, "daemon", "--relay", base, "--relay-token-file", tokenFile, "--state", state, "--claude", e.Claude,
+				"--name", "orchard-box", "--allow", filepath.Dir(e.Project), "--allow-bypass-from-app")
+			d.Env = e.Environ()
+			if err := d.Start(); err != nil {
+				t.Fatal(err)
+			}
+			daemonAlive := true
+			defer func() {
+				if daemonAlive {
+					d.Process.Kill()
+					d.Wait()
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			a := dialWSApp(t, ctx, base, token)
+			machine := a.machine()
+			var sessions []string
+			for _, prompt := range []string{"run the long command, one", "run the long command, two"} {
+				s := claude.NewSessionID()
+				if got := a.command(machine, protocol.Command{Kind: protocol.CommandStart, Dir: e.Project, Target: s, Text: prompt, Mode: "bypassPermissions"}); got != "" {
+					t.Fatalf("start refused: %s", got)
+				}
+				a.until("session "+s+" listed", func() bool { return a.info(s)["startedBy"] == machine })
+				a.send(protocol.Frame{Type: protocol.FrameSubscribe, Session: s})
+				a.until("session "+s+" running its command", func() bool {
+					return a.info(s)["status"] == "busy" && a.saw(s, marker)
+				})
+				sessions = append(sessions, s)
+			}
+			var procs []int
+			for _, s := range sessions {
+				procs = append(procs, sessionProcesses(s)...)
+			}
+			claudesOf := func() []string {
+				var left []string
+				for _, s := range sessions {
+					left = append(left, claudesFor(s)...)
+				}
+				return left
+			}
+			for deadline := time.Now().Add(60 * time.Second); len(processesWith("tail -f "+marker)) < 4; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					ps, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,stat,args", "--forest").Output()
+					a.mu.Lock()
+					infos := fmt.Sprint(a.info(sessions[0]), a.info(sessions[1]))
+					a.mu.Unlock()
+					lg, _ := os.ReadFile(filepath.Join(state, "ccrelay.log"))
+					t.Fatalf("the Bash command never ran: %s\n%s\n%s", infos, lg, ps)
+				}
+			}
+			if len(procs) != 2 || len(claudesOf()) < 2 {
+				t.Fatalf("before the kill: sessions' ccrelay %v, Claudes %q", procs, claudesOf())
+			}
+
+			killed := time.Now()
+			d.Process.Kill()
+			d.Wait()
+			daemonAlive = false
+			var claudesGone, sessionsGone, commandsGone time.Duration
+			for deadline := time.Now().Add(60 * time.Second); claudesGone == 0 || sessionsGone == 0 || commandsGone == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					ps, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,stat,args", "--forest").Output()
+					t.Fatalf("60 s after the kill: Claudes gone after %v (left %q), sessions' ccrelay after %v, commands after %v (left %v) (0: not yet)\n%s",
+						claudesGone, claudesOf(), sessionsGone, commandsGone, processesWith(marker), ps)
+				}
+				if claudesGone == 0 && len(claudesOf()) == 0 {
+					claudesGone = time.Since(killed)
+				}
+				if sessionsGone == 0 && !anyAlive(procs) {
+					sessionsGone = time.Since(killed)
+				}
+				if commandsGone == 0 && !anyAlive(processesWith(marker)) {
+					commandsGone = time.Since(killed)
+				}
+			}
+			t.Logf("Claude Code %s, daemon SIGKILLed mid-command: the last Claude gone after %v, the last session's ccrelay after %v, the last command after %v",
+				inst.Version, claudesGone.Round(time.Millisecond), sessionsGone.Round(time.Millisecond), commandsGone.Round(time.Millisecond))
+			if bound := 4 * time.Second; claudesGone > bound || sessionsGone > bound {
+				t.Errorf("after the kill: the last Claude gone after %v, the last session's ccrelay after %v (bound %v)", claudesGone, sessionsGone, bound)
+			}
+			for _, s := range sessions {
+				a.until("session "+s+" idle, with the reason", func() bool {
+					e, _ := a.info(s)["error"].(string)
+					return a.info(s)["status"] == "idle" && strings.Contains(e, "daemon that ran this session stopped") && a.info(s)["machine"] == "orchard-box"
+				})
+			}
+			a.until("the machine shown gone, running nothing", func() bool {
+				d, _ := a.info(machine)["daemon"].(map[string]any)
+				running, _ := d["running"].([]any)
+				gone, _ := a.info(machine)["cliGone"].(float64)
+				return gone > 0 && len(running) == 0
+			})
+		})
+	}
 }

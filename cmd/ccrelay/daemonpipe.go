@@ -33,6 +33,10 @@ const daemonStoppedNote = "The ccrelay daemon that ran this session stopped, so 
 // stops it, whatever Claude was doing (a tool may run for minutes).
 const daemonStopTimeout = time.Second
 
+// orphansTimeout bounds the ending of what Claude's commands left running
+// once a daemon's session stopped its Claude (internal/orphans).
+const orphansTimeout = 2 * time.Second
+
 // errDaemonGone ends the loop of a session whose daemon is gone.
 var errDaemonGone = errors.New("the daemon stopped")
 
@@ -84,13 +88,16 @@ const stoppedNote = "Stopped from the app. Resume it from New session → Resume
 // stop (cause errStopAsked) or ends (cause errDaemonGone: the daemon
 // stopped or was killed, and the kernel closed its end). why says which,
 // nil while neither happened; stop closes c (which r reads) and waits for
-// the watcher.
-func watchDaemon(parent context.Context, r *bufio.Reader, c io.Closer) (ctx context.Context, why func() error, stop func()) {
+// the watcher. beforeEnd (if set) runs once, before ctx ends.
+func watchDaemon(parent context.Context, r *bufio.Reader, c io.Closer, beforeEnd func()) (ctx context.Context, why func() error, stop func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	var cause atomic.Pointer[error]
 	var stopping atomic.Bool
 	end := func(err error) {
 		if !stopping.Load() && cause.CompareAndSwap(nil, &err) {
+			if beforeEnd != nil {
+				beforeEnd()
+			}
 			cancel(err)
 		}
 	}

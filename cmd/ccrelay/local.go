@@ -25,6 +25,7 @@ import (
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/dirs"
+	"github.com/ccrelay/ccrelay/internal/orphans"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -370,7 +371,15 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	var daemonEnd func() error
 	if f.daemonPipe {
 		var stopWatch func()
-		loopCtx, daemonEnd, stopWatch = watchDaemon(loopCtx, daemonIn, os.Stdin)
+		// What Claude's commands leave running when Claude is stopped (a
+		// Bash command runs in a session of its own, which Claude's death
+		// hands to init) comes to this process, which ends it.
+		adopt := func() {
+			if err := orphans.Adopt(); err != nil {
+				log.Warn("what Claude's commands leave running may outlive the session", "err", err)
+			}
+		}
+		loopCtx, daemonEnd, stopWatch = watchDaemon(loopCtx, daemonIn, os.Stdin, adopt)
 		defer stopWatch()
 		if fromDaemon.Prompt != "" {
 			firstCtx, cancelFirst := context.WithCancel(loopCtx)
@@ -395,6 +404,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 			note, status, exit = daemonStoppedNote, protocol.StatusFailed, 1
 		}
 		fmt.Fprintln(os.Stderr, "ccrelay:", why)
+		if n, err := orphans.End(orphansTimeout); n > 0 || err != nil {
+			log.Info("ended what Claude's commands left running", "processes", n, "err", err)
+		}
 		stopScan()
 		<-scanDone
 		now := time.Now().UnixMilli()
