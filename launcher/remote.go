@@ -128,7 +128,8 @@ type Remote struct {
 	// turn's end is stored; costMu is taken after mu, never before.
 	costMu sync.Mutex
 	costs  []TurnCost
-	files  *subFiles // owned by the reader goroutine
+	files  *subFiles  // owned by the reader goroutine
+	book   *usageBook // owned by the reader goroutine
 
 	mu      sync.Mutex
 	proc    *process
@@ -224,6 +225,7 @@ func NewRemote(id string, opts RemoteOptions, feed Feed, events RemoteEvents) *R
 		r.opts.ProjectDir = projectDirFor(opts.Env, opts.Dir)
 	}
 	r.files = newSubFiles(r.opts.ProjectDir, id, SubagentFileWait, opts.Logger)
+	r.book = newUsageBook(SubagentFileWait)
 	return r
 }
 

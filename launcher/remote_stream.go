@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/lines"
@@ -104,6 +106,15 @@ func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Recor
 				return fixed, false
 			}
 		}
+		if rec.ParentToolUseID != "" && rec.Type == claude.TypeAssistant && rec.AgentID != "" && !r.files.follows(rec.ParentToolUseID) &&
+			rec.Message != nil && r.opts.ProjectDir != "" {
+			// A background subagent's message: its final usage is in its
+			// transcript once the message is complete.
+			path := filepath.Join(claude.SubagentDir(r.opts.ProjectDir, r.id), "agent-"+rec.AgentID+".jsonl")
+			if u := r.book.find(path, 0, rec.UUID, r.hasTranscript()); u != nil {
+				rec.Message.Usage = u
+			}
+		}
 		if rec.ParentToolUseID != "" {
 			prior, self := r.files.before(rec)
 			if self == nil {
@@ -139,6 +150,10 @@ func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude
 		// A /clear of ours, taken: Claude does not echo it.
 		defer p.promptsEchoed(1, "")
 	}
+	if len(r.msg) > 0 && r.flushes(m) {
+		// The held message goes out now: with the usage Claude wrote.
+		r.book.find(r.transcript(), p.transcriptAt, r.msg[0].Record.UUID, r.hasTranscript())
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.msg) > 0 && !r.sameMessage(m) {
@@ -152,6 +167,35 @@ func (r *Remote) handleWith(p *process, m *claude.StreamMessage, extra []*claude
 		r.flushMessage()
 	}
 	r.dispatch(p, m, extra, skip)
+}
+
+// flushes reports whether m sends the assistant message held for its
+// final usage (see handleWith and dispatch). Called by the reader: r.msg
+// and r.deferred are its own.
+func (r *Remote) flushes(m *claude.StreamMessage) bool {
+	if messageDeltaUsage(m) != nil {
+		return true
+	}
+	return !r.sameMessage(m) && !(waitsForUsage(m) && len(r.deferred) < MaxDeferredLines)
+}
+
+// transcript is the main transcript's path ("" when not known).
+func (r *Remote) transcript() string {
+	if r.opts.ProjectDir == "" {
+		return ""
+	}
+	return claude.TranscriptPath(r.opts.ProjectDir, r.id)
+}
+
+// hasTranscript reports whether the main transcript exists: Claude writes
+// its session, and the usage of its messages can be waited for.
+func (r *Remote) hasTranscript() bool {
+	path := r.transcript()
+	if path == "" {
+		return false
+	}
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // MaxDeferredLines bounds the lines of Claude's output that wait behind an
@@ -362,6 +406,12 @@ func (r *Remote) flushMessage() {
 	r.msg, r.msgID, r.deferred = nil, "", nil
 	if len(held) > 0 {
 		r.streaming = "" // its message_delta came, or will not
+		if u := r.book.usage[held[0].Record.UUID]; u != nil {
+			// The final usage as Claude wrote it, all its keys.
+			for _, m := range held {
+				m.Record.Message.Usage = u
+			}
+		}
 	}
 	for _, m := range held {
 		r.push(m)

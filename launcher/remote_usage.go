@@ -1,13 +1,16 @@
 package launcher
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
 )
 
 // MaxTurnCosts bounds the turns whose cost the state carries.
@@ -197,4 +200,99 @@ func (r *Remote) result(res *claude.Result) {
 	r.turnOpen, r.interrupted = false, false
 	r.publish()
 	r.askContext()
+}
+
+// usageBook finds the final usage Claude wrote for a message in its
+// transcripts (the main one, background subagents'): Claude prints each
+// message with the usage of its start (output_tokens 1, fewer keys) and
+// writes the final one, with all its keys, to the transcript once the
+// message is complete. Owned by the reader goroutine.
+type usageBook struct {
+	wait  time.Duration
+	tails map[string]*scanner.Tail
+	usage map[string]json.RawMessage // record uuid -> usage
+	order []string                   // usage's keys, oldest first
+	// misses counts lookups in a row that ran out of time: past
+	// maxUsageMisses none waits until one finds its usage at once.
+	misses int
+}
+
+// MaxBookedUsages bounds the usages the book remembers.
+const MaxBookedUsages = 4096
+
+// maxUsageMisses is how many lookups in a row may wait in vain before
+// lookups no longer wait.
+const maxUsageMisses = 3
+
+// maxUsageFiles bounds the transcripts the book follows (a session's and
+// its subagents'); past it they are forgotten and read again.
+const maxUsageFiles = 64
+
+func newUsageBook(wait time.Duration) *usageBook {
+	return &usageBook{wait: wait, tails: map[string]*scanner.Tail{}, usage: map[string]json.RawMessage{}}
+}
+
+// find returns the usage the transcript at path holds for the message
+// record uuid; with wait, it waits for it up to the book's wait (Claude
+// writes the record, and a subagent's file, once the message is complete,
+// after it printed it). from is where a transcript not read yet is read
+// from. nil when it is not there in time.
+func (b *usageBook) find(path string, from int64, uuid string, wait bool) json.RawMessage {
+	if u, ok := b.usage[uuid]; ok || path == "" || uuid == "" {
+		return u
+	}
+	t := b.tails[path]
+	if t == nil {
+		if len(b.tails) >= maxUsageFiles {
+			clear(b.tails)
+		}
+		t = scanner.NewTail(path, scanner.Position{Offset: max(from, 0)})
+		b.tails[path] = t
+	}
+	deadline := time.Now()
+	if wait && b.misses < maxUsageMisses {
+		deadline = deadline.Add(b.wait)
+	}
+	for {
+		// A file not there yet is waited for as a record not there yet.
+		_, _ = t.ReadNew(b.line)
+		if u, ok := b.usage[uuid]; ok {
+			b.misses = 0
+			return u
+		}
+		if time.Now().After(deadline) {
+			if wait {
+				b.misses++
+			}
+			return nil
+		}
+		time.Sleep(subagentFilePoll)
+	}
+}
+
+// line books the usage of an assistant message record.
+func (b *usageBook) line(l scanner.Line) error {
+	if l.TooLong || !bytes.Contains(l.Data, []byte(`"usage"`)) || !bytes.Contains(l.Data, []byte(`"assistant"`)) {
+		return nil
+	}
+	var rec struct {
+		Type    string `json:"type"`
+		UUID    string `json:"uuid"`
+		Message struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(l.Data, &rec) != nil || rec.Type != claude.TypeAssistant || rec.UUID == "" ||
+		len(rec.Message.Usage) == 0 || string(rec.Message.Usage) == "null" {
+		return nil
+	}
+	if _, ok := b.usage[rec.UUID]; !ok {
+		b.order = append(b.order, rec.UUID)
+		if len(b.order) > MaxBookedUsages {
+			delete(b.usage, b.order[0])
+			b.order = slices.Delete(b.order, 0, 1)
+		}
+	}
+	b.usage[rec.UUID] = bytes.Clone(rec.Message.Usage)
+	return nil
 }

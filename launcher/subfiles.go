@@ -48,6 +48,10 @@ func newSubFiles(projectDir, session string, wait time.Duration, log *slog.Logge
 	return s
 }
 
+// follows reports whether the transcript of the subagent of Agent call
+// toolUseID is read here (a foreground subagent's).
+func (s *subFiles) follows(toolUseID string) bool { return s.subs[toolUseID] != nil }
+
 // started begins reading the transcript of a foreground subagent.
 func (s *subFiles) started(toolUseID, agentID string) {
 	if s.dir == "" || toolUseID == "" || agentID == "" || s.subs[toolUseID] != nil {
