@@ -341,11 +341,34 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 		t.Errorf("sent to a session posing as the paired machine: %q", sent)
 	}
 
+	// A session announced in plaintext for which the relay hands this
+	// device a key (one that does not open): sealed for all the app
+	// knows, so it gets no plaintext, not even once confirmed.
+	const keyed = "0b0e0b0e-0000-4000-8000-0000000000b3"
+	devs := cli.request(protocol.Frame{Type: protocol.FrameDevices}).Devices
+	if len(devs) != 1 {
+		t.Fatalf("devices %+v", devs)
+	}
+	cli.request(protocol.Frame{Type: protocol.FrameKeys, Session: keyed, Machine: kr.MachinePublic(),
+		Keys: []protocol.WrappedKey{{Device: devs[0].ID, Wrapped: strings.Repeat("A", 151)}}})
+	cli.announce(keyed, map[string]any{"title": "plain with a key", "mode": "remote", "status": "idle"})
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+keyed))
+	waitJS(t, ctx, "the key that does not open", `ccrelay.skipped.some((s) => s.includes('does not open')) && !document.querySelector('.composer textarea').disabled`)
+	const m3 = "MARKER-keyed-plain"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m3), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the refusal", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden })()`)
+	if note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`); !strings.Contains(note, "no key") || eval[bool](t, ctx, `!!document.querySelector('.seal-note button.send-plain')`) {
+		t.Errorf("a session with a key that does not open: the note says %q", note)
+	}
+	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m3) {
+		t.Errorf("sent to a session keyed for this device: %q", sent)
+	}
+
 	// The relay gone, the page shows the list it saved: the sealed session
 	// is still known encrypted (no key in memory now), never taken for a
 	// plaintext one; the plaintext ones are still marked.
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
-	waitAsync(t, ctx, "the list saved", fmt.Sprintf(`import('./js/offline.js').then((m) => m.loadList()).then((l) => !!l && l.sessions.length === 3)`))
+	waitAsync(t, ctx, "the list saved", fmt.Sprintf(`import('./js/offline.js').then((m) => m.loadList()).then((l) => !!l && l.sessions.length === 4)`))
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
 	must(t, ctx, chromedp.Reload())

@@ -84,6 +84,9 @@ function waitKey(session) {
 /** takeSessionKey opens a session-key frame; it throws a SealedError if the key is not from a known machine. */
 export async function takeSessionKey(f) {
   if (typeof f.session !== 'string' || typeof f.wrapped !== 'string' || typeof f.machine !== 'string') throw new SealedError('a session key frame without its fields');
+  // A key for this device, even one that does not open, says the session
+  // is sealed: it gets no plaintext.
+  sealedSessions.add(f.session);
   if (!knownMachines().some((m) => m.publicKey === f.machine)) {
     keyless.add(f.session);
     settle(f.session, null);
