@@ -70,6 +70,7 @@ func versionScenarios() []versionScenario {
 		versionScenario{name: "compaction (/compact)", since: "2.1.330", run: realClaudeCompaction},
 		versionScenario{name: "Edit/Write diffs", run: realClaudeEditDiffs},
 		versionScenario{name: "fork (--fork-session)", run: realClaudeFork},
+		versionScenario{name: "plan mode: the plan's approval (remote mode)", run: realClaudeRemotePlan, note: planInputNote},
 	)
 	return append(s, terminalScenarios()...)
 }
@@ -85,6 +86,14 @@ func noRetryTrace(version string) string {
 		return ""
 	}
 	return "retries written to the transcript late, after the message that follows them: not shown, live or replayed"
+}
+
+// planInputNote says how a version asks to leave plan mode.
+func planInputNote(version string) string {
+	if c, ok := claude.CompareVersions(version, "2.1.330"); ok && c >= 0 {
+		return "asks with an empty input: the app is shown the plan of the tool call"
+	}
+	return ""
 }
 
 // The real-Claude scenarios of docs/compatibility.md against every

@@ -25,11 +25,53 @@ type Converter struct {
 	// retries wait for the next conversation message: Claude prints a
 	// retry before it echoes the prompt the retried call answers (D18).
 	retries []*claude.Record
+	// inputs are the inputs of the last tool calls Claude printed
+	// (MaxRememberedInputs), for permission requests that come without
+	// one; inputQ holds their ids, oldest first.
+	inputs map[string]json.RawMessage
+	inputQ []string
 	// lateRetries: the Claude running writes its retries to the transcript
 	// late (claude.RetriesWrittenLate); the ones it prints are marked so,
 	// as replay marks those it reads.
 	lateRetries bool
 }
+
+// MaxRememberedInputs bounds the tool call inputs the converter keeps for
+// permission requests that come without one; an input larger than
+// maxRememberedInput is not kept.
+const (
+	MaxRememberedInputs = 16
+	maxRememberedInput  = 1 << 20
+)
+
+// NoteInputs remembers the inputs of the tool calls in r, an assistant
+// message as Claude printed it: Claude Code 2.1.330 asks to run
+// ExitPlanMode with an empty input, the plan being in the call only.
+func (c *Converter) NoteInputs(r *claude.Record) {
+	if r == nil || r.Type != claude.TypeAssistant || r.Message == nil {
+		return
+	}
+	for _, b := range r.Message.Content.Blocks {
+		if b.Type != "tool_use" || b.ID == "" || len(b.Input) > maxRememberedInput {
+			continue
+		}
+		if c.inputs == nil {
+			c.inputs = map[string]json.RawMessage{}
+		}
+		if _, ok := c.inputs[b.ID]; !ok {
+			c.inputQ = append(c.inputQ, b.ID)
+			if len(c.inputQ) > MaxRememberedInputs {
+				delete(c.inputs, c.inputQ[0])
+				c.inputQ = append(c.inputQ[:0], c.inputQ[1:]...)
+			}
+		}
+		c.inputs[b.ID] = b.Input
+	}
+}
+
+// Input is the input of tool call id as Claude printed it (nil when not
+// remembered).
+func (c *Converter) Input(id string) json.RawMessage { return c.inputs[id] }
 
 // SetClaudeVersion tells the converter which Claude Code prints what it
 // converts (init's claude_code_version).

@@ -1,6 +1,8 @@
 package launcher
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,5 +144,42 @@ func TestConverterSubagentPromptOnce(t *testing.T) {
 				t.Fatalf("got %q, want %q", g, tt.want)
 			}
 		})
+	}
+}
+
+// The converter keeps the inputs of the last MaxRememberedInputs tool
+// calls (not those over maxRememberedInput), for permission requests that
+// come without one.
+func TestConverterRemembersInputs(t *testing.T) {
+	c := NewConverter("11111111-2222-4333-8444-555555555555")
+	call := func(id, input string) *claude.Record {
+		r, err := claude.Parse([]byte(`{"type":"assistant","uuid":"u-` + id + `","message":{"id":"m","role":"assistant","content":[{"type":"tool_use","id":"` + id + `","name":"ExitPlanMode","input":` + input + `}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	c.NoteInputs(call("t0", `{"plan":"first"}`))
+	if got := string(c.Input("t0")); got != `{"plan":"first"}` {
+		t.Fatalf("input %q", got)
+	}
+	for i := 1; i <= MaxRememberedInputs; i++ {
+		c.NoteInputs(call("t"+strconv.Itoa(i), `{"n":`+strconv.Itoa(i)+`}`))
+	}
+	if c.Input("t0") != nil || string(c.Input("t1")) != `{"n":1}` || len(c.inputs) != MaxRememberedInputs || len(c.inputQ) != MaxRememberedInputs {
+		t.Fatalf("oldest not forgotten: t0 %q, t1 %q, %d kept", c.Input("t0"), c.Input("t1"), len(c.inputs))
+	}
+	c.NoteInputs(call("big", `{"plan":"`+strings.Repeat("x", maxRememberedInput)+`"}`))
+	if c.Input("big") != nil {
+		t.Fatal("an input over the bound was kept")
+	}
+}
+
+func TestEmptyInput(t *testing.T) {
+	for in, want := range map[string]bool{"": true, " ": true, "{}": true, " { } ": true, "null": true,
+		`{"plan":"x"}`: false, `[]`: false, `"x"`: false} {
+		if got := emptyInput(json.RawMessage(in)); got != want {
+			t.Errorf("emptyInput(%q) = %v, want %v", in, got, want)
+		}
 	}
 }

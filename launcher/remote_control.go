@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,10 @@ type PermissionRequest struct {
 	ForSession []string `json:"forSession,omitempty"`
 
 	suggestions json.RawMessage
+	// asked is the input Claude sent with the request, which an allow
+	// without an input of the app's gives back; Input is what the app is
+	// shown (the tool call's input when Claude sent none).
+	asked json.RawMessage
 }
 
 func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
@@ -39,8 +44,16 @@ func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
 		return
 	}
 	q := c.Request
-	pr := &PermissionRequest{ID: c.RequestID, Tool: q.ToolName, Input: q.Input, Description: q.Description,
-		Call: q.ToolUseID, BlockedPath: q.BlockedPath, suggestions: q.PermissionSuggestions}
+	shown := q.Input
+	if emptyInput(q.Input) {
+		// Claude Code 2.1.330 asks for ExitPlanMode with {}: the plan the
+		// person approves is in the tool call.
+		if in := r.conv.Input(q.ToolUseID); len(in) > 0 {
+			shown = in
+		}
+	}
+	pr := &PermissionRequest{ID: c.RequestID, Tool: q.ToolName, Input: shown, Description: q.Description,
+		Call: q.ToolUseID, BlockedPath: q.BlockedPath, suggestions: q.PermissionSuggestions, asked: q.Input}
 	for _, r := range suggestedRules(q.PermissionSuggestions) {
 		rule := r.ToolName
 		if r.RuleContent != "" {
@@ -55,6 +68,15 @@ func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
 	r.q.Release(q.ToolUseID)
 	r.pending = append(r.pending, pr)
 	r.publish()
+}
+
+// emptyInput reports whether a tool input is missing, null or {}.
+func emptyInput(in json.RawMessage) bool {
+	if len(bytes.TrimSpace(in)) == 0 {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(in, &m) == nil && len(m) == 0
 }
 
 // ErrNoRequest is returned when a permission answer names no pending
@@ -75,7 +97,7 @@ func (r *Remote) Answer(requestID string, allow bool, input json.RawMessage, for
 	var line []byte
 	if allow {
 		if len(input) == 0 {
-			input = pr.Input
+			input = pr.asked
 		}
 		var rules []claude.PermissionRule
 		if forSession {

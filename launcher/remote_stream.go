@@ -242,6 +242,7 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 		if m.Record == nil {
 			return
 		}
+		r.conv.NoteInputs(m.Record)
 		rec := m.Record
 		mainChain := rec.ParentToolUseID == "" && !rec.IsSidechain
 		if m.IsReplay && mainChain && r.queued > 0 {
@@ -293,6 +294,12 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			}
 			r.publish()
 		default:
+			if m.Subtype == claude.SystemStatus && m.System.PermissionMode != "" && m.System.PermissionMode != r.state.PermissionMode {
+				// Claude changed its mode itself: plan mode ends when
+				// the plan's approval takes effect.
+				r.state.PermissionMode = m.System.PermissionMode
+				r.publish()
+			}
 			r.trackTask(m.Subtype, m.System)
 			r.progress(m.Subtype, m.System)
 			if recs := r.conv.Convert(m); len(recs) > 0 {
