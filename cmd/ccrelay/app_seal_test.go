@@ -38,6 +38,13 @@ func jsonlEnvelopes(t *testing.T, transcript string) []protocol.Envelope {
 func pairBrowser(t *testing.T, ctx context.Context, r *appRelay) string {
 	t.Helper()
 	state := t.TempDir()
+	pairBrowserWith(t, ctx, r, state)
+	return state
+}
+
+// pairBrowserWith pairs the browser of ctx with the machine of state.
+func pairBrowserWith(t *testing.T, ctx context.Context, r *appRelay, state string) {
+	t.Helper()
 	link, wait := pairWaiting(t, r.base, r.data, state)
 	must(t, ctx, chromedp.Navigate(link))
 	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
@@ -49,7 +56,6 @@ func pairBrowser(t *testing.T, ctx context.Context, r *appRelay) string {
 	if n := eval[int](t, ctx, `JSON.parse(localStorage.getItem('ccrelay.machines') || '[]').length`); n != 1 {
 		t.Fatalf("%d known machines", n)
 	}
-	return state
 }
 
 // A phone pairs in Chromium by the link `ccrelay pair` prints (its key

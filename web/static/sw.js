@@ -2,7 +2,7 @@
 //
 // Shell: the app's files are fetched from the network first (so a new relay's
 // app shows at once) and kept in a cache; with no network they come from it.
-// Nothing of the relay's API (/ws/, /status, /push/, /health, /sessions) is cached.
+// Nothing of the relay's API (/api/, /ws/, /status, /push/, /health, /sessions) is cached.
 //
 // Notifications: a push carries only {session, kind, seq}. The worker asks
 // the relay (GET /push/session, with the credential the app keeps in
@@ -29,6 +29,7 @@ const SHELL = [
   'js/dom.js',
   'js/e2e.js',
   'js/find.js',
+  'js/forget.js',
   'js/format.js',
   'js/highlight.js',
   'js/listfilter.js',
@@ -45,7 +46,7 @@ const SHELL = [
   'seal.js',
 ];
 // Paths of the relay's API: never cached, never answered from the cache.
-const API = /^\/(ws|status|push|health|sessions)(\/|$)/;
+const API = /^\/(api|ws|status|push|health|sessions)(\/|$)/;
 // A command from a notification gives up after this long.
 const COMMAND_TIMEOUT_MS = 15000;
 // The database the app shares (offline.js: DB_NAME, DB_VERSION).
@@ -94,9 +95,20 @@ function kvGet(key) {
     };
     open.onerror = () => resolve(undefined);
     open.onsuccess = () => {
-      const r = open.result.transaction('kv').objectStore('kv').get(key);
-      r.onsuccess = () => resolve(r.result);
-      r.onerror = () => resolve(undefined);
+      // Closed after each read: a device that signs out deletes the
+      // database, which an open connection would hold up.
+      const db = open.result;
+      db.onversionchange = () => db.close();
+      let r;
+      try {
+        r = db.transaction('kv').objectStore('kv').get(key);
+      } catch {
+        db.close();
+        resolve(undefined);
+        return;
+      }
+      r.onsuccess = () => { db.close(); resolve(r.result); };
+      r.onerror = () => { db.close(); resolve(undefined); };
     };
   });
 }

@@ -14,6 +14,7 @@ import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tool
 import { listFilter } from './listfilter.js';
 import { findBar } from './find.js';
 import { deviceBar, showPairPage, takePairing } from './pairing.js';
+import { signedOut, takeSignedOut } from './forget.js';
 import * as e2e from './e2e.js';
 import { cleanDaemon, machineOf, machines, newSessionSheet, stopButton } from './machines.js';
 
@@ -76,6 +77,11 @@ function visibility() {
 const root = document.getElementById('app');
 
 function start() {
+  // A pairing link opened in this tab while the app is open (it changes
+  // only the fragment, so the page does not load again): start over with it.
+  addEventListener('hashchange', () => { if (/(?:^#|[#&])pair=/.test(location.hash)) location.reload(); });
+  const out = takeSignedOut();
+  if (out) { showTokenPage(out); return; }
   const pair = takePairing();
   if (pair) { showPairPage(root, pair, TOKEN_KEY, () => location.reload()); return; }
   const timing = readTiming();
@@ -98,6 +104,9 @@ function start() {
   app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
   app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
   app.conn.addEventListener('state', (e) => {
+    // The relay no longer takes this device's credential: it forgets what
+    // it kept and says it was signed out (forget.js).
+    if (e.detail === 'revoked') { signedOut('revoked'); return; }
     document.body.dataset.conn = e.detail;
     app.page?.onConn?.(e.detail);
   });
@@ -358,7 +367,13 @@ function skipNote() {
 
 // --- the token page ----------------------------------------------------------
 
-function showTokenPage() {
+// What the token page says of a device that was signed out (forget.js).
+const SIGNED_OUT_TEXT = {
+  signout: 'This device was signed out. What it kept — its credential, its keys and the sessions it had opened — was deleted from it.',
+  revoked: 'This device was signed out: the relay no longer accepts its credential (it was revoked, or signed out elsewhere). What it kept — its credential, its keys and the sessions it had opened — was deleted from it.',
+};
+
+function showTokenPage(signedOutWhy = '') {
   const input = h('input', { type: 'password', placeholder: 'Token or app URL', autocomplete: 'off', 'aria-label': 'Token' });
   const form = h('form', { class: 'token-form', onsubmit: (e) => {
     e.preventDefault();
@@ -373,6 +388,7 @@ function showTokenPage() {
   } }, input, h('button', { class: 'primary', type: 'submit', text: 'Connect' }));
   root.replaceChildren(h('div', { class: 'empty-page' },
     h('div', { class: 'logo' }, icon('phone')),
+    signedOutWhy ? h('p', { class: 'signed-out', role: 'status', text: SIGNED_OUT_TEXT[signedOutWhy] }) : null,
     h('h1', { text: 'Connect to your relay' }),
     h('p', { text: 'Pair this device: run `ccrelay pair` on your computer and scan its QR code, or paste the link here. On the relay\'s own machine, the app link `ccrelay serve` printed works too.' }),
     form));
@@ -438,7 +454,7 @@ function listPage() {
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
   const filter = listFilter(() => render());
-  const main = h('main', { class: 'list-page' }, filter.el, list, deviceBar(app.conn.token, TOKEN_KEY, () => location.reload()));
+  const main = h('main', { class: 'list-page' }, filter.el, list, deviceBar(app.conn.token));
   root.replaceChildren(bar, banner.el, staleNote, note.el, main, dialog);
   window.scrollTo(0, 0);
 

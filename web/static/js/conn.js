@@ -47,6 +47,12 @@ export const TIMING = {
   hiddenClose: 60000,
 };
 
+/** STATUS_REVOKED is the close code of a websocket whose credential was revoked (relay.StatusRevoked). */
+export const STATUS_REVOKED = 4001;
+
+/** isDeviceCredential reports whether token is a credential the relay made for a device (pairing), not the relay's own token. */
+export function isDeviceCredential(token) { return /^ccr_[0-9a-f]+$/.test(String(token)); }
+
 // parseTiming reads "name:ms,name:ms" (unknown names and bad values are
 // ignored).
 export function parseTiming(spec) {
@@ -69,6 +75,9 @@ export function parseTiming(spec) {
 //   limited       the relay refuses this address for a while after failed
 //                 logins (429)
 //   paused        hidden long enough to close the socket; back when visible
+//   revoked       the relay closed the socket for a revoked (or signed out)
+//                 credential, or refuses a device credential it no longer
+//                 knows: the connection stops for good (nothing to retry)
 export class Connection extends EventTarget {
   /**
    * @param {string} token the relay's token
@@ -178,9 +187,10 @@ export class Connection extends EventTarget {
         if (g) this.dispatchEvent(new CustomEvent('frame', { detail: g }));
       }, (e) => console.error(e));
     };
-    ws.onclose = () => {
+    ws.onclose = (e) => {
       clearTimeout(connectTimer);
       if (this.ws !== ws) return;
+      if (e.code === STATUS_REVOKED) { this.revoked(); return; }
       this.ws = null;
       const sent = this.sent?.ws === ws ? this.sent : null;
       this.sent = null;
@@ -231,6 +241,9 @@ export class Connection extends EventTarget {
     this.checking = null;
     if (this.stopped || this.paused || this.state === 'open') return;
     const wasRefused = this.state === 'refused' || this.state === 'limited';
+    // A device credential the relay does not know was revoked (or signed
+    // out elsewhere): asking again would only be refused again.
+    if (r.code === 401 && isDeviceCredential(this.token)) { this.revoked(); return; }
     if (r.code === 401 || r.code === 403 || r.code === 429) {
       this.setState(r.code === 429 ? 'limited' : 'refused');
       if (!wasRefused) {
@@ -453,6 +466,12 @@ export class Connection extends EventTarget {
     this.pending.set(id, f);
     this.send(f);
     return id;
+  }
+
+  /** revoked stops the connection for good: the relay no longer takes this credential. */
+  revoked() {
+    this.stop();
+    this.setState('revoked');
   }
 
   stop() {

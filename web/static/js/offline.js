@@ -15,10 +15,13 @@ export const DB_VERSION = 1;
 export const MAX_OFFLINE_BYTES = 16 * 1024 * 1024;
 
 let dbPromise = null;
+// closed: this device is being forgotten (forget.js): nothing is opened or
+// written again in this page's life.
+let closed = false;
 
 /** openDB opens (creating on first use) the app's database; null without IndexedDB. */
 export function openDB() {
-  if (!('indexedDB' in self)) return Promise.resolve(null);
+  if (closed || !('indexedDB' in self)) return Promise.resolve(null);
   dbPromise ||= new Promise((resolve) => {
     const req = indexedDB.open(DB_NAME, DB_VERSION);
     req.onupgradeneeded = () => {
@@ -27,10 +30,27 @@ export function openDB() {
       if (!db.objectStoreNames.contains('sessions')) db.createObjectStore('sessions', { keyPath: 'id' });
       if (!db.objectStoreNames.contains('envelopes')) db.createObjectStore('envelopes', { keyPath: ['session', 'seq'] });
     };
-    req.onsuccess = () => resolve(req.result);
+    req.onsuccess = () => {
+      const db = req.result;
+      // Another tab deletes the database (this device signs out): let go.
+      db.onversionchange = () => { db.close(); dbPromise = null; };
+      resolve(db);
+    };
     req.onerror = () => resolve(null); // private mode, quota: the app works without it
   });
   return dbPromise;
+}
+
+/**
+ * closeDB closes the database for good in this page (the device is
+ * forgotten): saves under way end first, and nothing is written after.
+ */
+export async function closeDB() {
+  closed = true;
+  await Promise.allSettled([...chains.values()]);
+  const db = await dbPromise;
+  dbPromise = null;
+  db?.close();
 }
 
 function done(tx) {

@@ -15,6 +15,7 @@
 import { h, icon } from './dom.js';
 import * as S from '../seal.js';
 import { device, rememberMachine } from './e2e.js';
+import { signedOut, signingOutHere } from './forget.js';
 
 export const DEVICE_KEY = 'ccrelay.device'; // {name, fingerprint} of this device
 
@@ -104,8 +105,9 @@ export function showPairPage(root, pair, tokenKey, done) {
 }
 
 /** deviceBar shows which device this is, lets it be renamed, and signs it
- * out (the relay revokes the credential; it is forgotten here). */
-export function deviceBar(token, tokenKey, onSignedOut) {
+ * out (the relay revokes the credential; the device forgets its
+ * credential, keys and sessions: forget.js). */
+export function deviceBar(token) {
   const stored = safeParse(localStorage.getItem(DEVICE_KEY));
   const name = h('span', { class: 'device-name', text: stored?.name || '' });
   const bar = h('footer', { class: 'device-bar' },
@@ -136,11 +138,10 @@ export function deviceBar(token, tokenKey, onSignedOut) {
   }
   async function signOut() {
     if (!confirm('Sign out this device? It will need a new pairing code to connect again.')) return;
-    const r = await call('/api/me/signout', {});
-    if (!r.ok && r.status !== 401) { alert(await r.text()); return; }
-    localStorage.removeItem(tokenKey);
-    localStorage.removeItem(DEVICE_KEY);
-    onSignedOut();
+    signingOutHere(true);
+    const r = await call('/api/me/signout', {}).catch((e) => ({ ok: false, status: 0, text: async () => 'the relay cannot be reached: ' + (e.message || e) }));
+    if (!r.ok && r.status !== 401) { signingOutHere(false); alert(await r.text()); return; }
+    await signedOut('signout');
   }
   return bar;
 }
