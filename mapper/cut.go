@@ -1,6 +1,8 @@
 package mapper
 
 import (
+	"strconv"
+
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -66,7 +68,9 @@ func (m *Mapper) cut(c Cut) {
 		if src == "" {
 			return
 		}
-		m.turn = protocol.DeriveID(m.session, "turn", "cut:"+src)
+		// A source given twice gets a turn of its own each time.
+		key := m.derive("cut:"+src, "cut:"+src+":"+strconv.Itoa(m.stats.Turns))
+		m.turn = protocol.DeriveID(m.session, "turn", key)
 		m.stats.Turns++
 		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "turn-start", m.turn), nil, "",
 			protocol.Event{T: protocol.KindTurnStart})

@@ -67,7 +67,13 @@ func FuzzMapperOps(f *testing.F) {
 			op, a, b, c := data[i]%20, int(data[i+1]%4), int(data[i+2]%4), data[i+3]
 			line := opLine(i, op, a, b, c)
 			if op == 15 {
-				envs = append(envs, m.Close([]protocol.TurnStatus{protocol.StatusCompleted, protocol.StatusFailed, protocol.StatusCancelled}[c%3])...)
+				status := []protocol.TurnStatus{protocol.StatusCompleted, protocol.StatusFailed, protocol.StatusCancelled}[c%3]
+				if c&32 != 0 {
+					// Claude ended: the turn is cut (crash, switch).
+					envs = append(envs, m.Cut(Cut{Status: status, Result: "gone", Note: "stopped", Source: []string{"", "s"}[a%2]})...)
+					continue
+				}
+				envs = append(envs, m.Close(status)...)
 				continue
 			}
 			r, err := claude.Parse([]byte(line))
@@ -111,6 +117,10 @@ func opLine(i int, op byte, a, b int, c byte) string {
 	case 3:
 		return asst(uuid, bl(toolUse(tools[a], names[b], map[string]any{"prompt": prompts[a], "description": "d"})), kv...)
 	case 4:
+		if c&32 != 0 {
+			// Claude's repair of a call whose session ended.
+			return user(uuid, bl(toolResult(tools[a], sessionEnded, true)), kv...)
+		}
 		return user(uuid, bl(toolResult(tools[a], "out", c&16 != 0)), kv...)
 	case 5:
 		return asst(uuid, bl(text("child")), append(kv, "parent_tool_use_id", tools[a])...)
@@ -129,6 +139,9 @@ func opLine(i int, op byte, a, b int, c byte) string {
 	case 11:
 		return r("type", "summary", "summary", "s", "leafUuid", uuid)
 	case 12:
+		if c&32 != 0 {
+			return noResponse(uuid)
+		}
 		return asst(uuid, bl(text("compact")), append(kv, "isCompactSummary", true)...)
 	case 13:
 		return user(uuid, bl(toolResult(tools[a], "r", false), text("note")), kv...)
