@@ -38,6 +38,7 @@ type gone struct {
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	base context.Context // HTTPServer's: its end stops the watchers
 }
 
 func (g *gone) init() {
@@ -77,6 +78,45 @@ func (s *Server) cliGone(owner string, sessions []string) {
 			}
 			if err := s.markCLIGone(ctx, session); err != nil && s.gone.ctx.Err() == nil {
 				s.storeFailed("mark a session whose CLI is gone", session, err)
+			}
+		}
+	})
+}
+
+// sweepGone, once the relay serves (HTTPServer), marks the sessions the
+// store lists as working, and the machines, that no CLI holds within
+// Limits.CLIGoneAfter of the start: their CLI went away while no relay
+// ran (or this one restarted), which no connection's end will tell.
+func (s *Server) sweepGone() {
+	if s.store == nil {
+		return
+	}
+	s.gone.init()
+	after := s.Limits.withDefaults().CLIGoneAfter
+	s.gone.wg.Go(func() {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		select {
+		case <-s.gone.ctx.Done():
+			return
+		case <-t.C:
+		}
+		list, err := s.store.Sessions(s.gone.ctx)
+		if err != nil {
+			if s.gone.ctx.Err() == nil {
+				s.storeFailed("list the sessions whose CLI may be gone", "", err)
+			}
+			return
+		}
+		for _, si := range list {
+			if s.gone.ctx.Err() != nil {
+				return
+			}
+			if _, ok := cliGoneInfo(si.Info, 0); !ok {
+				continue
+			}
+			if err := s.markCLIGone(withOwner(s.gone.ctx, si.Owner), si.ID); err != nil && s.gone.ctx.Err() == nil {
+				s.storeFailed("mark a session whose CLI is gone", si.ID, err)
 			}
 		}
 	})

@@ -3,7 +3,12 @@ package relay
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,5 +143,96 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 	json.Unmarshal(si.Info, &m)
 	if m["cliGone"] != nil || m["status"] != "busy" {
 		t.Fatalf("after the CLI came back: %s", si.Info)
+	}
+}
+
+// serveServer serves s the way `ccrelay serve` does and returns its address
+// and a function that shuts it down (as a relay that stops).
+func serveServer(t *testing.T, s *Server) (string, func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, stop := context.WithCancel(context.Background())
+	srv := s.HTTPServer(base)
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve(s.Listener(ln)) }()
+	var once sync.Once
+	shut := func() {
+		once.Do(func() {
+			stop()
+			srv.Close()
+			<-served
+			s.Wait()
+		})
+	}
+	t.Cleanup(shut)
+	return ln.Addr().String(), shut
+}
+
+// A relay that stops marks nothing (its CLIs come back to the next one);
+// the next relay marks what the store lists as working, and the machines,
+// when no CLI holds them within CLIGoneAfter of its start (the CLI died
+// while no relay ran), and leaves alone a session whose CLI came back.
+func TestCLIGoneAfterARelayRestart(t *testing.T) {
+	ctx := context.Background()
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const dies, back, machine = "b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-000000000002", "b0000000-0000-4000-8000-000000000003"
+	infos := map[string]string{
+		dies:    `{"mode":"remote","status":"busy"}`,
+		back:    `{"mode":"remote","status":"busy"}`,
+		machine: `{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["b0000000-0000-4000-8000-000000000001"]}}`,
+	}
+	first := NewServer(st, quiet, testToken)
+	first.Limits.CLIGoneAfter = 200 * time.Millisecond
+	addr, shut := serveServer(t, first)
+	cli := dialAddr(t, addr, "/ws/cli")
+	for id, info := range infos {
+		send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: json.RawMessage(info)})
+		if f := recv(t, cli); f.Type != protocol.FrameAck {
+			t.Fatalf("announce answered %+v", f)
+		}
+	}
+	shut() // the relay stops, and its CLI's connection with it: its watchers end unmarked (Wait)
+	status := func(id string) map[string]any {
+		si, err := st.session(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(si.Info, &m)
+		return m
+	}
+	for id := range infos {
+		if m := status(id); m["cliGone"] != nil {
+			t.Fatalf("a relay that stopped marked %s: %v", id, m)
+		}
+	}
+
+	second := NewServer(st, quiet, testToken)
+	second.Limits.CLIGoneAfter = 500 * time.Millisecond
+	started := time.Now()
+	addr, _ = serveServer(t, second)
+	cli = dialAddr(t, addr, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: back, Info: json.RawMessage(infos[back])})
+	recv(t, cli)
+	for deadline := time.Now().Add(20 * time.Second); status(dies)["cliGone"] == nil || status(machine)["cliGone"] == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never marked: %v, %v", status(dies), status(machine))
+		}
+	}
+	if since := time.Since(started); since < 500*time.Millisecond {
+		t.Fatalf("marked %v after the start, before the grace", since)
+	}
+	if m := status(dies); m["status"] != "idle" || m["error"] != CLIGoneWorking {
+		t.Fatalf("the session whose CLI died: %v", m)
+	}
+	if m := status(machine); m["error"] != CLIGoneMachine || len(m["daemon"].(map[string]any)["running"].([]any)) != 0 {
+		t.Fatalf("the machine: %v", m)
+	}
+	if m := status(back); m["status"] != "busy" || m["cliGone"] != nil {
+		t.Fatalf("the session whose CLI came back: %v", m)
 	}
 }

@@ -138,7 +138,10 @@ func addrKey(remote string) string {
 // on s.Listener(ln) for the connection caps.
 func (s *Server) HTTPServer(base context.Context) *http.Server {
 	l := s.Limits.withDefaults()
+	s.gone.init()
+	s.gone.base = base
 	context.AfterFunc(base, s.stopGone) // the relay shuts down: no session is marked gone
+	s.sweepGone()                       // sessions left working while no relay ran
 	return &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: l.ReadHeaderTimeout,

@@ -76,8 +76,8 @@ type Server struct {
 // whose CLI left (gone.go), which that base context ends.
 func (s *Server) Wait() {
 	s.conns.Wait()
-	s.gone.init()
-	if s.gone.ctx.Err() != nil {
+	if b := s.gone.base; b != nil && b.Err() != nil {
+		s.stopGone()
 		s.gone.wg.Wait()
 	}
 }
