@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -430,5 +431,59 @@ func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
 	desc := evalAwait[string](t, ctx, fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then(([n]) => n.body + '|' + n.actions.map((a) => a.action).join(','))`, tag))
 	if !strings.Contains(desc, "Bash: Build it") || !strings.HasSuffix(desc, "|") {
 		t.Errorf("the notification of a plaintext session on a paired device: %q (want no actions)", desc)
+	}
+}
+
+// A browser that cannot tell a session is sealed (the relay's own token:
+// no device key, and a summary that says nothing of sealing) sends its
+// prompt in plaintext; the relay, which holds the session's keys, refuses
+// it unstored, and the page says so in the composer, with the text kept.
+func TestAppShowsRelayRefusalOfPlaintext(t *testing.T) {
+	r, logPath := startLoggedAppRelay(t)
+	// A device with a key, paired with `ccrelay pair --no-wait`, redeemed
+	// here as a phone would.
+	res := run(t, "pair", "--no-wait", "--relay", r.base, "--data", r.data, "--state", t.TempDir())
+	link := regexp.MustCompile(`#pair=([^.\s]+)\.`).FindStringSubmatch(res.stdout)
+	if res.code != 0 || link == nil {
+		t.Fatalf("pair --no-wait: %+v", res)
+	}
+	pub := make([]byte, 32)
+	pub[0] = 9
+	body, _ := json.Marshal(map[string]any{"code": link[1], "name": "phone", "publicKey": pub, "confirm": make([]byte, 32)})
+	resp, err := http.Post(r.base+"/api/pair/redeem", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var redeemed struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&redeemed)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || redeemed.ID == "" {
+		t.Fatalf("redeem: %d %+v", resp.StatusCode, redeemed)
+	}
+	const id = "0b0e0b0e-0000-4000-8000-0000000000d1"
+	cli := dialCLI(t, r)
+	cli.request(protocol.Frame{Type: protocol.FrameKeys, Session: id, Machine: strings.Repeat("B", 43),
+		Keys: []protocol.WrappedKey{{Device: redeemed.ID, Wrapped: strings.Repeat("A", 151)}}})
+	cli.announce(id, map[string]any{"title": "keyed on the relay", "mode": "remote", "status": "idle"})
+
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
+	eval[bool](t, ctx, sentFrames)
+	const marker = "MARKER-relay-refused"
+	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker), chromedp.Click(chromedp.CSS("button.send")))
+	waitJS(t, ctx, "the relay's refusal in the composer", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.includes('end-to-end encrypted') })()`)
+	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != marker {
+		t.Errorf("the composer holds %q", v)
+	}
+	if eval[bool](t, ctx, `!!document.querySelector('.pending-msg')`) {
+		t.Error("the prompt is still shown as pending")
+	}
+	if sent := eval[[]string](t, ctx, `window.__sent`); !strings.Contains(strings.Join(sent, "\n"), marker) {
+		t.Fatalf("the page did not send the prompt (the relay's refusal is not what this shows): %q", sent)
+	}
+	if found := relayFilesHold(t, r.data, logPath, marker); len(found) > 0 {
+		t.Errorf("the marker is in %v", found)
 	}
 }
