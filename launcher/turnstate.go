@@ -73,16 +73,24 @@ func (p *Pipeline) KeepTurns(path string, log *slog.Logger) error {
 }
 
 // AddOrphans adds turns another run left open (its slot's file, taken
-// over): they are ended as KeepTurns' are.
+// over): they are ended as KeepTurns' are, and kept in this run's file
+// until then (the slot they came from is gone).
 func (p *Pipeline) AddOrphans(turns map[string]mapper.OpenTurn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	added := false
 	for s, ot := range turns {
-		if _, ok := p.orphans[s]; !ok {
+		if _, ok := p.orphans[s]; !ok && ot.Turn != "" {
 			p.orphans[s] = ot
+			added = true
 			if p.saved != nil {
 				p.saved[s] = ot
 			}
+		}
+	}
+	if added && p.turnsPath != "" {
+		if err := writeTurns(p.turnsPath, p.saved); err != nil {
+			p.turnsLog.Warn("could not keep the open turns", "err", err)
 		}
 	}
 }

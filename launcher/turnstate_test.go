@@ -7,6 +7,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
 
@@ -86,5 +87,47 @@ func TestRestartEndsTheOpenTurn(t *testing.T) {
 				t.Fatalf("kept %+v, want the open turn %s", ot, envs[len(envs)-1].Turn)
 			}
 		})
+	}
+}
+
+// Turns a run in another slot left open are kept in this run's file at
+// once (their slot is removed when taken over), and ended like its own.
+func TestAddOrphansKept(t *testing.T) {
+	const sess = "99999999-2222-4333-8444-666666666666"
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.json")
+	out := &MemOutbox{}
+	first := NewPipeline("", out)
+	if err := first.KeepTurns(other, nil); err != nil {
+		t.Fatal(err)
+	}
+	call, err := claude.Parse([]byte(`{"type":"assistant","uuid":"a1","sessionId":"` + sess + `","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.MapRecords(context.Background(), sess, []*claude.Record{call}); err != nil {
+		t.Fatal(err)
+	}
+	left, err := ReadTurns(other)
+	if err != nil || left[sess].Turn == "" {
+		t.Fatalf("the other run's open turn: %+v, %v", left, err)
+	}
+	mine := filepath.Join(dir, "mine.json")
+	next := NewPipeline("", out)
+	if err := next.KeepTurns(mine, nil); err != nil {
+		t.Fatal(err)
+	}
+	next.AddOrphans(left)
+	if kept, err := ReadTurns(mine); err != nil || !kept[sess].Equal(left[sess]) {
+		t.Fatalf("kept %+v, %v; want %+v", kept, err, left)
+	}
+	if err := next.Close(context.Background(), protocol.StatusCompleted, 1); err != nil {
+		t.Fatal(err)
+	}
+	envs := out.Envelopes()
+	envtest.CheckInvariants(t, envs)
+	envtest.Eq(t, describeAll(envs), "TS", "TCS(toolu_1 Bash)", `TCE(toolu_1 error "`+StoppedCut.Result+`")`, "S("+StoppedCut.Note+")", "TE(failed)")
+	if kept, err := ReadTurns(mine); err != nil || len(kept) != 0 {
+		t.Fatalf("kept %+v, %v after the end", kept, err)
 	}
 }
