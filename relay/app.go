@@ -35,6 +35,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Go(func() { me.run(ctx) })
 	defer s.unfollow(me)
+	s.addApp(me)
 	var listing *lister // one per connection, however many list frames come
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {

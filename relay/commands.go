@@ -52,6 +52,7 @@ type routes struct {
 	followers map[string]map[*peer]struct{} // owner/session -> app connections told its commands' statuses
 	delivered map[string]*peer              // owner/session/id -> the CLI it was handed to, not answered yet
 	clis      map[*peer]struct{}            // every CLI connection (told its account's devices)
+	apps      map[string]map[*peer]struct{} // device credential id -> its app connections (given its session keys as they come)
 
 	// beforeDelivered, when set (tests), runs after a command is handed to
 	// a CLI and before "delivered" is recorded.
@@ -62,7 +63,7 @@ type routes struct {
 }
 
 func newRoutes() routes {
-	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}, clis: map[*peer]struct{}{}}
+	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}, clis: map[*peer]struct{}{}, apps: map[string]map[*peer]struct{}{}}
 }
 
 // told runs the shown hook (tests).
@@ -97,10 +98,43 @@ func (s *Server) follow(app *peer, session string) {
 	s.followers[k][app] = struct{}{}
 }
 
+// addApp records an app connection of a device, which gets the keys
+// its machines wrap for it while it is connected, whatever it shows.
+func (s *Server) addApp(app *peer) {
+	if app.device == "" {
+		return
+	}
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	if s.apps[app.device] == nil {
+		s.apps[app.device] = map[*peer]struct{}{}
+	}
+	s.apps[app.device][app] = struct{}{}
+}
+
+// appsOf are the app connections of device, of owner, here.
+func (s *Server) appsOf(owner, device string) []*peer {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	var out []*peer
+	for p := range s.apps[device] {
+		if p.owner == owner {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // unfollow forgets an app connection that ended.
 func (s *Server) unfollow(app *peer) {
 	s.peersMu.Lock()
 	defer s.peersMu.Unlock()
+	if as := s.apps[app.device]; as != nil {
+		delete(as, app)
+		if len(as) == 0 {
+			delete(s.apps, app.device)
+		}
+	}
 	for k, fs := range s.followers {
 		delete(fs, app)
 		if len(fs) == 0 {

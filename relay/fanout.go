@@ -25,6 +25,8 @@ import (
 //   - e: a session has new envelopes: each node's apps that follow it read
 //     on from their last sequence number, and its listers get the session;
 //   - s: a session's announcement changed (or it was deleted);
+//   - k: a CLI stored a session's keys: each node's apps of those devices
+//     get theirs (whatever they show);
 //   - c: a session has a command waiting: the node whose CLI owns the
 //     session hands it over;
 //   - x: a command's status moved: each node tells its apps that follow
@@ -159,6 +161,8 @@ func (s *Server) fanReceived(ctx context.Context, m fanMsg) {
 		s.fanSessionChanged(ctx, m.Session, m.Owner)
 	case "s":
 		s.fanSessionChanged(ctx, m.Session, m.Owner)
+	case "k":
+		s.fanKeysStored(ctx, m.Session, m.Owner)
 	case "c":
 		s.peersMu.Lock()
 		cli := s.owners[m.Session]

@@ -223,20 +223,40 @@ func (s *Server) storeKeys(ctx context.Context, c *websocket.Conn, me *peer, f p
 		e.Ref = f.Ref
 		return writeFrame(ctx, c, e)
 	}
-	s.peersMu.Lock()
-	var apps []*peer
-	for p := range s.followers[me.owner+"/"+f.Session] {
-		apps = append(apps, p)
-	}
-	s.peersMu.Unlock()
-	for _, app := range apps {
-		for _, k := range f.Keys {
-			if app.device == k.Device {
-				app.send(protocol.Frame{Type: protocol.FrameSessionKey, Session: f.Session, Wrapped: k.Wrapped, Machine: f.Machine})
-			}
+	// Every app of those devices, here and on the other relays, gets its
+	// key at once, whatever it shows: a device trusted while the session
+	// runs opens it (its list, its page) without loading again.
+	for _, k := range f.Keys {
+		for _, app := range s.appsOf(me.owner, k.Device) {
+			app.send(protocol.Frame{Type: protocol.FrameSessionKey, Session: f.Session, Wrapped: k.Wrapped, Machine: f.Machine})
 		}
 	}
+	s.fanSend(ctx, fanMsg{Kind: "k", Session: f.Session, Owner: me.owner})
 	return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session})
+}
+
+// fanKeysStored gives this node's apps of owner the keys another node
+// stored for session (a notice "k"), each its own device's.
+func (s *Server) fanKeysStored(ctx context.Context, session, owner string) {
+	s.peersMu.Lock()
+	devices := make([]string, 0, len(s.apps))
+	for d := range s.apps {
+		devices = append(devices, d)
+	}
+	s.peersMu.Unlock()
+	for _, d := range devices {
+		apps := s.appsOf(owner, d)
+		if len(apps) == 0 {
+			continue
+		}
+		wrapped, machine, err := s.store.SessionKeyFor(ctx, session, d)
+		if err != nil {
+			continue // none for this device (or the store failed: it asks at its next subscribe)
+		}
+		for _, app := range apps {
+			app.send(protocol.Frame{Type: protocol.FrameSessionKey, Session: session, Wrapped: wrapped, Machine: machine})
+		}
+	}
 }
 
 // sendSessionKey gives an app of a device the session's key, if the

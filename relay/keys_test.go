@@ -225,3 +225,50 @@ func TestKeysAndSealedEnvelopesRefused(t *testing.T) {
 		t.Fatalf("blob %d, %v", len(b), err)
 	}
 }
+
+// A key a CLI wraps for a device reaches every app connection of that
+// device at once, whatever it shows (the list, another session), not only
+// one that follows the session: a device trusted while a session runs
+// opens it without loading again. Another device's app gets nothing.
+func TestSessionKeyReachesEveryAppOfTheDevice(t *testing.T) {
+	r := startTestRelay(t)
+	cli := dialAs(t, r, testToken, "/ws/cli")
+	phone, phoneID := pairDevice(t, r, "phone", bytes.Repeat([]byte{1}, 32))
+	tablet, _ := pairDevice(t, r, "tablet", bytes.Repeat([]byte{2}, 32))
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, 0, 1)})
+	recvType(t, cli, protocol.FrameAck)
+
+	lister := dialAs(t, r, phone, "/ws/app") // on the list
+	send(t, lister, protocol.Frame{Type: protocol.FrameList})
+	recvType(t, lister, protocol.FrameSessions)
+	elsewhere := dialAs(t, r, phone, "/ws/app") // on another session
+	send(t, elsewhere, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1})
+	recvType(t, elsewhere, protocol.FrameCaughtUp)
+	other := dialAs(t, r, tablet, "/ws/app")
+	send(t, other, protocol.Frame{Type: protocol.FrameList})
+	recvType(t, other, protocol.FrameSessions)
+
+	machine, wrapped := b64(32, 5), b64(113, 1)
+	send(t, cli, protocol.Frame{Type: protocol.FrameKeys, Ref: "k1", Session: a1, Machine: machine,
+		Keys: []protocol.WrappedKey{{Device: phoneID, Wrapped: wrapped}}})
+	recvType(t, cli, protocol.FrameAck)
+	for name, app := range map[string]*websocket.Conn{"listing": lister, "following another session": elsewhere} {
+		if f := recvType(t, app, protocol.FrameSessionKey); f.Session != a1 || f.Wrapped != wrapped || f.Machine != machine {
+			t.Fatalf("the phone's app %s got %+v", name, f)
+		}
+	}
+	// The tablet's app: no key came before the answer to its question.
+	send(t, other, protocol.Frame{Type: protocol.FrameSessionKey, Session: a1})
+	for {
+		f := recv(t, other)
+		if f.Type == protocol.FrameSessionKey {
+			t.Fatalf("the tablet got the phone's key: %+v", f)
+		}
+		if f.Type == protocol.FrameError {
+			if f.Code != "no-key" {
+				t.Fatalf("the tablet's question: %+v", f)
+			}
+			break
+		}
+	}
+}
