@@ -26,12 +26,14 @@ type process struct {
 	// (takenAtExit); echo is closed and replaced at each. untaken are the
 	// texts of the prompts written and not taken, oldest first; lastEcho
 	// is the uuid of the last prompt echoed.
-	emu      sync.Mutex
-	written  int
-	echoed   int
-	echo     chan struct{}
-	untaken  []string
-	lastEcho string
+	emu     sync.Mutex
+	written int
+	echoed  int
+	echo    chan struct{}
+	untaken []string
+	// sinceResult counts the prompts taken since Claude's last result.
+	sinceResult int
+	lastEcho    string
 	// transcriptAt is the size of the session's transcript when this
 	// Claude started (-1: not known): what it writes comes after.
 	transcriptAt int64
@@ -86,6 +88,7 @@ func (p *process) promptsEchoed(n int, uuid string) {
 	p.emu.Lock()
 	defer p.emu.Unlock()
 	p.echoed += n
+	p.sinceResult += n
 	p.untaken = p.untaken[min(n, len(p.untaken)):]
 	if uuid != "" {
 		p.lastEcho = uuid
@@ -94,6 +97,29 @@ func (p *process) promptsEchoed(n int, uuid string) {
 		close(p.echo)
 	}
 	p.echo = make(chan struct{})
+}
+
+// atResult is told each result of Claude's; local says it ran no model
+// turn (num_turns 0). A slash command Claude runs itself without a word
+// on stdout (2.1.330: /context, /cost, /model…; it prints their output
+// as a message of its own and such a result) is taken with it: the oldest
+// prompt not taken, when it is one and nothing was taken since the last
+// result. It reports whether it took one.
+func (p *process) atResult(local bool) bool {
+	p.emu.Lock()
+	defer p.emu.Unlock()
+	taken := local && p.sinceResult == 0 && len(p.untaken) > 0 && isSlashCommand(p.untaken[0])
+	p.sinceResult = 0
+	if !taken {
+		return false
+	}
+	p.echoed++
+	p.untaken = p.untaken[1:]
+	if p.echo != nil {
+		close(p.echo)
+	}
+	p.echo = make(chan struct{})
+	return true
 }
 
 // newTranscript says that the prompts taken from now on are in a new

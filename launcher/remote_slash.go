@@ -73,6 +73,54 @@ func (r *Remote) commandRecords(rec *claude.Record) []*claude.Record {
 	return recs
 }
 
+// localCommandRecords returns what Claude recorded of a slash command it
+// ran itself and printed only the output of (no echo): the records from
+// where the transcript ended when it was written up to the command.
+// Called by the reader without mu: it may wait for the transcript.
+func (r *Remote) localCommandRecords() []*claude.Record {
+	r.mu.Lock()
+	at := r.cmdAt
+	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
+	r.mu.Unlock()
+	if at < 0 {
+		return nil
+	}
+	deadline := time.Now().Add(SubagentFileWait)
+	for {
+		recs, _ := readMessages(path, at, "")
+		for i, rec := range recs {
+			if isCommandLine(rec) {
+				r.mu.Lock()
+				r.cmdAt = -1
+				r.mu.Unlock()
+				return recs[:i+1]
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(subagentFilePoll)
+	}
+}
+
+// isCommandLine reports whether rec is the record of a slash command the
+// user gave (<command-name>…).
+func isCommandLine(rec *claude.Record) bool {
+	if rec.Type != claude.TypeUser || rec.IsMeta || rec.Message == nil {
+		return false
+	}
+	c := rec.Message.Content
+	if c.IsString {
+		return strings.Contains(c.String, "<command-name>")
+	}
+	for _, b := range c.Blocks {
+		if b.Type == "text" && b.Text != nil && strings.Contains(*b.Text, "<command-name>") {
+			return true
+		}
+	}
+	return false
+}
+
 // readThrough reads the main-chain messages of the transcript at path from
 // offset at up to and including the one with uuid stop, waiting for it up
 // to SubagentFileWait (Claude writes the file and stdout separately); at

@@ -173,3 +173,39 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	sameContentAsReplay(t, withoutNote, filepath.Join(e.ProjectDir(t), first+".jsonl"))
 	sameContentAsReplay(t, out.of(second), filepath.Join(e.ProjectDir(t), second+".jsonl"))
 }
+
+// Slash commands the real Claude Code runs itself and answers without a
+// word of the model (/context, /cost, /model): it echoes none of them, and
+// prints their output as a message of its own. Each prompt is taken (done,
+// in order, the session idle after), and each command shows as the
+// transcript's replay shows it (/cost is recorded as /usage).
+func TestRealClaudeRemoteLocalCommands(t *testing.T) {
+	rig, e := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
+	prompt := func(text string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := rig.r.Prompt(ctx, text); err != nil {
+			t.Fatalf("prompt %q: %v", text, err)
+		}
+	}
+	prompt("hello one")
+	prompt("/context")
+	prompt("/cost")
+	prompt("hello two")
+	rig.untilState("idle", func(s SessionState) bool { return s.Status == StatusIdle })
+	rig.r.Stop(protocol.StatusCompleted)
+	users := func(envs []protocol.Envelope) (ids, d []string) {
+		for _, env := range envs {
+			if env.Role == protocol.RoleUser {
+				ids, d = append(ids, env.ID), append(d, describe(env))
+			}
+		}
+		return ids, d
+	}
+	liveIDs, live := users(rig.checkTurns())
+	wantIDs, want := users(replayFiles(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl")))
+	if !slices.Equal(live, []string{"U(hello one)", "U(/context)", "U(/usage)", "U(hello two)"}) || !slices.Equal(liveIDs, wantIDs) {
+		t.Fatalf("prompts live %q (%q), replay %q (%q)", live, liveIDs, want, wantIDs)
+	}
+}

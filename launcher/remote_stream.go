@@ -89,6 +89,14 @@ func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Recor
 		if rec == nil {
 			return nil, false
 		}
+		if rec.Type == claude.TypeAssistant && rec.ParentToolUseID == "" && !rec.IsSidechain && !rec.IsAPIError &&
+			rec.Message != nil && rec.Message.Model == claude.SyntheticModel {
+			// The output of a slash command Claude ran itself, as a
+			// message of its own: the command is in the transcript only.
+			if recs := r.localCommandRecords(); len(recs) > 0 {
+				return recs, false
+			}
+		}
 		if m.IsReplay && rec.ParentToolUseID == "" && !rec.IsSidechain && commandOutput(rec) {
 			// A slash command's output, echoed: the command before it
 			// is in the transcript only.
@@ -367,6 +375,9 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 			w.ch <- m.Response
 		}
 	case claude.StreamResult:
+		if p.atResult(m.Result.NumTurns == 0) && r.queued > 0 {
+			r.queued-- // a slash command Claude ran without echoing it
+		}
 		r.result(m.Result)
 	}
 }
