@@ -108,16 +108,18 @@ func (r *rig) typeLine(term *terminal, text string) {
 	term.ptmx.Write([]byte("\r"))
 }
 
+// switchCases are who TestCrashDuringSwitch kills, and where.
+var switchCases = []struct{ who, point string }{
+	{"ccrelay", crashpoint.SwitchFlushed},
+	{"ccrelay", crashpoint.SwitchClosed},
+}
+
 // A session in the terminal (local mode) that the phone takes over with a
 // prompt, with ccrelay killed at each step of the switch (its crash points)
 // or the terminal's Claude killed as the switch begins; ccrelay then runs
 // again in remote mode, and the case ends as the crash matrix's do.
 func TestCrashDuringSwitch(t *testing.T) {
-	for _, c := range []struct{ who, point string }{
-		{"claude", ""},
-		{"ccrelay", crashpoint.SwitchFlushed},
-		{"ccrelay", crashpoint.SwitchClosed},
-	} {
+	for _, c := range switchCases {
 		name := c.who + "/switch"
 		if c.point != "" {
 			name += "/" + c.point
@@ -131,6 +133,15 @@ func TestCrashDuringSwitch(t *testing.T) {
 				return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "❯")
 			})
 			r.typeLine(term, typedPrompt)
+			// On a busy machine the terminal may take the Enter before
+			// its input box is ready: pressed again until Claude took the
+			// prompt (an empty prompt is nothing to Claude).
+			for try := 0; !r.phone.within("the typed prompt taken", 15*time.Second, func() bool { return r.transcriptHas(typedPrompt) }); try++ {
+				if try == 3 {
+					t.Fatalf("Claude never took the typed prompt\n%s", r.output())
+				}
+				term.ptmx.Write([]byte("\r"))
+			}
 			r.phone.until("the terminal's turn on the phone", func() bool {
 				return r.phone.sawText(protocol.RoleAgent, typedAnswer) && r.phone.envs[len(r.phone.envs)-1].Ev.T == protocol.KindTurnEnd
 			})
