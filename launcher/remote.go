@@ -502,10 +502,10 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 	defer r.mu.Unlock()
 	r.flushStash()
 	if r.turnOpen {
-		if recs := r.conv.Interrupted(); len(recs) > 0 {
-			r.q.Push(item{recs: recs})
-		}
-		r.q.Push(item{close: status, time: time.Now().UnixMilli()})
+		// The calls Claude left end as interrupted, with the ids the next
+		// Claude's repair of them maps to (mapper.Cut).
+		r.conv.Closed("")
+		r.q.Push(item{cut: &mapper.Cut{Status: status, Result: claude.InterruptedForToolText}, time: time.Now().UnixMilli()})
 	}
 	r.q.Close()
 	r.turnOpen, r.queued, r.pending = false, 0, nil

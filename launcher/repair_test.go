@@ -157,3 +157,60 @@ func TestRemoteHoldPassesRepairToMapper(t *testing.T) {
 	}
 	envtest.Eq(t, describeAll(out.Envelopes()), want...)
 }
+
+// The session goes back to the terminal while a remote Bash call runs: the
+// call ends once, interrupted, in the turn that ends cancelled, with the
+// id replay gives it from what the terminal's Claude records when it
+// resumes (its repair of the call), which adds nothing.
+func TestStopMidToolEndsCallAsReplay(t *testing.T) {
+	rig := newRemoteRig(t, map[string]any{"turns": []any{steps(longTool("toolu_long"))}}, RemoteOptions{})
+	rig.prompt("run it")
+	rig.until("the call", has("TCS(toolu_long Bash)", 1))
+	rig.r.Stop(protocol.StatusCancelled)
+	projectDir, err := claude.ProjectDir(filepath.Join(rig.home, ".claude"), rig.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := claude.TranscriptPath(projectDir, rigSession)
+	// The terminal's Claude resumes the session: its repair of the call.
+	repair := []string{
+		`{"type":"user","uuid":"r1","sessionId":"` + rigSession + `","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_long","is_error":true,"content":"[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown.]"}]}}`,
+		`{"type":"assistant","uuid":"n1","sessionId":"` + rigSession + `","message":{"id":"x1","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]}}`,
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := scanner.Batch{Session: rigSession}
+	for _, l := range repair {
+		if _, err := f.WriteString(l + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := claude.Parse([]byte(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Records = append(b.Records, scanner.Record{Record: r})
+	}
+	f.Close()
+	if err := rig.r.feed.(*Pipeline).Deliver(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	live := rig.checkTurns()
+	d := describeAll(live)
+	if n := count(d, "TCE(toolu_long"); n != 1 {
+		t.Fatalf("the call ended %d times: %q", n, d)
+	}
+	wantInOrder(t, d, "U(run it)", "TS", "TCS(toolu_long Bash)", `TCE(toolu_long error "[Request interrupted by user for tool use]")`, "TE(cancelled)")
+	var end string
+	for _, e := range replayFiles(t, path) {
+		if e.Ev.T == protocol.KindToolCallEnd && e.Ev.Call == "toolu_long" {
+			end = e.ID
+		}
+	}
+	for _, e := range live {
+		if e.Ev.T == protocol.KindToolCallEnd && e.ID != end {
+			t.Fatalf("the call's end %s, replay's %s", e.ID, end)
+		}
+	}
+}
