@@ -236,6 +236,12 @@ func (r *Remote) moveTo(p *process, id string) {
 	r.flushMessage()
 	r.flushStash()
 	r.log.Info("remote: Claude goes on in a new session", "session", r.id, "new", id)
+	if r.events != nil {
+		// The session left is idle: nothing more runs in it.
+		st := r.snapshot()
+		st.Status, st.Permissions = StatusIdle, nil
+		r.q.Push(item{state: &st})
+	}
 	r.q.Push(item{session: id})
 	r.id = id
 	// Its transcript tells whether a Claude started again resumes it
@@ -243,7 +249,14 @@ func (r *Remote) moveTo(p *process, id string) {
 	r.opts.Resume = false
 	r.conv = NewConverter(id)
 	r.files = newSubFiles(r.opts.ProjectDir, id, SubagentFileWait, r.log)
-	r.crashAt, r.cmdAt = -1, -1
+	r.crashAt = -1
+	if r.cmdAt >= 0 && r.clearCmd == nil {
+		// A command Claude records in the new session (2.1.197 writes
+		// its /clear there, and prints no conversation_reset).
+		r.cmdAt = 0
+	} else {
+		r.cmdAt = -1
+	}
 	clear(r.repaired)
 	// The prompts this Claude takes from now on are in the new transcript.
 	p.transcriptAt = 0

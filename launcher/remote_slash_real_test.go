@@ -209,3 +209,48 @@ func TestRealClaudeRemoteLocalCommands(t *testing.T) {
 		t.Fatalf("prompts live %q (%q), replay %q (%q)", live, liveIDs, want, wantIDs)
 	}
 }
+
+// The older Claude Code versions CI runs (2.1.197) print no
+// conversation_reset for a /clear: the init of the new session, and the
+// command's output as a message of its own. The prompt is taken, the
+// session moves to the new one, which starts with the /clear command, and
+// the next prompt is answered there.
+func TestRealClaudeRemoteClearOlderVersions(t *testing.T) {
+	for _, in := range claudetest.Installs(t) {
+		if c, ok := claude.CompareVersions(in.Version, "2.1.330"); !ok || c >= 0 {
+			continue
+		}
+		t.Run(in.Version, func(t *testing.T) {
+			e := claudetest.NewWith(t, in.Path, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
+			out := &sessionsOutbox{}
+			opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			first := claude.NewSessionID()
+			r := NewRemote(first, opts, NewPipeline("", out), &events{})
+			t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
+			prompt := func(text string) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				if err := r.Prompt(ctx, text); err != nil {
+					t.Fatalf("prompt %q: %v", text, err)
+				}
+			}
+			prompt("hello one")
+			untilSession(t, out, first, "the first turn", has("TE(completed)", 1))
+			prompt("/clear")
+			second := r.ID()
+			for deadline := time.Now().Add(60 * time.Second); second == first && time.Now().Before(deadline); second = r.ID() {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if second == first {
+				t.Fatal("the session did not follow Claude to its new session")
+			}
+			prompt("hello two")
+			d := untilSession(t, out, second, "the answer after /clear", has("A(answer)", 1))
+			if d[0] != "U(/clear)" || count(d, "U(hello two)") != 1 {
+				t.Fatalf("the session after /clear: %q", d)
+			}
+		})
+	}
+}
