@@ -133,6 +133,7 @@ func (s *Server) markCLIGone(ctx context.Context, session string) error {
 	_, held := s.owners[session]
 	s.peersMu.Unlock()
 	if held || s.heldElsewhere(ctx, session) {
+		s.log.Debug("a session's CLI came back in time", "session", session, "here", held)
 		return nil
 	}
 	si, err := s.store.session(ctx, session)
