@@ -79,6 +79,7 @@ func FuzzParseKeyFile(f *testing.F) {
 	f.Add([]byte(keyFileHeader + "\n" + b64.EncodeToString(make([]byte, 32)) + "\n"))
 	f.Add([]byte(""))
 	f.Add([]byte(keyFileHeader + "\n"))
+	f.Add(make([]byte, PrivateKeySize))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		k, err := parseKeyFile(body)
 		if err == nil && k.Private() == nil {

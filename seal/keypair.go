@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/ecdh"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -22,6 +23,9 @@ var b64 = base64.RawURLEncoding.Strict()
 const (
 	// PublicKeySize is the size of an X25519 public key.
 	PublicKeySize = 32
+	// PrivateKeySize is the size of an X25519 private key; a key file of
+	// exactly this size is of the older, raw form.
+	PrivateKeySize = 32
 	// FingerprintSize is how many bytes of a public key's SHA-256 its
 	// fingerprint keeps: 128 bits, 22 characters of base64url.
 	FingerprintSize = 16
@@ -138,41 +142,59 @@ func SaveKeyPair(path string, k *KeyPair) error {
 	return nil
 }
 
-// LoadKeyPair reads a key file written by SaveKeyPair. It refuses a file that
-// others than its owner may read or write (ErrKeyFileMode), since the private
-// key must not have leaked.
+// LoadKeyPair reads a key file written by SaveKeyPair, or one of the older
+// form, the 32 private-key bytes alone. It refuses a file that others than
+// its owner may read or write (ErrKeyFileMode), since the private key must
+// not have leaked.
 func LoadKeyPair(path string) (*KeyPair, error) {
+	k, _, err := loadKeyPair(path)
+	return k, err
+}
+
+// loadKeyPair is LoadKeyPair that also says whether the file was of the
+// older, raw form.
+func loadKeyPair(path string) (k *KeyPair, raw bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("seal: load key: %w", err)
+		return nil, false, fmt.Errorf("seal: load key: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("seal: load key: %w", err)
+		return nil, false, fmt.Errorf("seal: load key: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("seal: load key %s: not a regular file", path)
+		return nil, false, fmt.Errorf("seal: load key %s: not a regular file", path)
 	}
 	if runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%w: %s has mode %v, want 0600 (chmod 600 it if nobody else read it, or remove it to make a new key and pair again)",
+		return nil, false, fmt.Errorf("%w: %s has mode %v, want 0600 (chmod 600 it if nobody else read it, or remove it to make a new key and pair again)",
 			ErrKeyFileMode, path, st.Mode().Perm())
 	}
 	body, err := io.ReadAll(io.LimitReader(f, MaxKeyFileBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("seal: load key: %w", err)
+		return nil, false, fmt.Errorf("seal: load key: %w", err)
 	}
-	k, err := parseKeyFile(body)
+	k, err = parseKeyFile(body)
 	if err != nil {
-		return nil, fmt.Errorf("seal: load key %s: %w", path, err)
+		return nil, false, fmt.Errorf("seal: load key %s: %w", path, err)
 	}
-	return k, nil
+	return k, len(body) == PrivateKeySize, nil
 }
 
 // parseKeyFile reads the contents of a key file.
 func parseKeyFile(body []byte) (*KeyPair, error) {
 	if len(body) > MaxKeyFileBytes {
 		return nil, errors.New("not a key file: too large")
+	}
+	if len(body) == PrivateKeySize {
+		// The older form: the private key's bytes alone. A file of the
+		// documented form is never this short (its header alone is 30
+		// bytes, its key line 44).
+		priv, err := ecdh.X25519().NewPrivateKey(body)
+		if err != nil {
+			return nil, fmt.Errorf("private key: %w", err)
+		}
+		return &KeyPair{priv: priv}, nil
 	}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	var lines []string
@@ -194,11 +216,21 @@ func parseKeyFile(body []byte) (*KeyPair, error) {
 }
 
 // LoadOrCreateKeyPair loads the key file at path, or makes and saves a new
-// key pair if there is none; created says which.
+// key pair if there is none; created says which. A key file of the older,
+// raw form is rewritten in the documented one (the same key), so that every
+// key file reads as docs/security.md says.
 func LoadOrCreateKeyPair(path string) (k *KeyPair, created bool, err error) {
-	k, err = LoadKeyPair(path)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return k, false, err
+	k, raw, err := loadKeyPair(path)
+	if err == nil {
+		if raw {
+			if err := rewriteKeyFile(path, k); err != nil {
+				return nil, false, err
+			}
+		}
+		return k, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, err
 	}
 	k, err = GenerateKeyPair()
 	if err != nil {
@@ -212,4 +244,25 @@ func LoadOrCreateKeyPair(path string) (k *KeyPair, created bool, err error) {
 		return nil, false, err
 	}
 	return k, true, nil
+}
+
+// rewriteKeyFile replaces the key file at path with k in the documented
+// form, atomically: a reader at the same time finds the old file or the new
+// one, each holding the same key.
+func rewriteKeyFile(path string, k *KeyPair) error {
+	tmp := filepath.Join(filepath.Dir(path), ".key-rewrite-"+b64.EncodeToString(randomBytes(6)))
+	if err := SaveKeyPair(tmp, k); err != nil {
+		return fmt.Errorf("seal: rewrite key file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("seal: rewrite key file %s: %w", path, err)
+	}
+	return nil
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return b
 }

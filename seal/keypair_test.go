@@ -190,3 +190,42 @@ func TestParsePublicKey(t *testing.T) {
 		}
 	}
 }
+
+// A key file of the older form (the 32 private-key bytes alone) is read,
+// and LoadOrCreateKeyPair rewrites it in the documented form with the same
+// key; a raw file that others may read is refused like any key file.
+func TestLoadKeyPairRawForm(t *testing.T) {
+	k := newKeyPair(t)
+	path := filepath.Join(t.TempDir(), "machine.key")
+	if err := os.WriteFile(path, k.Private().Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadKeyPair(path)
+	if err != nil || !got.Private().Equal(k.Private()) {
+		t.Fatalf("raw key: %v", err)
+	}
+	if b, _ := os.ReadFile(path); len(b) != PrivateKeySize {
+		t.Fatal("LoadKeyPair changed the file")
+	}
+	got, created, err := LoadOrCreateKeyPair(path)
+	if err != nil || created || !got.Private().Equal(k.Private()) {
+		t.Fatalf("LoadOrCreateKeyPair: created=%v err=%v", created, err)
+	}
+	want := keyFileHeader + "\n" + b64.EncodeToString(k.Private().Bytes()) + "\n"
+	if b, _ := os.ReadFile(path); string(b) != want {
+		t.Fatalf("rewritten as %q, want %q", b, want)
+	}
+	if st, _ := os.Stat(path); runtime.GOOS != "windows" && st.Mode().Perm() != 0o600 {
+		t.Fatalf("rewritten with mode %v", st.Mode().Perm())
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("left files behind: %v", entries)
+	}
+	if runtime.GOOS != "windows" {
+		os.WriteFile(path, k.Private().Bytes(), 0o600)
+		os.Chmod(path, 0o644)
+		if _, _, err := LoadOrCreateKeyPair(path); !errors.Is(err, ErrKeyFileMode) {
+			t.Fatalf("a readable raw key file: %v, want ErrKeyFileMode", err)
+		}
+	}
+}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdh"
-	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ccrelay/ccrelay/internal/durable"
+	"github.com/ccrelay/ccrelay/seal"
 	"github.com/spf13/cobra"
 )
 
@@ -63,36 +61,20 @@ func writePrivate(path string, b []byte) error {
 }
 
 // machineKey loads this machine's X25519 key from the state folder,
-// making it on first use.
+// making it on first use, in the key file format of docs/security.md (a key
+// of the older raw form is read and rewritten in it). A key file that group
+// or others may read is refused: the key may have leaked.
 func machineKey(state string) (*ecdh.PrivateKey, error) {
-	path := filepath.Join(state, MachineKeyFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		k, err := ecdh.X25519().NewPrivateKey(b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w (move it away to make a new key)", path, err)
-		}
-		return k, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("machine key: %w", err)
-	}
-	k, err := ecdh.X25519().GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("machine key: %w", err)
-	}
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, fmt.Errorf("machine key: %w", err)
 	}
 	// Made once: two ccrelay starting together make one key (the other
 	// reads it); a key that changed would no longer match the devices'.
-	if err := durable.Publish(path, k.Bytes(), 0o600); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return machineKey(state)
-		}
+	k, _, err := seal.LoadOrCreateKeyPair(filepath.Join(state, MachineKeyFile))
+	if err != nil {
 		return nil, fmt.Errorf("machine key: %w", err)
 	}
-	return k, nil
+	return k.Private(), nil
 }
 
 // relayCall makes a JSON request to the relay and decodes its JSON answer;
