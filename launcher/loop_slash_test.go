@@ -1,0 +1,108 @@
+package launcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// A /clear from the app moves the loop to Claude's new session: the app is
+// told its state, and the terminal taking the session back resumes the
+// conversation after the clear, not the one before.
+func TestLoopFollowsClear(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	local := filepath.Join(t.TempDir(), "local.json")
+	stream := filepath.Join(t.TempDir(), "stream.json")
+	arglog := filepath.Join(t.TempDir(), "args")
+	const sess = "77777777-2222-4333-8444-555555555555"
+	writeJSON(t, local, map[string]any{"lines": []string{}, "hang": true})
+	writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "one"}), steps(map[string]any{"text": "two"})}})
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	out := &sessionsOutbox{}
+	pipe := NewPipeline("", out)
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	scanDone := make(chan error, 1)
+	go func() { scanDone <- sc.Run(scanCtx) }()
+	defer func() { stopScan(); <-scanDone }()
+	keysR, keysW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keysR.Close()
+	defer keysW.Close()
+	cmds := make(chan Command)
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLoop(ctx, LoopOptions{
+			Local:  LocalOptions{Claude: fakeClaude, Dir: project, Env: env, HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
+			Remote: RemoteOptions{StopTimeout: time.Second}, StartRemote: true, Session: sess,
+			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
+		})
+		done <- err
+	}()
+	send := func(id, text string) {
+		t.Helper()
+		replies := make(chan error, 1)
+		cmds <- Command{Command: protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: text}, Reply: func(err error) { replies <- err }}
+		select {
+		case err := <-replies:
+			if err != nil {
+				t.Fatalf("prompt %q: %v", text, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("prompt %q not done", text)
+		}
+	}
+	send("c1", "first")
+	untilSession(t, out, sess, "the first turn", has("TE(completed)", 1))
+	send("c2", "/clear")
+	send("c3", "second")
+	var second string
+	deadline := time.Now().Add(10 * time.Second)
+	for second == "" {
+		ents, _ := os.ReadDir(projectDir)
+		for _, e := range ents {
+			if id, ok := strings.CutSuffix(e.Name(), ".jsonl"); ok && id != sess {
+				second = id
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session after /clear")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	untilSession(t, out, second, "the turn after /clear", has("A(two)", 1))
+
+	keysW.Write([]byte("  "))
+	waitFor(t, "local mode", func() bool { return ev.last().Mode == "local" })
+	argv := readArgLog(t, arglog)
+	if last := argv[len(argv)-1]; !slices.Contains(last, "--resume="+second) {
+		t.Fatalf("the terminal's Claude started with %q, want --resume=%s", last, second)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
