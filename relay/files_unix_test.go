@@ -61,7 +61,7 @@ func TestDataDirModes(t *testing.T) {
 			os.Chmod(dir, 0o777)
 			for _, f := range []string{TokenFile, StoreFile} {
 				if f == TokenFile {
-					os.WriteFile(filepath.Join(dir, f), []byte("old-token\n"), 0o644)
+					os.WriteFile(filepath.Join(dir, f), []byte("old-token-5e0d8c1b9a27f364c0ffee\n"), 0o644)
 				} else {
 					os.WriteFile(filepath.Join(dir, f), nil, 0o644)
 				}

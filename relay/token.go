@@ -74,6 +74,9 @@ func LoadOrCreateToken(dir string) (string, error) {
 		if tok == "" {
 			return "", fmt.Errorf("token file %s is empty; delete it to make a new token", path)
 		}
+		if err := CheckToken(tok); err != nil {
+			return "", fmt.Errorf("token file %s, line 1: %w", path, err)
+		}
 		return tok, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
@@ -114,10 +117,48 @@ func LoadTokens(dir string) ([]string, error) {
 		return nil, fmt.Errorf("read tokens: %w", err)
 	}
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if t := strings.TrimSpace(l); t != "" {
-			out = append(out, t)
+	for i, l := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" {
+			continue
 		}
+		if err := CheckToken(t); err != nil {
+			return nil, fmt.Errorf("token file %s, line %d: %w", filepath.Join(dir, TokenFile), i+1, err)
+		}
+		out = append(out, t)
 	}
 	return out, nil
+}
+
+// MinTokenChars is the length of the shortest token a relay takes: 16
+// random bytes (128 bits) written in hex, as `openssl rand -hex 16` makes
+// them. The relay makes 32 random bytes (64 hex digits) itself.
+const MinTokenChars = 32
+
+// minTokenDistinct is the fewest different characters a token may have:
+// a random token of 32 hex digits has about 15, so fewer shows a pattern
+// ("aaaa…", "abab…") that no length makes hard to guess.
+const minTokenDistinct = 8
+
+// CheckToken refuses a relay token too weak to guard the relay: shorter
+// than MinTokenChars, made of fewer than minTokenDistinct different
+// characters, or holding anything but printable ASCII (a space, a control
+// character or another alphabet cannot travel in the header that carries
+// it). The error never quotes the token.
+func CheckToken(tok string) error {
+	const how = "make one with: openssl rand -hex 16 (or delete the token file, and the relay makes a new one)"
+	seen := map[rune]bool{}
+	for _, r := range tok {
+		if r <= ' ' || r > '~' {
+			return fmt.Errorf("the token holds a space, a control character or a character outside printable ASCII: %s", how)
+		}
+		seen[r] = true
+	}
+	if n := len(tok); n < MinTokenChars {
+		return fmt.Errorf("the token is %d characters, fewer than the %d a relay token needs (16 random bytes in hex): %s", n, MinTokenChars, how)
+	}
+	if len(seen) < minTokenDistinct {
+		return fmt.Errorf("the token is made of only %d different characters, a pattern anyone can guess: %s", len(seen), how)
+	}
+	return nil
 }

@@ -193,7 +193,7 @@ func TestAppSaysWhyOffline(t *testing.T) {
 	// The credential is revoked (the relay restarts with another token).
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	r.cmd.Wait()
-	if err := os.WriteFile(filepath.Join(r.data, relay.TokenFile), []byte("another-token-0123456789\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(r.data, relay.TokenFile), []byte("another-token-0123456789abcdef0123\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r.cmd = restartServe(t, r.data, addr)
