@@ -383,7 +383,7 @@ const MaxUntakenPrompts = 64
 // writes each command to Claude's stdin in arrival order. Only the wait for
 // Claude to take it, and the reply, run asynchronously.
 type ordered struct {
-	ctx        context.Context // the session's: the waits end with it
+	ctx        context.Context // the session's: a setting's wait ends with it, a prompt's with Claude
 	stopWrites context.CancelFunc
 	r          orderedRemote
 	fifo       chan Command
@@ -471,6 +471,13 @@ func (w *ordered) write(c Command) {
 		ctx, cancel := w.ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
 			ctx, cancel = context.WithTimeout(w.ctx, timeout)
+		}
+		if c.Kind == protocol.CommandPrompt {
+			// A prompt's outcome is Claude's: taken or not, it is known
+			// when Claude echoes it or ends (the session's end stops
+			// Claude before it waits for this), never when ccrelay is
+			// told to stop: Claude may have it in its transcript then.
+			ctx = context.WithoutCancel(w.ctx)
 		}
 		defer cancel()
 		err := wait(ctx)

@@ -81,3 +81,51 @@ func TestLoopTakeOverBeforeAnyPrompt(t *testing.T) {
 		t.Fatalf("argv of the starts: %q", argv)
 	}
 }
+
+// ccrelay stopped (its context ends: SIGTERM) while Claude waits for the
+// model with the prompt in its transcript: the prompt is done, since
+// Claude took it, not rejected with "context canceled". The wait for
+// Claude ends when Claude does, which the loop's end brings.
+func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	stream := filepath.Join(t.TempDir(), "stream.json")
+	writeJSON(t, stream, map[string]any{"turns": []any{map[string]any{"lateEcho": true, "steps": []any{map[string]any{"sleepMs": 60000}}}}})
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + stream}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const sess = "88888888-2222-4333-8444-555555555555"
+	cmds := make(chan Command)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := RunLoop(ctx, LoopOptions{
+			Local:    LocalOptions{Claude: fakeClaude, Dir: project, Env: env, Logger: log},
+			Remote:   RemoteOptions{StopTimeout: time.Second},
+			Pipeline: NewPipeline("", &MemOutbox{}), Commands: cmds, Events: &events{},
+			StartRemote: true, Session: sess, Logger: log,
+		})
+		done <- err
+	}()
+	reply := make(chan error, 1)
+	cmds <- Command{Command: protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "hello"}, Reply: func(err error) { reply <- err }}
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the prompt in Claude's transcript", func() bool {
+		st, _ := readTranscriptState(claude.TranscriptPath(projectDir, sess))
+		return st == transcriptMessages
+	})
+	cancel()
+	select {
+	case err := <-reply:
+		if err != nil {
+			t.Fatalf("the prompt Claude took: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the prompt was never answered")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

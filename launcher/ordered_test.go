@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -222,11 +223,12 @@ func TestOrderedQueueBounded(t *testing.T) {
 }
 
 // untakenRemote writes every prompt at once; Claude takes them only when
-// the test says (take), never on a timer.
+// the test says (take), never on a timer, until it ends (ended closed).
 type untakenRemote struct {
 	mu      sync.Mutex
 	written int
 	take    chan struct{} // one send takes the oldest prompt not taken
+	ended   chan struct{}
 }
 
 func (u *untakenRemote) SendPrompt(string) (func(context.Context) error, error) {
@@ -237,6 +239,8 @@ func (u *untakenRemote) SendPrompt(string) (func(context.Context) error, error) 
 		select {
 		case <-u.take:
 			return nil
+		case <-u.ended:
+			return errors.New("Claude Code stopped before taking the prompt")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -255,7 +259,7 @@ func (u *untakenRemote) count() int { u.mu.Lock(); defer u.mu.Unlock(); return u
 // answered on a timer (a long turn before it is no failure); it ends with
 // the session.
 func TestOrderedUntakenPromptsBounded(t *testing.T) {
-	u := &untakenRemote{take: make(chan struct{})}
+	u := &untakenRemote{take: make(chan struct{}), ended: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newOrdered(ctx, u)
 	replies := make(chan error, MaxUntakenPrompts+2)
@@ -288,9 +292,11 @@ func TestOrderedUntakenPromptsBounded(t *testing.T) {
 	if n := u.count(); n != MaxUntakenPrompts+1 {
 		t.Fatalf("%d prompts written after one was taken, want %d", n, MaxUntakenPrompts+1)
 	}
-	// The session ends: the prompts not taken are answered with why.
+	// The session ends (its Claude with it, as the loop stops it): the
+	// prompts not taken are answered with why.
 	cancel()
 	w.stop()
+	close(u.ended)
 	w.waits.Wait()
 	n := 0
 	for len(replies) > 0 {
