@@ -180,6 +180,11 @@ func checkInfo(info json.RawMessage) error {
 			return fmt.Errorf("info %q is %d bytes, more than %d", clip(k, 64), len(v)-2, protocol.MaxInfoStringBytes)
 		}
 	}
+	if v, ok := m["sealed"]; ok {
+		if err := checkSealedInfo(v); err != nil {
+			return err
+		}
+	}
 	if p, ok := m["permissions"]; ok {
 		var list []json.RawMessage
 		if json.Unmarshal(p, &list) != nil {
@@ -188,6 +193,26 @@ func checkInfo(info json.RawMessage) error {
 		if len(list) > protocol.MaxInfoPermissions {
 			return fmt.Errorf("info lists %d permission requests, more than %d", len(list), protocol.MaxInfoPermissions)
 		}
+	}
+	return nil
+}
+
+// checkSealedInfo checks a sealed announcement's summary (info.sealed) as
+// far as the relay can: a string of strict unpadded base64url (one text
+// form per value: sealedBytes) of a sealed value's possible size. A value
+// that fails would be dropped from the summary, which would leave the
+// session listed without its title, folder or machine, and unmarked as
+// sealed.
+func checkSealedInfo(v json.RawMessage) error {
+	var text string
+	if json.Unmarshal(v, &text) != nil {
+		return fmt.Errorf("info sealed must be a string (a sealed value in base64url)")
+	}
+	if min := (protocol.SealOverhead*8 + 5) / 6; len(text) < min || len(text) > protocol.MaxSealedInfoChars {
+		return fmt.Errorf("info sealed is %d characters, not a sealed summary (%d to %d)", len(text), min, protocol.MaxSealedInfoChars)
+	}
+	if _, ok := sealedBytes([]byte(text)); !ok {
+		return fmt.Errorf("info sealed is not strict unpadded base64url (another alphabet, padding, or unused trailing bits set): nothing of the announcement was kept")
 	}
 	return nil
 }
