@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -114,22 +115,24 @@ func TestCrashMatrix(t *testing.T) {
 	for _, ph := range phases {
 		byName[ph.name] = ph
 	}
-	for _, c := range matrix {
-		ph, ok := byName[c.phase]
-		if !ok {
-			t.Fatalf("no phase %q", c.phase)
+	for _, in := range claudetest.Installs(t) {
+		for _, c := range matrix {
+			ph, ok := byName[c.phase]
+			if !ok {
+				t.Fatalf("no phase %q", c.phase)
+			}
+			t.Run(in.Version+"/"+c.who+"/"+c.phase, func(t *testing.T) {
+				t.Parallel()
+				crashCase(t, in.Path, c.who, ph)
+			})
 		}
-		t.Run(c.who+"/"+c.phase, func(t *testing.T) {
-			t.Parallel()
-			crashCase(t, c.who, ph)
-		})
 	}
 }
 
-func crashCase(t *testing.T, who string, ph phase) {
+func crashCase(t *testing.T, claudeBin, who string, ph phase) {
 	var r *rig
 	for attempt := 1; ; attempt++ {
-		r = newRig(t, who == "daemon")
+		r = newRig(t, claudeBin, who == "daemon")
 		if ph.setup != nil {
 			ph.setup(r)
 		}

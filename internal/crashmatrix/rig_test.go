@@ -54,13 +54,14 @@ type rig struct {
 	errw    *lockedWriter
 }
 
-// newRig makes a case's relay, phone and fake API.
-func newRig(t *testing.T, daemon bool) *rig {
+// newRig makes a case's relay, phone and fake API, for the Claude Code
+// at claudeBin.
+func newRig(t *testing.T, claudeBin string, daemon bool) *rig {
 	t.Helper()
 	base, token := startRelay(t)
 	r := &rig{t: t, base: base, token: token, session: claude.NewSessionID(), state: t.TempDir(), gates: t.TempDir(),
 		hold: make(chan struct{}), daemon: daemon}
-	r.env = claudetest.New(t)
+	r.env = claudetest.NewWith(t, claudeBin)
 	r.claudeBin = r.env.Claude
 	r.phone = dialPhone(t, base, token, r.session)
 	r.phone.more = r.output

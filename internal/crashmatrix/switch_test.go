@@ -15,6 +15,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -119,57 +120,59 @@ var switchCases = []struct{ who, point string }{
 // or the terminal's Claude killed as the switch begins; ccrelay then runs
 // again in remote mode, and the case ends as the crash matrix's do.
 func TestCrashDuringSwitch(t *testing.T) {
-	for _, c := range switchCases {
-		name := c.who + "/switch"
-		if c.point != "" {
-			name += "/" + c.point
+	for _, in := range claudetest.Installs(t) {
+		for _, c := range switchCases {
+			name := in.Version + "/" + c.who + "/switch"
+			if c.point != "" {
+				name += "/" + c.point
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				r := newRig(t, in.Path, false)
+				r.setRules(append(answerFirst(r), fakeapi.Rule{LastUserContains: typedPrompt, Reply: []fakeapi.Block{fakeapi.Text(typedAnswer)}})...)
+				term := r.startLocal(c.point)
+				r.screen(term, "Claude's input box", func(s string) bool {
+					return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "❯")
+				})
+				r.typeLine(term, typedPrompt)
+				// On a busy machine the terminal may take the Enter before
+				// its input box is ready: pressed again until Claude took the
+				// prompt (an empty prompt is nothing to Claude).
+				for try := 0; !r.phone.within("the typed prompt taken", 15*time.Second, func() bool { return r.transcriptHas(typedPrompt) }); try++ {
+					if try == 3 {
+						t.Fatalf("Claude never took the typed prompt\n%s", r.output())
+					}
+					term.ptmx.Write([]byte("\r"))
+				}
+				r.phone.until("the terminal's turn on the phone", func() bool {
+					return r.phone.sawText(protocol.RoleAgent, typedAnswer) && r.phone.envs[len(r.phone.envs)-1].Ev.T == protocol.KindTurnEnd
+				})
+				var claudePID int
+				if c.who == "claude" {
+					r.phone.until("the terminal's Claude", func() bool { claudePID = r.localClaudePID(); return claudePID != 0 })
+				}
+				r.prompt(firstPrompt)
+				switch c.who {
+				case "claude":
+					syscall.Kill(claudePID, syscall.SIGKILL)
+					r.answeredWith(r.phone.sent[len(r.phone.sent)-1].cmd.ID, firstAnswer)
+				case "ccrelay":
+					select {
+					case <-r.exited:
+					case <-time.After(60 * time.Second):
+						t.Fatalf("ccrelay was not killed at %s\n%s", c.point, r.output())
+					}
+					ws, _ := r.proc.ProcessState.Sys().(syscall.WaitStatus)
+					if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+						t.Fatalf("ccrelay ended without reaching %s: %v\n%s", c.point, r.proc.ProcessState, r.output())
+					}
+					r.proc = nil
+					r.startRemote()
+				}
+				r.nextAnswered()
+				r.check()
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			r := newRig(t, false)
-			r.setRules(append(answerFirst(r), fakeapi.Rule{LastUserContains: typedPrompt, Reply: []fakeapi.Block{fakeapi.Text(typedAnswer)}})...)
-			term := r.startLocal(c.point)
-			r.screen(term, "Claude's input box", func(s string) bool {
-				return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "❯")
-			})
-			r.typeLine(term, typedPrompt)
-			// On a busy machine the terminal may take the Enter before
-			// its input box is ready: pressed again until Claude took the
-			// prompt (an empty prompt is nothing to Claude).
-			for try := 0; !r.phone.within("the typed prompt taken", 15*time.Second, func() bool { return r.transcriptHas(typedPrompt) }); try++ {
-				if try == 3 {
-					t.Fatalf("Claude never took the typed prompt\n%s", r.output())
-				}
-				term.ptmx.Write([]byte("\r"))
-			}
-			r.phone.until("the terminal's turn on the phone", func() bool {
-				return r.phone.sawText(protocol.RoleAgent, typedAnswer) && r.phone.envs[len(r.phone.envs)-1].Ev.T == protocol.KindTurnEnd
-			})
-			var claudePID int
-			if c.who == "claude" {
-				r.phone.until("the terminal's Claude", func() bool { claudePID = r.localClaudePID(); return claudePID != 0 })
-			}
-			r.prompt(firstPrompt)
-			switch c.who {
-			case "claude":
-				syscall.Kill(claudePID, syscall.SIGKILL)
-				r.answeredWith(r.phone.sent[len(r.phone.sent)-1].cmd.ID, firstAnswer)
-			case "ccrelay":
-				select {
-				case <-r.exited:
-				case <-time.After(60 * time.Second):
-					t.Fatalf("ccrelay was not killed at %s\n%s", c.point, r.output())
-				}
-				ws, _ := r.proc.ProcessState.Sys().(syscall.WaitStatus)
-				if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-					t.Fatalf("ccrelay ended without reaching %s: %v\n%s", c.point, r.proc.ProcessState, r.output())
-				}
-				r.proc = nil
-				r.startRemote()
-			}
-			r.nextAnswered()
-			r.check()
-		})
 	}
 }
 
