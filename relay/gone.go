@@ -24,9 +24,9 @@ const DefaultCLIGoneAfter = 30 * time.Second
 const (
 	// CLIGoneWorking: the session was working (or waiting for a
 	// permission answer) when its ccrelay went away.
-	CLIGoneWorking = "ccrelay stopped relaying this session while Claude was working: its connection to the relay ended and did not come back (ccrelay, or its machine, stopped). What Claude did after that is not known here; the session is not running. Resume it to go on."
+	CLIGoneWorking = "ccrelay stopped relaying this session while Claude was working: its connection to the relay ended and did not come back (ccrelay stopped, or its machine is off or offline). What Claude did after that is not known here. Resume the session to go on."
 	// CLIGoneMachine: a machine's daemon went away.
-	CLIGoneMachine = "The daemon of this machine is not connected to the relay (it stopped, or the machine is off or offline): no session can be started or stopped here until it is back, and the sessions it ran have ended."
+	CLIGoneMachine = "The daemon of this machine is not connected to the relay (it stopped, or the machine is off or offline): a start or stop waits on the relay until it is back; the sessions it ran ended with it or are out of reach too."
 )
 
 // gone watches the sessions of CLI connections that ended. The watchers
