@@ -93,6 +93,7 @@ func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + stream}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const sess = "88888888-2222-4333-8444-555555555555"
+	out := &MemOutbox{}
 	cmds := make(chan Command)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -101,7 +102,7 @@ func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
 		_, err := RunLoop(ctx, LoopOptions{
 			Local:    LocalOptions{Claude: fakeClaude, Dir: project, Env: env, Logger: log},
 			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: NewPipeline("", &MemOutbox{}), Commands: cmds, Events: &events{},
+			Pipeline: NewPipeline("", out), Commands: cmds, Events: &events{},
 			StartRemote: true, Session: sess, Logger: log,
 		})
 		done <- err
@@ -127,5 +128,9 @@ func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	// Its text is shown once, with the transcript's id.
+	if d := describeAll(out.Envelopes()); count(d, "U(hello)") != 1 {
+		t.Fatalf("envelopes %q", d)
 	}
 }
