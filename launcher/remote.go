@@ -505,7 +505,7 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 		// The calls Claude left end as interrupted, with the ids the next
 		// Claude's repair of them maps to (mapper.Cut).
 		r.conv.Closed("")
-		r.q.Push(item{cut: &mapper.Cut{Status: status, Result: claude.InterruptedForToolText}, time: time.Now().UnixMilli()})
+		r.q.Push(item{cut: &mapper.Cut{Status: status, Result: claude.InterruptedForToolText, OnlyOpen: true}, time: time.Now().UnixMilli()})
 	}
 	r.q.Close()
 	r.turnOpen, r.queued, r.pending = false, 0, nil

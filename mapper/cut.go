@@ -29,6 +29,10 @@ type Cut struct {
 	// Source identifies the turn the cut opens for its note when no turn
 	// is open and no prompt waits for an answer ("": nothing is cut then).
 	Source string
+	// OnlyOpen cuts only a turn that is open: a prompt waiting for its
+	// answer keeps waiting (Claude's repair of it, or the next prompt,
+	// ends it).
+	OnlyOpen bool
 }
 
 // Texts of a cut that Claude's own repair makes (the reason is not known
@@ -60,6 +64,9 @@ func (m *Mapper) Cut(c Cut) []protocol.Envelope {
 }
 
 func (m *Mapper) cut(c Cut) {
+	if m.turn == "" && c.OnlyOpen {
+		return
+	}
 	if m.turn == "" {
 		src := m.unanswered
 		if src == "" {

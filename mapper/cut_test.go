@@ -148,4 +148,11 @@ func TestCutWithoutTurn(t *testing.T) {
 	if m.Turn() != "" || m.Unfinished() {
 		t.Fatal("the turn stays open")
 	}
+	// A prompt waiting for its answer: only a cut that may open a turn
+	// opens one for it.
+	feed(t, m, user("p1", "hi"))
+	if out := m.Cut(Cut{Status: protocol.StatusCancelled, OnlyOpen: true}); len(out) != 0 {
+		t.Fatalf("cut of no open turn: %q", describeAll(out))
+	}
+	eq(t, describeAll(m.Cut(Cut{Status: protocol.StatusFailed, Note: "n"})), "TS", "SVC(n)", "TE(failed)")
 }
