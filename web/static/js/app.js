@@ -100,6 +100,17 @@ function start() {
   app.conn = new Connection(token, { timing, visibility, open: (f) => e2e.openFrame(f) });
   app.conn.openBlob = (session, id, b64) => e2e.openBlob(session, id, b64);
   e2e.setAsk((session) => app.conn.send({ type: 'session-key', session }));
+  // A key that comes after the session was shown without it (this device
+  // was trusted while the session runs): the list is asked again, and
+  // opens its summary; the session's page, if shown, reads it again.
+  e2e.setOnKey((session, late) => {
+    if (!late) return;
+    app.conn.send({ type: 'list' });
+    if (app.route.name === 'session' && app.route.id === session) {
+      app.models.delete(session);
+      navigate();
+    }
+  });
   app.conn.addEventListener('frame', (e) => onFrame(e.detail));
   app.conn.addEventListener('bad-frame', (e) => skip(e.detail.why, e.detail.key));
   app.conn.addEventListener('stuck', (e) => app.page?.onStuck?.(e.detail));
@@ -107,6 +118,7 @@ function start() {
     // The relay no longer takes this device's credential: it forgets what
     // it kept and says it was signed out (forget.js).
     if (e.detail === 'revoked') { signedOut('revoked'); return; }
+    if (e.detail === 'open') e2e.retryKeyless();
     document.body.dataset.conn = e.detail;
     app.page?.onConn?.(e.detail);
   });

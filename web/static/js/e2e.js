@@ -51,10 +51,27 @@ const sealedSessions = new Set(); // sessions known to be end-to-end encrypted (
 const keyMachine = new Map(); // session -> the public key of the machine that wrapped its key
 const claims = new Map(); // session -> the machine name a plaintext session's summary names
 const plainAllowed = new Set(); // plaintext sessions the person chose to send to anyway (this page's life)
+const locked = new Set(); // sessions shown without their key (a summary or an envelope that did not open for want of it)
+const unwrapping = new Map(); // session -> a key being opened (resolves to it, or null)
 let ask = null; // (session) => sends a session-key request
+let onKey = null; // (session, late) => the page reads again what it could not open
 
 /** setAsk gives the module the way to ask the relay for a session's key. */
 export function setAsk(fn) { ask = fn; }
+
+/**
+ * setOnKey gives the module the way to tell the page that a session's key
+ * arrived; late: the session was said to have no key here before (a device
+ * trusted while it runs), so what was shown locked can open now.
+ */
+export function setOnKey(fn) { onKey = fn; }
+
+/**
+ * retryKeyless forgets which sessions the relay had no key of for this
+ * device: on a new connection they are asked again (a key may have come
+ * while the app was between connections, and it is pushed only once).
+ */
+export function retryKeyless() { keyless.clear(); }
 
 /** keyFor is a session's key, if this device has it. */
 export function keyFor(session) { return keys.get(session); }
@@ -68,6 +85,8 @@ function settle(session, key) {
 /** waitKey resolves to the session's key, asking the relay once; null if it has none for this device. */
 function waitKey(session) {
   if (keys.has(session)) return Promise.resolve(keys.get(session));
+  // A key that came (before what it opens) and is being opened.
+  if (unwrapping.has(session)) return unwrapping.get(session);
   if (keyless.has(session)) return Promise.resolve(null);
   return new Promise((resolve) => {
     const first = !waiting.has(session);
@@ -81,8 +100,25 @@ function waitKey(session) {
   });
 }
 
-/** takeSessionKey opens a session-key frame; it throws a SealedError if the key is not from a known machine. */
-export async function takeSessionKey(f) {
+/**
+ * takeSessionKey opens a session-key frame; it throws a SealedError if the
+ * key is not from a known machine. What waits for the session's key from
+ * now on waits for this one to open.
+ */
+export function takeSessionKey(f) {
+  const p = openSessionKey(f);
+  if (typeof f.session !== 'string') return p;
+  const late = keyless.has(f.session) || locked.has(f.session);
+  const opened = p.then((k) => k, () => null);
+  unwrapping.set(f.session, opened);
+  opened.then((k) => {
+    if (unwrapping.get(f.session) === opened) unwrapping.delete(f.session);
+    if (k) { locked.delete(f.session); onKey?.(f.session, late); }
+  });
+  return p;
+}
+
+async function openSessionKey(f) {
   if (typeof f.session !== 'string' || typeof f.wrapped !== 'string' || typeof f.machine !== 'string') throw new SealedError('a session key frame without its fields');
   // A key for this device, even one that does not open, says the session
   // is sealed: it gets no plaintext.
@@ -114,7 +150,7 @@ const noKey = 'this session is end-to-end encrypted and this device has no key f
 export async function openEnvelope(session, env) {
   if (!env || typeof env !== 'object' || typeof env.sealed !== 'string') return env;
   const key = await waitKey(session);
-  if (!key) throw new SealedError(noKey);
+  if (!key) { locked.add(session); throw new SealedError(noKey); }
   let plain;
   try {
     plain = JSON.parse(await S.openText(key, { session, id: env.id, direction: S.FROM_MACHINE }, env.sealed));
@@ -138,7 +174,7 @@ export async function openInfo(session, info) {
   if (!info || typeof info.sealed !== 'string') return info;
   sealedSessions.add(session);
   const key = await waitKey(session);
-  if (!key) return { ...info, sealed: undefined, locked: true, e2e: true };
+  if (!key) { locked.add(session); return { ...info, sealed: undefined, locked: true, e2e: true }; }
   try {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
     const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
