@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/internal/pgtest"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 )
@@ -270,5 +271,26 @@ func TestSessionKeyReachesEveryAppOfTheDevice(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// Two relays on one PostgreSQL: a key a CLI on one stores reaches the
+// device's listing app on the other at once.
+func TestNodesSessionKeyReachesApps(t *testing.T) {
+	pg := pgtest.Start(t)
+	url := pg.NewDatabase(t)
+	a, b := startNode(t, url), startNode(t, url)
+	phone, phoneID := pairDevice(t, a, "phone", bytes.Repeat([]byte{1}, 32))
+	app := dialAs(t, b, phone, "/ws/app")
+	send(t, app, protocol.Frame{Type: protocol.FrameList})
+	recvType(t, app, protocol.FrameSessions)
+
+	cli := dialAs(t, a, testToken, "/ws/cli")
+	machine, wrapped := b64(32, 5), b64(113, 1)
+	send(t, cli, protocol.Frame{Type: protocol.FrameKeys, Ref: "k1", Session: a1, Machine: machine,
+		Keys: []protocol.WrappedKey{{Device: phoneID, Wrapped: wrapped}}})
+	recvType(t, cli, protocol.FrameAck)
+	if f := recvType(t, app, protocol.FrameSessionKey); f.Session != a1 || f.Wrapped != wrapped || f.Machine != machine {
+		t.Fatalf("the phone's app on the other relay got %+v", f)
 	}
 }

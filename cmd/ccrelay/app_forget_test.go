@@ -115,6 +115,7 @@ func TestAppSignOutForgets(t *testing.T) {
 	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
 	must(t, ctx, chromedp.Click(chromedp.CSS(".device-signout")))
 	checkForgotten(t, ctx, "This device was signed out.")
+	checkAccessible(t, ctx, "the signed-out page")
 
 	// Revoked while connected.
 	pairBrowserWith(t, ctx, r, state)
