@@ -129,6 +129,7 @@ func (k *Keyring) Trust(d TrustedDevice) error {
 	if len(d.PublicKey) != 32 || d.ID == "" {
 		return errors.New("trust: a device needs an id and a 32-byte public key")
 	}
+	d.Name = protocol.CleanName(d.Name, 0) // as the relay passed it on
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	list, err := k.trustedLocked()

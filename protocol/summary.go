@@ -39,7 +39,13 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 	out := map[string]any{}
 	for _, k := range summaryStrings {
 		var s string
-		if json.Unmarshal(m[k], &s) == nil && s != "" {
+		if json.Unmarshal(m[k], &s) != nil {
+			continue
+		}
+		if k == "machine" {
+			s = CleanName(s, 0) // a name: no bidirectional or other control
+		}
+		if s != "" {
 			out[k] = clip(s, SummaryStringBytes)
 		}
 	}

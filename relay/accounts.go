@@ -16,8 +16,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // Roles of a credential. A machine (a CLI) writes envelopes and answers
@@ -153,22 +153,10 @@ func (s *Store) AdoptSessions(ctx context.Context, owner, account string) (int64
 	return n, tx.Commit()
 }
 
-// CleanName makes a machine's or device's name: spaces folded, control
-// characters dropped, at most MaxCredentialName runes. "" when nothing is
-// left.
-func CleanName(name string) string {
-	name = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError {
-			return ' '
-		}
-		return r
-	}, name)
-	name = strings.Join(strings.Fields(name), " ")
-	if r := []rune(name); len(r) > MaxCredentialName {
-		name = strings.TrimSpace(string(r[:MaxCredentialName]))
-	}
-	return name
-}
+// CleanName makes a machine's or device's name: control characters and
+// bidirectional controls dropped (protocol.CleanName), spaces folded, at
+// most MaxCredentialName runes. "" when nothing is left.
+func CleanName(name string) string { return protocol.CleanName(name, MaxCredentialName) }
 
 // AddCredential makes a credential of role for account, named name (a
 // number is added when the name is taken), and returns it with its secret:

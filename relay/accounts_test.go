@@ -363,3 +363,39 @@ func TestBootstrapTokenLoopbackOnly(t *testing.T) {
 		t.Errorf("the client's address is not logged: %s", r.log.String())
 	}
 }
+
+// A name with bidirectional or other control characters is kept without
+// them wherever the relay takes one: pairing, renaming (another credential
+// or itself), and a plaintext session's machine in the lists.
+func TestNamesDropControls(t *testing.T) {
+	r := startTestRelay(t)
+	code, b := api(t, r.srv, "POST", "/api/pair", testToken, pairRequest{Role: RoleDevice})
+	if code != http.StatusOK {
+		t.Fatalf("pair: %d %s", code, b)
+	}
+	var pa pairAnswer
+	json.Unmarshal(b, &pa)
+	code, b = api(t, r.srv, "POST", "/api/pair/redeem", "", redeemRequest{Code: pa.Code, Name: "Ann\u202e's \u2066phone\u2069\x1b[31m"})
+	var ra redeemAnswer
+	if json.Unmarshal(b, &ra); code != http.StatusOK || ra.Name != "Ann's phone [31m" {
+		t.Fatalf("redeemed: %d %q", code, ra.Name)
+	}
+	if code, b := api(t, r.srv, "POST", "/api/devices/rename", testToken, renameRequest{Name: ra.Name, To: "pad\u200f\u061c\u202a"}); code != 200 || !strings.Contains(string(b), `"name":"pad"`) {
+		t.Errorf("rename: %d %s", code, b)
+	}
+	if code, b := api(t, r.srv, "POST", "/api/me/rename", ra.Credential, renameRequest{To: "\u202dtablet\u202c"}); code != 200 || !strings.Contains(string(b), `"name":"tablet"`) {
+		t.Errorf("rename itself: %d %s", code, b)
+	}
+	if code, b := api(t, r.srv, "POST", "/api/me/rename", ra.Credential, renameRequest{To: "\u202e\u2067"}); code != http.StatusBadRequest {
+		t.Errorf("a name of controls only: %d %s", code, b)
+	}
+	cli := r.dial(t, testToken, "/ws/cli")
+	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"mode":"local","machine":"lap\u202etop"}`)})
+	if f := recv(t, cli); f.Type != protocol.FrameAck {
+		t.Fatalf("announce: %+v", f)
+	}
+	_, b = api(t, r.srv, "GET", "/sessions", testToken, nil)
+	if !strings.Contains(string(b), `"machine":"laptop"`) || strings.Contains(string(b), `\u202e`) || strings.Contains(string(b), "\u202e") {
+		t.Errorf("sessions: %s", b)
+	}
+}

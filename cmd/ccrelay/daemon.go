@@ -19,6 +19,8 @@ import (
 	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/internal/logfile"
 	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
 )
 
 type daemonFlags struct {
@@ -162,9 +164,10 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 		return err
 	}
 	version, _ := checkClaudeVersion(ctx, f.claude, log, io.Discard)
-	name := f.name
+	name := protocol.CleanName(f.name, relay.MaxCredentialName)
 	if name == "" {
-		name, _ = os.Hostname()
+		host, _ := os.Hostname()
+		name = protocol.CleanName(host, relay.MaxCredentialName)
 	}
 	command := []string{self, "--relay", f.relay, "--relay-token-file", tokenFile, "--state", state, "--claude", f.claude}
 	if f.plaintext {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 func newDevicesCmd() *cobra.Command {
@@ -35,7 +37,9 @@ func newDevicesCmd() *cobra.Command {
 				if d.LastSeen > 0 {
 					seen = time.UnixMilli(d.LastSeen).Format("2006-01-02 15:04")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Role, seen, d.Address)
+				// What the relay says is shown without control or
+				// bidirectional characters (a name cannot pose as another).
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", protocol.CleanName(d.Name, 0), protocol.CleanName(d.Role, 0), seen, protocol.CleanName(d.Address, 0))
 			}
 			return tw.Flush()
 		},

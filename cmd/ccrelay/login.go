@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
 	"github.com/ccrelay/ccrelay/seal"
 	"github.com/spf13/cobra"
 )
@@ -135,8 +137,9 @@ folder (mode 0600); ccrelay uses it from then on.`,
 			if err != nil {
 				return err
 			}
-			if name == "" {
-				name, _ = os.Hostname()
+			if name = protocol.CleanName(name, relay.MaxCredentialName); name == "" {
+				host, _ := os.Hostname()
+				name = protocol.CleanName(host, relay.MaxCredentialName)
 			}
 			var ans struct {
 				Credential, Name, Role string
@@ -144,6 +147,7 @@ folder (mode 0600); ccrelay uses it from then on.`,
 			if err := relayCall(cmd.Context(), "POST", relayURL+"/api/pair/redeem", "", map[string]any{"code": args[1], "name": name, "publicKey": key.PublicKey().Bytes()}, &ans); err != nil {
 				return err
 			}
+			ans.Name = protocol.CleanName(ans.Name, 0) // whatever the relay sent
 			if ans.Role != "machine" {
 				return fmt.Errorf("the code was for a %s, not a machine: make one with ccrelay pair --machine (the device credential made with it is unused; revoke %q with ccrelay devices revoke)", ans.Role, ans.Name)
 			}
