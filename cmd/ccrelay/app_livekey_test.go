@@ -45,19 +45,19 @@ func (m *liveMachine) stop() {
 	<-m.done
 }
 
-// A phone paired with a machine while its sessions run reads them at
-// once, without loading the page again: the pairing link opened in the tab
-// where the app is already open pairs it (the fragment changes only), the
-// machine wraps the running sessions' keys for it when it trusts it, and
-// the page takes them live: the session it shows (whose envelopes it
-// could not open) reads again, and the list opens the other session's
-// summary.
-func TestAppTrustedWhileRunningReadsLive(t *testing.T) {
-	r := startAppRelay(t)
-	state := t.TempDir()
+// The sessions runningSessions runs.
+const runA, runB = "11111111-0000-4000-8000-00000000000a", "11111111-0000-4000-8000-00000000000b"
+
+// runningSessions starts a relay and a machine that seals (it trusts a
+// device already) with two sessions of a corpus transcript, a and b,
+// flushed to the relay; the machine stays connected.
+func runningSessions(t *testing.T) (r *appRelay, state string, box *apiclient.Outbox, kr *apiclient.Keyring, infos map[string]string, m *liveMachine) {
+	t.Helper()
+	r = startAppRelay(t)
+	state = t.TempDir()
 	// The machine seals: it trusts a device already.
 	first, _ := seal.GenerateKeyPair()
-	_, kr := trustedDevice(t, r.base, r.token, state, first)
+	_, kr = trustedDevice(t, r.base, r.token, state, first)
 	box, err := apiclient.OpenOutboxWith(t.TempDir(), apiclient.OutboxOptions{Sealer: kr})
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +65,7 @@ func TestAppTrustedWhileRunningReadsLive(t *testing.T) {
 	t.Cleanup(func() { box.Close() })
 	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
 	envs := jsonlEnvelopes(t, transcript)
-	const a, b = "11111111-0000-4000-8000-00000000000a", "11111111-0000-4000-8000-00000000000b"
-	for _, id := range []string{a, b} {
+	for _, id := range []string{runA, runB} {
 		var list []protocol.Envelope
 		for i, e := range envs {
 			e.ID = protocol.DeriveID(id, fmt.Sprint(i))
@@ -79,16 +78,29 @@ func TestAppTrustedWhileRunningReadsLive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	infos := map[string]string{
-		a: `{"title":"the first running session","machine":"laptop","mode":"remote","status":"idle"}`,
-		b: `{"title":"the second running session","machine":"laptop","mode":"remote","status":"idle"}`,
+	infos = map[string]string{
+		runA: `{"title":"the first running session","machine":"laptop","mode":"remote","status":"idle"}`,
+		runB: `{"title":"the second running session","machine":"laptop","mode":"remote","status":"idle"}`,
 	}
-	m := startLiveMachine(t, r, box, kr, infos)
+	m = startLiveMachine(t, r, box, kr, infos)
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel0()
 	if err := m.client.Flush(ctx0); err != nil {
 		t.Fatal(err)
 	}
+	return r, state, box, kr, infos, m
+}
+
+// A phone paired with a machine while its sessions run reads them at
+// once, without loading the page again: the pairing link opened in the tab
+// where the app is already open pairs it (the fragment changes only), the
+// machine wraps the running sessions' keys for it when it trusts it, and
+// the page takes them live: the session it shows (whose envelopes it
+// could not open) reads again, and the list opens the other session's
+// summary.
+func TestAppTrustedWhileRunningReadsLive(t *testing.T) {
+	r, state, box, kr, infos, m := runningSessions(t)
+	a, b := runA, runB
 	// While the phone pairs, the machine's ccrelay is away: the phone
 	// finds the sessions without a key for it.
 	m.stop()
@@ -125,4 +137,29 @@ func TestAppTrustedWhileRunningReadsLive(t *testing.T) {
 		t.Error("the page loaded again")
 	}
 	t.Logf("both sessions read %v after the machine came back", time.Since(start).Round(time.Millisecond))
+}
+
+// The same with the machine's ccrelay connected all along: it wraps the
+// keys for the phone once ccrelay pair trusts it, and the phone's list,
+// shown right after pairing, opens both sessions' summaries without
+// loading again.
+func TestAppPairedWhileRunningListsLive(t *testing.T) {
+	r, state, _, _, _, _ := runningSessions(t)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	link, wait := pairWaiting(t, r.base, r.data, state)
+	must(t, ctx, chromedp.Navigate(link))
+	waitAsync(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
+	must(t, ctx, chromedp.SetValue(chromedp.CSS("input.pair-name"), "Test phone"), chromedp.Click(chromedp.CSS(".pair-form button")))
+	waitAsync(t, ctx, "the list, paired", `document.querySelector('.device-bar')?.dataset.role === 'device'`)
+	eval[bool](t, ctx, `(window.__samePage = true)`)
+	start := time.Now()
+	if res := wait(); res.code != 0 || !strings.Contains(res.stdout, "its key is confirmed") {
+		t.Fatalf("pair: %+v", res)
+	}
+	waitJS(t, ctx, "both summaries open", `['the first running session', 'the second running session'].every((t) => [...document.querySelectorAll('li[data-session]')].some((li) => li.textContent.includes(t)))`)
+	if !eval[bool](t, ctx, `window.__samePage === true`) {
+		t.Error("the page loaded again")
+	}
+	t.Logf("both summaries open %v after ccrelay pair trusted the phone", time.Since(start).Round(time.Millisecond))
 }
