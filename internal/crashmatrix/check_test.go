@@ -104,8 +104,25 @@ func (r *rig) transcripts() []string {
 // other.
 func (r *rig) replay() []protocol.Envelope {
 	r.t.Helper()
-	var out []protocol.Envelope
+	return r.replayFiles(r.transcripts())
+}
+
+// replayOf is `ccrelay replay` of the followed session's transcript.
+func (r *rig) replayOf() []protocol.Envelope {
+	r.t.Helper()
+	var files []string
 	for _, f := range r.transcripts() {
+		if filepath.Base(f) == r.session+".jsonl" {
+			files = append(files, f)
+		}
+	}
+	return r.replayFiles(files)
+}
+
+func (r *rig) replayFiles(files []string) []protocol.Envelope {
+	r.t.Helper()
+	var out []protocol.Envelope
+	for _, f := range files {
 		cmd := exec.Command(binary, "replay", "--format", "jsonl", "-q", f)
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
@@ -132,11 +149,11 @@ func (r *rig) replay() []protocol.Envelope {
 func (r *rig) check() {
 	r.t.Helper()
 	live := r.phone.envelopes()
-	want := r.replay()
+	want := r.replayOf()
 	r.liveIsReplay(live, want)
 	r.oneEndPerCall(live)
 	r.oneOpenTurn(live)
-	r.statusesTrue(want)
+	r.statusesTrue(r.replay())
 	// The state follows the turn's end (it is announced once the turn-end
 	// is stored).
 	idle := r.phone.within("the session listed idle", 30*time.Second, func() bool {

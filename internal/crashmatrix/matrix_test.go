@@ -82,7 +82,8 @@ var phases = []phase{
 
 // matrix is the cases TestCrashMatrix runs: who is killed (Claude in
 // remote mode, ccrelay --remote, or the daemon of a session started from
-// the phone) and the phase it is killed at.
+// the phone; claude-then-prompt: Claude, with the next prompt sent at
+// once) and the phase it is killed at.
 var matrix = []struct{ who, phase string }{
 	{"claude", "before-init"},
 	{"claude", "after-init-before-transcript"},
@@ -158,6 +159,11 @@ func crashCase(t *testing.T, claudeBin, who string, ph phase) {
 		r.killClaude()
 		r.release()
 		r.notBusyWithoutClaude("Claude killed")
+	case "claude-then-prompt":
+		// The phone's next prompt comes at once, while ccrelay may not
+		// have noticed Claude's death yet.
+		r.killClaude()
+		r.release()
 	case "ccrelay":
 		pid := r.claudePID()
 		r.killProc()

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -185,7 +186,7 @@ func (p *phone) until(what string, ok func() bool) {
 		if p.more != nil {
 			more = p.more()
 		}
-		p.t.Fatalf("waiting for %s\nenvelopes: %s\nstatus: %s\n%s", what, p.describe(), p.status(), more)
+		p.t.Fatalf("waiting for %s\nenvelopes: %s\nstatus: %s\ncommands: %s\n%s", what, p.describe(), p.status(), p.commands(), more)
 	}
 }
 
@@ -305,4 +306,19 @@ func describeOne(e protocol.Envelope) string {
 		return "S(" + short(e.Ev.Text) + ")"
 	}
 	return string(e.Ev.T)
+}
+
+// commands describes the commands sent and the statuses heard (locks).
+func (p *phone) commands() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, c := range p.sent {
+		var st []string
+		for _, f := range p.statuses[c.cmd.ID] {
+			st = append(st, f.Status+" "+f.Message)
+		}
+		out = append(out, fmt.Sprintf("%s %q %v", c.cmd.Kind, c.cmd.Text, st))
+	}
+	return strings.Join(out, "; ")
 }

@@ -351,3 +351,10 @@ func (r *rig) connected(session string) bool {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// view is the rig as it is now, for checking the session it follows
+// after it follows another: it shares what check reads, and runs nothing.
+func (r *rig) view() *rig {
+	return &rig{t: r.t, env: r.env, base: r.base, token: r.token, phone: r.phone, session: r.session, state: r.state, gates: r.gates,
+		claudeBin: r.claudeBin, errw: r.errw}
+}
