@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Limits of pairing (docs/protocol.md, "Limits: accounts and pairing").
@@ -64,6 +65,51 @@ type PairResult struct {
 	Role      string `json:"role"`
 	PublicKey []byte `json:"publicKey,omitempty"`
 	Confirm   []byte `json:"confirm,omitempty"`
+	// Accepted is the device's acceptance tag (seal.RoleDeviceAccepted),
+	// sent once it checked the machine key the relay passed on; Refused is
+	// why it refused that key (its credential is then revoked). The relay
+	// only passes them on: the machine checks the tag with the link's
+	// secret, which the relay never sees.
+	Accepted []byte `json:"accepted,omitempty"`
+	Refused  string `json:"refused,omitempty"`
+}
+
+// maxRefusal bounds the reason a device gives for refusing a pairing.
+const maxRefusal = 512
+
+// setAnswer records the redeemer's acceptance or refusal of a pairing in
+// its result, once: only the credential the code made may answer.
+func (p *pairing) setAnswer(ctx context.Context, code, cred string, accepted []byte, refused string) error {
+	k := codeKey(code)
+	t, err := p.store.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer t.Rollback()
+	var result string
+	err = t.QueryRowContext(ctx, `SELECT result FROM pairing_codes WHERE key = ?`, k[:]).Scan(&result)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && result == "") {
+		return errPair{"no such pairing of this device"}
+	}
+	if err != nil {
+		return err
+	}
+	var r PairResult
+	if err := json.Unmarshal([]byte(result), &r); err != nil {
+		return err
+	}
+	if r.ID != cred {
+		return errPair{"no such pairing of this device"}
+	}
+	if r.Accepted != nil || r.Refused != "" {
+		return errPair{"this pairing was already answered"}
+	}
+	r.Accepted, r.Refused = accepted, refused
+	b, _ := json.Marshal(r)
+	if _, err := t.ExecContext(ctx, `UPDATE pairing_codes SET result = ? WHERE key = ?`, string(b), k[:]); err != nil {
+		return err
+	}
+	return t.Commit()
 }
 
 // setResult records what a redeemed code made.
@@ -275,6 +321,15 @@ type redeemAnswer struct {
 	MachineKey []byte `json:"machineKey,omitempty"`
 }
 
+// answerRequest is POST /api/pair/answer: the device that redeemed code
+// accepts the machine key the relay passed on (accepted: its tag) or
+// refuses it (refused: why).
+type answerRequest struct {
+	Code     string `json:"code"`
+	Accepted []byte `json:"accepted,omitempty"`
+	Refused  string `json:"refused,omitempty"`
+}
+
 type renameRequest struct {
 	Name string `json:"name"` // the one renamed (its name or id); "" in /api/me
 	To   string `json:"to"`
@@ -320,6 +375,7 @@ func (s *Server) accountRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /api/pair", machine(s.servePair))
 	mux.HandleFunc("POST /api/pair/redeem", s.serveRedeem)
 	mux.Handle("GET /api/pair/result", machine(s.servePairResult))
+	mux.Handle("POST /api/pair/answer", s.auth(s.only(http.HandlerFunc(s.servePairAnswer), RoleDevice)))
 	mux.Handle("GET /api/devices", machine(s.serveDevices))
 	mux.Handle("POST /api/devices/revoke", machine(s.serveRevoke))
 	mux.Handle("POST /api/devices/rename", machine(s.serveRename))
@@ -372,6 +428,42 @@ func (s *Server) servePairResult(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}
+}
+
+// servePairAnswer takes the redeeming device's answer to its pairing and
+// keeps it for the machine (GET /api/pair/result). A refusal revokes the
+// device's credential at once: the pairing failed, and nothing of it stays.
+func (s *Server) servePairAnswer(w http.ResponseWriter, r *http.Request) {
+	var req answerRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	// Shown in the machine's terminal: no control characters.
+	req.Refused = strings.Join(strings.FieldsFunc(clip(req.Refused, maxRefusal), func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
+	}), " ")
+	if (len(req.Accepted) == 0) == (req.Refused == "") || len(req.Accepted) > maxPublicKey {
+		http.Error(w, "give either accepted (the acceptance tag) or refused (why)", http.StatusBadRequest)
+		return
+	}
+	p := principalFrom(r.Context())
+	err := s.pairing.setAnswer(r.Context(), req.Code, p.cred.ID, req.Accepted, req.Refused)
+	var pe errPair
+	switch {
+	case errors.As(err, &pe):
+		http.Error(w, pe.msg, http.StatusNotFound)
+		return
+	case err != nil:
+		s.storeFailed("pairing answer", "", err)
+		http.Error(w, "the relay's store failed", http.StatusServiceUnavailable)
+		return
+	}
+	if req.Refused == "" {
+		s.log.Info("pairing accepted by the device", "name", p.cred.Name)
+		writeJSON(w, http.StatusOK, map[string]any{"accepted": true})
+		return
+	}
+	s.revoke(r.Context(), w, p.cred, "it refused the pairing: "+req.Refused)
 }
 
 func nameOf(p principal) string {

@@ -32,6 +32,12 @@ type Role byte
 const (
 	RoleMachine Role = 1
 	RoleDevice  Role = 2
+	// RoleDeviceAccepted is the device's acceptance: the tag it makes only
+	// after it checked that the relay passed on the machine key its link
+	// names. The machine trusts a device only once it has it, so the two
+	// ends of a pairing never disagree; a relay that swapped a key cannot
+	// make it (it lacks the confirmation key).
+	RoleDeviceAccepted Role = 3
 )
 
 // NewPairingSecret makes a one-time pairing secret, in its text form.

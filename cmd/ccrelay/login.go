@@ -79,6 +79,14 @@ func machineKey(state string) (*ecdh.PrivateKey, error) {
 	return k.Private(), nil
 }
 
+// relayError is a relay's refusal of a call, with its status.
+type relayError struct {
+	status int
+	text   string
+}
+
+func (e *relayError) Error() string { return e.text }
+
 // relayCall makes a JSON request to the relay and decodes its JSON answer;
 // a refusal is an error with the relay's own words.
 func relayCall(ctx context.Context, method, url, cred string, in, out any) error {
@@ -104,7 +112,7 @@ func relayCall(ctx context.Context, method, url, cred string, in, out any) error
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))
+		return &relayError{status: resp.StatusCode, text: fmt.Sprintf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))}
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

@@ -64,9 +64,11 @@ prints a QR code of the link that pairs a phone: scan it, and the phone gets
 a credential of its own and makes a key pair that never leaves it. The link's
 #fragment, which the browser never sends, carries the code, this machine's
 public key and a one-time secret. Pair then waits for the phone, checks with
-the secret that the relay passed both keys on unchanged, and trusts the
+the secret that the relay passed both keys on unchanged, waits for the
+phone's proof that it accepted this machine's key, and only then trusts the
 phone: from then on this machine seals its sessions for it (end-to-end
-encryption). With --no-wait it prints the link and exits (the phone is paired
+encryption). If the phone refuses, or its proof does not come or does not
+match, the pairing failed: the relay's credential for the phone is removed. With --no-wait it prints the link and exits (the phone is paired
 but not trusted). With --machine it prints a code for "ccrelay login" on
 another machine instead.`,
 		Args: cobra.NoArgs,
@@ -119,9 +121,12 @@ another machine instead.`,
 			fmt.Fprintln(out, "Waiting for the device to pair (Ctrl-C stops waiting)…")
 			ctx, cancel := context.WithDeadline(cmd.Context(), time.UnixMilli(ans.Expires))
 			defer cancel()
-			res, err := waitPairResult(ctx, url, cred, ans.Code)
+			res, err := waitPairResult(ctx, url, cred, ans.Code, func(pairResult) bool { return true })
 			if errors.Is(err, context.Canceled) {
 				return errors.New("stopped waiting: a device may still pair with this code, but this machine will not trust it (run ccrelay pair again and wait)")
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return errors.New("the code expired before a device used it")
 			}
 			if err != nil {
 				return fmt.Errorf("waiting for the device: %w", err)
@@ -130,10 +135,10 @@ another machine instead.`,
 			if err != nil {
 				return err
 			}
-			if err := trustPaired(kr, secret, res); err != nil {
+			if err := confirmPaired(cmd.Context(), kr, url, cred, ans.Code, secret, res); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "Paired %q: its key is confirmed; sessions this machine sends from now on are sealed for it.\n", res.Name)
+			fmt.Fprintf(out, "Paired %q: its key is confirmed, and it accepted this machine's key; sessions this machine sends from now on are sealed for it.\n", res.Name)
 			return nil
 		},
 	}
@@ -161,11 +166,19 @@ type pairResult struct {
 	Role      string `json:"role"`
 	PublicKey []byte `json:"publicKey"`
 	Confirm   []byte `json:"confirm"`
+	Accepted  []byte `json:"accepted"`
+	Refused   string `json:"refused"`
 }
 
+// PairAnswerWait bounds how long ccrelay pair waits, once the code was
+// redeemed, for the device's acceptance of the machine key (it sends it at
+// once, one request after the redemption).
+const PairAnswerWait = time.Minute
+
 // waitPairResult asks the relay every PairPoll what became of code, until
-// it was redeemed or ctx ends.
-func waitPairResult(ctx context.Context, base, cred, code string) (pairResult, error) {
+// it was redeemed and done says the result is complete, or ctx ends (its
+// error is then returned as it is).
+func waitPairResult(ctx context.Context, base, cred, code string, done func(pairResult) bool) (pairResult, error) {
 	for {
 		req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/pair/result?code="+neturl.QueryEscape(code), nil)
 		if err != nil {
@@ -182,7 +195,9 @@ func waitPairResult(ctx context.Context, base, cred, code string) (pairResult, e
 				if err := json.Unmarshal(b, &r); err != nil {
 					return r, fmt.Errorf("relay answer: %w", err)
 				}
-				return r, nil
+				if done(r) {
+					return r, nil
+				}
 			case http.StatusAccepted:
 			default:
 				return pairResult{}, fmt.Errorf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))
@@ -190,35 +205,78 @@ func waitPairResult(ctx context.Context, base, cred, code string) (pairResult, e
 		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return pairResult{}, errors.New("the code expired before a device used it")
-			}
 			return pairResult{}, ctx.Err()
 		case <-time.After(PairPoll):
 		}
 	}
 }
 
-// trustPaired checks the device's confirmation tag with the link's secret
-// and, if it matches, trusts the device: the relay cannot have changed
-// either public key on the way.
-func trustPaired(kr *apiclient.Keyring, secret string, res pairResult) error {
-	if len(res.PublicKey) == 0 {
-		return fmt.Errorf("%q paired without a key (an older app?): it gets no session keys, and sessions stay unsealed for it", res.Name)
+// confirmPaired trusts the device that redeemed code only once both ends
+// agree: its confirmation matches this machine's key and the key the relay
+// passed on, and it then proved, with a tag only the link's secret makes,
+// that it accepted this machine's key (a device that refused says so, and
+// one whose proof does not come within PairAnswerWait is not trusted).
+// Otherwise the pairing failed, and the device's credential is removed
+// from the relay, so that neither end keeps half of it.
+func confirmPaired(ctx context.Context, kr *apiclient.Keyring, base, cred, code, secret string, res pairResult) error {
+	fail := func(why string) error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		defer cancel()
+		err := relayCall(rctx, "POST", base+"/api/devices/revoke", cred, map[string]string{"name": res.ID}, nil)
+		var re *relayError
+		if err != nil && !(errors.As(err, &re) && re.status == http.StatusNotFound) {
+			return fmt.Errorf("pairing %q failed: %s; its credential could not be removed from the relay (%v): remove it with ccrelay devices revoke %q", res.Name, why, err, res.Name)
+		}
+		return fmt.Errorf("pairing %q failed: %s; the relay's credential for it was removed (run ccrelay pair again)", res.Name, why)
 	}
-	dev, err := ecdh.X25519().NewPublicKey(res.PublicKey)
+	dev, err := checkPaired(secret, kr.Machine().Public(), res)
 	if err != nil {
-		return fmt.Errorf("%q sent a key that is not an X25519 public key: not trusted", res.Name)
+		return fail(err.Error())
+	}
+	wctx, cancel := context.WithTimeout(ctx, PairAnswerWait)
+	defer cancel()
+	ans, err := waitPairResult(wctx, base, cred, code, func(r pairResult) bool { return len(r.Accepted) > 0 || r.Refused != "" })
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fail(fmt.Sprintf("it did not confirm, within %v, that it accepted this machine's key (an app too old, or closed too soon)", PairAnswerWait))
+	case errors.Is(err, context.Canceled):
+		return fail("stopped waiting for it to accept this machine's key")
+	case err != nil:
+		return fail("waiting for it to accept this machine's key: " + err.Error())
+	case ans.Refused != "":
+		return fail("the device refused this machine's key: " + ans.Refused)
 	}
 	_, confirm, err := seal.PairingKeys(secret)
 	if err != nil {
-		return err
+		return fail(err.Error())
 	}
-	tag := base64.RawURLEncoding.EncodeToString(res.Confirm)
-	if err := seal.CheckConfirm(confirm, seal.RoleDevice, kr.Machine().Public(), dev, tag); err != nil {
-		return fmt.Errorf("%q is not trusted: its confirmation does not match this machine's key and the key the relay passed on; the relay (or someone on the way) changed a key", res.Name)
+	tag := base64.RawURLEncoding.EncodeToString(ans.Accepted)
+	if err := seal.CheckConfirm(confirm, seal.RoleDeviceAccepted, kr.Machine().Public(), dev, tag); err != nil {
+		return fail("its acceptance of this machine's key does not match: it was not made by the device with the link's secret (the relay, or someone on the way, changed it)")
 	}
 	return kr.Trust(apiclient.TrustedDevice{ID: res.ID, Name: res.Name, PublicKey: res.PublicKey, Added: time.Now().UnixMilli()})
+}
+
+// checkPaired checks the device's confirmation tag with the link's secret:
+// the relay cannot have changed either public key on the way. It returns
+// the device's public key.
+func checkPaired(secret string, machine *ecdh.PublicKey, res pairResult) (*ecdh.PublicKey, error) {
+	if len(res.PublicKey) == 0 {
+		return nil, errors.New("it paired without a key (an older app?): it would get no session keys")
+	}
+	dev, err := ecdh.X25519().NewPublicKey(res.PublicKey)
+	if err != nil {
+		return nil, errors.New("it sent a key that is not an X25519 public key")
+	}
+	_, confirm, err := seal.PairingKeys(secret)
+	if err != nil {
+		return nil, err
+	}
+	tag := base64.RawURLEncoding.EncodeToString(res.Confirm)
+	if err := seal.CheckConfirm(confirm, seal.RoleDevice, machine, dev, tag); err != nil {
+		return nil, errors.New("its confirmation does not match this machine's key and the key the relay passed on; the relay (or someone on the way) changed a key")
+	}
+	return dev, nil
 }
 
 // qrQuiet is the quiet zone around the printed QR code, in modules (the

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,7 +114,32 @@ func redeemAsDeviceCred(t *testing.T, base, link string, device *seal.KeyPair, s
 	if resp.StatusCode != http.StatusOK || !bytes.Equal(a.MachineKey, mk) {
 		t.Fatalf("redeem: %d, machine key %x (link %x)", resp.StatusCode, a.MachineKey, mk)
 	}
+	// It accepts the machine key it checked, as the app does (with a
+	// swapped key the machine fails the pairing first: no answer).
+	if swap == nil {
+		accepted, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDeviceAccepted, machine, device.Public()))
+		if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": m[1], "accepted": accepted}); st != http.StatusOK {
+			t.Fatalf("answer: %d %s", st, b)
+		}
+	}
 	return a.ID, a.Credential
+}
+
+// answerPairing posts a device's answer to its pairing (POST
+// /api/pair/answer) with its credential.
+func answerPairing(t *testing.T, base, cred string, body map[string]any) (int, string) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", base+"/api/pair/answer", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+cred)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
 }
 
 // Pairing confirms the phone's key; then a corpus session replayed to the
@@ -236,7 +262,7 @@ func TestSealedReplayAfterPairing(t *testing.T) {
 // trusts nothing and says so.
 func TestPairingCatchesSwappedKey(t *testing.T) {
 	data, state := t.TempDir(), t.TempDir()
-	serve, base, _ := startServe(t, data)
+	serve, base, token := startServe(t, data)
 	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
 	phone, _ := seal.GenerateKeyPair()
 	mallory, _ := seal.GenerateKeyPair()
@@ -248,6 +274,9 @@ func TestPairingCatchesSwappedKey(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, apiclient.TrustedDevicesFile)); !os.IsNotExist(err) {
 		t.Fatalf("a device was trusted: %v", err)
+	}
+	if names := credentialNames(t, base, token); slices.Contains(names, "phone") {
+		t.Fatalf("the relay keeps the failed pairing's credential: %v", names)
 	}
 }
 

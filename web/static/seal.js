@@ -31,6 +31,9 @@ export const FROM_DEVICE = 2; // app commands
 // Roles of a pairing confirmation.
 export const ROLE_MACHINE = 1;
 export const ROLE_DEVICE = 2;
+// The device's acceptance, made only once it checked the machine key the
+// relay passed on: the machine trusts the device only with it.
+export const ROLE_DEVICE_ACCEPTED = 3;
 
 // A SealError's code says why: 'malformed', 'version', 'open' (tampered,
 // moved, or another key), 'unwrap', 'confirm' (keys swapped on the way), or

@@ -81,11 +81,26 @@ export function showPairPage(root, pair, tokenKey, done) {
       if (!r.ok) throw new Error(text.trim() || ('the relay answered ' + r.status));
       const a = JSON.parse(text);
       if (pair.secret) {
+        // Both ends must agree (docs/security.md, "Pairing: trusting a
+        // device"): the device answers the pairing, and the machine trusts
+        // it only on its acceptance, a tag only the link's secret makes.
+        const answer = (body) => fetch('/api/pair/answer', {
+          method: 'POST', cache: 'no-store',
+          headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + a.credential },
+          body: JSON.stringify({ code: pair.code, ...body }),
+        });
         // The relay must name the machine the link names: a relay that
-        // swapped its key is caught here, and nothing is kept.
+        // swapped its key is caught here, the machine is told (its
+        // credential is revoked), and nothing is kept.
         if (typeof a.machineKey !== 'string' || a.machineKey !== std(S.b64decode(pair.machineKey))) {
+          await answer({ refused: 'the relay passed on another machine key than the pairing link names' }).catch(() => {});
           throw new Error('the relay changed the machine\'s key on the way: this device is not paired. Tell whoever runs the relay, and pair again.');
         }
+        const dev = await device();
+        const { confirm } = await S.pairingKeys(pair.secret);
+        const tag = await S.confirmTag(confirm, S.ROLE_DEVICE_ACCEPTED, S.b64decode(pair.machineKey), dev.publicKey);
+        const ok = await answer({ accepted: std(S.b64decode(tag)) });
+        if (!ok.ok) throw new Error('the relay did not pass on this device\'s acceptance of the machine\'s key (' + ((await ok.text()).trim() || ok.status) + '): pair again.');
         await rememberMachine(pair.machineKey);
       }
       localStorage.setItem(tokenKey, a.credential);
