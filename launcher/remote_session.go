@@ -230,9 +230,21 @@ func promptsIn(rec *claude.Record, texts []string) int {
 
 // samePrompt reports whether Claude's record of a prompt is the text
 // written (Claude ends each of several prompts taken together with a
-// newline).
+// newline). A slash command is recorded as its markup
+// (<command-name>/x</command-name>…<command-args>…</command-args>).
 func samePrompt(recorded, written string) bool {
-	return strings.TrimSpace(recorded) == strings.TrimSpace(written)
+	if strings.TrimSpace(recorded) == strings.TrimSpace(written) {
+		return true
+	}
+	if !isSlashCommand(written) {
+		return false
+	}
+	name, args, ok := recordedCommand(recorded)
+	if !ok {
+		return false
+	}
+	wname, wargs := splitCommand(written)
+	return name == wname && args == wargs
 }
 
 // PromptTaken looks in the session's transcript at path, past offset at,

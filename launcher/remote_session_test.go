@@ -218,6 +218,12 @@ func TestPromptsWritten(t *testing.T) {
 	result, _ := json.Marshal(map[string]any{"type": "user", "uuid": "r1", "message": map[string]any{"role": "user",
 		"content": []map[string]any{{"type": "tool_result", "tool_use_id": "t1", "content": "yes"}}}})
 	queue := `{"type":"queue-operation","operation":"enqueue","content":"yes"}`
+	// A slash command is recorded as its markup, not as the text written.
+	command := func(uuid, name, args string) string {
+		b, _ := json.Marshal(map[string]any{"type": "user", "uuid": uuid, "message": map[string]any{"role": "user",
+			"content": "<command-name>/" + name + "</command-name>\n            <command-message>" + name + "</command-message>\n            <command-args>" + args + "</command-args>"}})
+		return string(b)
+	}
 	for _, tc := range []struct {
 		name  string
 		lines []string
@@ -235,6 +241,12 @@ func TestPromptsWritten(t *testing.T) {
 		{"not ours", []string{user("u1", claude.InterruptedText), user("u2", "other")}, "", []string{"yes"}, nil, 0},
 		{"in order only", []string{user("u1", "second")}, "", []string{"first", "second"}, nil, 0},
 		{"a cut line", []string{user("u1", "yes")[:20]}, "", []string{"yes"}, nil, 0},
+		{"a slash command", []string{command("c1", "compact", "keep it short")}, "", []string{"/compact  keep it short"}, []string{"c1"}, 1},
+		{"a slash command without arguments", []string{command("c1", "cost", "")}, "", []string{"/cost"}, []string{"c1"}, 1},
+		{"then a prompt", []string{command("c1", "cost", ""), user("u1", "yes")}, "", []string{"/cost", "yes"}, []string{"c1", "u1"}, 2},
+		{"another command", []string{command("c1", "compact", "")}, "", []string{"/cost"}, nil, 0},
+		{"other arguments", []string{command("c1", "compact", "keep it short")}, "", []string{"/compact"}, nil, 0},
+		{"not a command", []string{command("c1", "tmp", "x is missing")}, "", []string{"/tmp/x is missing"}, nil, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "s.jsonl")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/lines"
@@ -39,6 +40,42 @@ func isSlashCommand(text string) bool {
 		}
 	}
 	return true
+}
+
+// splitCommand returns a slash command's name (without its slash) and
+// its arguments, trimmed.
+func splitCommand(text string) (name, args string) {
+	t := strings.TrimSpace(text)
+	if i := strings.IndexFunc(t, unicode.IsSpace); i >= 0 {
+		name, args = t[:i], strings.TrimSpace(t[i:])
+	} else {
+		name = t
+	}
+	return strings.TrimPrefix(name, "/"), args
+}
+
+// recordedCommand returns the name (without its slash) and arguments of
+// a slash command as the transcript records it:
+// <command-name>/x</command-name>…<command-args>y</command-args>.
+func recordedCommand(text string) (name, args string, ok bool) {
+	name = strings.TrimPrefix(markup(text, "command-name"), "/")
+	if name == "" {
+		return "", "", false
+	}
+	return name, markup(text, "command-args"), true
+}
+
+// markup returns what the first <tag>…</tag> of text holds, trimmed.
+func markup(text, tag string) string {
+	_, rest, ok := strings.Cut(text, "<"+tag+">")
+	if !ok {
+		return ""
+	}
+	v, _, ok := strings.Cut(rest, "</"+tag+">")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
 }
 
 // noteCommand remembers where the main transcript ends when a slash
