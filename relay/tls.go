@@ -203,10 +203,22 @@ func (s *Server) originAllowed(r *http.Request) bool {
 	return strings.EqualFold(u.Host, s.requestHost(r)) && s.hostAllowed(u.Host)
 }
 
+// HSTS is the Strict-Transport-Security header of every answer over HTTPS
+// (the relay's own TLS or a trusted proxy's): once a browser has reached
+// the relay's name over HTTPS, for a year it goes there only over HTTPS,
+// so that no one on the way can turn a link into plain http. Not on plain
+// http, where browsers ignore it, nor with includeSubDomains: the relay
+// does not speak for other names of its domain.
+const HSTS = "max-age=31536000"
+
 // transport applies the Host and Origin allowlists and refuses plain http
-// from other machines (a page for the app, 403 for the rest).
+// from other machines (a page for the app, 403 for the rest). Every answer
+// over HTTPS says HSTS.
 func (s *Server) transport(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.secure(r) {
+			w.Header().Set("Strict-Transport-Security", HSTS)
+		}
 		if !s.hostAllowed(s.requestHost(r)) {
 			s.log.Warn("unknown host refused", "addr", s.clientAddr(r), "host", s.requestHost(r))
 			http.Error(w, "this relay does not answer to that name (set --public-url to the address you open)", http.StatusMisdirectedRequest)

@@ -68,6 +68,56 @@ func TestTransportRules(t *testing.T) {
 	}
 }
 
+// Every answer over HTTPS (the relay's own TLS, or a trusted proxy's) says
+// Strict-Transport-Security; none over plain http, nor to forged proxy
+// headers.
+func TestHSTSOnHTTPSOnly(t *testing.T) {
+	st := openTestStore(t, t.TempDir()+"/relay.db")
+	plain := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	public, _ := url.Parse("https://relay.example.com")
+	proxied := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	proxied.Transport = Transport{PublicURL: public, Proxies: []netipPrefix{mustPrefix(t, "10.0.0.5")}}
+	https := map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-For": "198.51.100.7"}
+	for _, tc := range []struct {
+		name   string
+		srv    *Server
+		remote string
+		host   string
+		tls    bool
+		header map[string]string
+		path   string
+		hsts   bool
+	}{
+		{"own certificate: the page", plain, "192.168.1.20:5000", "192.168.1.9:8707", true, nil, "/", true},
+		{"own certificate: the API, refused", plain, "192.168.1.20:5000", "192.168.1.9:8707", true, nil, "/status", true},
+		{"own certificate: health", plain, "192.168.1.20:5000", "192.168.1.9:8707", true, nil, "/healthz", true},
+		{"trusted proxy, https", proxied, "10.0.0.5:5000", "relay.example.com", false, https, "/", true},
+		{"trusted proxy, https, a name refused", proxied, "10.0.0.5:5000", "other.example.com", false, https, "/", true},
+		{"loopback, plain http", plain, "127.0.0.1:5000", "127.0.0.1:8707", false, nil, "/", false},
+		{"LAN, plain http", plain, "192.168.1.20:5000", "192.168.1.9:8707", false, nil, "/", false},
+		{"trusted proxy, http", proxied, "10.0.0.5:5000", "relay.example.com", false, map[string]string{"X-Forwarded-Proto": "http"}, "/", false},
+		{"forged proxy headers", proxied, "198.51.100.7:5000", "relay.example.com", false, https, "/", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "http://"+tc.host+tc.path, nil)
+			req.RemoteAddr = tc.remote
+			req.Host = tc.host
+			if tc.tls {
+				req.TLS = &tls.ConnectionState{}
+			}
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			tc.srv.Handler().ServeHTTP(rec, req)
+			got := rec.Header().Get("Strict-Transport-Security")
+			if want := map[bool]string{true: "max-age=31536000"}[tc.hsts]; got != want {
+				t.Errorf("status %d, Strict-Transport-Security %q, want %q", rec.Code, got, want)
+			}
+		})
+	}
+}
+
 // Behind a trusted proxy, the client's address (X-Forwarded-For) is the
 // one logged and limited, and pairing links use the public URL.
 func TestProxyClientAddress(t *testing.T) {
