@@ -22,6 +22,20 @@ type notifyFlags struct {
 	contact string // --push-contact
 }
 
+// linkBase is the address links to the app start with (ntfy's): the
+// public URL when there is one (what phones open: --public-url, --acme),
+// else the first of this machine's network addresses a phone reaches
+// (listening on every address over HTTPS), else the address listened on.
+func (r *runningRelay) linkBase() string {
+	if r.public != "" {
+		return strings.TrimSuffix(r.public, "/")
+	}
+	if us := r.networkURLs(); len(us) > 0 {
+		return strings.TrimSuffix(us[0], "/")
+	}
+	return r.base
+}
+
 // startNotify turns on the relay's notifications: Web Push with the VAPID
 // keys of the store (made on first start, or taken from an older relay's
 // key file in the data folder; shared by the relays on one PostgreSQL),
@@ -41,10 +55,7 @@ func (r *runningRelay) startNotify(dir string, f notifyFlags) (stop func(), err 
 	stop = func() { cancel(); wg.Wait() }
 	wp := push.NewWebPush(keys, f.contact, nil, r.log)
 	wg.Go(func() { wp.Run(ctx) })
-	o := relay.PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, ImportFile: filepath.Join(dir, relay.PushFile), AppURL: r.base}
-	if us := r.networkURLs(); len(us) > 0 {
-		o.AppURL, _, _ = strings.Cut(us[0], "/#")
-	}
+	o := relay.PushOptions{PublicKey: keys.PublicKey(), WebPush: wp, ImportFile: filepath.Join(dir, relay.PushFile), AppURL: r.linkBase()}
 	if f.ntfy != "" {
 		n, err := push.NewNtfy(f.ntfy, nil, r.log)
 		if err != nil {

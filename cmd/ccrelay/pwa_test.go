@@ -234,41 +234,58 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 }
 
 // --notify-ntfy: each event is posted to the topic with a generic text and
-// a link to the session, never the session's content.
+// a link to the session, never the session's content. The link starts with
+// the public URL when one is given (--public-url), else with the address
+// the relay listens on.
 func TestServeNtfy(t *testing.T) {
-	type post struct{ body, click string }
-	posts := make(chan post, 16)
-	ntfy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		if r.URL.Path == "/ccrelay-test" {
-			posts <- post{string(b), r.Header.Get("Click")}
-		}
-	}))
-	defer ntfy.Close()
-	data := t.TempDir()
-	cmd, base, token := startServe(t, data, "--notify-ntfy", ntfy.URL+"/ccrelay-test")
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	r := &appRelay{data: data, base: base, token: token, cmd: cmd}
-	id, _ := r.replay(t, corpus+smallSession)
-	cli := dialCLI(t, r)
-	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
-		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "cat secret.txt"}, "description": "Read the secret"},
-	}})
-	select {
-	case p := <-posts:
-		if p.body != "Claude is waiting for your permission" || p.click != base+"/#/s/"+id {
-			t.Errorf("ntfy post %+v", p)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("nothing posted to ntfy")
-	}
-	// The VAPID key pair is in the store (shared by relays on one
-	// database), not in a file of the data folder.
-	if _, err := os.Stat(filepath.Join(data, push.KeyFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("vapid key file: %v, want none", err)
-	}
-	if key := storedVAPIDKey(t, data); key != pushKey(t, base, token) {
-		t.Errorf("the stored VAPID key %q is not the one /push/key gives", key)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		link  string // "" for the address listened on
+	}{
+		{"no public URL", nil, ""},
+		{"public URL", []string{"--public-url", "https://relay.example.com"}, "https://relay.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type post struct{ body, click string }
+			posts := make(chan post, 16)
+			ntfy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				if r.URL.Path == "/ccrelay-test" {
+					posts <- post{string(b), r.Header.Get("Click")}
+				}
+			}))
+			defer ntfy.Close()
+			data := t.TempDir()
+			cmd, base, token := startServe(t, data, append([]string{"--notify-ntfy", ntfy.URL + "/ccrelay-test"}, tc.extra...)...)
+			t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+			r := &appRelay{data: data, base: base, token: token, cmd: cmd}
+			id, _ := r.replay(t, corpus+smallSession)
+			cli := dialCLI(t, r)
+			cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+				{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "cat secret.txt"}, "description": "Read the secret"},
+			}})
+			link := tc.link
+			if link == "" {
+				link = base
+			}
+			select {
+			case p := <-posts:
+				if p.body != "Claude is waiting for your permission" || p.click != link+"/#/s/"+id {
+					t.Errorf("ntfy post %+v, want the link %s/#/s/%s", p, link, id)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("nothing posted to ntfy")
+			}
+			// The VAPID key pair is in the store (shared by relays on one
+			// database), not in a file of the data folder.
+			if _, err := os.Stat(filepath.Join(data, push.KeyFile)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("vapid key file: %v, want none", err)
+			}
+			if key := storedVAPIDKey(t, data); key != pushKey(t, base, token) {
+				t.Errorf("the stored VAPID key %q is not the one /push/key gives", key)
+			}
+		})
 	}
 }
 
