@@ -18,7 +18,7 @@ type process struct {
 	cmd    *exec.Cmd
 	tree   *claudeTree
 	stdin  io.WriteCloser
-	stdout io.Reader
+	stdout io.ReadCloser
 	stderr *tailBuffer
 	wmu    sync.Mutex
 	// Prompts written and prompts taken (emu): a prompt is taken once its
@@ -52,6 +52,9 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	cmd.Dir = dir
 	cmd.Env = claudeEnv(env) // no secret of ccrelay's reaches Claude's tools
 	cmd.SysProcAttr = childAttr()
+	// A command Claude ran in a session of its own can hold Claude's
+	// stderr after Claude is gone: Wait does not wait for it past this.
+	cmd.WaitDelay = outputHoldTimeout
 	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}), transcriptAt: -1,
 		exited: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
@@ -229,8 +232,21 @@ func (p *process) stop(timeout time.Duration) {
 	case <-time.After(timeout):
 	}
 	_ = p.tree.kill()
+	select {
+	case <-p.exited:
+		return
+	case <-time.After(outputHoldTimeout):
+	}
+	// Claude is dead, and something it started holds its stdout: what
+	// comes from there is not Claude's; stop reading.
+	_ = p.stdout.Close()
 	<-p.exited
 }
+
+// outputHoldTimeout is how long Claude's output is read, and its stderr
+// waited for, once Claude is killed (or has exited, for stderr): a process
+// Claude left can hold them for as long as it runs.
+const outputHoldTimeout = time.Second
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

@@ -310,3 +310,57 @@ func TestRealClaudeDaemonKilledMidTool(t *testing.T) {
 		})
 	}
 }
+
+// The daemon is SIGKILLed while its session runs a long tool, and Claude
+// left a process that holds its output (a command in a session of its own
+// that inherited Claude's stdout and stderr, for a minute): the session's
+// ccrelay does not wait for that output to end once Claude is dead, ends
+// the process, and exits within seconds.
+func TestDaemonKilledOutputHeld(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("needs /proc to find the sessions' processes")
+	}
+	const holder = "61.37" // seconds: the holder's command line is "sleep 61.37"
+	t.Cleanup(func() {
+		for _, p := range processesWith("sleep " + holder) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	})
+	r := newDaemonRig(t)
+	r.daemonEnv = []string{"FAKE_CLAUDE_OUTPUT_HOLDER=" + holder}
+	os.WriteFile(r.script, []byte(`{"turns":[{"steps":[{"text":"running it"},{"tool":{"id":"toolu_long*","name":"Bash","input":{"command":"sleep 600"},"runMs":600000}}]}]}`), 0o644)
+	r.startDaemon()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a := dialWSApp(t, ctx, r.base, r.token)
+	machine := a.machine()
+	s := claude.NewSessionID()
+	if got := a.command(machine, protocol.Command{Kind: protocol.CommandStart, Dir: r.project, Target: s, Text: "run the long tool"}); got != "" {
+		t.Fatalf("start refused: %s", got)
+	}
+	a.until("the session listed", func() bool { return a.info(s)["startedBy"] == machine })
+	a.send(protocol.Frame{Type: protocol.FrameSubscribe, Session: s})
+	a.until("the session running its tool", func() bool { return a.info(s)["status"] == "busy" && a.saw(s, "sleep 600") })
+	procs := sessionProcesses(s)
+	if len(procs) != 1 || len(processesWith("sleep "+holder)) != 1 {
+		t.Fatalf("before the kill: session %v, holder %v", procs, processesWith("sleep "+holder))
+	}
+	killed := time.Now()
+	r.daemon.Process.Kill()
+	r.daemon.Wait()
+	r.daemon = nil
+	for deadline := time.Now().Add(60 * time.Second); anyAlive(procs) || anyAlive(processesWith("sleep "+holder)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("60 s after the kill: session %v, holder %v", procs, processesWith("sleep "+holder))
+		}
+	}
+	gone := time.Since(killed)
+	t.Logf("daemon SIGKILLed, Claude's output held: the session's ccrelay and the holder gone after %v", gone.Round(time.Millisecond))
+	if gone > 8*time.Second {
+		t.Errorf("the session's ccrelay and the holder gone after %v (bound 8 s)", gone)
+	}
+	a.until("the session idle, with the reason", func() bool {
+		e, _ := a.info(s)["error"].(string)
+		return a.info(s)["status"] == "idle" && strings.Contains(e, "daemon that ran this session stopped")
+	})
+}

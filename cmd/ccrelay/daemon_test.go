@@ -169,7 +169,7 @@ func (a *wsApp) saw(session, s string) bool {
 // the test: HOME (Claude Code's projects), an allowed root with a project.
 type daemonRig struct {
 	t                                             *testing.T
-	relayArgs                                     []string
+	relayArgs, daemonEnv                          []string
 	data, addr, base, token                       string
 	relay, daemon                                 *exec.Cmd
 	home, root, project, state, tokenFile, pidlog string
@@ -211,7 +211,7 @@ func (r *daemonRig) startDaemon(extra ...string) {
 	r.t.Helper()
 	args := append([]string{"daemon", "--relay", r.base, "--relay-token-file", r.tokenFile, "--state", r.state, "--claude", fakeClaude, "--allow", r.root}, extra...)
 	r.daemon = exec.Command(binary, args...)
-	r.daemon.Env = []string{"HOME=" + r.home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + r.script, "FAKE_CLAUDE_PIDLOG=" + r.pidlog, "FAKE_CLAUDE_ARGLOG=" + r.arglog}
+	r.daemon.Env = append([]string{"HOME=" + r.home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + r.script, "FAKE_CLAUDE_PIDLOG=" + r.pidlog, "FAKE_CLAUDE_ARGLOG=" + r.arglog}, r.daemonEnv...)
 	if err := r.daemon.Start(); err != nil {
 		r.t.Fatal(err)
 	}

@@ -15,6 +15,8 @@
 // that gets the time of its exit (Unix nanoseconds); $FAKE_CLAUDE_SETTINGSDUMP
 // one that gets the content of the --settings file it runs with.
 // $FAKE_CLAUDE_RAW puts the terminal on stdin in raw mode first.
+// $FAKE_CLAUDE_OUTPUT_HOLDER=N starts a process of its own session that
+// holds its stdout and stderr for N seconds (a command Claude left).
 // $FAKE_CLAUDE_STATUSLINE names a file that gets the output of the
 // settings' status line command, run (after the lines) until it holds
 // $FAKE_CLAUDE_STATUSLINE_UNTIL.
@@ -86,6 +88,9 @@ func run(sigs chan os.Signal) error {
 		f, _ := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		fmt.Fprintln(f, os.Getpid())
 		f.Close()
+	}
+	if secs := os.Getenv("FAKE_CLAUDE_OUTPUT_HOLDER"); secs != "" {
+		holdOutput(secs)
 	}
 	var settings, session, source = "", "", "startup"
 	streamMode := false

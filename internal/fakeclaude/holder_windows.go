@@ -1,0 +1,4 @@
+package main
+
+// holdOutput does nothing on Windows.
+func holdOutput(string) {}
