@@ -35,7 +35,7 @@ func running(arg string) []int {
 // what it left (each command, its process group and what is below it);
 // nothing of it runs on.
 func TestEndKillsWhatADeadChildLeft(t *testing.T) {
-	marker := strconv.Itoa(600 + os.Getpid()%100) + ".4242"
+	marker := strconv.Itoa(600+os.Getpid()%100) + ".4242"
 	t.Cleanup(func() {
 		for _, p := range running(marker) {
 			syscall.Kill(p, syscall.SIGKILL)
