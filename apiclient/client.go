@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -440,7 +439,12 @@ func (c *Client) Run(ctx context.Context) error {
 		var de *dialError
 		if errors.As(err, &de) && !c.unreachable {
 			c.unreachable = true
-			c.notice("ccrelay: cannot reach the relay at %s: %s; retrying in the background until it answers (the envelopes are kept on disk)", c.cfg.URL, de.reason())
+			if CertificateError(de) {
+				// Not an outage: waiting does not help until the user acts.
+				c.notice("ccrelay: cannot reach the relay at %s: %s; the envelopes are kept on disk and sent once the certificate is accepted", c.cfg.URL, de.reason())
+			} else {
+				c.notice("ccrelay: cannot reach the relay at %s: %s; retrying in the background until it answers (the envelopes are kept on disk)", c.cfg.URL, de.reason())
+			}
 		}
 		// Whether the relay is known not to answer: the probes look
 		// for it to come back (waitRetry).
@@ -527,6 +531,7 @@ func (c *Client) notice(format string, args ...any) {
 // dialError is a failure to connect to the relay (as opposed to a
 // connection that ended).
 type dialError struct {
+	url    string
 	err    error
 	status int // the HTTP status of a refused upgrade, or 0
 }
@@ -539,16 +544,12 @@ func (e *dialError) reason() string {
 	var dns *net.DNSError
 	var ne net.Error
 	switch {
-	case errors.Is(e.err, syscall.ECONNREFUSED):
-		return "connection refused (nothing listens there: is the relay running?)"
-	case errors.As(e.err, &dns):
-		return "host not found (" + dns.Name + ")"
-	case errors.Is(e.err, context.DeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout():
-		return "no answer within " + dialTimeout.String()
 	case e.status != 0:
 		return fmt.Sprintf("it answered HTTP %d %s instead of accepting the connection (is that the relay's address?)", e.status, http.StatusText(e.status))
+	case errors.Is(e.err, context.DeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout() && !errors.As(e.err, &dns):
+		return "no answer within " + dialTimeout.String() + " (is the address right, and can this machine reach it?)"
 	}
-	return e.err.Error()
+	return Explain(e.url, e.err)
 }
 
 // dialTimeout bounds one attempt to connect to the relay.
@@ -570,7 +571,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return ErrUnauthorized
 		}
-		de := &dialError{err: fmt.Errorf("connect to %s: %w", c.cfg.URL, err)}
+		de := &dialError{url: c.cfg.URL, err: fmt.Errorf("connect to %s: %w", c.cfg.URL, err)}
 		if resp != nil {
 			de.status = resp.StatusCode
 		}
