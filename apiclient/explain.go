@@ -42,6 +42,7 @@ func CertificateError(err error) bool {
 // next. Every command that talks to a relay uses it, so one failure reads
 // the same everywhere.
 func Explain(relayURL string, err error) string {
+	relayURL = baseURL(relayURL)
 	host := relayURL
 	if u, perr := url.Parse(relayURL); perr == nil && u.Host != "" {
 		host = u.Host
@@ -111,4 +112,27 @@ func hostnameAdvice(he x509.HostnameError, relayURL string) string {
 	}
 	return fmt.Sprintf("the relay's certificate is for %s, not for %s: use%s, or make a certificate that also covers %s (e.g. mkcert %s %s)",
 		strings.Join(names, ", "), he.Host, other, he.Host, names[0], he.Host)
+}
+
+// ReachError is a failure to reach the relay at URL; its message is
+// Explain's.
+type ReachError struct {
+	URL string
+	Err error
+}
+
+func (e *ReachError) Error() string {
+	return "cannot reach the relay at " + baseURL(e.URL) + ": " + Explain(e.URL, e.Err)
+}
+
+func (e *ReachError) Unwrap() error { return e.Err }
+
+// baseURL is raw's scheme and host, without path or query; raw itself when
+// it does not parse as such.
+func baseURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return raw
+	}
+	return u.Scheme + "://" + u.Host
 }

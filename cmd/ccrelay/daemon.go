@@ -55,7 +55,7 @@ ccrelay daemon install runs it at login (a systemd user unit on Linux, a launchd
 
 func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.relay, "relay", "", "the relay's URL (e.g. https://relay.example.com)")
+	fl.StringVar(&f.relay, "relay", "", "the relay's URL (default $CCRELAY_RELAY, or the relay ccrelay pair or ccrelay login remembered)")
 	fl.StringVar(&f.relayToken, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, this machine's credential from ccrelay login, or the token of a relay on this machine)")
 	fl.StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	fl.StringVar(&f.state, "state", "", "state folder (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
@@ -85,9 +85,6 @@ func logsToStderr(stderr io.Writer) bool {
 }
 
 func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
-	if f.relay == "" {
-		return errors.New("ccrelay daemon needs --relay: the app reaches this machine through it")
-	}
 	if f.maxSessions < 1 {
 		return errors.New("--max-sessions must be at least 1")
 	}
@@ -97,6 +94,12 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	state, err := stateDir(f.state)
 	if err != nil {
 		return err
+	}
+	if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
+		return err
+	}
+	if f.relay == "" {
+		return errors.New("ccrelay daemon needs a relay, as the app reaches this machine through it: run ccrelay pair (or ccrelay login) once, or give --relay URL")
 	}
 	dir := filepath.Join(state, "daemon")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -122,7 +125,7 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(logTo, nil))
 
-	token, err := relayToken(f.relayToken, f.tokenFile, "", stderr)
+	token, err := relayToken(f.relayToken, f.tokenFile, "", state, stderr)
 	if err != nil {
 		return err
 	}

@@ -166,8 +166,16 @@ func newDaemonInstallCmd() *cobra.Command {
 }
 
 func daemonInstall(cmd *cobra.Command, f *daemonFlags, out io.Writer) error {
+	// The service runs with the relay chosen now, written in its command.
+	state, err := stateDir(f.state)
+	if err != nil {
+		return err
+	}
+	if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
+		return err
+	}
 	if f.relay == "" {
-		return errors.New("ccrelay daemon install needs --relay")
+		return errors.New("ccrelay daemon install needs a relay: run ccrelay pair (or ccrelay login) once, or give --relay URL")
 	}
 	if f.relayToken != "" {
 		return errors.New("a service's command line is readable by every user: give the token with --relay-token-file, or run ccrelay login first")

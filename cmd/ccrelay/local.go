@@ -58,7 +58,7 @@ func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.claude, "claude", "claude", "the claude binary to run")
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder: cursors, outbox and log (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
 	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
-	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (e.g. http://127.0.0.1:8707)")
+	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (default $CCRELAY_RELAY, or the relay ccrelay pair or ccrelay login remembered)")
 	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.Flags().BoolVar(&f.remote, "remote", false, "start headless, without a terminal: a new session driven from the app (needs --relay)")
@@ -120,8 +120,15 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	}
 	claudeVersion, versionWarning := checkClaudeVersion(ctx, f.claude, log, os.Stderr)
 
+	// --relay, $CCRELAY_RELAY, or the relay ccrelay pair or login
+	// remembered; --out alone records to that file.
+	if f.out == "" || f.relay != "" {
+		if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
+			return err
+		}
+	}
 	if f.remote && f.relay == "" {
-		return errors.New("--remote needs --relay: the prompts come from the app")
+		return errors.New("--remote needs a relay, as the prompts come from the app: run ccrelay pair (or ccrelay login) once, or give --relay URL")
 	}
 	if f.session != "" && !launcher.ValidSessionID(f.session) {
 		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
@@ -193,7 +200,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	var startLine string // said once, before Claude starts
 	var statusLine *launcher.StatusLine
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, f.tokenFile, "", os.Stderr)
+		token, err := relayToken(f.relayToken, f.tokenFile, "", state, os.Stderr)
 		if err != nil {
 			return err
 		}
@@ -292,7 +299,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		defer fo.Close()
 		defer tracker.hint(os.Stderr)
-		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; add --relay URL to reach a phone", recording)
+		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; run ccrelay pair (or ccrelay login) once to reach a phone", recording)
 		// Slots of runs that ended hold only their cursor: removed.
 		if _, err := slot.Leftovers(takeTurns); err != nil {
 			log.Warn("could not remove what an earlier run left", "err", err)

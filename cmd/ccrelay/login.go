@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
 	"github.com/ccrelay/ccrelay/seal"
@@ -99,7 +100,7 @@ func relayCall(ctx context.Context, method, url, cred string, in, out any) error
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
-		return err
+		return &apiclient.ReachError{URL: url, Err: err}
 	}
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
@@ -107,7 +108,7 @@ func relayCall(ctx context.Context, method, url, cred string, in, out any) error
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return &apiclient.ReachError{URL: url, Err: err}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -123,7 +124,7 @@ func relayCall(ctx context.Context, method, url, cred string, in, out any) error
 }
 
 func newLoginCmd() *cobra.Command {
-	var state, name string
+	var state, name, ca string
 	cmd := &cobra.Command{
 		Use:   "login RELAY-URL CODE",
 		Short: "Log this machine in to a relay with a code from `ccrelay pair --machine`",
@@ -133,9 +134,14 @@ the relay's URL and the code it printed. The credential is kept in the state
 folder (mode 0600); ccrelay uses it from then on.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			relayURL := strings.TrimSuffix(args[0], "/")
-			if !strings.HasPrefix(relayURL, "https://") && !strings.HasPrefix(relayURL, "http://") {
-				return fmt.Errorf("relay URL %q: give it with https://", args[0])
+			relayURL, err := apiclient.CheckURL(args[0])
+			if err != nil {
+				return err
+			}
+			if ca != "" {
+				if err := trustCA(ca); err != nil {
+					return err
+				}
 			}
 			dir, err := stateDir(state)
 			if err != nil {
@@ -163,11 +169,15 @@ folder (mode 0600); ccrelay uses it from then on.`,
 			if err := writePrivate(filepath.Join(dir, LoginFile), b); err != nil {
 				return fmt.Errorf("save the login: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "This machine is %q on %s. Run: ccrelay --relay %s\n", ans.Name, relayURL, relayURL)
+			if err := rememberRelay(dir, relayURL, caToRemember(ca, relayURL), io.Discard); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "This machine is %q on %s, remembered as its relay. Run ccrelay where you would run claude.\n", ans.Name, relayURL)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "state folder (default $XDG_STATE_HOME/ccrelay)")
+	cmd.Flags().StringVar(&ca, "ca", "", "a PEM file of the authority that signed the relay's certificate, when this machine does not trust it (remembered with the relay)")
 	cmd.Flags().StringVar(&name, "name", "", "this machine's name (default: its host name)")
 	return cmd
 }

@@ -22,11 +22,12 @@ import (
 // machineFlags are how pair and devices find the relay and this machine's
 // credential.
 type machineFlags struct {
-	relay, tokenFile, data, state string
+	relay, tokenFile, data, state, ca string
 }
 
 func addMachineFlags(cmd *cobra.Command, f *machineFlags) {
-	cmd.Flags().StringVar(&f.relay, "relay", "", "the relay's URL (default: the one of ccrelay login, or the relay on this machine at http://"+DefaultListen+")")
+	cmd.Flags().StringVar(&f.relay, "relay", "", "the relay's URL (default: $CCRELAY_RELAY, the remembered relay, the one of ccrelay login, or the relay on this machine at http://"+DefaultListen+")")
+	cmd.Flags().StringVar(&f.ca, "ca", "", "a PEM file of the authority that signed the relay's certificate, when this machine does not trust it (remembered with the relay)")
 	cmd.Flags().StringVar(&f.tokenFile, "relay-token-file", "", "a file holding this machine's credential or the relay's token")
 	cmd.Flags().StringVar(&f.data, "data", "", "the data folder of a relay on this machine (for its token)")
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder (default $XDG_STATE_HOME/ccrelay)")
@@ -38,7 +39,15 @@ func (f *machineFlags) resolve(stderr io.Writer) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	url := strings.TrimSuffix(f.relay, "/")
+	if f.ca != "" {
+		if err := trustCA(f.ca); err != nil {
+			return "", "", err
+		}
+	}
+	url, _, err := chooseRelay(f.relay, dir)
+	if err != nil {
+		return "", "", err
+	}
 	l, lerr := readLogin(dir)
 	if url == "" {
 		url = "http://" + DefaultListen
@@ -49,7 +58,7 @@ func (f *machineFlags) resolve(stderr io.Writer) (string, string, error) {
 	if f.tokenFile == "" && lerr == nil && l.Relay == url {
 		return url, l.Credential, nil
 	}
-	tok, err := relayToken("", f.tokenFile, f.data, stderr)
+	tok, err := relayToken("", f.tokenFile, f.data, dir, stderr)
 	return url, tok, err
 }
 
@@ -95,6 +104,11 @@ another machine instead.`,
 				URL     string `json:"url"`
 			}
 			if err := relayCall(cmd.Context(), "POST", url+"/api/pair", cred, map[string]any{"role": role, "machineKey": key.PublicKey().Bytes()}, &ans); err != nil {
+				return err
+			}
+			// The relay answered with this credential: it becomes this
+			// machine's relay.
+			if err := rememberRelay(dir, url, caToRemember(mf.ca, url), cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()

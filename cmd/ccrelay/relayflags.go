@@ -19,9 +19,9 @@ import (
 // relayToken finds the credential for a relay: --relay-token (warned about
 // on stderr: every local user sees it in ps), --relay-token-file,
 // $CCRELAY_TOKEN, this machine's credential from ccrelay login (the state
-// folder's login.json), or the token file of a relay running on this
-// machine (its data folder).
-func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
+// folder's login.json, in the state folder state, "" for the default), or
+// the token file of a relay running on this machine (its data folder).
+func relayToken(flag, file, data, state string, stderr io.Writer) (string, error) {
 	switch {
 	case flag != "" && file != "":
 		return "", errors.New("give --relay-token or --relay-token-file, not both")
@@ -34,7 +34,7 @@ func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
 	if t := os.Getenv("CCRELAY_TOKEN"); t != "" {
 		return t, nil
 	}
-	if st, err := stateDir(""); err == nil {
+	if st, err := stateDir(state); err == nil {
 		if l, err := readLogin(st); err == nil {
 			return l.Credential, nil // this machine's own (ccrelay login)
 		}
@@ -45,7 +45,7 @@ func relayToken(flag, file, data string, stderr io.Writer) (string, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, relay.TokenFile))
 	if err != nil {
-		return "", fmt.Errorf("no relay token: give --relay-token-file, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
+		return "", fmt.Errorf("no relay token: run ccrelay login, give --relay-token-file, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

@@ -86,11 +86,11 @@ and chat (a readable transcript; default on a terminal).`,
 
 			var sender *relaySender
 			if to != "" {
-				tok, err := relayToken(token, tokFile, "", stderr)
+				st, err := stateDir(state)
 				if err != nil {
 					return err
 				}
-				st, err := stateDir(state)
+				tok, err := relayToken(token, tokFile, "", state, stderr)
 				if err != nil {
 					return err
 				}

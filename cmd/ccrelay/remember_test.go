@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/internal/config"
+)
+
+// runEnv runs ccrelay with exactly env (no CCRELAY_* of the test's own).
+func runEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	res := result{stdout: so.String(), stderr: se.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return res
+}
+
+// A second machine logs in once with a state folder of its own: the relay
+// is remembered there (0600, versioned), its credential is read from that
+// folder, status says where sessions go and that the relay answers, and
+// plain ccrelay relays with no flag. $CCRELAY_RELAY overrides the
+// remembered relay. Without the fix, replay --to with --state X said "no
+// relay token" (only the default state folder was looked in), and plain
+// ccrelay recorded to a file.
+func TestRememberedRelay(t *testing.T) {
+	data, stateA, stateB := t.TempDir(), t.TempDir(), t.TempDir()
+	srv, base, _ := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	home := t.TempDir() // nothing in the default folders: no token found there
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+
+	res := runEnv(t, env, "pair", "--machine", "--relay", base, "--data", data, "--state", stateA)
+	mc := regexp.MustCompile(`ccrelay login (\S+) ([0-9A-Z]+)`).FindStringSubmatch(res.stdout)
+	if res.code != 0 || mc == nil {
+		t.Fatalf("pair --machine: %+v", res)
+	}
+	if c, err := config.Load(stateA); err != nil || c.Relay != base {
+		t.Errorf("pair did not remember the relay: %+v, %v", c, err)
+	}
+	res = runEnv(t, env, "login", mc[1], mc[2], "--state", stateB, "--name", "desk")
+	if res.code != 0 || !strings.Contains(res.stdout, "remembered") {
+		t.Fatalf("login: %+v", res)
+	}
+	fi, err := os.Stat(config.Path(stateB))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v, %v", fi, err)
+	}
+	b, _ := os.ReadFile(config.Path(stateB))
+	var c config.Config
+	if err := json.Unmarshal(b, &c); err != nil || c.Version != config.Version || c.Relay != base {
+		t.Fatalf("config file: %s (%v)", b, err)
+	}
+
+	res = runEnv(t, env, "status", "--state", stateB)
+	for _, want := range []string{"sessions: relayed to " + base + " (from the relay remembered in " + config.Path(stateB) + ")",
+		"relay: answers", `credential: this machine's login as "desk"`} {
+		if res.code != 0 || !strings.Contains(res.stdout, want) {
+			t.Errorf("status: %+v\nwant %q", res, want)
+		}
+	}
+
+	// The login's credential is read from --state.
+	session := pacedSession(t, 2)
+	res = runEnv(t, env, "replay", "--format", "jsonl", "--to", base, "--state", stateB, session)
+	if res.code != 0 || !strings.Contains(res.stderr, "sent ") {
+		t.Fatalf("replay --to with the login of --state: %+v", res)
+	}
+	if got := storedLines(t, data, strings.TrimSuffix(filepath.Base(session), ".jsonl")); len(got) == 0 {
+		t.Fatal("replay --to stored nothing")
+	}
+
+	// Plain ccrelay relays.
+	const id = "11111111-2222-4333-8444-666666666666"
+	lines := append([]string{`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"hi"}}`}, recLines(1, 3)...)
+	r := newLocalRun(t, lines, nil)
+	cmd := exec.Command(binary, "--claude", fakeClaude, "--state", stateB, "--", "--session-id", id)
+	cmd.Dir = r.project
+	cmd.Env = append(env, "FAKE_CLAUDE_SCRIPT="+r.script, "FAKE_CLAUDE_PIDFILE="+r.pidfile)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "relaying to "+base) {
+		t.Fatalf("plain ccrelay: %v\n%s", err, out)
+	}
+	if got := storedLines(t, data, id); len(got) != 5 {
+		t.Fatalf("relay stored %d envelopes of plain ccrelay's session: %v", len(got), got)
+	}
+
+	// $CCRELAY_RELAY wins over the remembered relay; --relay over both.
+	res = runEnv(t, append(env, config.EnvRelay+"=http://127.0.0.1:1"), "status", "--state", stateB)
+	if !strings.Contains(res.stdout, "relayed to http://127.0.0.1:1 (from $CCRELAY_RELAY)") || !strings.Contains(res.stdout, "does not answer: connection refused") {
+		t.Errorf("status with %s: %+v", config.EnvRelay, res)
+	}
+	res = runEnv(t, append(env, config.EnvRelay+"=http://127.0.0.1:1"), "status", "--state", stateB, "--relay", base)
+	if !strings.Contains(res.stdout, "relayed to "+base+" (from --relay)") || !strings.Contains(res.stdout, "relay: answers") {
+		t.Errorf("status with --relay: %+v", res)
+	}
+}
