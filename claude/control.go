@@ -42,8 +42,12 @@ type System struct {
 	Description    string `json:"description"`
 	Prompt         string `json:"prompt"`
 	IsBackgrounded bool   `json:"is_backgrounded"`
-	TaskStatus     string `json:"-"`
-	Summary        string `json:"summary"`
+	// TaskType is what runs: "local_agent" (a subagent), "local_bash"
+	// (a Bash call, the main agent's or a subagent's: owned_by_subagent),
+	// others; "" when Claude does not say.
+	TaskType   string `json:"task_type"`
+	TaskStatus string `json:"-"`
+	Summary    string `json:"summary"`
 	// task_updated: the fields of the task that changed.
 	Patch struct {
 		Status string `json:"status"`
@@ -166,4 +170,17 @@ const (
 func IsInterruptText(s string) bool {
 	s = strings.TrimSpace(s)
 	return s == InterruptedText || s == InterruptedForToolText
+}
+
+// Task types of task_started (task_type) that ccrelay tells apart.
+const (
+	TaskTypeAgent = "local_agent"
+	TaskTypeBash  = "local_bash"
+)
+
+// SubagentTask reports whether a task_started is of a subagent (an Agent
+// call), not of a Bash call or another task: one Claude says is an agent,
+// or says nothing of.
+func (s *System) SubagentTask() bool {
+	return s.TaskType == "" || s.TaskType == TaskTypeAgent
 }

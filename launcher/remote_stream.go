@@ -74,7 +74,9 @@ func (r *Remote) subagentRecords(m *claude.StreamMessage) (extra []*claude.Recor
 		}
 		switch m.Subtype {
 		case claude.SystemTaskStarted:
-			if !m.System.IsBackgrounded {
+			if !m.System.IsBackgrounded && m.System.SubagentTask() {
+				// A Bash call's task (a background subagent's prints
+				// one, is_backgrounded false) has no transcript.
 				r.files.started(m.System.ToolUseID, m.System.TaskID)
 			}
 		case claude.SystemTaskNotification:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 )
 
 func subRec(t *testing.T, line string) *claude.Record {
@@ -114,5 +115,51 @@ func TestSubFiles(t *testing.T) {
 	}
 	if d := time.Since(begin); d > 40*time.Millisecond {
 		t.Fatalf("waited again for a missing transcript: %v", d)
+	}
+}
+
+// Remote mode reads the transcript of a foreground subagent only: a Bash
+// call's task_started (a background subagent's Bash prints one with
+// owned_by_subagent and is_backgrounded false, as a long foreground Bash of
+// the main agent does) has no agent-<id>.jsonl, and its end is not held
+// waiting for one.
+func TestRemoteFollowsSubagentTasksOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		started map[string]any
+		follows bool
+	}{
+		{"foreground subagent", map[string]any{"task_type": "local_agent", "is_backgrounded": false}, true},
+		{"foreground subagent, no task type", map[string]any{"is_backgrounded": false}, true},
+		{"background subagent", map[string]any{"task_type": "local_agent", "is_backgrounded": true}, false},
+		{"a background subagent's Bash", map[string]any{"task_type": "local_bash", "owned_by_subagent": true, "is_backgrounded": false}, false},
+		{"the main agent's foreground Bash", map[string]any{"task_type": "local_bash", "owned_by_subagent": false, "is_backgrounded": false}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			project := t.TempDir()
+			r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{ProjectDir: project, Clock: &testutil.FakeClock{},
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, NewPipeline("", &MemOutbox{}), &events{})
+			started := map[string]any{"type": "system", "subtype": "task_started", "task_id": "b0123456789abcdef", "tool_use_id": "toolu_T", "description": "d"}
+			for k, v := range tc.started {
+				started[k] = v
+			}
+			if extra, skip := r.subagentRecords(streamLine(t, started)); len(extra) != 0 || skip {
+				t.Fatalf("task_started gave %d records, skip %v", len(extra), skip)
+			}
+			if got := r.files.follows("toolu_T"); got != tc.follows {
+				t.Fatalf("follows the task's transcript: %v, want %v", got, tc.follows)
+			}
+			if tc.follows {
+				return
+			}
+			// The task ends: nothing is waited for.
+			begin := time.Now()
+			r.subagentRecords(streamLine(t, map[string]any{"type": "system", "subtype": "task_updated", "task_id": "b0123456789abcdef", "patch": map[string]any{"status": "completed"}}))
+			r.subagentRecords(streamLine(t, map[string]any{"type": "system", "subtype": "task_notification", "task_id": "b0123456789abcdef", "tool_use_id": "toolu_T", "status": "completed"}))
+			if d := time.Since(begin); d >= SubagentFileWait {
+				t.Fatalf("the task's end waited %v for a transcript", d)
+			}
+			t.Logf("the task's end took %v", time.Since(begin))
+		})
 	}
 }
