@@ -62,7 +62,7 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 		{"waiting for a permission", "a0000000-0000-4000-8000-000000000002",
 			`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"p1","tool":"Bash","input":{"command":"ls"}}]}`, false,
 			want{status: "idle", errText: CLIGoneWorking, marked: true, noPermissions: true, running: -1}},
-		{"sealed and working", "a0000000-0000-4000-8000-000000000003", `{"mode":"remote","status":"busy","sealed":"`+sealedText+`","error":"sealed:abcd"}`, false,
+		{"sealed and working", "a0000000-0000-4000-8000-000000000003", `{"mode":"remote","status":"busy","sealed":"` + sealedText + `","error":"sealed:abcd"}`, false,
 			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}},
 		{"machine", "a0000000-0000-4000-8000-000000000004",
 			`{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["a0000000-0000-4000-8000-000000000001"]}}`, false,
