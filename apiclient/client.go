@@ -84,7 +84,8 @@ type Client struct {
 
 	devices      []protocol.DeviceInfo // the account's keyed devices, as the relay last said
 	devicesKnown bool
-	keysSent     map[string]string // session -> the devices its key was sent for
+	keysSent     map[string]string // session -> the epoch and devices its keys were sent for
+	owned        map[string]bool   // sessions this client sends (their keys rotate on a revocation)
 	keysDirty    bool              // the device list changed: sync every session's keys
 	trustStamp   string            // the trusted devices file when keys were last synced
 }
@@ -657,7 +658,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 			continue
 		}
 		if sealedBatch(b) {
-			if err := c.ensureKeys(ctx, cn, b.session); err != nil {
+			if err := c.ensureKeys(ctx, cn, b.session, true); err != nil {
 				return err
 			}
 		}
@@ -756,7 +757,7 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 		if protocol.IsSealed(info) {
 			// The devices get the key with the session's first sight: an
 			// app can seal its first prompt to it.
-			if err := c.ensureKeys(ctx, cn, session); err != nil {
+			if err := c.ensureKeys(ctx, cn, session, true); err != nil {
 				return err
 			}
 		}

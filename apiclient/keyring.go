@@ -53,6 +53,7 @@ type Keyring struct {
 
 	mu      sync.Mutex
 	keys    map[string]*seal.SessionKey
+	later   map[string][]*seal.SessionKey // session -> its keys of epoch 1 and on (rotation.go)
 	trusted []TrustedDevice
 	modTime time.Time
 	size    int64
@@ -68,7 +69,7 @@ func OpenKeyring(dir string, machine *ecdh.PrivateKey) (*Keyring, error) {
 	if err := os.MkdirAll(filepath.Join(dir, SessionKeysDir), 0o700); err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}
-	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}}, nil
+	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}, later: map[string][]*seal.SessionKey{}}, nil
 }
 
 // Machine is the machine's key pair.
@@ -147,6 +148,35 @@ func (k *Keyring) Trust(d TrustedDevice) error {
 	}
 	k.modTime = time.Time{} // read again
 	return nil
+}
+
+// UntrustDevice removes the device of credential id from the trusted
+// devices in the state folder dir, and reports whether it was there. A
+// running ccrelay sees the file change: the sessions it sends get new
+// keys, wrapped only for the devices that remain (keys.go).
+func UntrustDevice(dir, id string) (bool, error) {
+	path := filepath.Join(dir, TrustedDevicesFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("untrust: %w", err)
+	}
+	var list []TrustedDevice
+	if err := json.Unmarshal(b, &list); err != nil {
+		return false, fmt.Errorf("untrust: trusted devices %s: %w", path, err)
+	}
+	n := len(list)
+	list = slices.DeleteFunc(list, func(d TrustedDevice) bool { return d.ID == id })
+	if len(list) == n {
+		return false, nil
+	}
+	b, _ = json.MarshalIndent(list, "", "  ")
+	if err := writeFileDurable(path, b); err != nil {
+		return false, fmt.Errorf("untrust: %w", err)
+	}
+	return true, nil
 }
 
 // Sealing reports whether session's envelopes are sealed: once it has a
@@ -231,9 +261,9 @@ func (k *Keyring) Sessions() ([]string, error) {
 	return out, nil
 }
 
-// Wrap wraps session's key for a trusted device.
+// Wrap wraps session's keys, of every epoch, for a trusted device.
 func (k *Keyring) Wrap(session string, d TrustedDevice) (string, error) {
-	key, err := k.SessionKey(session)
+	keys, err := k.Keys(session)
 	if err != nil {
 		return "", err
 	}
@@ -241,14 +271,14 @@ func (k *Keyring) Wrap(session string, d TrustedDevice) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("wrap for %s: %w", d.Name, err)
 	}
-	return seal.WrapKey(k.machine, pub, session, key)
+	return seal.WrapKeys(k.machine, pub, session, keys)
 }
 
 // Seal turns env into what the relay stores for a sealed envelope: its
 // readable fields and its whole JSON sealed for (session, its id, from the
 // machine); and its blob sealed for (session, "<id>/blob").
 func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte, err error) {
-	key, err := k.SessionKey(session)
+	key, epoch, err := k.Current(session)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -256,7 +286,7 @@ func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	sealed, err := key.Seal(seal.AD{Session: session, ID: env.ID, Direction: seal.FromMachine}, plain)
+	sealed, err := key.SealEpoch(epoch, seal.AD{Session: session, ID: env.ID, Direction: seal.FromMachine}, plain)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,7 +295,7 @@ func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte
 		return nil, nil, err
 	}
 	if len(env.Blob) > 0 {
-		if blob, err = key.SealBytes(seal.AD{Session: session, ID: env.ID + "/blob", Direction: seal.FromMachine}, env.Blob); err != nil {
+		if blob, err = key.SealBytesEpoch(epoch, seal.AD{Session: session, ID: env.ID + "/blob", Direction: seal.FromMachine}, env.Blob); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -278,7 +308,7 @@ func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte
 // apps show, sealed for (session, "announce"). The relay could show an
 // app an older sealed summary again; it cannot change one.
 func (k *Keyring) SealInfo(session string, info json.RawMessage) (json.RawMessage, error) {
-	key, err := k.SessionKey(session)
+	key, epoch, err := k.Current(session)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +327,7 @@ func (k *Keyring) SealInfo(session string, info json.RawMessage) (json.RawMessag
 		}
 		sum, _ = json.Marshal(m)
 	}
-	sealed, err := key.Seal(seal.AD{Session: session, ID: "announce", Direction: seal.FromMachine}, sum)
+	sealed, err := key.SealEpoch(epoch, seal.AD{Session: session, ID: "announce", Direction: seal.FromMachine}, sum)
 	if err != nil {
 		return nil, err
 	}
@@ -337,11 +367,11 @@ func errorDigest(key []byte, text string) string {
 
 // SealLive seals a live frame's payload for (session, "live").
 func (k *Keyring) SealLive(session string, payload json.RawMessage) (json.RawMessage, error) {
-	key, err := k.SessionKey(session)
+	key, epoch, err := k.Current(session)
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := key.Seal(seal.AD{Session: session, ID: "live", Direction: seal.FromMachine}, payload)
+	sealed, err := key.SealEpoch(epoch, seal.AD{Session: session, ID: "live", Direction: seal.FromMachine}, payload)
 	if err != nil {
 		return nil, err
 	}
@@ -349,13 +379,27 @@ func (k *Keyring) SealLive(session string, payload json.RawMessage) (json.RawMes
 }
 
 // OpenCommand opens a sealed command of session: sealed by a device for
-// (session, its id, from the device), with the same id and kind inside.
+// (session, its id, from the device), with the same id and kind inside,
+// under the session's current key: one sealed under a key that was
+// replaced when a device was revoked is refused (that device could have
+// made it).
 func (k *Keyring) OpenCommand(session string, c protocol.Command) (protocol.Command, error) {
-	key, err := k.existingKey(session)
+	if _, err := k.existingKey(session); err != nil {
+		return c, err
+	}
+	raw, err := seal.DecodeSealed(c.Sealed)
+	if err != nil {
+		return c, fmt.Errorf("a sealed command that does not open: %w", err)
+	}
+	epoch, _ := seal.Epoch(raw)
+	key, current, err := k.Current(session)
 	if err != nil {
 		return c, err
 	}
-	plain, err := key.Open(seal.AD{Session: session, ID: c.ID, Direction: seal.FromDevice}, c.Sealed)
+	if epoch != current {
+		return c, fmt.Errorf("a sealed command under the session's key of epoch %d, not its current one (%d): a key replaced when a device was revoked opens nothing new", epoch, current)
+	}
+	plain, err := key.OpenBytes(seal.AD{Session: session, ID: c.ID, Direction: seal.FromDevice}, raw)
 	if err != nil {
 		return c, fmt.Errorf("a sealed command that does not open: %w", err)
 	}

@@ -42,9 +42,13 @@ func (c *Client) keyTargets() ([]TrustedDevice, error) {
 	}), nil
 }
 
-// ensureKeys sends session's key wrapped for every target it was not sent
-// for yet (on this client's life; the relay keeps them).
-func (c *Client) ensureKeys(ctx context.Context, cn *conn, session string) error {
+// ensureKeys sends session's keys wrapped for every target they were not
+// sent for yet (on this client's life; the relay keeps them). For a
+// session this client sends (own), it first starts a new epoch of the
+// session's key if a device its current key was shared with is no longer
+// a target (revoked on the relay, or no longer trusted here): the devices
+// that remain get every epoch, the one that left none of the new ones.
+func (c *Client) ensureKeys(ctx context.Context, cn *conn, session string, own bool) error {
 	if c.cfg.Keyring == nil {
 		return nil
 	}
@@ -57,7 +61,34 @@ func (c *Client) ensureKeys(ctx context.Context, cn *conn, session string) error
 		ids[i] = d.ID
 	}
 	slices.Sort(ids)
-	set := strings.Join(ids, ",")
+	keys, err := c.cfg.Keyring.Keys(session)
+	if err != nil {
+		return err
+	}
+	epoch := len(keys) - 1
+	c.mu.Lock()
+	known := c.devicesKnown
+	if own {
+		if c.owned == nil {
+			c.owned = map[string]bool{}
+		}
+		c.owned[session] = true
+	}
+	c.mu.Unlock()
+	if own && known {
+		had, err := c.cfg.Keyring.SharedWith(session, epoch)
+		if err != nil {
+			return err
+		}
+		if gone := slices.DeleteFunc(slices.Clone(had), func(id string) bool { return slices.Contains(ids, id) }); len(gone) > 0 {
+			if epoch, err = c.cfg.Keyring.Rotate(session); err != nil {
+				return err
+			}
+			c.log.Info("a device this session's key was shared with is revoked: the session has a new key, for the devices that remain",
+				"session", session, "epoch", epoch, "revoked", strings.Join(gone, ","), "devices", len(ids))
+		}
+	}
+	set := fmt.Sprint(epoch, ":", strings.Join(ids, ","))
 	c.mu.Lock()
 	done := c.keysSent[session] == set
 	c.mu.Unlock()
@@ -71,6 +102,11 @@ func (c *Client) ensureKeys(ctx context.Context, cn *conn, session string) error
 			return err
 		}
 		f.Keys = append(f.Keys, protocol.WrappedKey{Device: d.ID, Wrapped: w})
+	}
+	// Recorded before they leave: a device that may have them is one to
+	// rotate away from if it is revoked.
+	if err := c.cfg.Keyring.RecordShared(session, epoch, ids); err != nil {
+		return err
 	}
 	ack, err := cn.request(ctx, f)
 	if err != nil {
@@ -120,7 +156,10 @@ func (c *Client) syncKeys(ctx context.Context, cn *conn) error {
 		if c.Deleted(s) {
 			continue
 		}
-		if err := c.ensureKeys(ctx, cn, s); err != nil {
+		c.mu.Lock()
+		own := c.owned[s]
+		c.mu.Unlock()
+		if err := c.ensureKeys(ctx, cn, s, own); err != nil {
 			return err
 		}
 	}

@@ -38,7 +38,7 @@ const (
 	MaxFullResultBytes = 1 << 20
 	// MaxSealedCommandChars bounds a sealed command's text: a command of
 	// MaxCommandBytes, sealed, in base64url.
-	MaxSealedCommandChars = ((MaxCommandBytes+SealOverhead)*8 + 5) / 6
+	MaxSealedCommandChars = ((MaxCommandBytes+SealOverheadMax)*8 + 5) / 6
 	// MaxFieldBytes bounds the short fields of a command: a permission
 	// request id, a mode, a model name.
 	MaxFieldBytes = 256

@@ -27,11 +27,15 @@ type SealedEvent struct {
 }
 
 // MaxSealedChars bounds a sealed envelope's text: MaxEnvelopeBytes sealed
-// (29 bytes of version, nonce and tag) in unpadded base64url.
-const MaxSealedChars = ((MaxEnvelopeBytes+29)*8 + 5) / 6
+// (at most 31 bytes of version, epoch, nonce and tag) in unpadded base64url.
+const MaxSealedChars = ((MaxEnvelopeBytes+SealOverheadMax)*8 + 5) / 6
 
-// SealOverhead is what sealing adds to a value (version, nonce, tag).
+// SealOverhead is the least sealing adds to a value (version, nonce, tag).
 const SealOverhead = 29
+
+// SealOverheadMax is the most sealing adds to a value: under a session
+// key's later epoch (after a rotation), two bytes of epoch more.
+const SealOverheadMax = 31
 
 // IsSealed reports whether raw, an envelope's JSON, is a sealed envelope:
 // it has a "sealed" key (the key cannot appear inside a JSON string, where

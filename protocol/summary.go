@@ -17,7 +17,7 @@ const (
 	MaxSummaryBytes    = 32 << 10 // what one session's summary can reach
 	// MaxSealedInfoChars bounds a sealed summary (a summary sealed, in
 	// base64url) that lists carry.
-	MaxSealedInfoChars = ((MaxSummaryBytes+SealOverhead)*8 + 5) / 6
+	MaxSealedInfoChars = ((MaxSummaryBytes+SealOverheadMax)*8 + 5) / 6
 )
 
 var summaryStrings = []string{"cwd", "title", "machine", "mode", "status", "model", "permissionMode", "error"}

@@ -29,11 +29,24 @@ const sessionKeysTable = `CREATE TABLE IF NOT EXISTS session_keys (
 `
 
 // Sizes of what a keys frame carries, as text (unpadded base64url): a
-// wrapped key (seal.WrappedSize, 113 bytes) and an X25519 public key.
+// wrapped key (seal.WrappedSize, 113 bytes), or a wrapped key set of a
+// session whose key was rotated (32 bytes more for each later epoch, up to
+// seal.MaxEpochs keys), and an X25519 public key.
 const (
 	wrappedKeyChars = 151
+	wrappedKeyBytes = 113
+	maxKeyEpochs    = 256
 	publicKeyChars  = 43
 )
+
+// isWrappedKey reports whether s is the text of a wrapped key or key set.
+func isWrappedKey(s string) bool {
+	n := len(s) * 6 / 8 // the bytes of unpadded base64url of len(s) characters
+	if n < wrappedKeyBytes || (n-wrappedKeyBytes)%32 != 0 || (n-wrappedKeyBytes)/32 >= maxKeyEpochs || (n*8+5)/6 != len(s) {
+		return false
+	}
+	return isBase64URL(s, len(s))
+}
 
 // PutSessionKeys stores session's key wrapped for devices, by machine;
 // ErrDeleted for a deleted session.
@@ -208,8 +221,8 @@ func (s *Server) storeKeys(ctx context.Context, c *websocket.Conn, me *peer, f p
 		if !slices.ContainsFunc(devs, func(d protocol.DeviceInfo) bool { return d.ID == k.Device }) {
 			return refuse("device %q is not a device of this account with a key", clip(k.Device, 40))
 		}
-		if !isBase64URL(k.Wrapped, wrappedKeyChars) {
-			return refuse("a wrapped key is %d characters of base64url", wrappedKeyChars)
+		if !isWrappedKey(k.Wrapped) {
+			return refuse("a wrapped key is base64url of %d bytes, or of 32 more for each later epoch of the session", wrappedKeyBytes)
 		}
 	}
 	if err := s.claim(ctx, f.Session); err != nil {

@@ -205,7 +205,7 @@ func TestKeysAndSealedEnvelopesRefused(t *testing.T) {
 			name string
 			f    protocol.Frame
 			code string
-		}{"a sealed result over its bound", protocol.Frame{Type: protocol.FrameEnvelopes, Session: a1, Envelopes: []json.RawMessage{endRaw}, Blobs: []protocol.Blob{{ID: good.ID, Data: make([]byte, protocol.MaxFullResultBytes+protocol.SealOverhead+1)}}}, "bad-envelope"},
+		}{"a sealed result over its bound", protocol.Frame{Type: protocol.FrameEnvelopes, Session: a1, Envelopes: []json.RawMessage{endRaw}, Blobs: []protocol.Blob{{ID: good.ID, Data: make([]byte, protocol.MaxFullResultBytes+protocol.SealOverheadMax+1)}}}, "bad-envelope"},
 	)
 	cli := dialAs(t, r, testToken, "/ws/cli")
 	recvType(t, cli, protocol.FrameDevices)

@@ -566,7 +566,7 @@ func (s *Server) revoke(ctx context.Context, w http.ResponseWriter, c Credential
 	}
 	s.forgetPushDevices(ctx, c.ID)
 	s.log.Info("credential revoked", "role", c.Role, "name", c.Name, "why", why, "connections closed", n)
-	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "role": c.Role, "closed": n})
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": c.Name, "id": c.ID, "role": c.Role, "closed": n})
 }
 
 func writeCredErr(w http.ResponseWriter, err error) {

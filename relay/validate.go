@@ -131,8 +131,8 @@ func checkSealedBlob(env *protocol.Envelope, data []byte) error {
 	default:
 		return fmt.Errorf("a %s envelope has no blob", env.Ev.T)
 	}
-	if len(data) < protocol.SealOverhead || len(data) > limit+protocol.SealOverhead {
-		return fmt.Errorf("a sealed blob of %d bytes (%d to %d)", len(data), protocol.SealOverhead, limit+protocol.SealOverhead)
+	if len(data) < protocol.SealOverhead || len(data) > limit+protocol.SealOverheadMax {
+		return fmt.Errorf("a sealed blob of %d bytes (%d to %d)", len(data), protocol.SealOverhead, limit+protocol.SealOverheadMax)
 	}
 	return nil
 }

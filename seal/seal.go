@@ -10,23 +10,36 @@ import (
 )
 
 const (
-	// Version is the first byte of every sealed value and wrapped key; a
-	// reader refuses any other (ErrVersion).
+	// Version is the first byte of a sealed value or wrapped key under a
+	// session's first key (epoch 0), the only form before key rotation.
 	Version byte = 1
+	// VersionEpoch is the first byte of a sealed value under a later key
+	// of the session (epoch 1 and on, after a device was revoked: see
+	// [WrapKeys]), followed by the epoch (two bytes, big-endian), and of a
+	// wrapped key that carries several epochs. A reader refuses any
+	// version but these two (ErrVersion).
+	VersionEpoch byte = 2
+	// MaxEpochs bounds a session's keys: its first and the ones made at
+	// each revocation while it lives.
+	MaxEpochs = 256
 	// KeySize is the size of a session key: AES-256.
 	KeySize = 32
 	// NonceSize is the size of the random AES-GCM nonce of a sealed value.
 	NonceSize = 12
 	// TagSize is the size of an AES-GCM authentication tag.
 	TagSize = 16
-	// Overhead is how many bytes sealing adds: version, nonce and tag.
+	// Overhead is how many bytes sealing adds under epoch 0: version,
+	// nonce and tag.
 	Overhead = 1 + NonceSize + TagSize
+	// OverheadEpoch is how many bytes sealing adds under a later epoch:
+	// version, epoch, nonce and tag.
+	OverheadEpoch = Overhead + 2
 	// MaxPlaintextBytes is the largest value Seal accepts: the relay's
 	// largest envelope (4 MiB).
 	MaxPlaintextBytes = 4 << 20
 	// MaxSealedChars is the longest text Open decodes: a sealed
 	// MaxPlaintextBytes value. Longer text is refused before decoding.
-	MaxSealedChars = ((MaxPlaintextBytes+Overhead)*8 + 5) / 6
+	MaxSealedChars = ((MaxPlaintextBytes+OverheadEpoch)*8 + 5) / 6
 	// MaxADFieldBytes bounds the session id and the id of the associated
 	// data (a UUID is 36 bytes, a cuid2 at most 32).
 	MaxADFieldBytes = 255
@@ -84,7 +97,12 @@ type AD struct {
 //	"ccrelay/seal/v1" 0x00 | version | direction | len(session) | session | len(id) | id
 //
 // with each length one byte.
-func (ad AD) bytes() ([]byte, error) {
+func (ad AD) bytes() ([]byte, error) { return ad.bytesFor(Version) }
+
+// bytesFor is the associated data of a value of the given version (the
+// version byte differs, so a value cannot be moved from one form to the
+// other).
+func (ad AD) bytesFor(version byte) ([]byte, error) {
 	if ad.Direction != FromMachine && ad.Direction != FromDevice {
 		return nil, fmt.Errorf("seal: associated data: bad %v", ad.Direction)
 	}
@@ -96,7 +114,7 @@ func (ad AD) bytes() ([]byte, error) {
 	}
 	b := make([]byte, 0, len(adLabel)+5+len(ad.Session)+len(ad.ID))
 	b = append(b, adLabel...)
-	b = append(b, 0, Version, byte(ad.Direction), byte(len(ad.Session)))
+	b = append(b, 0, version, byte(ad.Direction), byte(len(ad.Session)))
 	b = append(b, ad.Session...)
 	b = append(b, byte(len(ad.ID)))
 	b = append(b, ad.ID...)
@@ -145,35 +163,62 @@ func (k *SessionKey) Bytes() []byte { return append([]byte(nil), k.raw[:]...) }
 //
 //	version (1) | nonce (12) | AES-256-GCM ciphertext | tag (16)
 func (k *SessionKey) SealBytes(ad AD, plaintext []byte) ([]byte, error) {
+	return k.SealBytesEpoch(0, ad, plaintext)
+}
+
+// SealBytesEpoch seals plaintext for ad under this key as the session's key
+// of the given epoch. Epoch 0 is SealBytes's format; a later epoch is
+//
+//	VersionEpoch (1) | epoch (2, big-endian) | nonce (12) | AES-256-GCM ciphertext | tag (16)
+//
+// with VersionEpoch in the associated data.
+func (k *SessionKey) SealBytesEpoch(epoch int, ad AD, plaintext []byte) ([]byte, error) {
 	if len(plaintext) > MaxPlaintextBytes {
 		return nil, fmt.Errorf("seal: %d bytes to seal, at most %d", len(plaintext), MaxPlaintextBytes)
 	}
-	adb, err := ad.bytes()
+	if epoch < 0 || epoch >= MaxEpochs {
+		return nil, fmt.Errorf("seal: epoch %d (0 to %d)", epoch, MaxEpochs-1)
+	}
+	version := Version
+	if epoch > 0 {
+		version = VersionEpoch
+	}
+	adb, err := ad.bytesFor(version)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 1, len(plaintext)+Overhead)
-	out[0] = Version
+	out := make([]byte, 1, len(plaintext)+OverheadEpoch)
+	out[0] = version
+	if epoch > 0 {
+		out = binary.BigEndian.AppendUint16(out, uint16(epoch))
+	}
 	return k.aead.Seal(out, nil, plaintext, adb), nil
 }
 
 // Seal seals plaintext for ad and returns the text form of the sealed value
 // (the binary format in base64url), ready for a JSON string.
 func (k *SessionKey) Seal(ad AD, plaintext []byte) (string, error) {
-	b, err := k.SealBytes(ad, plaintext)
+	return k.SealEpoch(0, ad, plaintext)
+}
+
+// SealEpoch is Seal under this key as the session's key of the given
+// epoch (see SealBytesEpoch).
+func (k *SessionKey) SealEpoch(epoch int, ad AD, plaintext []byte) (string, error) {
+	b, err := k.SealBytesEpoch(epoch, ad, plaintext)
 	if err != nil {
 		return "", err
 	}
 	return b64.EncodeToString(b), nil
 }
 
-// OpenBytes opens a value sealed by SealBytes under the same key and ad.
+// OpenBytes opens a value sealed by SealBytes or SealBytesEpoch under the
+// same key and ad (the caller picks the key of the value's epoch: [Epoch]).
 func (k *SessionKey) OpenBytes(ad AD, sealed []byte) ([]byte, error) {
-	body, err := checkSealed(sealed)
+	body, _, err := checkSealed(sealed)
 	if err != nil {
 		return nil, err
 	}
-	adb, err := ad.bytes()
+	adb, err := ad.bytesFor(sealed[0])
 	if err != nil {
 		return nil, err
 	}
@@ -203,25 +248,42 @@ func DecodeSealed(s string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if _, err := checkSealed(raw); err != nil {
+	if _, _, err := checkSealed(raw); err != nil {
 		return nil, err
 	}
 	return raw, nil
 }
 
+// Epoch is the epoch of the session key a binary sealed value was sealed
+// under: 0 for the first form, the value's epoch field for the second.
+func Epoch(sealed []byte) (int, error) {
+	_, epoch, err := checkSealed(sealed)
+	return epoch, err
+}
+
 // checkSealed checks the framing of a binary sealed value and returns what
-// follows the version byte.
-func checkSealed(b []byte) ([]byte, error) {
+// follows its header (version, and epoch if any) and its epoch.
+func checkSealed(b []byte) (body []byte, epoch int, err error) {
 	if len(b) < Overhead {
-		return nil, fmt.Errorf("%w: %d bytes, at least %d", ErrMalformed, len(b), Overhead)
+		return nil, 0, fmt.Errorf("%w: %d bytes, at least %d", ErrMalformed, len(b), Overhead)
 	}
-	if len(b) > MaxPlaintextBytes+Overhead {
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxPlaintextBytes+Overhead)
+	switch b[0] {
+	case Version:
+		if len(b) > MaxPlaintextBytes+Overhead {
+			return nil, 0, fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(b), MaxPlaintextBytes+Overhead)
+		}
+		return b[1:], 0, nil
+	case VersionEpoch:
+		if len(b) < OverheadEpoch || len(b) > MaxPlaintextBytes+OverheadEpoch {
+			return nil, 0, fmt.Errorf("%w: %d bytes, %d to %d", ErrMalformed, len(b), OverheadEpoch, MaxPlaintextBytes+OverheadEpoch)
+		}
+		epoch = int(binary.BigEndian.Uint16(b[1:3]))
+		if epoch == 0 || epoch >= MaxEpochs {
+			return nil, 0, fmt.Errorf("%w: epoch %d", ErrMalformed, epoch)
+		}
+		return b[3:], epoch, nil
 	}
-	if b[0] != Version {
-		return nil, fmt.Errorf("%w: %d", ErrVersion, b[0])
-	}
-	return b[1:], nil
+	return nil, 0, fmt.Errorf("%w: %d", ErrVersion, b[0])
 }
 
 // putLen16 appends a two-byte big-endian length and the bytes.

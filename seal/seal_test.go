@@ -44,7 +44,7 @@ func TestSealOpenRoundTrip(t *testing.T) {
 			t.Fatalf("open %d bytes: got %d other bytes", n, len(got))
 		}
 	}
-	if got := b64.EncodedLen(MaxPlaintextBytes + Overhead); got != MaxSealedChars {
+	if got := b64.EncodedLen(MaxPlaintextBytes + OverheadEpoch); got != MaxSealedChars {
 		t.Errorf("MaxSealedChars = %d, a sealed MaxPlaintextBytes value is %d", MaxSealedChars, got)
 	}
 }
@@ -131,7 +131,7 @@ func TestOpenRefusesTampering(t *testing.T) {
 		{"shorter than overhead", k, ad, b64.EncodeToString(raw[:Overhead-1]), ErrMalformed},
 		{"empty", k, ad, "", ErrMalformed},
 		{"version 0", k, ad, withVersion(0), ErrVersion},
-		{"version 2", k, ad, withVersion(2), ErrVersion},
+		{"version 3", k, ad, withVersion(3), ErrVersion},
 		{"padded base64", k, ad, good + "=", ErrMalformed},
 		{"standard base64", k, ad, strings.NewReplacer("-", "+", "_", "/").Replace(good) + "+/", ErrMalformed},
 		{"too long", k, ad, strings.Repeat("A", MaxSealedChars+1), ErrMalformed},

@@ -5,6 +5,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/spf13/cobra"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -56,6 +57,7 @@ func newDevicesCmd() *cobra.Command {
 			}
 			var ans struct {
 				Revoked string `json:"revoked"`
+				ID      string `json:"id"`
 				Role    string `json:"role"`
 				Closed  int    `json:"closed"`
 			}
@@ -63,6 +65,23 @@ func newDevicesCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s %q (%d connections closed).\n", ans.Role, ans.Revoked, ans.Closed)
+			if ans.Role != "device" || ans.ID == "" {
+				return nil
+			}
+			// This machine trusts it no more either: the sessions it
+			// runs get new keys without it (docs/security.md, "Key
+			// rotation"), whatever the relay says.
+			state, err := stateDir(mf.state)
+			if err != nil {
+				return err
+			}
+			untrusted, err := apiclient.UntrustDevice(state, ans.ID)
+			if err != nil {
+				return err
+			}
+			if untrusted {
+				fmt.Fprintln(cmd.OutOrStdout(), "This machine no longer trusts it: its sessions get new keys, for the devices that remain.")
+			}
 			return nil
 		},
 	}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/seal"
 	"github.com/makiuchi-d/gozxing"
 	gzqr "github.com/makiuchi-d/gozxing/qrcode"
@@ -120,8 +121,9 @@ func TestPairLoginDevices(t *testing.T) {
 		b.Write(buf[:n])
 		return resp.StatusCode, b.String()
 	}
-	if st, b := redeem(code); st != 200 || !strings.Contains(b, `"role":"device"`) {
-		t.Fatalf("redeem: %d %s", st, b)
+	st, redeemed := redeem(code)
+	if st != 200 || !strings.Contains(redeemed, `"role":"device"`) {
+		t.Fatalf("redeem: %d %s", st, redeemed)
 	}
 	if st, b := redeem(code); st != http.StatusForbidden || !strings.Contains(b, "already used") {
 		t.Errorf("a second time: %d %s", st, b)
@@ -155,8 +157,26 @@ func TestPairLoginDevices(t *testing.T) {
 	if res = run(t, "devices", "rename", "iPhone", "Ann's phone", "--state", state2); res.code != 0 {
 		t.Fatalf("rename: %+v", res)
 	}
-	if res = run(t, "devices", "revoke", "Ann's phone", "--state", state2); res.code != 0 || !strings.Contains(res.stdout, `Revoked device "Ann's phone"`) {
+	// The machine that revokes a device trusts it no more: its sessions
+	// rotate their keys without it (docs/security.md, "Key rotation").
+	var dev struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(redeemed), &dev); err != nil || dev.ID == "" {
+		t.Fatalf("redeem answer %s: %v", redeemed, err)
+	}
+	pub := make([]byte, 32)
+	pub[0] = 9
+	trusted, _ := json.Marshal([]apiclient.TrustedDevice{{ID: dev.ID, Name: "iPhone", PublicKey: pub}, {ID: "other", Name: "tablet", PublicKey: pub}})
+	if err := os.WriteFile(filepath.Join(state2, apiclient.TrustedDevicesFile), trusted, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res = run(t, "devices", "revoke", "Ann's phone", "--state", state2); res.code != 0 || !strings.Contains(res.stdout, `Revoked device "Ann's phone"`) ||
+		!strings.Contains(res.stdout, "no longer trusts it") {
 		t.Fatalf("revoke: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state2, apiclient.TrustedDevicesFile)); strings.Contains(string(b), dev.ID) || !strings.Contains(string(b), `"other"`) {
+		t.Errorf("trusted devices after the revocation: %s", b)
 	}
 	if res = run(t, "devices", "revoke", "Ann's phone", "--state", state2); res.code == 0 || !strings.Contains(res.stderr, "no such machine or device") {
 		t.Errorf("revoke again: %+v", res)

@@ -67,6 +67,13 @@ window.t = {
       return 'ok';
     } catch (e) { return why(e); }
   },
+  async unwrapAll(name, machine, session, wrapped) {
+    try {
+      window.keys[name] = await s.unwrapKeys(window.device, s.parsePublicKey(machine), session, wrapped);
+      return window.keys[name].length;
+    } catch (e) { return why(e); }
+  },
+  sealEpoch: (name, ad, text, epoch) => s.seal(window.keys[name][epoch], ad, text, epoch),
   async open(name, ad, text) {
     try { return { text: await s.openText(window.keys[name], ad, text) }; } catch (e) { return { code: why(e) }; }
   },
@@ -284,7 +291,7 @@ func TestSealBrowser(t *testing.T) {
 			"another position":  {jsAD{ad.Session, "uz4a98xxat96iws9zmbrgj3a", ad.Direction}, sealed, "open"},
 			"another direction": {jsAD{ad.Session, ad.ID, int(seal.FromDevice)}, sealed, "open"},
 			"a flipped byte":    {ad, base64.RawURLEncoding.EncodeToString(flipped), "open"},
-			"version 2":         {ad, "Ag" + sealed[2:], "version"},
+			"version 3":         {ad, "Aw" + sealed[2:], "version"},
 			"truncated":         {ad, sealed[:20], "malformed"},
 			"padded":            {ad, sealed + "=", "malformed"},
 		} {
@@ -310,6 +317,63 @@ func TestSealBrowser(t *testing.T) {
 			if _, err := key.Open(ad, sealed); !errors.Is(err, seal.ErrOpen) {
 				t.Errorf("%s: %v, want ErrOpen", name, err)
 			}
+		}
+	})
+
+	t.Run("key epochs", func(t *testing.T) {
+		// A session whose key was replaced twice (two revocations): the
+		// set opens to its three keys; a value of each epoch opens under
+		// the set; a device given only the first key opens nothing later;
+		// the browser seals under the current epoch as Go reads it.
+		k1, _ := seal.NewSessionKey()
+		k2, _ := seal.NewSessionKey()
+		set, err := seal.WrapKeys(machine, devicePub, session, []*seal.SessionKey{key, k1, k2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unwrapAll := func(name, wrapped string) any {
+			return evalAwait[any](t, ctx, fmt.Sprintf("t.unwrapAll(%s, %s, %s, %s)", js(t, name), js(t, machine.PublicString()), js(t, session), js(t, wrapped)))
+		}
+		if got := unwrapAll("set", set); got != float64(3) {
+			t.Fatalf("unwrapAll: %v", got)
+		}
+		if got := unwrapAll("old", wrapped); got != float64(1) {
+			t.Fatalf("unwrapAll of one key: %v", got)
+		}
+		raw, _ := base64.RawURLEncoding.DecodeString(set)
+		raw[len(raw)-40] ^= 1
+		if got := unwrapAll("bad", base64.RawURLEncoding.EncodeToString(raw)); got != "unwrap" {
+			t.Errorf("a flipped byte: %v", got)
+		}
+		if got := unwrapAll("bad", set[:len(set)-43]); got != "malformed" && got != "unwrap" {
+			t.Errorf("a set cut by a key: %v", got)
+		}
+		ad := jsAD{envAD.Session, envAD.ID, int(envAD.Direction)}
+		for epoch, k := range []*seal.SessionKey{key, k1, k2} {
+			sealed, err := k.SealEpoch(epoch, envAD, []byte(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := evalAwait[opened](t, ctx, fmt.Sprintf("t.open('set', %s, %s)", js(t, ad), js(t, sealed)))
+			if got.Text != body {
+				t.Errorf("epoch %d does not open under the set: %+v", epoch, got)
+			}
+			got = evalAwait[opened](t, ctx, fmt.Sprintf("t.open('old', %s, %s)", js(t, ad), js(t, sealed)))
+			if (epoch == 0) != (got.Text == body) || (epoch > 0 && got.Code != "open") {
+				t.Errorf("epoch %d under the first key alone: %+v", epoch, got)
+			}
+		}
+		cmdAD := seal.AD{Session: session, ID: "e5k9x2m4p7q1r8s3t6v0w2y4", Direction: seal.FromDevice}
+		sealed := evalAwait[string](t, ctx, fmt.Sprintf("t.sealEpoch('set', %s, 'after', 2)", js(t, jsAD{cmdAD.Session, cmdAD.ID, int(cmdAD.Direction)})))
+		rawCmd, err := seal.DecodeSealed(sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := seal.Epoch(rawCmd); e != 2 {
+			t.Errorf("the browser sealed under epoch %d, want 2", e)
+		}
+		if got, err := k2.OpenBytes(cmdAD, rawCmd); err != nil || string(got) != "after" {
+			t.Errorf("Go opens %q, %v", got, err)
 		}
 	})
 

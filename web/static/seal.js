@@ -12,16 +12,22 @@ const subtle = globalThis.crypto.subtle;
 const utf8 = new TextEncoder();
 
 export const VERSION = 1;
+// VERSION_EPOCH: a value sealed under a session key's later epoch (after a
+// device was revoked), and a wrapped key set of several epochs.
+export const VERSION_EPOCH = 2;
+export const MAX_EPOCHS = 256;
 export const KEY_SIZE = 32;
 export const NONCE_SIZE = 12;
 export const TAG_SIZE = 16;
 export const OVERHEAD = 1 + NONCE_SIZE + TAG_SIZE;
+export const OVERHEAD_EPOCH = OVERHEAD + 2;
 export const MAX_PLAINTEXT_BYTES = 4 << 20;
-export const MAX_SEALED_CHARS = Math.floor(((MAX_PLAINTEXT_BYTES + OVERHEAD) * 8 + 5) / 6);
+export const MAX_SEALED_CHARS = Math.floor(((MAX_PLAINTEXT_BYTES + OVERHEAD_EPOCH) * 8 + 5) / 6);
 export const MAX_AD_FIELD_BYTES = 255;
 export const PUBLIC_KEY_SIZE = 32;
 export const FINGERPRINT_SIZE = 16;
 export const WRAPPED_SIZE = 1 + 32 + KEY_SIZE + TAG_SIZE + 32;
+export const MAX_WRAPPED_SIZE = WRAPPED_SIZE + (MAX_EPOCHS - 1) * KEY_SIZE;
 export const PAIRING_SECRET_SIZE = 16;
 
 // Who sealed a value.
@@ -292,14 +298,15 @@ export async function fingerprint(publicKey) {
 const AD_LABEL = utf8.encode('ccrelay/seal/v1');
 
 // adBytes: "ccrelay/seal/v1" 0x00 | version | direction | len(session) |
-// session | len(id) | id, each length one byte.
-export function adBytes({ session, id, direction }) {
+// session | len(id) | id, each length one byte; version is that of the
+// value (VERSION, or VERSION_EPOCH under a later epoch).
+export function adBytes({ session, id, direction }, version = VERSION) {
   if (direction !== FROM_MACHINE && direction !== FROM_DEVICE) throw new SealError('argument', 'bad direction');
   const s = utf8.encode(session || '');
   const i = utf8.encode(id || '');
   if (s.length === 0 || s.length > MAX_AD_FIELD_BYTES) throw new SealError('argument', 'bad session id');
   if (i.length === 0 || i.length > MAX_AD_FIELD_BYTES) throw new SealError('argument', 'bad id');
-  return concat(AD_LABEL, new Uint8Array([0, VERSION, direction, s.length]), s, new Uint8Array([i.length]), i);
+  return concat(AD_LABEL, new Uint8Array([0, version, direction, s.length]), s, new Uint8Array([i.length]), i);
 }
 
 // importSessionKey makes a non-extractable AES-256-GCM key of 32 bytes.
@@ -310,25 +317,41 @@ export function importSessionKey(raw) {
 
 // seal seals plaintext (bytes or a string, as UTF-8) for ad = { session,
 // id, direction } and returns the text form: base64url of version | nonce |
-// ciphertext | tag.
-export async function seal(key, ad, plaintext) {
+// ciphertext | tag, or, under a later epoch of the session's key,
+// VERSION_EPOCH | epoch (2 bytes, big-endian) | nonce | ciphertext | tag.
+export async function seal(key, ad, plaintext, epoch = 0) {
   const pt = bytes(plaintext);
   if (pt.length > MAX_PLAINTEXT_BYTES) throw new SealError('argument', 'too large to seal');
+  if (!Number.isInteger(epoch) || epoch < 0 || epoch >= MAX_EPOCHS) throw new SealError('argument', 'bad epoch');
   const nonce = crypto.getRandomValues(new Uint8Array(NONCE_SIZE));
-  const ct = await subtle.encrypt({ name: 'AES-GCM', iv: nonce, additionalData: adBytes(ad) }, key, pt);
-  return b64encode(concat(new Uint8Array([VERSION]), nonce, new Uint8Array(ct)));
+  const version = epoch > 0 ? VERSION_EPOCH : VERSION;
+  const head = epoch > 0 ? new Uint8Array([version, epoch >> 8, epoch & 0xff]) : new Uint8Array([version]);
+  const ct = await subtle.encrypt({ name: 'AES-GCM', iv: nonce, additionalData: adBytes(ad, version) }, key, pt);
+  return b64encode(concat(head, nonce, new Uint8Array(ct)));
 }
 
 // open opens the text form made by seal (here or in Go) for the same ad;
-// it throws a SealError whose code says why it does not.
+// it throws a SealError whose code says why it does not. key is the
+// session's key, or the list of its keys by epoch (the value says which).
 export async function open(key, ad, text) {
   if (typeof text !== 'string' || text.length > MAX_SEALED_CHARS) throw new SealError('malformed', 'sealed value too long');
   const raw = b64decode(text);
   if (raw.length < OVERHEAD) throw new SealError('malformed', 'sealed value too short');
-  if (raw[0] !== VERSION) throw new SealError('version', `unknown version ${raw[0]}`);
-  const adb = adBytes(ad);
+  let head = 1;
+  let epoch = 0;
+  if (raw[0] === VERSION_EPOCH) {
+    if (raw.length < OVERHEAD_EPOCH) throw new SealError('malformed', 'sealed value too short');
+    epoch = (raw[1] << 8) | raw[2];
+    if (epoch === 0 || epoch >= MAX_EPOCHS) throw new SealError('malformed', 'bad epoch');
+    head = 3;
+  } else if (raw[0] !== VERSION) throw new SealError('version', `unknown version ${raw[0]}`);
+  if (Array.isArray(key)) {
+    if (!key[epoch]) throw new SealError('open', `sealed under the session's key of epoch ${epoch}, which this device was not given`);
+    key = key[epoch];
+  }
+  const adb = adBytes(ad, raw[0]);
   try {
-    const pt = await subtle.decrypt({ name: 'AES-GCM', iv: raw.subarray(1, 1 + NONCE_SIZE), additionalData: adb }, key, raw.subarray(1 + NONCE_SIZE));
+    const pt = await subtle.decrypt({ name: 'AES-GCM', iv: raw.subarray(head, head + NONCE_SIZE), additionalData: adb }, key, raw.subarray(head + NONCE_SIZE));
     return new Uint8Array(pt);
   } catch {
     throw new SealError('open', 'authentication failed');
@@ -404,29 +427,37 @@ export async function deleteDeviceKey(name = 'device') {
 // ---- unwrapping session keys ----
 
 const WRAP_INFO = utf8.encode('ccrelay/session-key/v1\0');
+const WRAP_INFO_EPOCHS = utf8.encode('ccrelay/session-key/v2\0');
 const WRAP_AUTH = utf8.encode('ccrelay/wrap-auth/v1');
 
 export const wrapInfo = (session) => concat(WRAP_INFO, utf8.encode(session));
+export const wrapInfoEpochs = (session) => concat(WRAP_INFO_EPOCHS, utf8.encode(session));
 
 async function wrapTagKey(privateKey, peer) {
   return hkdf(await dh(privateKey, peer), EMPTY, WRAP_AUTH, 32);
 }
 
-// unwrapKey opens a session key that the machine (machinePublic, its 32
-// bytes, known from pairing) wrapped for this device ({ privateKey,
-// publicKey }), and returns it as a non-extractable AES-GCM CryptoKey. It
-// checks the machine's tag first: the relay, knowing only public keys,
-// cannot make one.
-export async function unwrapKey(device, machinePublic, session, wrapped) {
-  if (typeof wrapped !== 'string') throw new SealError('malformed', 'wrapped key');
+// unwrapKeys opens the session keys, epoch 0 first, that the machine
+// (machinePublic, its 32 bytes, known from pairing) wrapped for this device
+// ({ privateKey, publicKey }), and returns them as non-extractable AES-GCM
+// CryptoKeys. A wrapped key of VERSION holds one key; one of VERSION_EPOCH
+// holds the session's keys of every epoch (its key was replaced when a
+// device was revoked). It checks the machine's tag first: the relay,
+// knowing only public keys, cannot make one.
+export async function unwrapKeys(device, machinePublic, session, wrapped) {
+  if (typeof wrapped !== 'string' || wrapped.length > Math.ceil(MAX_WRAPPED_SIZE * 4 / 3)) throw new SealError('malformed', 'wrapped key');
   const raw = b64decode(wrapped);
-  if (raw.length !== WRAPPED_SIZE) throw new SealError('malformed', 'wrapped key size');
-  if (raw[0] !== VERSION) throw new SealError('version', `unknown version ${raw[0]}`);
+  let version = raw[0];
+  if (version === VERSION) {
+    if (raw.length !== WRAPPED_SIZE) throw new SealError('malformed', 'wrapped key size');
+  } else if (version === VERSION_EPOCH) {
+    if (raw.length < WRAPPED_SIZE + KEY_SIZE || (raw.length - WRAPPED_SIZE) % KEY_SIZE !== 0 || raw.length > MAX_WRAPPED_SIZE) throw new SealError('malformed', 'wrapped key size');
+  } else throw new SealError('version', `unknown version ${raw[0]}`);
   const s = utf8.encode(session || '');
   if (s.length === 0 || s.length > MAX_AD_FIELD_BYTES) throw new SealError('argument', 'bad session id');
-  const body = raw.subarray(1, WRAPPED_SIZE - 32);
-  const tag = raw.subarray(WRAPPED_SIZE - 32);
-  const msg = concat(WRAP_AUTH, new Uint8Array([0, VERSION]), u16(s.length), s, machinePublic, device.publicKey, body);
+  const body = raw.subarray(1, raw.length - 32);
+  const tag = raw.subarray(raw.length - 32);
+  const msg = concat(WRAP_AUTH, new Uint8Array([0, version]), u16(s.length), s, machinePublic, device.publicKey, body);
   let ok = false;
   try {
     const k = await hmacKey(await wrapTagKey(device.privateKey, machinePublic), ['verify']);
@@ -437,16 +468,29 @@ export async function unwrapKey(device, machinePublic, session, wrapped) {
   if (!ok) throw new SealError('unwrap', 'wrapped key does not open: not from the paired machine, or not for this session');
   let keyBytes;
   try {
-    const ctx = await hpke.setupR(body.subarray(0, 32), device.privateKey, device.publicKey, wrapInfo(session), AEAD_AES256GCM);
+    const info = version === VERSION ? wrapInfo(session) : wrapInfoEpochs(session);
+    const ctx = await hpke.setupR(body.subarray(0, 32), device.privateKey, device.publicKey, info, AEAD_AES256GCM);
     keyBytes = await ctx.open(EMPTY, body.subarray(32));
   } catch {
     throw new SealError('unwrap', 'wrapped key does not open');
   }
   try {
-    return await importSessionKey(keyBytes);
+    const keys = [];
+    for (let i = 0; i < keyBytes.length; i += KEY_SIZE) keys.push(await importSessionKey(keyBytes.subarray(i, i + KEY_SIZE)));
+    return keys;
   } finally {
     keyBytes.fill(0);
   }
+}
+
+// unwrapKey opens a wrapped key of one session key (VERSION) for this
+// device; see unwrapKeys.
+export async function unwrapKey(device, machinePublic, session, wrapped) {
+  if (typeof wrapped !== 'string') throw new SealError('malformed', 'wrapped key');
+  const raw = b64decode(wrapped);
+  if (raw.length !== WRAPPED_SIZE) throw new SealError('malformed', 'wrapped key size');
+  if (raw[0] !== VERSION) throw new SealError('version', `unknown version ${raw[0]}`);
+  return (await unwrapKeys(device, machinePublic, session, wrapped))[0];
 }
 
 // ---- pairing ----

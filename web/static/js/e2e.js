@@ -42,7 +42,7 @@ export function device() {
   return devicePromise;
 }
 
-const keys = new Map(); // session -> CryptoKey
+const keys = new Map(); // session -> [CryptoKey], its keys by epoch (the last is current)
 const keyless = new Set(); // sessions the relay has no key of for this device
 const waiting = new Map(); // session -> [resolve]
 const sealedIDs = new Set(); // envelopes that came sealed (their blobs are sealed too)
@@ -73,7 +73,7 @@ export function setOnKey(fn) { onKey = fn; }
  */
 export function retryKeyless() { keyless.clear(); }
 
-/** keyFor is a session's key, if this device has it. */
+/** keyFor is a session's keys by epoch (the last one current), if this device has them. */
 export function keyFor(session) { return keys.get(session); }
 
 function settle(session, key) {
@@ -130,7 +130,7 @@ async function openSessionKey(f) {
   }
   let key;
   try {
-    key = await S.unwrapKey(await device(), S.b64decode(f.machine), f.session, f.wrapped);
+    key = await S.unwrapKeys(await device(), S.b64decode(f.machine), f.session, f.wrapped);
   } catch (e) {
     keyless.add(f.session);
     settle(f.session, null);
@@ -334,7 +334,9 @@ export async function sealCommand(session, cmd, info = {}) {
     }
     return cmd;
   }
-  const sealed = await S.seal(key, { session, id: cmd.id, direction: S.FROM_DEVICE }, JSON.stringify(cmd));
+  // Under the session's current key: the machine refuses a command under
+  // a key it replaced when a device was revoked.
+  const sealed = await S.seal(key[key.length - 1], { session, id: cmd.id, direction: S.FROM_DEVICE }, JSON.stringify(cmd), key.length - 1);
   return { id: cmd.id, kind: cmd.kind, sealed };
 }
 
