@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -180,7 +181,18 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- client.Run(sendCtx) }()
-	fmt.Fprintf(stderr, "ccrelay daemon: %s is reachable from the app through %s (session %s)\n", name, f.relay, session)
+	// The app reaches this machine once the relay took the connection,
+	// not before: until then the client says why it cannot reach it.
+	fmt.Fprintf(stderr, "ccrelay daemon: %s (session %s) is connecting to %s\n", name, session, f.relay)
+	sayCtx, stopSay := context.WithCancel(sendCtx)
+	sayDone := make(chan struct{})
+	go func() {
+		defer close(sayDone)
+		if waitConnected(sayCtx, client) {
+			fmt.Fprintf(stderr, "ccrelay daemon: %s is reachable from the app through %s (session %s)\n", name, f.relay, session)
+		}
+	}()
+	defer func() { stopSay(); <-sayDone }()
 	runErr := daemon.Run(ctx, daemon.Config{Link: client, Ledger: ledger, Session: session, Command: command,
 		ClaudeDir: claude.ConfigDir(os.Getenv, home), Roots: f.allow, NoKnown: f.onlyAllowed, AllowBypass: f.allowBypass,
 		Machine: name, ClaudeVersion: version, MaxSessions: f.maxSessions, Output: logFile, Logger: log})
@@ -189,6 +201,24 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 		runErr = err
 	}
 	return runErr
+}
+
+// connectedPoll is how often waitConnected looks at the client.
+const connectedPoll = 50 * time.Millisecond
+
+// waitConnected reports true once client has a connection to the relay,
+// false if ctx ends first.
+func waitConnected(ctx context.Context, client *apiclient.Client) bool {
+	t := time.NewTicker(connectedPoll)
+	defer t.Stop()
+	for !client.Connected() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
 }
 
 // daemonSession reads the daemon's session id, made once.

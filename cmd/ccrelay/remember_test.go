@@ -110,3 +110,28 @@ func TestRememberedRelay(t *testing.T) {
 		t.Errorf("status with --relay: %+v", res)
 	}
 }
+
+// The daemon says the app can reach this machine only once the relay took
+// its connection: with the relay down it says why it cannot reach it, and
+// the line comes when the relay is back. Without the fix the daemon said
+// "reachable from the app" at start while the relay was down.
+func TestDaemonReachableOnlyWhenConnected(t *testing.T) {
+	r := newDaemonRig(t)
+	r.relay.Process.Signal(syscall.SIGTERM)
+	r.relay.Wait()
+	args := []string{"daemon", "--relay", r.base, "--relay-token-file", r.tokenFile, "--state", r.state, "--claude", fakeClaude, "--allow", r.root}
+	r.daemon = exec.Command(binary, args...)
+	r.daemon.Env = []string{"HOME=" + r.home, "PATH=/usr/bin:/bin"}
+	errs := watchStderr(t, r.daemon)
+	if err := r.daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	errs.waitFor(t, "cannot reach the relay at "+r.base+": connection refused")
+	for _, l := range errs.all {
+		if strings.Contains(l, "reachable from the app") {
+			t.Fatalf("said while the relay is down: %q", l)
+		}
+	}
+	r.relay = restartServe(t, r.data, r.addr)
+	errs.waitFor(t, "reachable from the app through "+r.base)
+}
