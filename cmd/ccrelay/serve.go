@@ -102,21 +102,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 				}
 				defer stopMetrics()
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", rl.listening, dir, rl.appURL())
-			if rl.public != "" {
-				fmt.Fprintf(out, "  public: %s\n", rl.public)
-			}
-			for _, u := range rl.networkURLs() {
-				fmt.Fprintf(out, "  phone: %s\n", u)
-			}
-			if metricsListen != "" {
-				fmt.Fprintf(out, "  metrics: http://%s/metrics\n", metricsListen)
-			}
-			if rl.everywhere && !tr.tls() && tr.transport.Proxies == nil {
-				fmt.Fprintln(out, "  note:  plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)")
-			}
-			fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+			rl.banner(cmd.OutOrStdout(), logFormat, dir, metricsListen, rl.everywhere && !tr.tls() && tr.transport.Proxies == nil)
 			if keep > 0 {
 				rctx, stopRetention := context.WithCancel(cmd.Context()) // ends with the relay
 				var wg sync.WaitGroup
@@ -132,7 +118,7 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	cmd.Flags().BoolVar(&migrateOnly, "migrate-only", false, "bring the store's schema to this version, then exit (for deploys)")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
-	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line)")
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line; json prints no link with the token: a log line says how to get it)")
 	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
 	cmd.Flags().StringVar(&opts.certFile, "tls-cert", "", "serve HTTPS with this certificate file (PEM; read again on SIGHUP)")
@@ -166,6 +152,49 @@ type runningRelay struct {
 }
 
 func (r *runningRelay) appURL() string { return r.base + "/#token=" + r.token }
+
+// plainNote is the banner's note for a relay on every address over plain
+// http.
+const plainNote = "plain http answers only this machine; a phone gets a page that says to use HTTPS (see docs/deploy.md)"
+
+// banner says the relay is up. As text (a terminal) it prints the app's
+// link with the relay's token on out. Under --log-format json the output
+// goes to a log (a journal, a collector) kept and read by others: it is one
+// log line without the token, which says how to get the link instead.
+func (r *runningRelay) banner(out io.Writer, format, dir, metrics string, plain bool) {
+	if format == "json" {
+		args := []any{"listen", r.listening, "data", dir, "app", r.base + "/",
+			"link", "the app's link holds the relay's token, which no log holds: pair a phone or a browser with: ccrelay pair; on this machine open " + r.base + "/#token= followed by the first line of " + filepath.Join(dir, relay.TokenFile)}
+		if r.public != "" {
+			args = append(args, "public", r.public)
+		}
+		if us := r.networkURLs(); len(us) > 0 {
+			args = append(args, "phone", us)
+		}
+		if metrics != "" {
+			args = append(args, "metrics", "http://"+metrics+"/metrics")
+		}
+		if plain {
+			args = append(args, "note", plainNote)
+		}
+		r.log.Info("relay listening", args...)
+		return
+	}
+	fmt.Fprintf(out, "ccrelay relay listening on %s\n  data:  %s\n  app:   %s\n", r.listening, dir, r.appURL())
+	if r.public != "" {
+		fmt.Fprintf(out, "  public: %s\n", r.public)
+	}
+	for _, u := range r.networkURLs() {
+		fmt.Fprintf(out, "  phone: %s\n", u)
+	}
+	if metrics != "" {
+		fmt.Fprintf(out, "  metrics: http://%s/metrics\n", metrics)
+	}
+	if plain {
+		fmt.Fprintln(out, "  note:  "+plainNote)
+	}
+	fmt.Fprintln(out, "Open the app URL in a browser on this machine; pair a phone with: ccrelay pair. Ctrl-C stops the relay.")
+}
 
 // networkURLs are the app's URLs on this machine's network addresses, when
 // the relay listens on all of them (--listen 0.0.0.0:PORT): what a phone on
