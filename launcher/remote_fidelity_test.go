@@ -33,6 +33,7 @@ func usageOf(e protocol.Envelope) string {
 // last turn-end, which the -p transcript cannot tell, is left out.
 func sameAsReplayExactly(t *testing.T, rig *remoteRig, e *claudetest.Env) []string {
 	t.Helper()
+	rig.untilTranscriptHolds(e)
 	rig.r.Stop(protocol.StatusCompleted)
 	live := rig.checkTurns()
 	want := replayFiles(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl"))

@@ -17,6 +17,7 @@ import (
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/replay"
 )
 
 // realRemote drives the real Claude Code in remote mode against the fake
@@ -37,6 +38,7 @@ func realRemote(t *testing.T, rules ...fakeapi.Rule) (*remoteRig, *claudetest.En
 // case).
 func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly bool) {
 	t.Helper()
+	rig.untilTranscriptHolds(e)
 	rig.r.Stop(protocol.StatusCompleted)
 	live := rig.checkTurns()
 	want := replayFiles(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl"))
@@ -59,6 +61,50 @@ func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly b
 		}
 	}
 	t.Logf("live = replay: %q", ld)
+}
+
+// untilTranscriptHolds waits until the replay of the session's transcript
+// holds every message live has sent (turn markers aside): Claude writes its
+// transcript in batches, after it prints, and a Claude stopped before it
+// wrote a batch never writes it. Past a generous deadline it returns, and
+// the comparison that follows says what is missing.
+func (rig *remoteRig) untilTranscriptHolds(e *claudetest.Env) {
+	rig.t.Helper()
+	path := filepath.Join(e.ProjectDir(rig.t), rig.r.ID()+".jsonl")
+	begin := time.Now()
+	deadline := begin.Add(30 * time.Second)
+	for {
+		missing := transcriptLacks(path, rig.out.Envelopes())
+		if missing == 0 {
+			rig.t.Logf("the transcript held what live sent after %v", time.Since(begin))
+			return
+		}
+		if time.Now().After(deadline) {
+			rig.t.Logf("the transcript still lacks %d of the messages live sent after %v", missing, time.Since(begin))
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// transcriptLacks counts the envelopes of live, turn markers aside, whose
+// ids the replay of the transcript at path does not have (all of them when
+// it cannot be read yet).
+func transcriptLacks(path string, live []protocol.Envelope) int {
+	have := map[string]bool{}
+	if s, err := replay.FindSession([]string{path}); err == nil {
+		replay.Run(context.Background(), s, replay.Options{}, func(e *protocol.Envelope) error {
+			have[e.ID] = true
+			return nil
+		})
+	}
+	n := 0
+	for _, e := range withoutTurnMarkers(live) {
+		if !have[e.ID] {
+			n++
+		}
+	}
+	return n
 }
 
 func withoutTurnMarkers(envs []protocol.Envelope) []protocol.Envelope {

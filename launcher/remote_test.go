@@ -157,10 +157,13 @@ func readArgLog(t *testing.T, path string) [][]string {
 
 func (rig *remoteRig) prompt(text string) {
 	rig.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Generous: a resumed real Claude under -race on a loaded machine
+	// has taken more than 10 s to take a prompt.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	begin := time.Now()
 	if err := rig.r.Prompt(ctx, text); err != nil {
-		rig.t.Fatalf("prompt %q: %v", text, err)
+		rig.t.Fatalf("prompt %q: %v (after %v)", text, err, time.Since(begin))
 	}
 }
 
