@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,6 +212,32 @@ func TestRefusedCLIFramesLeaveNothing(t *testing.T) {
 	recv(t, cli)
 	if f := recv(t, app); f.Type != protocol.FrameBatch || f.Items[0].Seq != 2 {
 		t.Fatalf("the app saw %+v", f)
+	}
+}
+
+// A sealed summary of any size a CLI seals (a summary up to
+// protocol.MaxSummaryBytes, up to protocol.MaxSealedInfoChars sealed) is
+// taken, longer than other info strings may be; one byte more is refused.
+func TestSealedInfoSizes(t *testing.T) {
+	r := startTestRelay(t)
+	cli := r.dial(t, testToken, "/ws/cli")
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		want  string
+	}{
+		{"smallest", protocol.SealOverhead, protocol.FrameAck},
+		{"over 16 KiB", 20 << 10, protocol.FrameAck},
+		{"largest", protocol.MaxSealedInfoChars * 6 / 8, protocol.FrameAck},
+		{"one byte over", protocol.MaxSealedInfoChars*6/8 + 1, protocol.FrameError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sealed := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{7}, tc.bytes))
+			send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: s1, Info: json.RawMessage(`{"mode":"remote","sealed":"` + sealed + `"}`)})
+			if f := recv(t, cli); f.Type != tc.want {
+				t.Fatalf("%d characters: %s %s %q, want %s", len(sealed), f.Type, f.Code, f.Message, tc.want)
+			}
+		})
 	}
 }
 
