@@ -188,6 +188,8 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		return nil
 	}
 	var app *appLink // the link to the app, with --relay
+	// refused is closed when the relay refuses the token (with --relay).
+	var refused chan struct{}
 	// The relay client's notices reach the terminal before and after
 	// Claude, never over its screen.
 	gate := &noticeGate{out: os.Stderr, log: log}
@@ -250,7 +252,14 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		app.transcript = func(session string) string { return claude.TranscriptPath(transcriptDir, session) }
 		sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
 		sendDone, appDone := make(chan error, 1), make(chan struct{})
-		go func() { sendDone <- sender.Run(sendCtx) }()
+		refused = make(chan struct{})
+		go func() {
+			err := sender.Run(sendCtx)
+			if errors.Is(err, apiclient.ErrUnauthorized) {
+				close(refused)
+			}
+			sendDone <- err
+		}()
 		go func() { defer close(appDone); app.run(sendCtx) }()
 		// Claude's status line shows the relay's state (ccrelay statusline).
 		statusLine = &launcher.StatusLine{StatusFile: filepath.Join(runDir, "status.json")}
@@ -361,6 +370,24 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	} else if term.IsTerminal(int(os.Stdin.Fd())) {
 		loopOpts.Keys = os.Stdin
 	}
+	// Headless, the session lives by the app: a relay that refuses the
+	// token ends it (nothing could ever come from the app).
+	var refusedCtx context.Context
+	if f.remote && refused != nil {
+		var cancel context.CancelCauseFunc
+		loopCtx, cancel = context.WithCancelCause(loopCtx)
+		refusedCtx = loopCtx
+		watchDone := make(chan struct{})
+		go func() {
+			defer close(watchDone)
+			select {
+			case <-refused:
+				cancel(apiclient.ErrUnauthorized)
+			case <-refusedCtx.Done():
+			}
+		}()
+		defer func() { cancel(nil); <-watchDone }()
+	}
 	if app != nil {
 		loopOpts.Events, loopOpts.Commands = app, app.cmds
 		if f.remote {
@@ -399,6 +426,9 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 	}
 	code, runErr := launcher.RunLoop(loopCtx, loopOpts)
+	if refusedCtx != nil && errors.Is(context.Cause(refusedCtx), apiclient.ErrUnauthorized) && runErr == nil {
+		runErr = fmt.Errorf("the relay at %s refused the token (wrong or revoked), so no prompt can come from the app: run ccrelay login again (with a code from ccrelay pair --machine), or give the right --relay-token-file", f.relay)
+	}
 	gate.release()
 	scanGate.release()
 	if daemonEnd != nil && daemonEnd() != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/internal/config"
 )
@@ -134,4 +136,31 @@ func TestDaemonReachableOnlyWhenConnected(t *testing.T) {
 	}
 	r.relay = restartServe(t, r.data, r.addr)
 	errs.waitFor(t, "reachable from the app through "+r.base)
+}
+
+// Headless with a token the relay refuses, ccrelay ends and says what to
+// do; without the fix it waited forever for a prompt that could not come.
+func TestRemoteRefusedTokenEnds(t *testing.T) {
+	buildFakeClaude(t)
+	data := t.TempDir()
+	srv, base, _ := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("wrong"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "--remote", "--relay", base, "--relay-token-file", tok, "--state", t.TempDir(), "--claude", fakeClaude)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("still waiting after %v:\n%s", time.Since(start), out)
+	}
+	if err == nil || !strings.Contains(string(out), "refused the token") || !strings.Contains(string(out), "run ccrelay login again") {
+		t.Fatalf("exit %v:\n%s", err, out)
+	}
+	t.Logf("ended %v after start", time.Since(start).Round(time.Millisecond))
 }
