@@ -40,6 +40,7 @@ const SHELL = [
   'js/notify.js',
   'js/offline.js',
   'js/pairing.js',
+  'js/paths.js',
   'js/tools.js',
   'js/view.js',
   'manifest.webmanifest',

@@ -12,6 +12,7 @@ import { ConversationView, contextCount, contextUse, toolName } from './view.js'
 import { ago, baseName, oneLine, shortPath, tokens } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
 import { listFilter } from './listfilter.js';
+import { outsideProject } from './paths.js';
 import { findBar } from './find.js';
 import { deviceBar, showPairPage, takePairing } from './pairing.js';
 import { signedOut, takeSignedOut } from './forget.js';
@@ -781,12 +782,19 @@ function sessionPage(id) {
     };
     const detail = toolInput(p.tool, inp, { model, answer: p.tool === 'AskUserQuestion' ? (input) => answer(true, false, input) : null }, call);
     const sub = p.subagent ? model.subs.get(p.subagent) : null;
+    // The request's description is often the tool input's own (a command's
+    // description), which the input's card shows already: said once.
+    const desc = typeof p.description === 'string' ? p.description.trim() : '';
+    const saysDesc = desc && !(detail?.textContent || '').includes(desc);
+    // Claude Code names the path a request is about; only one outside the
+    // session's folder is said to be outside the project.
+    const outside = p.blockedPath && outsideProject(p.blockedPath, info().cwd);
     return h('div', { class: 'perm', 'data-request': p.id },
       h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
         sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
-      p.description ? h('div', { class: 'perm-desc', text: p.description }) : null,
+      saysDesc ? h('div', { class: 'perm-desc', text: desc }) : null,
       detail,
-      p.blockedPath ? h('div', { class: 'meta', text: 'Outside the project: ' + p.blockedPath }) : null,
+      outside ? h('div', { class: 'meta perm-outside', text: 'Outside the project: ' + p.blockedPath }) : null,
       h('div', { class: 'perm-actions' },
         h('button', { class: 'deny', type: 'button', text: labels.deny, onclick: () => answer(false) }),
         (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
