@@ -100,7 +100,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	must(t, ctx, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = '#/s/%s'`, id)))
 	waitJS(t, ctx, "visibility sent for the session", fmt.Sprintf(`sentFrames.some((f) => f.type === 'visibility' && f.session === %q && f.visible === true)`, id))
 	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
-	if dev := eval[string](t, ctx, `ccrelay.device`); len(dev) < 16 || dev != eval[string](t, ctx, `localStorage.getItem('ccrelay.device')`) {
+	if dev := eval[string](t, ctx, `ccrelay.device`); len(dev) < 16 || dev != eval[string](t, ctx, `localStorage.getItem('ccrelay.push-device')`) {
 		t.Errorf("device id %q not kept", dev)
 	}
 

@@ -6,7 +6,7 @@
 import { fill, h, icon } from './dom.js';
 import { Connection, newID, parseTiming } from './conn.js';
 import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
-import { keepCredential, keepPaired, openNotifications, registerWorker } from './notify.js';
+import { keepCredential, keepPaired, openNotifications, pushDevice, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextCount, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath, tokens } from './format.js';
@@ -20,7 +20,6 @@ import * as e2e from './e2e.js';
 import { cleanDaemon, machineOf, machines, newSessionSheet, stopButton } from './machines.js';
 
 const TOKEN_KEY = 'ccrelay.token';
-const DEVICE_KEY = 'ccrelay.device';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
 const MODES = [['default', 'Ask before edits'], ['acceptEdits', 'Accept edits'], ['plan', 'Plan only'], ['bypassPermissions', 'Bypass permissions']];
@@ -89,8 +88,7 @@ function start() {
   const token = readToken();
   app.worker = registerWorker();
   if (!token) { showTokenPage(); return; }
-  app.device = localStorage.getItem(DEVICE_KEY) || newID();
-  localStorage.setItem(DEVICE_KEY, app.device);
+  app.device = pushDevice(newID);
   keepCredential(token);
   keepPaired(e2e.knownMachines().length > 0);
   // The service worker opens a session when a notification is tapped.

@@ -15,6 +15,27 @@ export const KINDS = [
   ['agent', 'A background agent finished'],
 ];
 
+// PUSH_DEVICE_KEY keeps this browser's id for the relay's notifications and
+// visibility (the relay's device ids: 16 to 64 letters, digits, '-' or '_').
+// It was once kept under 'ccrelay.device', which pairing uses for this
+// device's name and fingerprint (pairing.js): an id found there is moved
+// here, so that the subscription made with it is still this device's.
+export const PUSH_DEVICE_KEY = 'ccrelay.push-device';
+const OLD_PUSH_DEVICE_KEY = 'ccrelay.device';
+const PUSH_DEVICE_ID = /^[A-Za-z0-9_-]{16,64}$/;
+
+/** pushDevice is this browser's id for notifications: the one kept, else one made with make() and kept. */
+export function pushDevice(make) {
+  const kept = localStorage.getItem(PUSH_DEVICE_KEY);
+  if (kept && PUSH_DEVICE_ID.test(kept)) return kept;
+  const old = localStorage.getItem(OLD_PUSH_DEVICE_KEY);
+  const id = old && PUSH_DEVICE_ID.test(old) ? old : make();
+  localStorage.setItem(PUSH_DEVICE_KEY, id);
+  // Pairing's JSON stays where it is; an id is gone from there once moved.
+  if (id === old) localStorage.removeItem(OLD_PUSH_DEVICE_KEY);
+  return id;
+}
+
 /** registerWorker registers sw.js (the app shell offline, notifications); null where unsupported. */
 export async function registerWorker() {
   if (!('serviceWorker' in navigator)) return null;
