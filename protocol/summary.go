@@ -54,6 +54,11 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 	if json.Unmarshal(m["sealed"], &sealed) == nil && sealed != "" && len(sealed) <= MaxSealedInfoChars && isBase64URL(sealed) {
 		out["sealed"] = sealed
 	}
+	// A recording replayed for show (ccrelay demo): only true is kept.
+	var recording bool
+	if json.Unmarshal(m["recording"], &recording) == nil && recording {
+		out["recording"] = true
+	}
 	// A fork's parent: a session id, or left out.
 	var parent string
 	if json.Unmarshal(m["forkedFrom"], &parent) == nil && parent != "" && IsSessionID(parent) {

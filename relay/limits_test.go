@@ -617,6 +617,32 @@ func TestSummaryInfoForkedFrom(t *testing.T) {
 	}
 }
 
+// A recording (ccrelay demo) travels in lists as "recording": true; any
+// other value in its place is dropped, and an info without it (from an
+// older CLI) has none.
+func TestSummaryInfoRecording(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"recording":true}`, true},
+		{`{"recording":false}`, false},
+		{`{"recording":"true"}`, false},
+		{`{"recording":1}`, false},
+		{`{}`, false},
+	} {
+		out := summaryInfo(json.RawMessage(tc.in))
+		var got map[string]json.RawMessage
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		r, ok := got["recording"]
+		if ok != tc.want || (ok && string(r) != "true") {
+			t.Errorf("%s: summary %s, want recording %v", tc.in, out, tc.want)
+		}
+	}
+}
+
 // The rate limit travels in lists, bounded.
 func TestSummaryInfoRateLimit(t *testing.T) {
 	in := `{"rateLimit":{"status":"allowed_warning","resetsAt":1795478400,"rateLimitType":"five_hour","utilization":0.8,"extra":"` + strings.Repeat("x", 10000) + `"}}`

@@ -78,7 +78,7 @@ a free port instead and says so.`,
 			// Announced as the CLI announces a session it runs (sent before
 			// the envelopes); the recording is over, so it is idle.
 			cwd, model := transcriptInfo(main)
-			sender.client.Announce(s.ID, sessionInfo(cwd, launcher.SessionState{Status: "idle", Model: model}))
+			sender.client.Announce(s.ID, recordingInfo(sessionInfo(cwd, launcher.SessionState{Status: "idle", Model: model})))
 			// Its last turn is closed as local mode closes it when Claude
 			// exits.
 			st, err := replay.Run(cmd.Context(), s, replay.Options{End: protocol.StatusCompleted},
@@ -154,4 +154,19 @@ func transcriptInfo(path string) (cwd, model string) {
 		}
 	}
 	return cwd, model
+}
+
+// recordingInfo marks a session's announced info as a recording's
+// ("recording": true, docs/protocol.md): apps say that nothing runs it.
+func recordingInfo(info json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(info, &m); err != nil || m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	m["recording"] = json.RawMessage("true")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return info
+	}
+	return b
 }

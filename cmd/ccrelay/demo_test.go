@@ -47,7 +47,7 @@ var appLine = regexp.MustCompile(`(?m)^\s+app:\s+http://(127\.0\.0\.1:\d+)/#toke
 
 // The demo's session reads as a finished piece of work on a project: the
 // relay lists it announced with its folder, this machine and the model,
-// idle; its history ends with the last turn completed.
+// idle, marked as a recording (apps say so); its history ends with the last turn completed.
 func TestDemo(t *testing.T) {
 	out := demoOutput(t, "--listen", "127.0.0.1:0")
 	m := appLine.FindStringSubmatch(out)
@@ -90,12 +90,15 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("sessions: %+v", list.Sessions)
 	}
 	s := list.Sessions[0]
-	var info struct{ Cwd, Machine, Model, Status, Mode string }
+	var info struct {
+		Cwd, Machine, Model, Status, Mode string
+		Recording                         bool
+	}
 	if err := json.Unmarshal(s.Info, &info); err != nil {
 		t.Fatalf("info %s: %v", s.Info, err)
 	}
 	host, _ := os.Hostname()
-	if info.Cwd != "/home/dev/greet" || info.Machine != host || info.Model != "claude-opus-5-5" || info.Status != "idle" || info.Mode != "" {
+	if info.Cwd != "/home/dev/greet" || info.Machine != host || info.Model != "claude-opus-5-5" || info.Status != "idle" || info.Mode != "" || !info.Recording {
 		t.Errorf("announced %s", s.Info)
 	}
 	if !strings.HasPrefix(s.Prompt, "Add a --shout flag to greet") {

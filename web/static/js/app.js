@@ -333,6 +333,8 @@ function cleanSession(s) {
   // End-to-end encrypted (e2e.openInfo): kept in the saved list, so that
   // an offline copy is never taken for a plaintext session.
   if (raw.e2e === true) info.e2e = true;
+  // A recording replayed for show (`ccrelay demo`): nothing runs it.
+  if (raw.recording === true) info.recording = true;
   // A fork's parent: only a session id (it becomes a link).
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).
@@ -520,6 +522,7 @@ function listPage() {
             h('span', { class: 'chips' },
               waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
               protectionChip(s),
+              info.recording ? h('span', { class: 'chip recording', text: 'Recording' }) : null,
               info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
               h('span', { class: 'status-dot ' + status, title: status })))));
   }
@@ -572,6 +575,10 @@ function sessionPage(id) {
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
+  // Said of a recording (the demo's session): nothing runs it.
+  const recordingNote = h('div', { class: 'recording-note', role: 'note', hidden: true,
+    text: 'A recording: this session was recorded from Claude Code and is replayed here for show. Nothing runs it.' });
+  main.prepend(recordingNote);
   root.replaceChildren(top.bar, finder.el, banner.el, staleNote, machine, note.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
@@ -699,10 +706,11 @@ function sessionPage(id) {
     top.titleEl.textContent = oneLine(sessionTitle(s), 80);
     document.title = oneLine(sessionTitle(s), 40) + ' · ccrelay';
     const bits = [i.cwd ? shortPath(i.cwd) : '', i.machine || ''].filter(Boolean);
+    recordingNote.hidden = !i.recording;
     const parent = i.forkedFrom ? app.sessions.get(i.forkedFrom) : null;
     fill(top.subEl,
       h('span', { class: 'status-dot ' + (i.status || 'idle') }),
-      h('span', { text: statusText(i) }),
+      h('span', { class: 'status-text', text: statusText(i) }),
       rateLimitChip(i.rateLimit),
       protectionChip(s, { machine: true }),
       // Before the folder and machine, which give way on a narrow screen.
@@ -740,6 +748,7 @@ function sessionPage(id) {
   }
 
   function statusText(i) {
+    if (i.recording) return 'Recording';
     if (i.status === 'waiting-for-permission') return 'Waiting for you';
     if (i.status === 'busy') return 'Working';
     if (i.mode === 'remote') return 'Remote · idle';
