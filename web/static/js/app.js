@@ -383,7 +383,7 @@ function skipNote() {
 // What the token page says of a device that was signed out (forget.js).
 const SIGNED_OUT_TEXT = {
   signout: 'This device was signed out. What it kept — its credential, its keys and the sessions it had opened — was deleted from it.',
-  revoked: 'This device was signed out: the relay no longer accepts its credential (it was revoked, or signed out elsewhere). What it kept — its credential, its keys and the sessions it had opened — was deleted from it.',
+  revoked: 'This device was signed out: the relay no longer accepts its credential (it was revoked, or signed out elsewhere). What it kept — its credential, its keys and the sessions it had opened — was deleted from it. To use it again, pair it again.',
 };
 
 function showTokenPage(signedOutWhy = '') {
@@ -399,12 +399,34 @@ function showTokenPage(signedOutWhy = '') {
     location.hash = '#/';
     location.reload();
   } }, input, h('button', { class: 'primary', type: 'submit', text: 'Connect' }));
-  root.replaceChildren(h('div', { class: 'empty-page' },
+  root.replaceChildren(h('main', { class: 'empty-page' },
     h('div', { class: 'logo' }, icon('phone')),
     signedOutWhy ? h('p', { class: 'signed-out', role: 'status', text: SIGNED_OUT_TEXT[signedOutWhy] }) : null,
-    h('h1', { text: 'Connect to your relay' }),
-    h('p', { text: 'Pair this device: run `ccrelay pair` on your computer and scan its QR code, or paste the link here. On the relay\'s own machine, the app link `ccrelay serve` printed works too.' }),
+    h('h1', { text: signedOutWhy ? 'Pair this device again' : 'Connect to your relay' }),
+    signedOutWhy ? null : h('p', { class: 'about', text: ABOUT }),
+    // A device signed out pairs again: the app link of `ccrelay serve` opens
+    // the app only on the relay's own machine.
+    h('p', { class: 'next' }, signedOutWhy ? 'Pair it again' : 'Pair this device', ': on your computer, run ', h('code', { class: 'cmd', text: 'ccrelay pair' }), ' and scan its QR code, or paste its link here.',
+      signedOutWhy ? null : [' On the relay\'s own machine, the app link ', h('code', { class: 'cmd', text: 'ccrelay serve' }), ' printed works too.']),
     form));
+}
+
+// --- the first steps ---------------------------------------------------------
+
+// ABOUT says what ccrelay is, in one line.
+const ABOUT = 'ccrelay puts your Claude Code sessions on this device: follow them and answer Claude from here.';
+
+// firstSteps says what ccrelay is and what to do next where there is
+// nothing to show yet: a device that did not pair is told to pair; a
+// paired one, to start a session as it would start Claude.
+function firstSteps() {
+  const paired = e2e.knownMachines().length > 0;
+  const cmd = (text) => h('code', { class: 'cmd', text });
+  return h('div', { class: 'first-steps', dataset: { next: paired ? 'start' : 'pair' } },
+    h('p', { class: 'empty-hint about', text: ABOUT }),
+    paired
+      ? h('p', { class: 'empty-hint next' }, 'Next: on your computer, run ', cmd('ccrelay'), ' where you would run ', cmd('claude'), '. The session shows up here.')
+      : h('p', { class: 'empty-hint next' }, 'Next: pair this device. On your computer, run ', cmd('ccrelay pair'), ' and scan its QR code.'));
 }
 
 // --- the top bar ---------------------------------------------------------------
@@ -427,14 +449,14 @@ const CONN_TEXT = {
   connecting: 'Connecting to the relay…',
   reconnecting: 'Offline — reconnecting…',
   offline: 'Offline — the relay cannot be reached from this device. Check this device\'s network, and that `ccrelay serve` is running and reachable from it. Retrying…',
-  refused: 'The relay refused this device\'s credential (it is wrong, or was revoked). Open the app link `ccrelay serve` prints again, or paste it:',
-  limited: 'The relay is refusing this address for a while after too many failed logins. Wait a minute; if this device\'s credential is wrong, open the app link `ccrelay serve` prints again.',
+  refused: 'The relay refused this device\'s credential (it is wrong, or was revoked). Pair this device again: on your computer, run `ccrelay pair` and scan its QR code, or paste its link:',
+  limited: 'The relay is refusing this address for a while after too many failed logins. Wait a minute; if this device\'s credential is wrong, pair it again: run `ccrelay pair` on your computer.',
   paused: 'Paused while hidden — reconnecting…',
 };
 
 function connBanner() {
   const text = h('span');
-  const fix = h('button', { class: 'link', type: 'button', text: 'Enter the link', hidden: true, onclick: () => { app.conn?.stop(); showTokenPage(); } });
+  const fix = h('button', { class: 'link', type: 'button', text: 'Paste the pairing link', hidden: true, onclick: () => { app.conn?.stop(); showTokenPage(); } });
   const el = h('div', { class: 'conn-banner', role: 'status', hidden: true }, text, ' ', fix);
   return {
     el,
@@ -491,9 +513,8 @@ function listPage() {
     if (!items.length) {
       list.replaceChildren(h('li', { class: 'empty' },
         h('div', { class: 'empty-title', text: app.listed ? 'No sessions yet' : 'Loading…' }),
-        app.listed ? h('div', { class: 'empty-hint', text: newBtn.hidden
-          ? 'Run `ccrelay --relay <url>` in a project, `ccrelay daemon --relay <url>` to start sessions from here, or `ccrelay replay --to <url>` a transcript. Sessions show up here as they start.'
-          : 'Tap + to start a session on ' + machines(app.sessions).map((m) => m.info.machine || 'your machine').join(', ') + '.' }) : null));
+        !app.listed ? null : newBtn.hidden ? firstSteps()
+          : h('div', { class: 'empty-hint', text: 'Tap + to start a session on ' + machines(app.sessions).map((m) => m.info.machine || 'your machine').join(', ') + '.' })));
       return;
     }
     list.replaceChildren(...items.map((s) => {
