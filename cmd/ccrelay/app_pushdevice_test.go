@@ -57,7 +57,11 @@ func TestAppPushDeviceKeptApart(t *testing.T) {
 				t.Errorf("id %q, want a new one", got.Device)
 			}
 			if tc.wantOldKept != (got.Old != nil) || (got.Old != nil && *got.Old != tc.wantOld) {
-				t.Errorf("ccrelay.device %v, want %q (kept: %v)", got.Old, tc.wantOld, tc.wantOldKept)
+				old := "(none)"
+				if got.Old != nil {
+					old = *got.Old
+				}
+				t.Errorf("ccrelay.device %q, want %q (kept: %v)", old, tc.wantOld, tc.wantOldKept)
 			}
 			// The relay takes the id: the page's visibility frame is not
 			// refused (the relay answers frames in order: an error for it
