@@ -167,7 +167,7 @@ func realClaudeCompaction(t *testing.T, in claudetest.Install) {
 	got := l.stop(t)
 	want := replayFiles(t, filepath.Join(e.ProjectDir(t), session+".jsonl"))
 	d := liveEqualsReplay(t, got, want)
-	wantInOrder(t, d, "U(first)", "TS", "A(noted)", "SVC(Conversation compacted (", "TE(completed)",
+	wantInOrder(t, d, "U(first)", "TS", "A(noted)", "TE(completed)", "TS", "SVC(Conversation compacted (", "TE(completed)",
 		"U(/compact keep it short)[cmd=/compact|keep it short]", "U(after)", "TS", "A(noted)")
 	for _, s := range d {
 		if strings.Contains(s, "<command-") || strings.Contains(s, "<local-command") || strings.Contains(s, "This session is being continued") {

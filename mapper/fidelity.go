@@ -98,11 +98,21 @@ func statusText(status int64) string {
 
 // compacted maps a compaction boundary (D19): a service envelope saying the
 // conversation was compacted, with the token counts Claude recorded.
+//
+// A manual compaction (/compact) runs between turns: Claude took the
+// command once the turn before it had ended, and writes the boundary
+// before the command's own record. The turn still open here is that
+// finished turn (a transcript records no turn's end, only the next
+// prompt): it is closed, and the note opens a turn of its own, as it
+// does live, where the turn had ended before the command was written.
 func (m *Mapper) compacted(r *claude.Record, sub *subagent) {
 	src := source(r)
+	c := r.Compact
+	if c.Trigger == "manual" && sub == nil {
+		m.closeTurn(protocol.StatusCompleted)
+	}
 	m.ensureTurn(r)
 	m.ensureStarted(sub, src)
-	c := r.Compact
 	text := "Conversation compacted"
 	switch {
 	case c.PreTokens != nil && c.PostTokens != nil:

@@ -112,8 +112,8 @@ func TestCompactionAndCommands(t *testing.T) {
 		want  []string
 	}{
 		{"manual /compact as 2.1.330 writes it", []string{fPrompt, fAnswer, boundary, summary, caveat, command, stdout}, []string{
-			"U(hello)", "TS", "A(after retry)[usage]",
-			"SVC(Conversation compacted (19 tokens before, 2544 after))[compaction=manual,pre=19,post=2544]",
+			"U(hello)", "TS", "A(after retry)[usage]", "TE(completed)",
+			"TS", "SVC(Conversation compacted (19 tokens before, 2544 after))[compaction=manual,pre=19,post=2544]",
 			"TE(completed)", "U(/compact keep it short)[cmd=/compact|keep it short]"}},
 		{"automatic compaction mid-turn", []string{fPrompt,
 			`{"type":"system","subtype":"compact_boundary","uuid":"cb","compact_metadata":{"trigger":"auto","pre_tokens":190000}}`, summary, fAnswer}, []string{

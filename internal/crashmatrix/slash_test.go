@@ -17,7 +17,7 @@ const (
 )
 
 // slashCommands are the commands TestSlashFromPhone sends.
-var slashCommands = []string{"/clear"}
+var slashCommands = []string{"/clear", "/compact"}
 
 // /clear and /compact sent from the phone to a remote session: the
 // command is shown as what it is, every status is final and true, the
