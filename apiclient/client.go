@@ -658,7 +658,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 			continue
 		}
 		if sealedBatch(b) {
-			if err := c.ensureKeys(ctx, cn, b.session, true); err != nil {
+			if err := c.sendingKeys(ctx, cn, b.session); err != nil {
 				return err
 			}
 		}
@@ -757,7 +757,7 @@ func (c *Client) sendAnnouncements(ctx context.Context, cn *conn, sent map[strin
 		if protocol.IsSealed(info) {
 			// The devices get the key with the session's first sight: an
 			// app can seal its first prompt to it.
-			if err := c.ensureKeys(ctx, cn, session, true); err != nil {
+			if err := c.sendingKeys(ctx, cn, session); err != nil {
 				return err
 			}
 		}

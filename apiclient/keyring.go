@@ -57,6 +57,8 @@ type Keyring struct {
 	trusted []TrustedDevice
 	modTime time.Time
 	size    int64
+
+	relays sessionRelays // the relays each session was sent to (keyrelay.go)
 }
 
 // OpenKeyring opens the keyring in the state folder dir for the machine's

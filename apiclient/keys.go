@@ -132,8 +132,21 @@ func (c *Client) ensureKeys(ctx context.Context, cn *conn, session string, own b
 	return nil
 }
 
-// syncKeys sends the keys of every session the machine has a key for to
-// the devices that lack them (a device trusted later sees the history).
+// sendingKeys is ensureKeys for a session about to be sent: the session is
+// recorded as this relay's first (keyrelay.go).
+func (c *Client) sendingKeys(ctx context.Context, cn *conn, session string) error {
+	if c.cfg.Keyring == nil {
+		return nil
+	}
+	if err := c.cfg.Keyring.MarkRelay(session, c.cfg.URL); err != nil {
+		return err
+	}
+	return c.ensureKeys(ctx, cn, session, true)
+}
+
+// syncKeys sends the keys of every session the machine has a key for and
+// sent to this relay to the devices that lack them (a device trusted later
+// sees the history); another relay's sessions are not this one's to know.
 func (c *Client) syncKeys(ctx context.Context, cn *conn) error {
 	if c.cfg.Keyring == nil {
 		return nil
@@ -154,6 +167,12 @@ func (c *Client) syncKeys(ctx context.Context, cn *conn) error {
 	}
 	for _, s := range sessions {
 		if c.Deleted(s) {
+			continue
+		}
+		if here, err := c.cfg.Keyring.SentTo(s, c.cfg.URL); err != nil || !here {
+			if err != nil {
+				c.log.Warn("session relays unreadable: its keys are not sent", "session", s, "err", err)
+			}
 			continue
 		}
 		c.mu.Lock()

@@ -52,6 +52,8 @@ type Outbox struct {
 	dirty    bool  // the file may be longer than size: cut it before writing
 	reported int64 // skipped lines before this offset were logged
 	notify   chan struct{}
+	relay    string       // RelayIdentity of the relay the envelopes are for ("" unknown)
+	held     []HeldOutbox // what waits for other relays
 }
 
 // entry is one line of the log.
@@ -98,6 +100,12 @@ type OutboxOptions struct {
 	// Sealer, when set, seals the envelopes of the sessions it says
 	// (end-to-end encryption): the log holds them sealed.
 	Sealer Sealer
+	// Relay, when set, is the relay (its URL) the envelopes are for: the
+	// outbox holds what it kept for another relay aside for that relay
+	// (Held), and takes what waited for this one (outbox_relay.go).
+	Relay string
+	// held: this is a held outbox itself (no held folder of its own).
+	held bool
 }
 
 // Sealer seals envelopes for the relay (a Keyring).
@@ -124,6 +132,13 @@ func OpenOutboxWith(dir string, opts OutboxOptions) (*Outbox, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
 	}
+	relay := ""
+	if opts.Relay != "" {
+		relay = RelayIdentity(opts.Relay)
+		if err := bindRelay(dir, relay, opts); err != nil {
+			return nil, err
+		}
+	}
 	f, err := opts.OpenLog(filepath.Join(dir, logName))
 	if err != nil {
 		return nil, fmt.Errorf("open outbox: %w", err)
@@ -137,6 +152,13 @@ func OpenOutboxWith(dir string, opts OutboxOptions) (*Outbox, error) {
 	if err := o.load(); err != nil {
 		f.Close()
 		return nil, err
+	}
+	o.relay = relay
+	if relay != "" && !opts.held {
+		if err := o.takeHeld(); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -541,7 +563,51 @@ const adoptBatch = 256
 // nil. A crash before that copies them again, which costs nothing more than
 // sending them twice (the relay stores an envelope id once). The caller
 // makes sure no other process writes to dir meanwhile.
+//
+// The envelopes belong to the relay they were recorded for: those of an
+// outbox for another relay than o's are held in o for that relay (Held),
+// not copied into o's log, and so are those that the outbox in dir held.
 func (o *Outbox) Adopt(dir string) (int, error) {
+	if o.relay == "" {
+		return o.adoptLog(dir)
+	}
+	n := 0
+	ents, err := os.ReadDir(filepath.Join(dir, heldDirName))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("adopt outbox %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		sub := filepath.Join(dir, heldDirName, e.Name())
+		switch relay := readRelay(sub); {
+		case !e.IsDir() || relay == "":
+		case relay == o.relay:
+			m, err := o.adoptLog(sub)
+			n += m
+			if err != nil {
+				return n, err
+			}
+		default:
+			if _, err := o.holdFrom(sub, relay); err != nil {
+				return n, err
+			}
+		}
+	}
+	if relay := readRelay(dir); relay != "" && relay != o.relay {
+		if _, err := o.holdFrom(dir, relay); err != nil {
+			return n, err
+		}
+	} else {
+		m, err := o.adoptLog(dir)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, o.scanHeld()
+}
+
+// adoptLog is Adopt of the log in dir alone, whatever relay it is for.
+func (o *Outbox) adoptLog(dir string) (int, error) {
 	if _, err := os.Stat(filepath.Join(dir, logName)); errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}

@@ -149,11 +149,12 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	box, err := apiclient.OpenOutboxWith(filepath.Join(dir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr})
+	box, err := apiclient.OpenOutboxWith(filepath.Join(dir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: f.relay})
 	if err != nil {
 		return err
 	}
 	defer box.Close()
+	tellHeld(stderr, box)
 	ledger, err := launcher.OpenLedger(filepath.Join(dir, "commands.jsonl"))
 	if err != nil {
 		return err

@@ -214,7 +214,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		if err := checkPlaintext(f.relay, kr, f.plaintext); err != nil {
 			return err
 		}
-		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr})
+		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: f.relay})
 		if err != nil {
 			return err
 		}
@@ -238,6 +238,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}); err != nil {
 			log.Warn("could not take over what an earlier run left", "err", err)
 		}
+		tellHeld(os.Stderr, box)
 		sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
 		app = &appLink{sender: sender, ledger: ledger, cwd: cwd, log: log, cmds: make(chan launcher.Command), known: make(chan struct{}), forkParent: launcher.ForkParent(claudeArgs),
 			claudeVersion: claudeVersion, versionWarning: versionWarning, startedBy: f.startedBy, machine: fromDaemon.Machine}

@@ -109,13 +109,16 @@ var openOutboxLog func(path string) (apiclient.LogFile, error)
 // relay cannot be reached and when it is reached again.
 // With a keyring, the session is sealed once the machine trusts a device.
 func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logger, notice io.Writer, kr *apiclient.Keyring) (*relaySender, error) {
-	opts := apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog}
+	opts := apiclient.OutboxOptions{Logger: log, OpenLog: openOutboxLog, Relay: url}
 	if kr != nil {
 		opts.Sealer = kr
 	}
 	box, err := apiclient.OpenOutboxWith(stateDir, opts)
 	if err != nil {
 		return nil, err
+	}
+	if notice != nil {
+		tellHeld(notice, box)
 	}
 	rs := &relaySender{box: box, session: session, done: make(chan error, 1),
 		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log, Notice: notice, Keyring: kr}, box)}
@@ -170,5 +173,13 @@ func (rs *relaySender) finish(ctx context.Context, timeout time.Duration) error 
 func (rs *relaySender) syncIfAny() {
 	if rs != nil {
 		_ = rs.sync()
+	}
+}
+
+// tellHeld tells the user of the envelopes an outbox keeps for other relays
+// than the one named now: they wait for their relay, which no other gets.
+func tellHeld(w io.Writer, box *apiclient.Outbox) {
+	for _, h := range box.Held() {
+		fmt.Fprintf(w, "ccrelay: %s\n", apiclient.HeldNotice(h))
 	}
 }
