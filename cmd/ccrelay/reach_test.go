@@ -1,0 +1,114 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/internal/config"
+)
+
+// issueFor writes a certificate for names only (no IP address), as
+// `mkcert laptop.lan` makes, and its key; it returns their paths.
+func (ca *testCA) issueFor(t *testing.T, dir string, names ...string) (certFile, keyFile string) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: names[0]},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), DNSNames: names,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, "name.crt"), filepath.Join(dir, "name.key")
+	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+	return certFile, keyFile
+}
+
+// pair says in plain words why it cannot reach the relay, and what to do:
+// a certificate this machine does not trust, a certificate for a name used
+// with an IP address, nothing listening, a URL without its scheme. Before,
+// each printed Go's raw error (x509: …, dial tcp …: connection refused,
+// unsupported protocol scheme). With --ca the relay is reached, and the CA
+// file is remembered with it: status, with no flag, reaches it too.
+func TestPairSaysWhyRelayUnreachable(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	writeFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
+	cert, key, _ := ca.issue(t, dir, "relay", 2)
+	data := t.TempDir()
+	_, base, _ := startServeTLS(t, data, "--tls-cert", cert, "--tls-key", key)
+	nameCert, nameKey := ca.issueFor(t, t.TempDir(), "laptop.lan")
+	_, nameBase, _ := startServeTLS(t, t.TempDir(), "--tls-cert", nameCert, "--tls-key", nameKey)
+	_, namePort, _ := net.SplitHostPort(strings.TrimPrefix(nameBase, "https://"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"untrusted certificate", []string{"--relay", base, "--data", data},
+			[]string{"cannot reach the relay at " + base, "not trusted by this machine", "--ca FILE", "SSL_CERT_FILE"}},
+		{"a name's certificate used with 127.0.0.1", []string{"--relay", nameBase, "--ca", caFile, "--data", data},
+			[]string{"certificate is for laptop.lan, not for 127.0.0.1", "--relay https://laptop.lan:" + namePort, "mkcert laptop.lan 127.0.0.1"}},
+		{"nothing listens", []string{"--relay", "http://" + closed, "--data", data},
+			[]string{"connection refused", "nothing listens at " + closed, "is the relay running"}},
+		{"no scheme", []string{"--relay", "127.0.0.1:8707", "--data", data},
+			[]string{"give it with its scheme, e.g. https://127.0.0.1:8707"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			res := runEnv(t, env, append([]string{"pair", "--no-wait", "--state", state}, tc.args...)...)
+			if res.code == 0 {
+				t.Fatalf("pair succeeded: %+v", res)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(res.stderr, w) {
+					t.Errorf("stderr %q\nwant it to say %q", res.stderr, w)
+				}
+			}
+			for _, raw := range []string{"x509:", "tls:", "dial tcp", "unsupported protocol scheme"} {
+				if strings.Contains(res.stderr, raw) {
+					t.Errorf("stderr %q: Go's raw error (%s)", res.stderr, raw)
+				}
+			}
+			if c, _ := config.Load(state); c.Relay != "" {
+				t.Errorf("a relay that was not reached is remembered: %+v", c)
+			}
+		})
+	}
+
+	// With --ca the relay is reached and remembered with the CA file.
+	state := t.TempDir()
+	res := runEnv(t, env, "pair", "--no-wait", "--state", state, "--relay", base, "--ca", caFile, "--data", data)
+	if res.code != 0 || !strings.Contains(res.stdout, "#pair=") {
+		t.Fatalf("pair --ca: %+v", res)
+	}
+	if c, err := config.Load(state); err != nil || c.Relay != base || c.CAFile != caFile {
+		t.Fatalf("remembered %+v, %v; want %s with %s", c, err, base, caFile)
+	}
+	res = runEnv(t, env, "status", "--state", state, "--data", data)
+	if !strings.Contains(res.stdout, "relayed to "+base+" (from the relay remembered") || !strings.Contains(res.stdout, "relay: answers") ||
+		!strings.Contains(res.stdout, "credential: the token of the relay on this machine") {
+		t.Errorf("status with the remembered CA: %+v", res)
+	}
+}
