@@ -54,6 +54,7 @@ type Keyring struct {
 	mu      sync.Mutex
 	keys    map[string]*seal.SessionKey
 	later   map[string][]*seal.SessionKey // session -> its keys of epoch 1 and on (rotation.go)
+	chains  map[string]*chainEnd          // session -> where its sealed chain stands (chain.go)
 	trusted []TrustedDevice
 	modTime time.Time
 	size    int64
@@ -71,7 +72,7 @@ func OpenKeyring(dir string, machine *ecdh.PrivateKey) (*Keyring, error) {
 	if err := os.MkdirAll(filepath.Join(dir, SessionKeysDir), 0o700); err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}
-	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}, later: map[string][]*seal.SessionKey{}}, nil
+	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}, later: map[string][]*seal.SessionKey{}, chains: map[string]*chainEnd{}}, nil
 }
 
 // Machine is the machine's key pair.
@@ -288,6 +289,7 @@ func (k *Keyring) Seal(session string, env *protocol.Envelope) (raw, blob []byte
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode envelope: %w", err)
 	}
+	plain = k.link(session, env.ID, plain)
 	sealed, err := key.SealEpoch(epoch, seal.AD{Session: session, ID: env.ID, Direction: seal.FromMachine}, plain)
 	if err != nil {
 		return nil, nil, err

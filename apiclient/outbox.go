@@ -114,6 +114,15 @@ type Sealer interface {
 	Seal(session string, env *protocol.Envelope) (raw, blob []byte, err error)
 }
 
+// chainKeeper is a Sealer that links what it seals in a chain (chain.go):
+// the outbox keeps the chain where it was when a write fails, and saves
+// it when one succeeds.
+type chainKeeper interface {
+	ChainMark(session string) (int64, string)
+	ChainRestore(session string, n int64, last string)
+	ChainSave(session string) error
+}
+
 func openLogFile(path string) (LogFile, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 }
@@ -308,9 +317,19 @@ func (o *Outbox) Close() error { return o.log.Close() }
 // Append writes envelopes of session durably (fsync) before returning. It
 // implements the launcher's Outbox. On error nothing was appended: the
 // caller keeps the envelopes and appends them again later.
-func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
+func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envelope) (err error) {
 	var buf []byte
 	sealing := o.sealer != nil && len(envs) > 0 && o.sealer.Sealing(session)
+	chain, chained := o.sealer.(chainKeeper)
+	chained = chained && sealing
+	if chained {
+		n, last := chain.ChainMark(session)
+		defer func() {
+			if err != nil {
+				chain.ChainRestore(session, n, last)
+			}
+		}()
+	}
 	for i := range envs {
 		var raw, blob []byte
 		var err error
@@ -326,7 +345,15 @@ func (o *Outbox) Append(_ context.Context, session string, envs []protocol.Envel
 		line, _ := json.Marshal(entry{Session: session, ID: envs[i].ID, Envelope: raw, Blob: blob})
 		buf = append(append(buf, line...), '\n')
 	}
-	return o.appendRaw(buf)
+	if err := o.appendRaw(buf); err != nil {
+		return err
+	}
+	if chained {
+		if err := chain.ChainSave(session); err != nil {
+			o.logger.Warn("outbox: the sealed chain's end was not saved: a resumed session shows a break there", "session", session, "err", err)
+		}
+	}
+	return nil
 }
 
 func (o *Outbox) appendRaw(buf []byte) error {

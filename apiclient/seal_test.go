@@ -116,6 +116,14 @@ func TestSealedSessionThroughRelay(t *testing.T) {
 			t.Fatalf("row %d: %v", i, err)
 		}
 		want, _ := envs[i].AppendJSON(nil)
+		plain, c, ok := protocol.SplitChain(plain)
+		prev := ""
+		if i > 0 {
+			prev = envs[i-1].ID
+		}
+		if !ok || c != (protocol.Chain{N: int64(i + 1), Prev: prev}) {
+			t.Errorf("row %d's sealed chain: %+v %v", i, c, ok)
+		}
 		if !bytes.Equal(plain, want) {
 			t.Errorf("row %d opens to %s, want %s", i, plain, want)
 		}

@@ -115,6 +115,10 @@ func TestRealClaudeInteractiveSealed(t *testing.T) {
 			t.Fatal(err)
 		}
 		w, _ := want[i].AppendJSON(nil)
+		plain, c, _ := protocol.SplitChain(plain)
+		if c.N != int64(i+1) {
+			t.Errorf("row %d is number %d of the sealed chain", i, c.N)
+		}
 		if !bytes.Equal(plain, w) {
 			t.Errorf("row %d opens to %s, want %s", i, plain, w)
 		}

@@ -113,3 +113,48 @@ type WrappedKey struct {
 	Device  string `json:"device"`
 	Wrapped string `json:"wrapped"`
 }
+
+// Chain is what a sealed envelope's body carries beyond the envelope
+// (docs/security.md, "Withheld envelopes"): its running count among the
+// session's sealed envelopes (from 1) and the id of the one sealed before
+// it ("" for the first), so that a device sees one the relay dropped,
+// reordered or replayed.
+type Chain struct {
+	N    int64  `json:"n"`
+	Prev string `json:"prev"`
+}
+
+// chainKey starts the chain member appended to a sealed envelope's JSON.
+const chainKey = `,"chain":`
+
+// AppendChain appends the chain member to env, an envelope's JSON object:
+// {…,"chain":{"n":n,"prev":prev}}.
+func AppendChain(env []byte, n int64, prev string) []byte {
+	if len(env) < 2 || env[len(env)-1] != '}' {
+		return env
+	}
+	c, _ := json.Marshal(Chain{N: n, Prev: prev})
+	out := make([]byte, 0, len(env)+len(chainKey)+len(c))
+	out = append(out, env[:len(env)-1]...)
+	if len(env) == 2 { // {}
+		out = append(out, chainKey[1:]...)
+	} else {
+		out = append(out, chainKey...)
+	}
+	out = append(out, c...)
+	return append(out, '}')
+}
+
+// SplitChain takes the chain member off what a sealed envelope opens to:
+// the envelope's JSON as the machine made it, and the chain (ok false for
+// an envelope sealed before chains, which is returned as it is).
+func SplitChain(plain []byte) (env []byte, c Chain, ok bool) {
+	i := bytes.LastIndex(plain, []byte(chainKey))
+	if i < 0 || len(plain) == 0 || plain[len(plain)-1] != '}' {
+		return plain, Chain{}, false
+	}
+	if err := json.Unmarshal(plain[i+len(chainKey):len(plain)-1], &c); err != nil {
+		return plain, Chain{}, false
+	}
+	return append(plain[:i:i], '}'), c, true
+}

@@ -251,6 +251,10 @@ func TestSealedReplayAfterPairing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("row %d: %v", i, err)
 		}
+		plain, c, _ := protocol.SplitChain(plain)
+		if c.N != int64(i+1) || (i > 0 && c.Prev != rows[i-1].ID) {
+			t.Errorf("row %d's sealed chain: %+v", i, c)
+		}
 		if string(plain) != want[i] {
 			t.Errorf("row %d opens to\n%s\nwant\n%s", i, plain, want[i])
 		}

@@ -378,6 +378,28 @@ function skipNote() {
   };
 }
 
+// withheldNote is the session page's warning that the relay withheld,
+// reordered or replayed sealed envelopes (e2e.js, checkChain).
+function withheldNote() {
+  const el = h('div', { class: 'skip-note withheld-note', role: 'alert', hidden: true });
+  let withheld = 0;
+  let other = 0;
+  let last = '';
+  return {
+    el,
+    add(it) {
+      if (it.withheld > 0) withheld += it.withheld;
+      else other++;
+      last = String(it.unreadable || '').slice(0, 300);
+      const parts = [];
+      if (withheld) parts.push((withheld === 1 ? '1 envelope was' : `${withheld} envelopes were`) + ' withheld by the relay');
+      if (other) parts.push((other === 1 ? '1 envelope came' : `${other} envelopes came`) + ' out of order or again');
+      el.textContent = parts.join('; ') + '. ' + (withheld ? 'What is shown is not all of this session.' : last);
+      el.hidden = false;
+    },
+  };
+}
+
 // --- the token page ----------------------------------------------------------
 
 // What the token page says of a device that was signed out (forget.js).
@@ -573,6 +595,7 @@ function sessionPage(id) {
   const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, findBtn, menuBtn] });
   const banner = connBanner();
   const note = skipNote();
+  const chainNote = withheldNote();
   const loading = h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { class: 'loading-text', text: 'Loading session…' }));
   const conv = h('div', { class: 'conv', 'aria-live': 'polite' });
   const pending = h('div', { class: 'pending' });
@@ -600,7 +623,7 @@ function sessionPage(id) {
   const recordingNote = h('div', { class: 'recording-note', role: 'note', hidden: true,
     text: 'A recording: this session was recorded from Claude Code and is replayed here for show. Nothing runs it.' });
   main.prepend(recordingNote);
-  root.replaceChildren(top.bar, finder.el, banner.el, staleNote, machine, note.el, main, dock, dialog);
+  root.replaceChildren(top.bar, finder.el, banner.el, staleNote, machine, note.el, chainNote.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -988,6 +1011,7 @@ function sessionPage(id) {
         // the others are.
         try {
           if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) throw new BadEnvelope('a batch item without a sequence number');
+          if (it.chainBreak) { chainNote.add(it); continue; }
           if (it.unreadable) { model.lastSeq = Math.max(model.lastSeq, it.seq); throw new BadEnvelope(it.unreadable); }
           const ch = model.apply(it.seq, it.envelope);
           if (ch && view && ch.length) {

@@ -148,7 +148,12 @@ const noKey = 'this session is end-to-end encrypted and this device has no key f
 
 /** openEnvelope returns a stored envelope as the model reads it: sealed ones opened and checked against their readable fields. */
 export async function openEnvelope(session, env) {
-  if (!env || typeof env !== 'object' || typeof env.sealed !== 'string') return env;
+  return (await openLinked(session, env)).envelope;
+}
+
+/** openLinked is openEnvelope that also returns the sealed chain link the envelope carried ({n, prev}), if any. */
+async function openLinked(session, env) {
+  if (!env || typeof env !== 'object' || typeof env.sealed !== 'string') return { envelope: env };
   const key = await waitKey(session);
   if (!key) { locked.add(session); throw new SealedError(noKey); }
   let plain;
@@ -163,7 +168,53 @@ export async function openEnvelope(session, env) {
     ev.t === env.ev?.t && (ev.t !== 'turn-end' || ev.status === env.ev?.status);
   if (!same) throw new SealedError('a sealed envelope whose readable fields do not match it: changed on the way');
   sealedIDs.add(env.id);
-  return plain;
+  const link = plain.chain;
+  delete plain.chain;
+  return { envelope: plain, link: link && Number.isSafeInteger(link.n) && link.n > 0 && typeof link.prev === 'string' ? link : null };
+}
+
+const chainEnd = new Map(); // session -> {seq, id, n}: the last sealed envelope seen, by seq
+const chainIDs = new Map(); // session -> Set of the ids of the sealed envelopes seen
+
+/**
+ * checkChain follows a session's sealed chain (docs/security.md, "Withheld
+ * envelopes"): each sealed envelope names, sealed, its count and the id of
+ * the one the machine sealed before it. Going forward in seq order, an
+ * envelope that does not follow the last one seen says that the relay
+ * withheld some (how many: the counts' gap), reordered them, or sent one
+ * again. It returns {withheld: n, message} for a break, or null.
+ */
+function checkChain(session, seq, id, link) {
+  if (!link || !Number.isFinite(seq)) return null; // sealed before chains
+  let ids = chainIDs.get(session);
+  if (!ids) chainIDs.set(session, (ids = new Set()));
+  const last = chainEnd.get(session);
+  let brk = null;
+  if (last && seq > last.seq) {
+    if (ids.has(id)) {
+      // Sent again: the chain goes on from where it was.
+      return { withheld: 0, message: 'The relay sent an envelope of this session again, out of its place.' };
+    } else if (link.prev !== last.id) {
+      const n = link.n - last.n - 1;
+      brk = n > 0
+        ? { withheld: n, message: (n === 1 ? '1 envelope was' : n + ' envelopes were') + ' withheld by the relay here: the machine sealed ' + (n === 1 ? 'it' : 'them') + ', the relay did not pass ' + (n === 1 ? 'it' : 'them') + ' on. What is shown is not all of the session.' }
+        : { withheld: 0, message: 'The relay passed this session\'s envelopes on out of their order: what is shown here is not in the order the machine sealed it.' };
+    }
+  }
+  if (!last || seq > last.seq) chainEnd.set(session, { seq, id, n: link.n });
+  ids.add(id);
+  return brk;
+}
+
+/**
+ * skipChain moves a session's chain past a sealed envelope that did not
+ * open (already shown as a note): if it was in its place, the next one
+ * names it.
+ */
+function skipChain(session, seq, id) {
+  const last = chainEnd.get(session);
+  if (!last || !Number.isFinite(seq) || seq <= last.seq || typeof id !== 'string') return;
+  chainEnd.set(session, { seq, id, n: last.n + 1 });
 }
 
 /**
@@ -212,8 +263,12 @@ export async function openFrame(f) {
       sealedSessions.add(f.session);
       if (Number.isFinite(it.seq) && !(sealedSince.get(f.session) <= it.seq)) sealedSince.set(f.session, it.seq);
       try {
-        items.push({ ...it, envelope: await openEnvelope(f.session, it.envelope) });
+        const { envelope, link } = await openLinked(f.session, it.envelope);
+        const brk = checkChain(f.session, it.seq, envelope.id, link);
+        if (brk) items.push({ seq: it.seq, chainBreak: true, withheld: brk.withheld, unreadable: brk.message });
+        items.push({ ...it, envelope });
       } catch (e) {
+        skipChain(f.session, it.seq, it.envelope.id);
         items.push({ seq: it.seq, unreadable: e instanceof SealedError ? e.message : 'a sealed envelope it could not open' });
       }
     }
