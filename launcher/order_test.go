@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -356,5 +357,74 @@ func TestRemotePromptTakenOnItsEcho(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a prompt Claude never took was never answered")
+	}
+}
+
+// A background subagent stopped while the turn that launched it still
+// runs: Claude 2.1.330 prints the task's notification, then at times the
+// turn's result, and only then the subagent's interruption line (seen 2 in
+// 32 runs under load). The line is the subagent's and comes before its
+// end, as in the transcript's replay; the turn's result does not send the
+// held end before it (the line would then be a subagent's that ended,
+// shown as the main agent's).
+func TestRemoteStoppedTaskLineAfterResult(t *testing.T) {
+	const agent = "a0123456789abcdef"
+	sub := protocol.SubagentID("toolu_bg1")
+	line := func(v map[string]any) map[string]any { return v }
+	before := []map[string]any{
+		line(map[string]any{"type": "system", "subtype": "init"}),
+		line(map[string]any{"type": "user", "uuid": "u1", "isReplay": true, "message": map[string]any{"role": "user", "content": "spawn"}}),
+		line(map[string]any{"type": "assistant", "uuid": "a1", "message": map[string]any{"id": "m1", "role": "assistant", "content": []any{
+			map[string]any{"type": "tool_use", "id": "toolu_bg1", "name": "Agent", "input": map[string]any{"description": "Count files", "prompt": "count", "run_in_background": true}}}}}),
+		line(map[string]any{"type": "system", "subtype": "task_started", "task_id": agent, "tool_use_id": "toolu_bg1", "description": "Count files",
+			"prompt": "count", "is_backgrounded": true, "task_type": "local_agent"}),
+		line(map[string]any{"type": "user", "uuid": "u2", "message": map[string]any{"role": "user", "content": []any{
+			map[string]any{"type": "tool_result", "tool_use_id": "toolu_bg1", "content": "Async agent launched successfully."}}}}),
+		line(map[string]any{"type": "assistant", "uuid": "a2", "message": map[string]any{"id": "m2", "role": "assistant", "content": []any{
+			map[string]any{"type": "text", "text": "Launched."}}}}),
+	}
+	notification := line(map[string]any{"type": "system", "subtype": "task_notification", "task_id": agent, "tool_use_id": "toolu_bg1", "status": "stopped", "summary": "Count files"})
+	result := line(map[string]any{"type": "result", "subtype": "success", "terminal_reason": "completed"})
+	interrupted := line(map[string]any{"type": "user", "uuid": "u3", "parent_tool_use_id": "toolu_bg1", "agent_id": agent,
+		"message": map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": claude.InterruptedText}}}})
+	followUp := []map[string]any{
+		line(map[string]any{"type": "system", "subtype": "init"}),
+		line(map[string]any{"type": "assistant", "uuid": "a3", "message": map[string]any{"id": "m3", "role": "assistant", "content": []any{
+			map[string]any{"type": "text", "text": "It stopped."}}}}),
+		result,
+	}
+	for _, tc := range []struct {
+		name string
+		stop []map[string]any // what Claude prints after the stop
+	}{
+		{"result before the stop", []map[string]any{result, notification, interrupted}},
+		{"result between the notification and the line", []map[string]any{notification, result, interrupted}},
+		{"result after the line", []map[string]any{notification, interrupted, result}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := &MemOutbox{}
+			r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+				NewPipeline("", out), &events{})
+			p := &process{stdin: nopWriteCloser{io.Discard}, exited: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 64}}
+			r.proc = p
+			for _, l := range before {
+				r.handle(p, streamLine(t, l))
+			}
+			r.mu.Lock()
+			if r.tasks[sub] != agent {
+				r.mu.Unlock()
+				t.Fatalf("the task is not followed: %v", r.tasks)
+			}
+			r.stopping[r.taskCalls[sub]] = true // as StopTask does
+			r.mu.Unlock()
+			for _, l := range append(slices.Clone(tc.stop), followUp...) {
+				r.handle(p, streamLine(t, l))
+			}
+			r.mu.Lock()
+			r.q.Flush()
+			r.mu.Unlock()
+			envtest.Eq(t, describeAll(withoutTurnMarkers(out.Envelopes())), "U(spawn)", "start["+sub+"](Count files)", "A["+sub+"](count)", "A(Launched.)",
+				"A["+sub+"]("+claude.InterruptedText+")", "stop["+sub+"]", "S(Agent “Count files” stopped)", "A(It stopped.)")
+		})
 	}
 }

@@ -102,11 +102,13 @@ func (r *Remote) beforeMessage(m *claude.StreamMessage) {
 	switch {
 	case m.Record != nil && r.stash[m.Record.ParentToolUseID] != nil:
 		return // the stopped subagent's own line: afterMessage sends its end
-	case m.Record != nil, m.Type == claude.StreamResult, m.Type == claude.StreamSystem && m.Subtype == claude.SystemInit:
+	case m.Record != nil, m.Type == claude.StreamSystem && m.Subtype == claude.SystemInit:
 		r.flushStash() // the conversation goes on: the end goes first
 	}
 	// Anything else (live deltas, control answers, background_tasks_changed
-	// and other notes) passes without sending it.
+	// and other notes) passes without sending it; so does the result of
+	// the turn that launched the subagent, which Claude may print between
+	// the notification and the interruption line.
 }
 
 // afterMessage sends a stopped subagent's held end after its last line,
