@@ -189,6 +189,9 @@ type pairResult struct {
 // once, one request after the redemption).
 const PairAnswerWait = time.Minute
 
+// pairAnswerWait is PairAnswerWait (shorter in tests).
+var pairAnswerWait = PairAnswerWait
+
 // waitPairResult asks the relay every PairPoll what became of code, until
 // it was redeemed and done says the result is complete, or ctx ends (its
 // error is then returned as it is).
@@ -247,12 +250,12 @@ func confirmPaired(ctx context.Context, kr *apiclient.Keyring, base, cred, code,
 	if err != nil {
 		return fail(err.Error())
 	}
-	wctx, cancel := context.WithTimeout(ctx, PairAnswerWait)
+	wctx, cancel := context.WithTimeout(ctx, pairAnswerWait)
 	defer cancel()
 	ans, err := waitPairResult(wctx, base, cred, code, func(r pairResult) bool { return len(r.Accepted) > 0 || r.Refused != "" })
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return fail(fmt.Sprintf("it did not confirm, within %v, that it accepted this machine's key (an app too old, or closed too soon)", PairAnswerWait))
+		return fail(fmt.Sprintf("it did not confirm, within %v, that it accepted this machine's key (an app too old, or closed too soon)", pairAnswerWait))
 	case errors.Is(err, context.Canceled):
 		return fail("stopped waiting for it to accept this machine's key")
 	case err != nil:

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/seal"
@@ -243,5 +244,53 @@ func TestAppPairingBothEndsAgree(t *testing.T) {
 	}
 	if tok := eval[string](t, ctx, `localStorage.getItem('ccrelay.token') || ''`); tok != "" {
 		t.Errorf("the app kept a credential: %.8q…", tok)
+	}
+}
+
+// A device that redeems the code with a matching confirmation but never
+// answers (an app too old to, or closed at once) is not trusted: once
+// pairAnswerWait has passed, the pairing failed and its credential is gone
+// from the relay.
+func TestPairingFailsWithoutTheDevicesAnswer(t *testing.T) {
+	data, state := t.TempDir(), t.TempDir()
+	serve, base, token := startServe(t, data)
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	old := pairAnswerWait
+	pairAnswerWait = 2 * time.Second
+	defer func() { pairAnswerWait = old }()
+	key, err := machineKey(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := apiclient.OpenKeyring(state, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans struct{ Code string }
+	if err := relayCall(t.Context(), "POST", base+"/api/pair", token, map[string]any{"role": "device", "machineKey": key.PublicKey().Bytes()}, &ans); err != nil {
+		t.Fatal(err)
+	}
+	secret := seal.NewPairingSecret()
+	phone, _ := seal.GenerateKeyPair()
+	_, confirm, _ := seal.PairingKeys(secret)
+	tag, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDevice, key.PublicKey(), phone.Public()))
+	if err := relayCall(t.Context(), "POST", base+"/api/pair/redeem", "", map[string]any{"code": ans.Code, "name": "phone", "publicKey": phone.Public().Bytes(), "confirm": tag}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := waitPairResult(t.Context(), base, token, ans.Code, func(pairResult) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = confirmPaired(t.Context(), kr, base, token, ans.Code, secret, res)
+	t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "did not confirm") || !strings.Contains(err.Error(), "credential for it was removed") {
+		t.Fatalf("confirmPaired: %v", err)
+	}
+	if trusted, _ := kr.Trusted(); len(trusted) != 0 {
+		t.Fatalf("trusted: %+v", trusted)
+	}
+	if names := credentialNames(t, base, token); slices.Contains(names, "phone") {
+		t.Fatalf("the relay keeps the phone's credential: %v", names)
 	}
 }
