@@ -39,10 +39,28 @@ type gone struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	base context.Context // HTTPServer's: its end stops the watchers
+
+	// The sessions of CLI connections that ended, each with its owner and
+	// when it is to be marked (its latest CLI's end and CLIGoneAfter): one
+	// entry per session however often its CLI comes and goes, watched by
+	// one goroutine while there is any.
+	mu       sync.Mutex
+	pending  map[string]goneMark
+	watching bool
+	wake     chan struct{}
+}
+
+// goneMark is a session waiting to be marked as having no CLI.
+type goneMark struct {
+	owner string
+	due   time.Time
 }
 
 func (g *gone) init() {
-	g.once.Do(func() { g.ctx, g.stop = context.WithCancel(context.Background()) })
+	g.once.Do(func() {
+		g.ctx, g.stop = context.WithCancel(context.Background())
+		g.pending, g.wake = map[string]goneMark{}, make(chan struct{}, 1)
+	})
 }
 
 // stopGone ends the watchers; Wait waits for them after the connections.
@@ -53,34 +71,80 @@ func (s *Server) stopGone() {
 
 // cliGone watches sessions, which the CLI connection of owner held until it
 // ended: those that no CLI holds again within Limits.CLIGoneAfter are
-// marked (markCLIGone).
+// marked (markCLIGone). A session already watched is watched from this end
+// on; a CLI that reconnects again and again adds no watcher.
 func (s *Server) cliGone(owner string, sessions []string) {
 	if len(sessions) == 0 || s.store == nil {
 		return
 	}
-	s.gone.init()
-	if s.gone.ctx.Err() != nil {
+	g := &s.gone
+	g.init()
+	if g.ctx.Err() != nil {
 		return
 	}
-	after := s.Limits.withDefaults().CLIGoneAfter
-	s.gone.wg.Go(func() {
-		t := time.NewTimer(after)
-		defer t.Stop()
+	due := time.Now().Add(s.Limits.withDefaults().CLIGoneAfter)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, session := range sessions {
+		g.pending[session] = goneMark{owner: owner, due: due}
+	}
+	if g.watching {
 		select {
-		case <-s.gone.ctx.Done():
-			return
-		case <-t.C:
+		case g.wake <- struct{}{}:
+		default:
 		}
-		ctx := withOwner(s.gone.ctx, owner)
-		for _, session := range sessions {
-			if s.gone.ctx.Err() != nil {
+		return
+	}
+	g.watching = true
+	g.wg.Go(s.watchGone)
+}
+
+// watchGone marks the pending sessions as they fall due, and ends when
+// none is left or the watchers are stopped.
+func (s *Server) watchGone() {
+	g := &s.gone
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		var due []string
+		var owners []string
+		var next time.Time
+		g.mu.Lock()
+		for session, m := range g.pending {
+			if !m.due.After(now) {
+				due, owners = append(due, session), append(owners, m.owner)
+				delete(g.pending, session)
+			} else if next.IsZero() || m.due.Before(next) {
+				next = m.due
+			}
+		}
+		if len(due) == 0 && len(g.pending) == 0 {
+			g.watching = false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		for i, session := range due {
+			if g.ctx.Err() != nil {
 				return
 			}
-			if err := s.markCLIGone(ctx, session); err != nil && s.gone.ctx.Err() == nil {
+			if err := s.markCLIGone(withOwner(g.ctx, owners[i]), session); err != nil && g.ctx.Err() == nil {
 				s.storeFailed("mark a session whose CLI is gone", session, err)
 			}
 		}
-	})
+		if next.IsZero() {
+			continue // more may have come meanwhile: looked at again
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-g.wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
 }
 
 // sweepGone, once the relay serves (HTTPServer), marks the sessions the

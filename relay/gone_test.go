@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +245,42 @@ func TestCLIGoneAfterARelayRestart(t *testing.T) {
 	}
 	if m := status(back); m["status"] != "busy" || m["cliGone"] != nil {
 		t.Fatalf("the session whose CLI came back: %v", m)
+	}
+}
+
+// A CLI that connects, announces and leaves again and again (its token
+// holder, or a flapping network) leaves one pending mark per session, not
+// one watcher per connection: the watchers of the connections that ended
+// within CLIGoneAfter are bounded by the sessions, not by how often they
+// reconnect.
+func TestCLIGoneWatchersBounded(t *testing.T) {
+	const rounds = 200
+	_, addr := serveLimited(t, Limits{CLIGoneAfter: time.Hour}, nil)
+	const session = "c0000000-0000-4000-8000-000000000001"
+	info := json.RawMessage(`{"mode":"remote","status":"busy"}`)
+	connect := func() {
+		cli := dialAddr(t, addr, "/ws/cli")
+		send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: session, Info: info})
+		if f := recv(t, cli); f.Type != protocol.FrameAck {
+			t.Fatalf("announce answered %+v", f)
+		}
+		cli.Close(websocket.StatusNormalClosure, "")
+	}
+	settled := func(limit int) int {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= limit || time.Now().After(deadline) {
+				return n
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	base := runtime.NumGoroutine()
+	for range rounds {
+		connect()
+	}
+	if n := settled(base + 20); n > base+20 {
+		t.Fatalf("%d goroutines after %d connections of one session ended (%d before): a watcher per connection", n, rounds, base)
 	}
 }
