@@ -32,7 +32,8 @@ var StoppedCut = mapper.Cut{Status: protocol.StatusFailed,
 	Note:   "ccrelay stopped before this turn ended (and Claude Code with it)."}
 
 // ReadTurns reads a turns file (KeepTurns): the open turn of each session.
-// A missing file holds none.
+// A missing file holds none; an entry that names no session id or turn is
+// dropped.
 func ReadTurns(path string) (map[string]mapper.OpenTurn, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -46,7 +47,7 @@ func ReadTurns(path string) (map[string]mapper.OpenTurn, error) {
 		return nil, fmt.Errorf("read open turns %s: %w", path, err)
 	}
 	for s, ot := range turns {
-		if ot.Turn == "" || !protocol.IsCuid(ot.Turn) {
+		if !ValidSessionID(s) || ot.Turn == "" || !protocol.IsCuid(ot.Turn) {
 			delete(turns, s)
 		}
 	}

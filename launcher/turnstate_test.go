@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -129,5 +130,44 @@ func TestAddOrphansKept(t *testing.T) {
 	envtest.Eq(t, describeAll(envs), "TS", "TCS(toolu_1 Bash)", `TCE(toolu_1 error "`+StoppedCut.Result+`")`, "S("+StoppedCut.Note+")", "TE(failed)")
 	if kept, err := ReadTurns(mine); err != nil || len(kept) != 0 {
 		t.Fatalf("kept %+v, %v after the end", kept, err)
+	}
+}
+
+// A turns file is read only for session ids: a key that is no session id
+// (a damaged or planted file) is dropped. Kept, it made every later Close
+// fail (the outbox refuses it, and the sessions sorted after it were not
+// ended) and its name reached the outbox's file paths.
+func TestReadTurnsSessionIDsOnly(t *testing.T) {
+	const sess = "99999999-2222-4333-8444-777777777777"
+	dir := t.TempDir()
+	turn := protocol.New()
+	path := filepath.Join(dir, "turns.json")
+	body := `{"` + sess + `":{"turn":"` + turn + `"},"../escaped":{"turn":"` + turn + `"},"a/b":{"turn":"` + turn + `"}}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := ReadTurns(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 1 || turns[sess].Turn != turn {
+		t.Fatalf("read %+v, want only %s", turns, sess)
+	}
+	out, err := OpenSessionOutbox(filepath.Join(dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPipeline("", out)
+	if err := p.KeepTurns(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background(), protocol.StatusCompleted, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escaped.jsonl")); err == nil {
+		t.Fatal("ending the turns file's turns wrote escaped.jsonl outside the outbox's folder")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sessions", sess+".jsonl")); err != nil {
+		t.Fatalf("the session's turn was not ended: %v", err)
 	}
 }
