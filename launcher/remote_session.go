@@ -231,7 +231,10 @@ func promptsIn(rec *claude.Record, texts []string) int {
 // samePrompt reports whether Claude's record of a prompt is the text
 // written (Claude ends each of several prompts taken together with a
 // newline). A slash command is recorded as its markup
-// (<command-name>/x</command-name>…<command-args>…</command-args>).
+// (<command-name>/x</command-name>…<command-args>…</command-args>),
+// under the name Claude gives it: 2.1.330 records /cost as /usage, so
+// only the arguments must agree (the records read are past the last
+// echo, in the order written: a command recorded there is one written).
 func samePrompt(recorded, written string) bool {
 	if strings.TrimSpace(recorded) == strings.TrimSpace(written) {
 		return true
@@ -239,12 +242,12 @@ func samePrompt(recorded, written string) bool {
 	if !isSlashCommand(written) {
 		return false
 	}
-	name, args, ok := recordedCommand(recorded)
+	_, args, ok := recordedCommand(recorded)
 	if !ok {
 		return false
 	}
-	wname, wargs := splitCommand(written)
-	return name == wname && args == wargs
+	_, wargs := splitCommand(written)
+	return args == wargs
 }
 
 // PromptTaken looks in the session's transcript at path, past offset at,

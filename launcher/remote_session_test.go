@@ -244,7 +244,8 @@ func TestPromptsWritten(t *testing.T) {
 		{"a slash command", []string{command("c1", "compact", "keep it short")}, "", []string{"/compact  keep it short"}, []string{"c1"}, 1},
 		{"a slash command without arguments", []string{command("c1", "cost", "")}, "", []string{"/cost"}, []string{"c1"}, 1},
 		{"then a prompt", []string{command("c1", "cost", ""), user("u1", "yes")}, "", []string{"/cost", "yes"}, []string{"c1", "u1"}, 2},
-		{"another command", []string{command("c1", "compact", "")}, "", []string{"/cost"}, nil, 0},
+		{"under another name", []string{command("c1", "usage", "")}, "", []string{"/cost"}, []string{"c1"}, 1},
+		{"a prompt is no command", []string{user("u1", "/cost")}, "", []string{"/context"}, nil, 0},
 		{"other arguments", []string{command("c1", "compact", "keep it short")}, "", []string{"/compact"}, nil, 0},
 		{"not a command", []string{command("c1", "tmp", "x is missing")}, "", []string{"/tmp/x is missing"}, nil, 0},
 	} {
