@@ -74,3 +74,26 @@ func TestPairingKeysRefuseBadSecret(t *testing.T) {
 		}
 	}
 }
+
+// The device's acceptance (role 3) is its own tag: a relay cannot pass the
+// device's confirmation (role 2), nor the machine's, on as an acceptance.
+func TestPairingAcceptanceIsItsOwnTag(t *testing.T) {
+	_, confirm, err := PairingKeys(NewPairingSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	machine, device := newKeyPair(t), newKeyPair(t)
+	accepted := ConfirmTag(confirm, RoleDeviceAccepted, machine.Public(), device.Public())
+	if err := CheckConfirm(confirm, RoleDeviceAccepted, machine.Public(), device.Public(), accepted); err != nil {
+		t.Fatalf("the acceptance: %v", err)
+	}
+	for _, role := range []Role{RoleMachine, RoleDevice} {
+		tag := ConfirmTag(confirm, role, machine.Public(), device.Public())
+		if tag == accepted {
+			t.Fatalf("role %d makes the acceptance's tag", role)
+		}
+		if err := CheckConfirm(confirm, RoleDeviceAccepted, machine.Public(), device.Public(), tag); !errors.Is(err, ErrConfirm) {
+			t.Fatalf("role %d's tag passes as the acceptance: %v", role, err)
+		}
+	}
+}

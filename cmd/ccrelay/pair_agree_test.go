@@ -99,12 +99,15 @@ type tamper struct {
 	swap  *ecdh.PublicKey // the machine key of a redemption's answer
 	asked *ecdh.PublicKey // the machine key a code is asked for with
 	forge bool            // drop the device's acceptance and make one up in the pairing's result
+	// reflect: drop the device's acceptance and pass its confirmation
+	// (made at redemption) on as the acceptance
+	reflect bool
 }
 
 // tamperingRelay puts a relay that changes what it passes on (tp) in front
 // of base.
 func tamperingRelay(t *testing.T, base string, tp tamper) string {
-	swap, forge := tp.swap, tp.forge
+	swap, forge := tp.swap, tp.forge || tp.reflect
 	t.Helper()
 	u, _ := url.Parse(base)
 	// Rewrite (not Director) adds no X-Forwarded-For: the relay takes
@@ -134,7 +137,11 @@ func tamperingRelay(t *testing.T, base string, tp tamper) string {
 		case path == "/api/pair/result" && forge && resp.StatusCode == http.StatusOK:
 			fake := make([]byte, 32)
 			rand.Read(fake)
-			return rewrite(func(v map[string]any) { v["accepted"] = fake })
+			return rewrite(func(v map[string]any) {
+				if v["accepted"] = fake; tp.reflect {
+					v["accepted"] = v["confirm"]
+				}
+			})
 		}
 		return nil
 	}
@@ -171,6 +178,7 @@ func TestPairingBothEndsAgree(t *testing.T) {
 		name     string
 		swap     *ecdh.PublicKey
 		forge    bool
+		reflect  bool
 		accepts  bool
 		paired   bool
 		stderr   string
@@ -179,12 +187,13 @@ func TestPairingBothEndsAgree(t *testing.T) {
 		{name: "honest relay", accepts: true, paired: true, keptCred: true},
 		{name: "relay swaps the machine key", swap: mallory.Public(), stderr: "refused this machine's key"},
 		{name: "relay makes up the acceptance", forge: true, accepts: true, stderr: "acceptance of this machine's key does not match"},
+		{name: "relay passes the confirmation as the acceptance", reflect: true, accepts: true, stderr: "acceptance of this machine's key does not match"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data, state := t.TempDir(), t.TempDir()
 			serve, base, token := startServe(t, data)
 			defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
-			relayURL := tamperingRelay(t, base, tamper{swap: c.swap, forge: c.forge})
+			relayURL := tamperingRelay(t, base, tamper{swap: c.swap, forge: c.forge, reflect: c.reflect})
 			phone, _ := seal.GenerateKeyPair()
 			link, wait := pairWaiting(t, relayURL, data, state)
 			if got := pairAsApp(t, relayURL, link, phone); got != c.accepts {
