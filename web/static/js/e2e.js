@@ -169,7 +169,7 @@ async function openLinked(session, env) {
   if (!same) throw new SealedError('a sealed envelope whose readable fields do not match it: changed on the way');
   sealedIDs.add(env.id);
   const link = plain.chain;
-  delete plain.chain;
+  if (link !== undefined) plain.chain = undefined; // not delete: the object keeps its shape (V8), the page reads it as it was
   return { envelope: plain, link: link && Number.isSafeInteger(link.n) && link.n > 0 && typeof link.prev === 'string' ? link : null };
 }
 
