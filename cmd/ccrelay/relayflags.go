@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
@@ -95,7 +96,34 @@ type relaySender struct {
 	pending []protocol.Envelope
 	cancel  context.CancelFunc
 	done    chan error
+	// notes is the notice writer (nil: none): it keeps the last notice
+	// for finish to say again while it waits.
+	notes *lastNotice
 }
+
+// lastNotice passes notices on to w and keeps the last one.
+type lastNotice struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last string
+}
+
+func (n *lastNotice) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	n.last = strings.TrimSpace(string(p))
+	n.mu.Unlock()
+	return n.w.Write(p)
+}
+
+func (n *lastNotice) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.last
+}
+
+// finishSay is how long finish waits silently for the relay before it
+// says what it waits for (and why the relay has not taken it, if known).
+const finishSay = 2 * time.Second
 
 func startRelaySender(url, token, stateDir, session string, log *slog.Logger) (*relaySender, error) {
 	return startRelaySenderNotice(url, token, stateDir, session, log, nil, nil)
@@ -117,10 +145,13 @@ func startRelaySenderNotice(url, token, stateDir, session string, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	var notes *lastNotice
 	if notice != nil {
 		tellHeld(notice, box)
+		notes = &lastNotice{w: notice}
+		notice = notes
 	}
-	rs := &relaySender{box: box, session: session, done: make(chan error, 1),
+	rs := &relaySender{box: box, session: session, done: make(chan error, 1), notes: notes,
 		client: apiclient.NewClient(apiclient.Config{URL: url, Token: token, Logger: log, Notice: notice, Keyring: kr}, box)}
 	ctx, cancel := context.WithCancel(context.Background())
 	rs.cancel = cancel
@@ -157,12 +188,32 @@ func (rs *relaySender) finish(ctx context.Context, timeout time.Duration) error 
 	defer cancel()
 	flushErr := make(chan error, 1)
 	go func() { flushErr <- rs.client.Flush(fctx) }()
+	// What was said about the relay may be screens above (the session's
+	// output came after it): a wait that lasts says again what it is for.
+	say := time.NewTimer(finishSay)
+	defer say.Stop()
 	var err error
-	select {
-	case err = <-flushErr:
-	case err = <-rs.done: // the client gave up (token refused)
-		if err == nil {
-			err = <-flushErr
+wait:
+	for {
+		select {
+		case err = <-flushErr:
+			break wait
+		case err = <-rs.done: // the client gave up (token refused)
+			if err == nil {
+				err = <-flushErr
+			}
+			break wait
+		case <-say.C:
+			if rs.notes != nil {
+				why := ""
+				if last := rs.notes.String(); strings.Contains(last, "cannot reach") {
+					last, _, _ = strings.Cut(last, "; retrying")
+					last, _, _ = strings.Cut(last, "; the envelopes are kept")
+					why = ": " + strings.TrimPrefix(last, "ccrelay: ")
+				}
+				fmt.Fprintf(rs.notes.w, "ccrelay: waiting up to %s for the relay to take %d bytes not sent yet%s; Ctrl-C stops, and they stay on disk for the next run\n",
+					timeout.Round(time.Second), rs.box.Pending(), why)
+			}
 		}
 	}
 	rs.cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,4 +164,30 @@ func TestRemoteRefusedTokenEnds(t *testing.T) {
 		t.Fatalf("exit %v:\n%s", err, out)
 	}
 	t.Logf("ended %v after start", time.Since(start).Round(time.Millisecond))
+}
+
+// replay --to waits for the relay at the end (up to 5 min); that wait is
+// not silent: after finishSay it says what it waits for and why the relay
+// has not taken it, though the first notice is screens above under the
+// session's output. Without the fix nothing was said after the summary.
+func TestReplayToSaysWhatItWaitsFor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(binary, "replay", "--format", "jsonl", "--to", closed, "--relay-token", "t", "--state", t.TempDir(), bigSession(t))
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	errs := watchStderr(t, cmd)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	errs.waitFor(t, "wrote ") // the summary: the session's output is done
+	errs.waitFor(t, "waiting up to 5m0s for the relay to take")
+	last := errs.all[len(errs.all)-1]
+	if !strings.Contains(last, "cannot reach the relay at "+closed+": connection refused") || !strings.Contains(last, "Ctrl-C stops") {
+		t.Errorf("the wait says %q", last)
+	}
 }
