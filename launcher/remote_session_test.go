@@ -152,6 +152,39 @@ func TestRemoteKilledWaitingForModel(t *testing.T) {
 	liveOnlyCrash(t, live, want)
 }
 
+// A slash command Claude took and recorded, and never echoed before it
+// was killed: the transcript has it as Claude records a command, under the
+// name Claude gives it (/cost is recorded as /usage), so it is done, not
+// rejected, and shown once; the next prompt continues the session.
+func TestRemoteKilledAfterSlashCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name, command string
+		recorded      any
+		want          string
+	}{
+		{"with arguments", "/compact keep it short", true, "U(/compact keep it short)"},
+		{"under another name", "/cost", "usage", "U(/usage)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newRemoteRig(t, map[string]any{"turns": []any{
+				map[string]any{"lateEcho": true, "command": tc.recorded, "steps": []any{map[string]any{"exit": 137}}},
+				steps(map[string]any{"text": "answer two"}),
+			}}, RemoteOptions{})
+			if err := rig.promptErr(tc.command); err != nil {
+				t.Fatalf("the command Claude took: %v", err)
+			}
+			d := rig.until("the failed turn", has("TE(failed)", 1))
+			if n := count(d, tc.want); n != 1 {
+				t.Fatalf("the command %d times: %q", n, d)
+			}
+			if err := rig.promptErr("two"); err != nil {
+				t.Fatalf("the next prompt: %v", err)
+			}
+			rig.until("the answer", has("A(answer two)", 1))
+		})
+	}
+}
+
 // liveOnlyCrash checks that every envelope of replay is live, with its id,
 // in order, and that live has besides them only turn markers and what a
 // crash shows (the note, the end of a call Claude left).

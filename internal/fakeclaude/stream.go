@@ -23,7 +23,10 @@ package main
 // lateEcho the prompt is written to the transcript at once but echoed on
 // stdout only when the turn first prints something, as Claude Code 2.1.330
 // echoes it once the model answers (a turn whose first step is exit is
-// Claude killed while waiting for the model). Steps:
+// Claude killed while waiting for the model); with command as well, the
+// prompt is a slash command, written as Claude Code records one
+// (<command-name>/name</command-name>…<command-args>…</command-args>, under
+// the name command gives when it is a string) and never echoed. Steps:
 //
 //	{"text": "…"}                     an assistant text message
 //	{"stream": "a b c", "chunkMs": 20} text streamed word by word (stream_event deltas), then the message
@@ -79,6 +82,7 @@ type streamScript struct {
 		After    []step `json:"after"`
 		InitExit int    `json:"initExit"`
 		LateEcho bool   `json:"lateEcho"`
+		Command  any    `json:"command"`
 	} `json:"turns"`
 }
 
@@ -217,7 +221,15 @@ func runStream(session string, transcript transcriptFile, path, model, permMode 
 		if turn.InitExit != 0 {
 			os.Exit(turn.InitExit)
 		}
-		if turn.LateEcho {
+		if turn.LateEcho && turn.Command != nil {
+			name, args, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(prompt), "/"), " ")
+			if alias, ok := turn.Command.(string); ok {
+				name = alias
+			}
+			s.record(map[string]any{"type": "user", "message": map[string]any{"role": "user",
+				"content": "<command-name>/" + name + "</command-name>\n            <command-message>" + name +
+					"</command-message>\n            <command-args>" + strings.TrimSpace(args) + "</command-args>"}})
+		} else if turn.LateEcho {
 			s.record(echo)
 			s.echo = echo
 		} else {
