@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -290,7 +291,8 @@ func TestRemoteResultAPIErrorFails(t *testing.T) {
 // one echo with a text block per prompt takes several (Claude Code joins
 // the prompts queued behind a turn); a tool result or a subagent's message
 // takes none, whatever its keys; a prompt Claude never echoed before it
-// ended is not done. The session is busy until every prompt is taken.
+// ended is not done (it goes to the next Claude). The session is busy
+// until every prompt is taken.
 func TestRemotePromptTakenOnItsEcho(t *testing.T) {
 	out := &MemOutbox{}
 	r := NewRemote("11111111-2222-4333-8444-555555555555", RemoteOptions{Clock: &testutil.FakeClock{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
@@ -348,12 +350,18 @@ func TestRemotePromptTakenOnItsEcho(t *testing.T) {
 	if st := r.State(); st.Status != StatusBusy {
 		t.Fatalf("status %s with a prompt not taken", st.Status)
 	}
-	// Claude ends before taking prompt 3: it is not done.
+	// Claude ends before taking prompt 3: it is not done; it goes to the
+	// next Claude, which cannot start here (no Claude Code): rejected
+	// with both reasons.
 	close(p.exited)
+	r.mu.Lock()
+	r.proc = nil
+	r.mu.Unlock()
+	close(p.done)
 	select {
 	case err := <-results[3]:
-		if err == nil {
-			t.Fatal("a prompt Claude never took was answered done")
+		if err == nil || !strings.Contains(err.Error(), "stopped before taking the prompt") || !errors.Is(err, ErrClaudeNotFound) {
+			t.Fatalf("a prompt Claude never took, and no Claude to take it again: %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a prompt Claude never took was never answered")

@@ -371,6 +371,12 @@ func (r *Remote) Prompt(ctx context.Context, text string) error {
 // reach Claude in that order. wait returns once Claude took the prompt, or
 // with why it could not.
 func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err error) {
+	return r.sendPrompt(text, MaxPromptRetakes)
+}
+
+// sendPrompt is SendPrompt; a prompt the Claude it was written to ended
+// without taking is given to the next Claude at most retakes more times.
+func (r *Remote) sendPrompt(text string, retakes int) (wait func(context.Context) error, err error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -399,14 +405,19 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 			r.publish()
 		}
 		r.mu.Unlock()
+		if retakes > 0 && !p.stopping.Load() && p.ended() {
+			// Claude died as the prompt was written: it goes to the
+			// next Claude.
+			return func(ctx context.Context) error { return r.retakeUnwritten(ctx, p, text, retakes) }, nil
+		}
 		return nil, fmt.Errorf("send the prompt to Claude: %w", err)
 	}
 	return func(ctx context.Context) error {
 		// Claude echoes each prompt (--replay-user-messages, isReplay) once
 		// it took it, in the order written: this one is taken when the
 		// n-th echo came, or when Claude ended with it in its transcript
-		// (takenAtExit). A prompt Claude ended without was not taken; say
-		// why.
+		// (takenAtExit). A prompt Claude ended without was not taken: it
+		// goes to the next Claude (retake), or fails with why.
 		for {
 			taken, next := p.echoedUpTo(n)
 			if taken {
@@ -418,7 +429,7 @@ func (r *Remote) SendPrompt(text string) (wait func(context.Context) error, err 
 				if taken, _ := p.echoedUpTo(n); taken {
 					return nil
 				}
-				return fmt.Errorf("Claude Code stopped before taking the prompt: %s", p.reason())
+				return r.retake(ctx, p, n, retakes)
 			case <-ctx.Done():
 				return ctx.Err()
 			}

@@ -3,7 +3,6 @@ package launcher
 import (
 	"context"
 	"os"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,20 +15,28 @@ import (
 // The real Claude Code killed as soon as it printed its init, before it
 // wrote its transcript: it has no session to resume ("No conversation
 // found with session ID"), so the next Claude creates it again under the
-// same id, and the next prompts are answered. Claude writes its transcript
-// about 100 ms after init; a kill that came after it is tried again.
+// same id; the prompt the killed Claude never took goes to it and is
+// answered, once, and so are the next prompts. Claude writes its
+// transcript about 100 ms after init; a kill that came after it is tried
+// again.
 func TestRealClaudeRemoteKilledBeforeTranscript(t *testing.T) {
 	for attempt := 1; ; attempt++ {
-		rig, e := realRemote(t, fakeapi.Rule{LastUserContains: "two", Reply: []fakeapi.Block{fakeapi.Text("answer two")}},
+		rig, e := realRemote(t, fakeapi.Rule{LastUserContains: "one", Reply: []fakeapi.Block{fakeapi.Text("answer one")}},
+			fakeapi.Rule{LastUserContains: "two", Reply: []fakeapi.Block{fakeapi.Text("answer two")}},
 			fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer three")}})
 		var killed atomic.Bool
+		var late atomic.Bool
 		rig.r.onLine = func(p *process, m *claude.StreamMessage) {
 			if m.Type == claude.StreamSystem && m.Subtype == claude.SystemInit && killed.CompareAndSwap(false, true) {
 				_ = p.tree.kill()
+				// Killed: it writes nothing more.
+				if _, err := os.Stat(claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())); err == nil {
+					late.Store(true)
+				}
 			}
 		}
 		err := rig.promptErr("one")
-		if _, serr := os.Stat(claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())); serr == nil {
+		if late.Load() {
 			if attempt < 3 {
 				t.Logf("attempt %d: Claude wrote its transcript before the kill (prompt: %v); again", attempt, err)
 				rig.r.Stop(protocol.StatusCancelled)
@@ -37,19 +44,25 @@ func TestRealClaudeRemoteKilledBeforeTranscript(t *testing.T) {
 			}
 			t.Fatalf("Claude wrote its transcript before the kill in %d attempts", attempt)
 		}
-		if err == nil || !strings.Contains(err.Error(), "stopped before taking the prompt") {
-			t.Fatalf("the prompt Claude never took: %v", err)
+		if err != nil {
+			t.Fatalf("the prompt the killed Claude never took: %v", err)
 		}
+		rig.until("the answer to one", has("A(answer one)", 1))
 		for _, p := range []string{"two", "three"} {
 			if err := rig.promptErr(p); err != nil {
 				t.Fatalf("prompt %q after the kill: %v", p, err)
 			}
 			rig.until("the answer to "+p, has("A(answer "+p+")", 1))
 		}
-		// Besides replay, live has what the crash showed: the note, in
-		// the turn Claude's init opened.
 		rig.r.Stop(protocol.StatusCompleted)
-		liveOnlyCrash(t, rig.checkTurns(), replayFiles(t, claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())))
+		live := rig.checkTurns()
+		if n := count(describeAll(live), "U(one)"); n != 1 {
+			t.Fatalf("the prompt %d times live: %q", n, describeAll(live))
+		}
+		if n := len(e.API.Requests()); n != 3 {
+			t.Errorf("%d requests to the model, want 3 (one a prompt)", n)
+		}
+		liveOnlyCrash(t, live, replayFiles(t, claude.TranscriptPath(e.ProjectDir(t), rig.r.ID())))
 		return
 	}
 }

@@ -41,6 +41,9 @@ type process struct {
 	done         chan struct{} // exited and handled
 	stopping     atomic.Bool
 	waitErr      error
+	// again are the prompts this Claude ended without taking, given to
+	// the next one (retake).
+	again retakes
 }
 
 func startProcess(bin string, args []string, dir string, env []string) (*process, error) {
@@ -191,6 +194,18 @@ func (p *process) wait(taken func()) {
 		taken()
 	}
 	close(p.exited)
+}
+
+// ended reports whether the process ended, waiting for it a little (its
+// stdin refused a write: it is ending, its output read for at most
+// outputHoldTimeout more).
+func (p *process) ended() bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
 }
 
 // reason says how the process ended, with the end of its stderr.

@@ -102,6 +102,8 @@ var matrix = []struct{ who, phase string }{
 	{"daemon", "waiting-for-model"},
 	{"daemon", "streaming"},
 	{"daemon", "waiting-for-permission"},
+	{"claude-then-prompt", "waiting-for-model"},
+	{"claude-then-prompt", "mid-tool"},
 }
 
 // The crash matrix: the real Claude Code under ccrelay, with Claude,
