@@ -15,24 +15,28 @@ import (
 // chooseRelay picks the relay a command talks to: --relay (flag), else
 // $CCRELAY_RELAY, else the one remembered in the state folder by ccrelay
 // pair or ccrelay login. "" means none is set up. The remembered CA file,
-// if any, is trusted for the rest of the process.
+// if any, is trusted for the rest of the process when the relay chosen is
+// the remembered one, and only then: the holder of a private authority one
+// relay was reached with is not trusted to be any other relay.
 func chooseRelay(flag, state string) (string, config.Source, error) {
 	cfg, err := config.Load(state)
 	if err != nil {
 		return "", config.FromNone, err
 	}
 	url, src := config.Resolve(flag, os.Getenv, cfg)
-	if cfg.CAFile != "" {
-		if err := trustCA(cfg.CAFile); err != nil {
-			return "", src, err
-		}
-	}
 	if url == "" {
 		return "", src, nil
 	}
 	checked, err := apiclient.CheckURL(url)
 	if err != nil {
 		return "", src, fmt.Errorf("%s: %w", sourceName(src, state), err)
+	}
+	if cfg.CAFile != "" {
+		if remembered, err := apiclient.CheckURL(cfg.Relay); err == nil && remembered == checked {
+			if err := trustCA(cfg.CAFile); err != nil {
+				return "", src, err
+			}
+		}
 	}
 	return checked, src, nil
 }

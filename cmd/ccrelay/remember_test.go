@@ -191,3 +191,34 @@ func TestReplayToSaysWhatItWaitsFor(t *testing.T) {
 		t.Errorf("the wait says %q", last)
 	}
 }
+
+// The remembered CA file is trusted for the remembered relay only: a
+// relay given with --relay or $CCRELAY_RELAY is checked against the
+// system's authorities (and --ca), so that the holder of a private
+// authority one relay was reached with cannot stand in for another relay
+// (and learn its token). Without the fix the CA file was read (and
+// trusted, for every request of the process) whatever the relay: here a
+// missing one made each of these fail.
+func TestRememberedCAOnlyForItsRelay(t *testing.T) {
+	state := t.TempDir()
+	const mine, other = "https://mine.example:8707", "https://other.example"
+	missing := filepath.Join(t.TempDir(), "gone-ca.pem")
+	if err := config.Remember(state, mine, missing); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(config.EnvRelay, "")
+	if url, _, err := chooseRelay(other, state); err != nil || url != other {
+		t.Fatalf("--relay %s: %q, %v; want it without the remembered CA", other, url, err)
+	}
+	t.Setenv(config.EnvRelay, other)
+	if url, _, err := chooseRelay("", state); err != nil || url != other {
+		t.Fatalf("$%s=%s: %q, %v; want it without the remembered CA", config.EnvRelay, other, url, err)
+	}
+	// The remembered relay, however it is named, uses its CA file.
+	for _, name := range []string{"", mine, mine + "/"} {
+		t.Setenv(config.EnvRelay, "")
+		if _, _, err := chooseRelay(name, state); err == nil || !strings.Contains(err.Error(), "CA file") {
+			t.Fatalf("the remembered relay (flag %q) did not use its CA file: %v", name, err)
+		}
+	}
+}
