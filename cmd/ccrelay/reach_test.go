@@ -112,3 +112,37 @@ func TestPairSaysWhyRelayUnreachable(t *testing.T) {
 		t.Errorf("status with the remembered CA: %+v", res)
 	}
 }
+
+// sessions says why it cannot reach the relay in the same words as pair,
+// and goes to the remembered relay without --relay.
+func TestSessionsSaysWhyRelayUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	home := t.TempDir()
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing listens", []string{"--relay", "http://" + closed}, "cannot reach the relay at http://" + closed + ": connection refused: nothing listens"},
+		{"no scheme", []string{"--relay", closed}, "give it with its scheme, e.g. https://" + closed},
+	} {
+		res := runEnv(t, env, append([]string{"sessions", "ls", "--relay-token", "t"}, tc.args...)...)
+		if res.code == 0 || !strings.Contains(res.stderr, tc.want) || strings.Contains(res.stderr, "dial tcp") {
+			t.Errorf("%s: %+v\nwant %q", tc.name, res, tc.want)
+		}
+	}
+	// The remembered relay of the default state folder.
+	if err := config.Remember(filepath.Join(home, ".local", "state", "ccrelay"), "http://"+closed, ""); err != nil {
+		t.Fatal(err)
+	}
+	res := runEnv(t, env, "sessions", "ls", "--relay-token", "t")
+	if res.code == 0 || !strings.Contains(res.stderr, "cannot reach the relay at http://"+closed) {
+		t.Errorf("sessions ls with a remembered relay: %+v", res)
+	}
+}

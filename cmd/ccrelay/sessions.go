@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/spf13/cobra"
 )
@@ -31,7 +32,7 @@ func newSessionsCmd() *cobra.Command {
 		Use:   "sessions",
 		Short: "List or delete the sessions a relay keeps for this token",
 	}
-	cmd.PersistentFlags().StringVar(&f.relay, "relay", "http://"+DefaultListen, "the relay's URL")
+	cmd.PersistentFlags().StringVar(&f.relay, "relay", "", "the relay's URL (default $CCRELAY_RELAY, the remembered relay, or http://"+DefaultListen+")")
 	cmd.PersistentFlags().StringVar(&f.token, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.PersistentFlags().StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	cmd.PersistentFlags().StringVar(&f.data, "data", "", "the data folder of a relay on this machine, to read its token from (default $XDG_DATA_HOME/ccrelay)")
@@ -60,10 +61,18 @@ func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr
 	if err != nil {
 		return nil, err
 	}
-	base, err := url.Parse(f.relay)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("--relay %q: want http(s)://host:port", f.relay)
+	state, err := stateDir("")
+	if err != nil {
+		return nil, err
 	}
+	relayURL, _, err := chooseRelay(f.relay, state)
+	if err != nil {
+		return nil, err
+	}
+	if relayURL == "" {
+		relayURL = "http://" + DefaultListen
+	}
+	f.relay = relayURL
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(f.relay, "/")+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
@@ -71,7 +80,7 @@ func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr
 	req.Header.Set("Authorization", "Bearer "+tok)
 	res, err := (&http.Client{Timeout: sessionsTimeout}).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, &apiclient.ReachError{URL: f.relay, Err: err}
 	}
 	if res.StatusCode == http.StatusUnauthorized {
 		res.Body.Close()
