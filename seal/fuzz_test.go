@@ -98,3 +98,25 @@ func FuzzParsePublicKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzUnwrapKeys: no key set opens unless the machine made it.
+func FuzzUnwrapKeys(f *testing.F) {
+	machine, device := newKeyPair(f), newKeyPair(f)
+	good, err := WrapKeys(machine, device.Public(), testSession, []*SessionKey{newKey(f), newKey(f)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add("")
+	f.Add(good[:len(good)-43])
+	f.Add(good[:len(good)-1] + "B")
+	f.Fuzz(func(t *testing.T, s string) {
+		keys, err := UnwrapKeys(device, machine.Public(), testSession, s)
+		if err == nil && s != good {
+			t.Fatalf("unwrapped %q, which the machine did not make", s)
+		}
+		if err != nil && keys != nil {
+			t.Fatal("keys with an error")
+		}
+	})
+}
