@@ -1,13 +1,10 @@
 package launcher
 
 import (
-	"bytes"
-	"io"
 	"os"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
-	"github.com/ccrelay/ccrelay/internal/lines"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -98,47 +95,13 @@ func (r *Remote) repairs(rec *claude.Record) []*claude.Record {
 	if at < 0 {
 		return nil
 	}
-	path := claude.TranscriptPath(r.opts.ProjectDir, r.id)
-	deadline := time.Now().Add(SubagentFileWait)
-	for {
-		recs, found := readRepairs(path, at, rec.UUID)
-		if found || time.Now().After(deadline) {
-			return recs
-		}
-		time.Sleep(subagentFilePoll)
+	// rec is read too (the transcript holds it after the repairs), but it is
+	// not one of them.
+	recs, found := readThrough(claude.TranscriptPath(r.opts.ProjectDir, r.id), at, rec.UUID)
+	if found {
+		recs = recs[:len(recs)-1]
 	}
-}
-
-// readRepairs reads the main-chain messages of the transcript at path from
-// offset at up to the one with uuid stop (found), at most MaxRepairRecords.
-func readRepairs(path string, at int64, stop string) (recs []*claude.Record, found bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	if _, err := f.Seek(at, io.SeekStart); err != nil {
-		return nil, false
-	}
-	lr := lines.NewReader(f, 64<<10, maxStreamLine)
-	for len(recs) < MaxRepairRecords {
-		l, err := lr.Next()
-		if err != nil || !l.Complete {
-			break
-		}
-		if l.TooLong || len(l.Data) == 0 {
-			continue
-		}
-		rec, err := claude.Parse(bytes.Clone(l.Data))
-		if err != nil || rec.UUID == "" || rec.IsSidechain || (rec.Type != claude.TypeUser && rec.Type != claude.TypeAssistant) {
-			continue
-		}
-		if rec.UUID == stop {
-			return recs, true
-		}
-		recs = append(recs, rec)
-	}
-	return recs, false
+	return recs
 }
 
 // ExitedMidToolText is the result of a tool call that was running when

@@ -103,7 +103,7 @@ func (r *Remote) commandRecords(rec *claude.Record) []*claude.Record {
 	if at < 0 || rec.UUID == "" {
 		return nil
 	}
-	recs, _ := r.readThrough(path, at, rec.UUID)
+	recs, _ := readThrough(path, at, rec.UUID)
 	if n := len(recs); n > 0 && recs[n-1].UUID == rec.UUID {
 		recs = recs[:n-1] // printed: it follows
 	}
@@ -162,7 +162,7 @@ func isCommandLine(rec *claude.Record) bool {
 // offset at up to and including the one with uuid stop, waiting for it up
 // to SubagentFileWait (Claude writes the file and stdout separately); at
 // most MaxRepairRecords. found says whether stop was read.
-func (r *Remote) readThrough(path string, at int64, stop string) (recs []*claude.Record, found bool) {
+func readThrough(path string, at int64, stop string) (recs []*claude.Record, found bool) {
 	deadline := time.Now().Add(SubagentFileWait)
 	for {
 		recs, found = readMessages(path, at, stop)
