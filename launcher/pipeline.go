@@ -252,49 +252,42 @@ func (p *Pipeline) OpenTurn(session string) string {
 
 // CloseTurn ends the open turn of one session with status.
 func (p *Pipeline) CloseTurn(ctx context.Context, session string, status protocol.TurnStatus, nowMS int64) error {
+	return p.emit(ctx, session, nowMS, func(m *mapper.Mapper) []protocol.Envelope { return m.Close(status) })
+}
+
+// emit appends to one session, at nowMS, what its mapper had waiting
+// (adopt) and then what f makes of it.
+func (p *Pipeline) emit(ctx context.Context, session string, nowMS int64, f func(*mapper.Mapper) []protocol.Envelope) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	session, m := p.mapperFor(session)
 	m.SetTime(nowMS)
 	envs := p.adopt(session, m)
-	return p.appendTo(ctx, session, append(envs, m.Close(status)...))
+	return p.appendTo(ctx, session, append(envs, f(m)...))
 }
 
 // Cut ends the open turn of one session as one Claude did not finish
 // (mapper.Cut): every call it left open ends once, the note says why.
 func (p *Pipeline) Cut(ctx context.Context, session string, c mapper.Cut, nowMS int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	session, m := p.mapperFor(session)
-	m.SetTime(nowMS)
-	envs := p.adopt(session, m)
-	return p.appendTo(ctx, session, append(envs, m.Cut(c)...))
+	return p.emit(ctx, session, nowMS, func(m *mapper.Mapper) []protocol.Envelope { return m.Cut(c) })
 }
 
 // EndTurn ends the open turn of one session that Claude was stopped in:
 // completed when Claude had finished it, else cut with c (a call without
 // a result, results the model had not answered).
 func (p *Pipeline) EndTurn(ctx context.Context, session string, c mapper.Cut, nowMS int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	session, m := p.mapperFor(session)
-	m.SetTime(nowMS)
-	envs := p.adopt(session, m)
-	if m.Unfinished() {
-		return p.appendTo(ctx, session, append(envs, m.Cut(c)...))
-	}
-	return p.appendTo(ctx, session, append(envs, m.Close(protocol.StatusCompleted)...))
+	return p.emit(ctx, session, nowMS, func(m *mapper.Mapper) []protocol.Envelope {
+		if m.Unfinished() {
+			return m.Cut(c)
+		}
+		return m.Close(protocol.StatusCompleted)
+	})
 }
 
 // Note adds a service message of the launcher's own to the session (in its
 // open turn, or a turn of its own).
 func (p *Pipeline) Note(ctx context.Context, session, source, text string, nowMS int64) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	session, m := p.mapperFor(session)
-	m.SetTime(nowMS)
-	envs := p.adopt(session, m)
-	return p.appendTo(ctx, session, append(envs, m.Note(source, text)...))
+	return p.emit(ctx, session, nowMS, func(m *mapper.Mapper) []protocol.Envelope { return m.Note(source, text) })
 }
 
 // Close ends the open turn of every session with status and appends what
