@@ -126,7 +126,7 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(logTo, nil))
 
-	token, err := relayToken(f.relayToken, f.tokenFile, "", state, stderr)
+	token, err := relayToken(f.relayToken, f.tokenFile, "", state, f.relay, stderr)
 	if err != nil {
 		return err
 	}

@@ -202,7 +202,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	var startLine string // said once, before Claude starts
 	var statusLine *launcher.StatusLine
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, f.tokenFile, "", state, os.Stderr)
+		token, err := relayToken(f.relayToken, f.tokenFile, "", state, f.relay, os.Stderr)
 		if err != nil {
 			return err
 		}

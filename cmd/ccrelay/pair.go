@@ -58,7 +58,7 @@ func (f *machineFlags) resolve(stderr io.Writer) (string, string, error) {
 	if f.tokenFile == "" && lerr == nil && l.Relay == url {
 		return url, l.Credential, nil
 	}
-	tok, err := relayToken("", f.tokenFile, f.data, dir, stderr)
+	tok, err := relayToken("", f.tokenFile, f.data, dir, url, stderr)
 	return url, tok, err
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,12 +18,15 @@ import (
 	"github.com/ccrelay/ccrelay/relay"
 )
 
-// relayToken finds the credential for a relay: --relay-token (warned about
-// on stderr: every local user sees it in ps), --relay-token-file,
-// $CCRELAY_TOKEN, this machine's credential from ccrelay login (the state
-// folder's login.json, in the state folder state, "" for the default), or
-// the token file of a relay running on this machine (its data folder).
-func relayToken(flag, file, data, state string, stderr io.Writer) (string, error) {
+// relayToken finds the credential for the relay at relayURL: --relay-token
+// (warned about on stderr: every local user sees it in ps),
+// --relay-token-file, $CCRELAY_TOKEN, this machine's credential from
+// ccrelay login (the state folder's login.json, in the state folder state,
+// "" for the default) when it was made for that relay, or the token file
+// of a relay running on this machine (its data folder). A login for
+// another relay is never sent: that relay could act as this machine with
+// it.
+func relayToken(flag, file, data, state, relayURL string, stderr io.Writer) (string, error) {
 	switch {
 	case flag != "" && file != "":
 		return "", errors.New("give --relay-token or --relay-token-file, not both")
@@ -35,9 +39,13 @@ func relayToken(flag, file, data, state string, stderr io.Writer) (string, error
 	if t := os.Getenv("CCRELAY_TOKEN"); t != "" {
 		return t, nil
 	}
+	elsewhere := "" // the relay of a login that is not for this one
 	if st, err := stateDir(state); err == nil {
 		if l, err := readLogin(st); err == nil {
-			return l.Credential, nil // this machine's own (ccrelay login)
+			if sameRelay(l.Relay, relayURL) {
+				return l.Credential, nil // this machine's own (ccrelay login)
+			}
+			elsewhere = l.Relay
 		}
 	}
 	dir, err := dataDir(data)
@@ -45,6 +53,9 @@ func relayToken(flag, file, data, state string, stderr io.Writer) (string, error
 		return "", err
 	}
 	b, err := os.ReadFile(filepath.Join(dir, relay.TokenFile))
+	if err != nil && elsewhere != "" {
+		return "", fmt.Errorf("no relay token for %s: this machine's login is for %s, and its credential goes to that relay only; run ccrelay login %s CODE (a code from ccrelay pair --machine), or give --relay-token-file", relayURL, elsewhere, relayURL)
+	}
 	if err != nil {
 		return "", fmt.Errorf("no relay token: run ccrelay login, give --relay-token-file, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
 	}
@@ -233,4 +244,22 @@ func tellHeld(w io.Writer, box *apiclient.Outbox) {
 	for _, h := range box.Held() {
 		fmt.Fprintf(w, "ccrelay: %s\n", apiclient.HeldNotice(h))
 	}
+}
+
+// sameRelay reports whether the relay URLs a and b name the same relay
+// (a trailing slash, spaces, the case of the scheme and host aside).
+func sameRelay(a, b string) bool {
+	norm := func(u string) string {
+		c, err := apiclient.CheckURL(u)
+		if err != nil {
+			return ""
+		}
+		if pu, err := neturl.Parse(c); err == nil {
+			pu.Scheme, pu.Host = strings.ToLower(pu.Scheme), strings.ToLower(pu.Host)
+			return pu.String()
+		}
+		return c
+	}
+	na := norm(a)
+	return na != "" && na == norm(b)
 }

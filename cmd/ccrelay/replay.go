@@ -90,7 +90,7 @@ and chat (a readable transcript; default on a terminal).`,
 				if err != nil {
 					return err
 				}
-				tok, err := relayToken(token, tokFile, "", state, stderr)
+				tok, err := relayToken(token, tokFile, "", state, to, stderr)
 				if err != nil {
 					return err
 				}

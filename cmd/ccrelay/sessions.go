@@ -57,7 +57,7 @@ func newSessionsCmd() *cobra.Command {
 }
 
 func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr io.Writer) (*http.Response, error) {
-	tok, err := relayToken(f.token, f.tokenFile, f.data, "", stderr)
+	tok, err := relayToken(f.token, f.tokenFile, f.data, "", f.relay, stderr)
 	if err != nil {
 		return nil, err
 	}

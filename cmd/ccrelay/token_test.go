@@ -42,7 +42,7 @@ func TestRelayToken(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			got, err := relayToken(tc.flag, tc.file, "", t.TempDir(), &stderr)
+			got, err := relayToken(tc.flag, tc.file, "", t.TempDir(), "http://127.0.0.1:8707", &stderr)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
