@@ -11,7 +11,6 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/ccrelay/ccrelay/scanner"
 )
 
 // Claude started in the terminal (its SessionStart hook ran) and got no
@@ -31,36 +30,20 @@ func TestLoopTakeOverBeforeAnyPrompt(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	out := &MemOutbox{}
-	pipe := NewPipeline("", out)
-	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan error, 1)
-	go func() { scanDone <- sc.Run(scanCtx) }()
-	defer func() { stopScan(); <-scanDone }()
+	sr := startScan(t, home, project, out, log)
+	pipe := sr.pipe
 	cmds := make(chan Command)
 	ev := &events{}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunLoop(ctx, LoopOptions{
-			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
-				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
-			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log,
-		})
-		done <- err
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Logger: log,
+	})
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+		if r := <-done; r.err != nil {
+			t.Error(r.err)
 		}
 	}()
 	waitFor(t, "local mode announced", func() bool { return ev.last().Mode == "local" })
@@ -97,16 +80,12 @@ func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
 	cmds := make(chan Command)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunLoop(ctx, LoopOptions{
-			Local:    LocalOptions{Claude: fakeClaude, Dir: project, Env: env, Logger: log},
-			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: NewPipeline("", out), Commands: cmds, Events: &events{},
-			StartRemote: true, Session: sess, Logger: log,
-		})
-		done <- err
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:    LocalOptions{Claude: fakeClaude, Dir: project, Env: env, Logger: log},
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: NewPipeline("", out), Commands: cmds, Events: &events{},
+		StartRemote: true, Session: sess, Logger: log,
+	})
 	reply := make(chan error, 1)
 	cmds <- Command{Command: protocol.Command{ID: "p1", Kind: protocol.CommandPrompt, Text: "hello"}, Reply: func(err error) { reply <- err }}
 	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
@@ -126,8 +105,8 @@ func TestLoopEndsWhileClaudeWaitsForModel(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the prompt was never answered")
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
 	// Its text is shown once, with the transcript's id.
 	if d := describeAll(out.Envelopes()); count(d, "U(hello)") != 1 {

@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/ccrelay/ccrelay/scanner"
 )
 
 // A /clear from the app moves the loop to Claude's new session: the app is
@@ -30,19 +28,8 @@ func TestLoopFollowsClear(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	out := &sessionsOutbox{}
-	pipe := NewPipeline("", out)
-	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan error, 1)
-	go func() { scanDone <- sc.Run(scanCtx) }()
-	defer func() { stopScan(); <-scanDone }()
+	sr := startScan(t, home, project, out, log)
+	pipe, projectDir := sr.pipe, sr.projectDir
 	keysR, keysW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -53,15 +40,11 @@ func TestLoopFollowsClear(t *testing.T) {
 	ev := &events{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunLoop(ctx, LoopOptions{
-			Local:  LocalOptions{Claude: fakeClaude, Dir: project, Env: env, HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
-			Remote: RemoteOptions{StopTimeout: time.Second}, StartRemote: true, Session: sess,
-			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
-		})
-		done <- err
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:  fakeLocal(project, env, log),
+		Remote: RemoteOptions{StopTimeout: time.Second}, StartRemote: true, Session: sess,
+		Pipeline: pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
+	})
 	send := func(id, text string) {
 		t.Helper()
 		replies := make(chan error, 1)
@@ -102,7 +85,7 @@ func TestLoopFollowsClear(t *testing.T) {
 		t.Fatalf("the terminal's Claude started with %q, want --resume=%s", last, second)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
 }

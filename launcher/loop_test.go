@@ -13,11 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/ccrelay/ccrelay/scanner"
 )
 
 // Local → remote (a prompt from the app) → local (space pressed twice), on
@@ -50,19 +48,8 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	out := &MemOutbox{}
-	pipe := NewPipeline("", out)
-	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan error, 1)
-	go func() { scanDone <- sc.Run(scanCtx); close(scanDone) }()
-	defer func() { stopScan(); <-scanDone }()
+	sr := startScan(t, home, project, out, log)
+	pipe, projectDir := sr.pipe, sr.projectDir
 
 	keysR, keysW, err := os.Pipe()
 	if err != nil {
@@ -74,20 +61,11 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 	ev := &events{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type res struct {
-		code int
-		err  error
-	}
-	done := make(chan res, 1)
-	go func() {
-		code, err := RunLoop(ctx, LoopOptions{
-			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess, "--permission-mode", "plan", "--model", "opus-x"}, Dir: project, Env: env,
-				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
-			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
-		})
-		done <- res{code, err}
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess, "--permission-mode", "plan", "--model", "opus-x"),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Keys: keysR, Logger: log,
+	})
 	rig := &remoteRig{t: t, out: out, ev: ev}
 	rig.until("the local turn", has("A(local answer (startup))", 1))
 	waitFor(t, "local mode announced", func() bool { return ev.last().Mode == "local" })
@@ -115,8 +93,7 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	// Close as the command layer does when Claude is gone.
-	stopScan()
-	if err := <-scanDone; err != nil {
+	if err := sr.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := pipe.Close(context.Background(), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {

@@ -44,33 +44,17 @@ func TestSwitchMidToolEndsCallOnce(t *testing.T) {
 	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	out := &MemOutbox{}
-	pipe := NewPipeline("", out)
-	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan error, 1)
-	go func() { scanDone <- sc.Run(scanCtx); close(scanDone) }()
-	defer func() { stopScan(); <-scanDone }()
+	sr := startScan(t, home, project, out, log)
+	pipe, projectDir := sr.pipe, sr.projectDir
 	cmds := make(chan Command)
 	ev := &events{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunLoop(ctx, LoopOptions{
-			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
-				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
-			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log,
-		})
-		done <- err
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Logger: log,
+	})
 	rig := &remoteRig{t: t, out: out, ev: ev}
 	rig.until("the Bash call", has("TCS(toolu_bash Bash)", 1))
 	replies := make(chan error, 1)
@@ -84,8 +68,8 @@ func TestSwitchMidToolEndsCallOnce(t *testing.T) {
 		t.Fatalf("the resumed Claude recorded no repair:\n%s", b)
 	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
 	live := out.Envelopes()
 	envtest.CheckInvariants(t, live)

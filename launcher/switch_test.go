@@ -12,10 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/ccrelay/ccrelay/scanner"
 )
 
 // switchRuns: the switch test runs this many times (the window it checks
@@ -67,34 +65,18 @@ func switchOnce(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	out := &MemOutbox{}
-	pipe := NewPipeline("", out)
-	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, pipe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanCtx, stopScan := context.WithCancel(context.Background())
-	scanDone := make(chan error, 1)
-	go func() { scanDone <- sc.Run(scanCtx); close(scanDone) }()
-	defer func() { stopScan(); <-scanDone }()
+	sr := startScan(t, home, project, out, log)
+	pipe, projectDir := sr.pipe, sr.projectDir
 
 	cmds := make(chan Command)
 	ev := &events{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := RunLoop(ctx, LoopOptions{
-			Local: LocalOptions{Claude: fakeClaude, Args: []string{"--session-id", sess}, Dir: project, Env: env,
-				HookCommand: []string{fakeClaude, "hook"}, StopTimeout: time.Second, Logger: log},
-			Remote:   RemoteOptions{StopTimeout: time.Second},
-			Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log,
-		})
-		done <- err
-	}()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Logger: log,
+	})
 	// The prompt goes as soon as the last local record is on disk: the
 	// scanner still holds it (and the Agent call's neighbours).
 	transcript := filepath.Join(projectDir, sess+".jsonl")
@@ -112,11 +94,10 @@ func switchOnce(t *testing.T) {
 	// call running), the remote one completed.
 	rig.until("the remote turn's end", has("TE(", 2))
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
 	}
-	stopScan()
-	if err := <-scanDone; err != nil {
+	if err := sr.stop(); err != nil {
 		t.Fatal(err)
 	}
 	if err := pipe.Close(context.Background(), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
