@@ -27,7 +27,7 @@ func TestLoopFollowsClear(t *testing.T) {
 	writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "one"}), steps(map[string]any{"text": "two"})}})
 	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream, "FAKE_CLAUDE_ARGLOG=" + arglog}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	out := &sessionsOutbox{}
+	out := &lockedOutbox{}
 	sr := startScan(t, home, project, out, log)
 	pipe, projectDir := sr.pipe, sr.projectDir
 	keysR, keysW, err := os.Pipe()

@@ -1,7 +1,6 @@
 package launcher
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -18,31 +17,9 @@ import (
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
-// sessionsOutbox keeps what each session was sent.
-type sessionsOutbox struct {
-	mu   sync.Mutex
-	envs map[string][]protocol.Envelope
-}
-
-func (o *sessionsOutbox) Append(_ context.Context, session string, envs []protocol.Envelope) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.envs == nil {
-		o.envs = map[string][]protocol.Envelope{}
-	}
-	o.envs[session] = append(o.envs[session], envs...)
-	return nil
-}
-
-func (o *sessionsOutbox) of(session string) []protocol.Envelope {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.envs[session])
-}
-
 // untilSession polls (with a deadline) until cond holds for what session
 // was sent.
-func untilSession(t *testing.T, out *sessionsOutbox, session, what string, cond func(d []string) bool) []string {
+func untilSession(t *testing.T, out *lockedOutbox, session, what string, cond func(d []string) bool) []string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -84,7 +61,7 @@ func sameContentAsReplay(t *testing.T, live []protocol.Envelope, transcript stri
 // clear, not the one before.
 func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	e := claudetest.New(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
-	out := &sessionsOutbox{}
+	out := &lockedOutbox{}
 	var movedMu sync.Mutex
 	var moved []string
 	opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
@@ -97,14 +74,7 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	first := claude.NewSessionID()
 	r := NewRemote(first, opts, NewPipeline("", out), &events{})
 	t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
-	prompt := func(text string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := r.Prompt(ctx, text); err != nil {
-			t.Fatalf("prompt %q: %v", text, err)
-		}
-	}
+	prompt := promptWithin(t, r, 60*time.Second)
 	idle := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
@@ -121,10 +91,7 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	prompt("/compact keep it short")
 	idle("/compact")
 	prompt("/clear")
-	second := r.ID()
-	for deadline := time.Now().Add(60 * time.Second); second == first && time.Now().Before(deadline); second = r.ID() {
-		time.Sleep(5 * time.Millisecond) // Claude names its new session in the init after the reset
-	}
+	second := movedFrom(r, first, 60*time.Second)
 	if second == first || !ValidSessionID(second) {
 		t.Fatalf("session after /clear: %q (before: %q)", second, first)
 	}
@@ -181,14 +148,7 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 // transcript's replay shows it (/cost is recorded as /usage).
 func TestRealClaudeRemoteLocalCommands(t *testing.T) {
 	rig, e := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
-	prompt := func(text string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := rig.r.Prompt(ctx, text); err != nil {
-			t.Fatalf("prompt %q: %v", text, err)
-		}
-	}
+	prompt := promptWithin(t, rig.r, 60*time.Second)
 	prompt("hello one")
 	prompt("/context")
 	prompt("/cost")
@@ -222,27 +182,17 @@ func TestRealClaudeRemoteClearOlderVersions(t *testing.T) {
 		}
 		t.Run(in.Version, func(t *testing.T) {
 			e := claudetest.NewWith(t, in.Path, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("answer")}})
-			out := &sessionsOutbox{}
+			out := &lockedOutbox{}
 			opts := RemoteOptions{Claude: e.Claude, Dir: e.Project, Env: e.Environ(), StopTimeout: 5 * time.Second,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			first := claude.NewSessionID()
 			r := NewRemote(first, opts, NewPipeline("", out), &events{})
 			t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
-			prompt := func(text string) {
-				t.Helper()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				if err := r.Prompt(ctx, text); err != nil {
-					t.Fatalf("prompt %q: %v", text, err)
-				}
-			}
+			prompt := promptWithin(t, r, 60*time.Second)
 			prompt("hello one")
 			untilSession(t, out, first, "the first turn", has("TE(completed)", 1))
 			prompt("/clear")
-			second := r.ID()
-			for deadline := time.Now().Add(60 * time.Second); second == first && time.Now().Before(deadline); second = r.ID() {
-				time.Sleep(5 * time.Millisecond)
-			}
+			second := movedFrom(r, first, 60*time.Second)
 			if second == first {
 				t.Fatal("the session did not follow Claude to its new session")
 			}

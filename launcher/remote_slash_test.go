@@ -34,7 +34,7 @@ func TestRemoteClear(t *testing.T) {
 		steps(map[string]any{"text": "two"}),
 		steps(map[string]any{"text": "three"}),
 	}}, RemoteOptions{})
-	out := &sessionsOutbox{}
+	out := &lockedOutbox{}
 	var mu sync.Mutex
 	var moved []string
 	opts := base.r.opts
@@ -45,21 +45,11 @@ func TestRemoteClear(t *testing.T) {
 	}
 	r := NewRemote(rigSession, opts, NewPipeline("", out), base.ev)
 	t.Cleanup(func() { r.Stop(protocol.StatusCancelled) })
-	prompt := func(text string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Prompt(ctx, text); err != nil {
-			t.Fatalf("prompt %q: %v", text, err)
-		}
-	}
+	prompt := promptWithin(t, r, 10*time.Second)
 	prompt("first")
 	untilSession(t, out, rigSession, "the first turn", has("TE(completed)", 1))
 	prompt("/clear")
-	second := r.ID()
-	for deadline := time.Now().Add(10 * time.Second); second == rigSession && time.Now().Before(deadline); second = r.ID() {
-		time.Sleep(5 * time.Millisecond)
-	}
+	second := movedFrom(r, rigSession, 10*time.Second)
 	if second == rigSession || !ValidSessionID(second) {
 		t.Fatalf("session after /clear: %q", second)
 	}
@@ -88,4 +78,28 @@ func TestRemoteClear(t *testing.T) {
 		t.Fatalf("Claude started again with %q, want --resume=%s", strings.Join(last, " "), second)
 	}
 	envtest.CheckInvariants(t, out.of(second))
+}
+
+// promptWithin is a prompt to r that fails the test when it is not done
+// within wait.
+func promptWithin(t *testing.T, r *Remote, wait time.Duration) func(text string) {
+	return func(text string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if err := r.Prompt(ctx, text); err != nil {
+			t.Fatalf("prompt %q: %v", text, err)
+		}
+	}
+}
+
+// movedFrom polls, up to wait, until r follows Claude from session old to
+// another (Claude names its new session in the init after a reset); it is
+// r's session then, still old when it did not move.
+func movedFrom(r *Remote, old string, wait time.Duration) string {
+	id := r.ID()
+	for deadline := time.Now().Add(wait); id == old && time.Now().Before(deadline); id = r.ID() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return id
 }
