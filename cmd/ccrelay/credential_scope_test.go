@@ -58,3 +58,50 @@ func TestLoginCredentialOnlyForItsRelay(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// The token file of a relay on this machine goes to that relay (reached
+// at a loopback address, or the relay this machine remembers), not to
+// whatever relay a command names: that token is the relay's whole
+// account. Without the fix a relay named with --to got it (here through
+// a proxy, as to a relay on another machine).
+func TestLocalRelayTokenOnlyForLocalRelay(t *testing.T) {
+	const tok = "local-relay-token-0123456789abcdef0123456789abcdef"
+	home, state := t.TempDir(), t.TempDir()
+	data := filepath.Join(home, ".local", "share", "ccrelay")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "token"), []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 16)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case heard <- r.Header.Get("Authorization"):
+		default:
+		}
+		http.Error(w, "no", http.StatusUnauthorized)
+	}))
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "replay", "--format", "jsonl", "--to", "http://relay.elsewhere.invalid:8707", "--plaintext", "--state", state, pacedSession(t, 1))
+	cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "HTTP_PROXY=" + proxy.URL, "http_proxy=" + proxy.URL}
+	done := make(chan struct{})
+	var out []byte
+	go func() { defer close(done); out, _ = cmd.CombinedOutput() }()
+	select {
+	case auth := <-heard:
+		if strings.Contains(auth, tok) {
+			t.Fatalf("a relay on another machine was sent the local relay's token: %q", auth)
+		}
+	case <-done:
+		if !strings.Contains(string(out), "no relay token") {
+			t.Fatalf("replay --to another machine's relay:\n%s", out)
+		}
+	case <-ctx.Done():
+		t.Fatal("replay --to neither reached the other relay nor ended")
+	}
+	cancel()
+	<-done
+}

@@ -58,7 +58,15 @@ func (f *machineFlags) resolve(stderr io.Writer) (string, string, error) {
 	if f.tokenFile == "" && lerr == nil && l.Relay == url {
 		return url, l.Credential, nil
 	}
-	tok, err := relayToken("", f.tokenFile, f.data, dir, url, stderr)
+	// Pair runs on the relay's machine: its token file is meant, whatever
+	// name the relay is reached by.
+	data := f.data
+	if data == "" {
+		if data, err = dataDir(""); err != nil {
+			return "", "", err
+		}
+	}
+	tok, err := relayToken("", f.tokenFile, data, dir, url, stderr)
 	return url, tok, err
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
+	"github.com/ccrelay/ccrelay/internal/config"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
 )
@@ -23,9 +24,11 @@ import (
 // --relay-token-file, $CCRELAY_TOKEN, this machine's credential from
 // ccrelay login (the state folder's login.json, in the state folder state,
 // "" for the default) when it was made for that relay, or the token file
-// of a relay running on this machine (its data folder). A login for
-// another relay is never sent: that relay could act as this machine with
-// it.
+// of a relay running on this machine (its data folder: data, or the
+// default one when relayURL is a loopback address or the relay remembered
+// in the state folder). A login for another relay, or the token of the
+// relay on this machine, is never sent to a relay elsewhere: that relay
+// could act as this machine, or as the local relay's owner, with it.
 func relayToken(flag, file, data, state, relayURL string, stderr io.Writer) (string, error) {
 	switch {
 	case flag != "" && file != "":
@@ -47,6 +50,12 @@ func relayToken(flag, file, data, state, relayURL string, stderr io.Writer) (str
 			}
 			elsewhere = l.Relay
 		}
+	}
+	if data == "" && !isLoopbackURL(relayURL) && !rememberedRelay(state, relayURL) {
+		if elsewhere != "" {
+			return "", fmt.Errorf("no relay token for %s: this machine's login is for %s, and its credential goes to that relay only; run ccrelay login %s CODE (a code from ccrelay pair --machine), or give --relay-token-file", relayURL, elsewhere, relayURL)
+		}
+		return "", fmt.Errorf("no relay token for %s: run ccrelay login %s CODE (a code from ccrelay pair --machine), give --relay-token-file, or set CCRELAY_TOKEN (the token of a relay on this machine goes only to an address of this machine, or to the relay ccrelay pair remembered)", relayURL, relayURL)
 	}
 	dir, err := dataDir(data)
 	if err != nil {
@@ -262,4 +271,15 @@ func sameRelay(a, b string) bool {
 	}
 	na := norm(a)
 	return na != "" && na == norm(b)
+}
+
+// rememberedRelay reports whether relayURL is the relay remembered in the
+// state folder state ("": the default) by ccrelay pair or ccrelay login.
+func rememberedRelay(state, relayURL string) bool {
+	st, err := stateDir(state)
+	if err != nil {
+		return false
+	}
+	cfg, err := config.Load(st)
+	return err == nil && cfg.Relay != "" && sameRelay(cfg.Relay, relayURL)
 }
