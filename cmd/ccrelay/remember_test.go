@@ -194,7 +194,7 @@ func TestReplayToSaysWhatItWaitsFor(t *testing.T) {
 
 // The remembered CA file is trusted for the remembered relay only: a
 // relay given with --relay or $CCRELAY_RELAY is checked against the
-// system's authorities (and --ca), so that the holder of a private
+// system's authorities (or SSL_CERT_FILE), so that the holder of a private
 // authority one relay was reached with cannot stand in for another relay
 // (and learn its token). Without the fix the CA file was read (and
 // trusted, for every request of the process) whatever the relay: here a
