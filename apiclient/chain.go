@@ -8,6 +8,7 @@ package apiclient
 // keys/<session>.chain, so that a resumed session goes on from it.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,9 +72,12 @@ func (k *Keyring) ChainRestore(session string, n int64, last string) {
 	*k.chainLocked(session) = chainEnd{N: n, Last: last}
 }
 
-// ChainSave keeps session's chain end in the state folder. It is not
-// synced: after a power loss it may be behind, and the devices then see a
-// break there.
+// ChainSave keeps session's chain end in the state folder, written in
+// place (a rename over the file would make some file systems flush it at
+// once, as costly as the outbox's own sync) and padded to one size, so
+// that each write replaces the whole of the last one. It is not synced:
+// after a power loss it may be behind, and the devices then see a break
+// there.
 func (k *Keyring) ChainSave(session string) error {
 	if !protocol.IsSessionID(session) {
 		return fmt.Errorf("chain: %q is not a session id", session)
@@ -81,14 +85,23 @@ func (k *Keyring) ChainSave(session string) error {
 	k.mu.Lock()
 	c := *k.chainLocked(session)
 	k.mu.Unlock()
-	b := []byte(`{"n":` + strconv.FormatInt(c.N, 10) + `,"last":` + strconv.Quote(c.Last) + "}\n")
-	path := k.chainPath(session)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	b := []byte(`{"n":` + strconv.FormatInt(c.N, 10) + `,"last":` + strconv.Quote(c.Last) + "}")
+	if len(b) < chainFileSize {
+		b = append(b, bytes.Repeat([]byte(" "), chainFileSize-1-len(b))...)
+		b = append(b, '\n')
+	}
+	f, err := os.OpenFile(k.chainPath(session), os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
 		return fmt.Errorf("chain: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errors.Join(fmt.Errorf("chain: %w", err), os.Remove(tmp))
+	_, err = f.WriteAt(b, 0)
+	if err == nil && len(b) != chainFileSize {
+		err = f.Truncate(int64(len(b))) // an id that needs more room (escapes)
 	}
-	return nil
+	return errors.Join(err, f.Close())
 }
+
+// chainFileSize is the size every chain file is written at: room for the
+// count and a quoted id of the longest a sealed envelope has
+// (seal.MaxADFieldBytes, 255 bytes) with a few escapes.
+const chainFileSize = 640
