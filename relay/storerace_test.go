@@ -23,11 +23,8 @@ import (
 func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first := open(t)
-	nodes := []*Store{first, first}
-	if first.w.d == postgresSQL {
-		nodes = []*Store{first, open(t)}
-	}
+	nodes := raceNodes(t, open)
+	first := nodes[0]
 	const rounds = 30
 	left := 0 // rounds that left envelopes behind
 	for round := range rounds {
@@ -35,37 +32,21 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 		if err := first.Claim(ctx, session, "alice"); err != nil {
 			t.Fatal(err)
 		}
-		begun := make(chan struct{})
-		var once sync.Once
-		var wg sync.WaitGroup
-		for n, s := range nodes {
-			for g := range 2 {
-				wg.Go(func() {
-					defer once.Do(func() { close(begun) }) // an appender that fails early does not hold the delete
-					for i := 0; ctx.Err() == nil; i++ {
-						id := fmt.Sprintf("n%d-g%d-%d", n, g, i)
-						batch := items(id+"a", id+"b")
-						batch[0].Blob = []byte("full text of " + id)
-						if _, err := s.Append(ctx, session, batch); errors.Is(err, ErrDeleted) {
-							return
-						} else if err != nil {
-							t.Errorf("round %d: append: %v", round, err)
-							return
-						}
-						if i == 3 {
-							once.Do(func() { close(begun) })
-						}
-					}
-				})
+		raceDelete(ctx, t, round, nodes, func(s *Store, id string) error {
+			batch := items(id+"a", id+"b")
+			batch[0].Blob = []byte("full text of " + id)
+			if _, err := s.Append(ctx, session, batch); err != nil {
+				return fmt.Errorf("append: %w", err)
 			}
-		}
-		<-begun
-		if round%2 == 0 {
-			if err := first.DeleteSession(ctx, "alice", session); err != nil {
-				t.Errorf("round %d: delete: %v", round, err)
-				cancel()
+			return nil
+		}, func() {
+			if round%2 == 0 {
+				if err := first.DeleteSession(ctx, "alice", session); err != nil {
+					t.Errorf("round %d: delete: %v", round, err)
+					cancel()
+				}
+				return
 			}
-		} else {
 			// Retention: prune until the session is gone (a session
 			// appended to at that moment may be passed over, and taken at
 			// a later try).
@@ -82,11 +63,7 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 					break
 				}
 			}
-		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			t.Fatalf("round %d: %v", round, ctx.Err())
-		}
+		})
 		var n int
 		if err := first.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -121,65 +98,37 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 func suiteDeleteRacingClaims(t *testing.T, open func(t *testing.T) *Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	first := open(t)
-	nodes := []*Store{first, first}
-	if first.w.d == postgresSQL {
-		nodes = []*Store{first, open(t)}
-	}
+	nodes := raceNodes(t, open)
+	first := nodes[0]
 	const rounds = 30
 	for round := range rounds {
 		session := fmt.Sprintf("eeeeeeee-%04d-4444-8444-444444444444", round)
 		if err := first.Claim(ctx, session, "alice"); err != nil {
 			t.Fatal(err)
 		}
-		begun := make(chan struct{})
-		var once sync.Once
-		var wg sync.WaitGroup
-		for n, s := range nodes {
-			for g := range 2 {
-				wg.Go(func() {
-					defer once.Do(func() { close(begun) })
-					for i := 0; ctx.Err() == nil; i++ {
-						id := fmt.Sprintf("n%d-g%d-%d", n, g, i)
-						// As the relay claims (Server.claim): a tombstone
-						// refuses, else the session is claimed.
-						err := func() error {
-							if gone, err := s.Deleted(ctx, session); err != nil || gone {
-								return cmp.Or(err, ErrDeleted)
-							}
-							return s.Claim(ctx, session, "alice")
-						}()
-						if err == nil {
-							_, err = s.Announce(ctx, session, json.RawMessage(`{"title":"`+id+`"}`))
-						}
-						if err == nil {
-							err = s.PutSessionKeys(ctx, session, "machine", []protocol.WrappedKey{{Device: id, Wrapped: "key"}})
-						}
-						if err == nil {
-							_, err = s.Append(ctx, session, items(id))
-						}
-						if errors.Is(err, ErrDeleted) {
-							return
-						} else if err != nil {
-							t.Errorf("round %d: %v", round, err)
-							return
-						}
-						if i == 3 {
-							once.Do(func() { close(begun) })
-						}
-					}
-				})
+		raceDelete(ctx, t, round, nodes, func(s *Store, id string) error {
+			// As the relay claims (Server.claim): a tombstone refuses,
+			// else the session is claimed.
+			if gone, err := s.Deleted(ctx, session); err != nil || gone {
+				return cmp.Or(err, ErrDeleted)
 			}
-		}
-		<-begun
-		if err := first.DeleteSession(ctx, "alice", session); err != nil {
-			t.Errorf("round %d: delete: %v", round, err)
-			cancel()
-		}
-		wg.Wait()
-		if ctx.Err() != nil {
-			t.Fatalf("round %d: %v", round, ctx.Err())
-		}
+			if err := s.Claim(ctx, session, "alice"); err != nil {
+				return err
+			}
+			if _, err := s.Announce(ctx, session, json.RawMessage(`{"title":"`+id+`"}`)); err != nil {
+				return err
+			}
+			if err := s.PutSessionKeys(ctx, session, "machine", []protocol.WrappedKey{{Device: id, Wrapped: "key"}}); err != nil {
+				return err
+			}
+			_, err := s.Append(ctx, session, items(id))
+			return err
+		}, func() {
+			if err := first.DeleteSession(ctx, "alice", session); err != nil {
+				t.Errorf("round %d: delete: %v", round, err)
+				cancel()
+			}
+		})
 	}
 	var back []string
 	rows, err := first.w.QueryContext(ctx, `SELECT s.id || ' (owner ' || s.owner || ')' FROM sessions s WHERE EXISTS (SELECT 1 FROM tombstones d WHERE d.id = s.id)`)
@@ -206,5 +155,53 @@ func suiteDeleteRacingClaims(t *testing.T, open func(t *testing.T) *Store) {
 		if n != 0 {
 			t.Errorf("%d %s left", n, q.what)
 		}
+	}
+}
+
+// raceNodes is the stores of the nodes a race test runs on: the same Store
+// twice for SQLite (one relay process per file), two Stores for Postgres.
+func raceNodes(t *testing.T, open func(t *testing.T) *Store) []*Store {
+	first := open(t)
+	if first.w.d == postgresSQL {
+		return []*Store{first, open(t)}
+	}
+	return []*Store{first, first}
+}
+
+// raceDelete is one round of a delete racing other work: two workers on
+// each node call step (with an id naming the worker and the step,
+// "n0-g1-5") until it returns ErrDeleted, and del runs once the workers
+// are under way (a worker that ends early does not hold it back). It
+// returns when every worker has ended, and fails the test when ctx ended
+// first.
+func raceDelete(ctx context.Context, t *testing.T, round int, nodes []*Store, step func(s *Store, id string) error, del func()) {
+	t.Helper()
+	begun := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	for n, s := range nodes {
+		for g := range 2 {
+			wg.Go(func() {
+				defer once.Do(func() { close(begun) })
+				for i := 0; ctx.Err() == nil; i++ {
+					err := step(s, fmt.Sprintf("n%d-g%d-%d", n, g, i))
+					if errors.Is(err, ErrDeleted) {
+						return
+					} else if err != nil {
+						t.Errorf("round %d: %v", round, err)
+						return
+					}
+					if i == 3 {
+						once.Do(func() { close(begun) })
+					}
+				}
+			})
+		}
+	}
+	<-begun
+	del()
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatalf("round %d: %v", round, ctx.Err())
 	}
 }
