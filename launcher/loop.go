@@ -60,6 +60,13 @@ type LoopOptions struct {
 	// Notice is where the terminal is told what happens (nil: nowhere).
 	Notice io.Writer
 	Logger *slog.Logger
+	// StopCut, when set, is asked when ctx ends in remote mode: a cut
+	// (ok) ends the turn Claude was in the middle of, in place of a
+	// cancelled one (the daemon that ran the session died: failed, with
+	// its note, as the resumed Claude's repair of the turn ends it), and
+	// Stopped is told whether a turn was open and cut so.
+	StopCut func() (c mapper.Cut, ok bool)
+	Stopped func(cut bool)
 }
 
 // ErrNoSession is the reason given for a command that arrives before
@@ -328,6 +335,17 @@ func (l *loop) remote(ctx context.Context, first *Command) (bool, error) {
 		var c Command
 		select {
 		case <-ctx.Done():
+			if c, ok := l.stopCut(); ok {
+				stopKeys()
+				w.stop()
+				cut := r.StopCut(c)
+				w.waits.Wait()
+				finish(protocol.StatusCancelled) // Claude stopped already
+				if l.o.Stopped != nil {
+					l.o.Stopped(cut)
+				}
+				return false, nil
+			}
 			finish(protocol.StatusCancelled)
 			return false, nil
 		case <-keys:
@@ -516,4 +534,12 @@ func rawMode(f *os.File) func() {
 		return func() {}
 	}
 	return func() { _ = term.Restore(fd, old) }
+}
+
+// stopCut is the cut LoopOptions.StopCut gives, if any.
+func (l *loop) stopCut() (mapper.Cut, bool) {
+	if l.o.StopCut == nil {
+		return mapper.Cut{}, false
+	}
+	return l.o.StopCut()
 }

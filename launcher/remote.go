@@ -501,6 +501,14 @@ func (r *Remote) start() (*process, error) {
 // is closed with status (cancelled when the user takes the session back,
 // say), after everything queued. Claude never outlives Stop.
 func (r *Remote) Stop(status protocol.TurnStatus) {
+	r.StopCut(mapper.Cut{Status: status, Result: claude.InterruptedForToolText, OnlyOpen: true})
+}
+
+// StopCut is Stop with the cut that ends the open turn (its status, the
+// result of the calls left open, the note saying why); it reports whether
+// a turn was open and cut so.
+func (r *Remote) StopCut(c mapper.Cut) (cut bool) {
+	c.OnlyOpen = true
 	r.mu.Lock()
 	r.closed = true
 	p := r.proc
@@ -512,12 +520,14 @@ func (r *Remote) Stop(status protocol.TurnStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushStash()
+	cut = r.turnOpen
 	if r.turnOpen {
-		// The calls Claude left end as interrupted, with the ids the next
-		// Claude's repair of them maps to (mapper.Cut).
+		// The calls Claude left end as the cut says, with the ids the
+		// next Claude's repair of them maps to (mapper.Cut).
 		r.conv.Closed("")
-		r.q.Push(item{cut: &mapper.Cut{Status: status, Result: claude.InterruptedForToolText, OnlyOpen: true}, time: time.Now().UnixMilli()})
+		r.q.Push(item{cut: &c, time: time.Now().UnixMilli()})
 	}
 	r.q.Close()
 	r.turnOpen, r.queued, r.pending = false, 0, nil
+	return cut
 }

@@ -132,6 +132,38 @@ func TestDaemonKilledMidTool(t *testing.T) {
 			return a.info(s)["status"] == "idle" && strings.Contains(e, "daemon that ran this session stopped") && a.saw(s, "daemon that ran this session stopped")
 		})
 	}
+	// The turn that ran the tool ends failed with the note, one end per
+	// call, and the note opens no turn of its own.
+	for _, s := range sessions {
+		a.mu.Lock()
+		envs := a.envelopes(s)
+		a.mu.Unlock()
+		var toolTurn, noteTurn string
+		ends, calls := map[string]int{}, map[string]int{}
+		for _, e := range envs {
+			switch {
+			case e.Ev.T == protocol.KindToolCallStart:
+				toolTurn = e.Turn
+			case e.Ev.T == protocol.KindToolCallEnd:
+				calls[e.Ev.Call]++
+			case e.Ev.T == protocol.KindService && strings.Contains(e.Ev.Text, "daemon that ran this session stopped"):
+				noteTurn = e.Turn
+			case e.Ev.T == protocol.KindTurnEnd:
+				ends[e.Turn]++
+				if e.Turn == toolTurn && e.Ev.Status != protocol.StatusFailed {
+					t.Errorf("session %s: the tool's turn ended %s", s, e.Ev.Status)
+				}
+			}
+		}
+		if toolTurn == "" || noteTurn != toolTurn || ends[toolTurn] != 1 || len(ends) != 1 {
+			t.Errorf("session %s: the note in turn %q, the tool in turn %q; turn ends %v", s, noteTurn, toolTurn, ends)
+		}
+		for c, n := range calls {
+			if n != 1 {
+				t.Errorf("session %s: call %s ended %d times", s, c, n)
+			}
+		}
+	}
 	// The machine: its daemon's connection is gone (the relay says so once
 	// it has not come back within --cli-gone-after), and it runs nothing.
 	a.until("the machine shown gone, running nothing", func() bool {

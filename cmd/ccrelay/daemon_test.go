@@ -165,6 +165,23 @@ func (a *wsApp) saw(session, s string) bool {
 	return false
 }
 
+// envelopes are the session's envelopes the app was sent, in order (the
+// ones it could read). Called with a.mu held.
+func (a *wsApp) envelopes(session string) []protocol.Envelope {
+	var out []protocol.Envelope
+	for _, f := range a.frames {
+		if f.Type == protocol.FrameBatch && f.Session == session {
+			for _, it := range f.Items {
+				var e protocol.Envelope
+				if json.Unmarshal(it.Envelope, &e) == nil {
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // daemonRig is a relay and `ccrelay daemon` on fake Claude, in folders of
 // the test: HOME (Claude Code's projects), an allowed root with a project.
 type daemonRig struct {

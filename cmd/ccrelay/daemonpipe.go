@@ -81,6 +81,20 @@ type daemonMsg struct {
 // errStopAsked ends the loop of a session the app asked its daemon to stop.
 var errStopAsked = errors.New("stopped from the app")
 
+// daemonCutResult is the result of a call Claude was running when the
+// session was stopped for the daemon (stop asked, or the daemon gone).
+const daemonCutResult = "Claude Code was stopped with the session while this tool ran; the tool did not finish."
+
+// daemonNote is the note and the status of the turn Claude was in the
+// middle of when the daemon ended the session for why: the daemon gone
+// (failed), or stop asked from the app (cancelled).
+func daemonNote(why error) (string, protocol.TurnStatus) {
+	if errors.Is(why, errDaemonGone) {
+		return daemonStoppedNote, protocol.StatusFailed
+	}
+	return stoppedNote, protocol.StatusCancelled
+}
+
 // stoppedNote is what a session stopped from the app says.
 const stoppedNote = "Stopped from the app. Resume it from New session → Resume."
 

@@ -404,6 +404,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		scanGate.hold()
 	}
 	var daemonEnd func() error
+	daemonCut := false // the open turn ended with the daemon's note
 	if f.daemonPipe {
 		var stopWatch func()
 		// What Claude's commands leave running when Claude is stopped (a
@@ -416,6 +417,18 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		loopCtx, daemonEnd, stopWatch = watchDaemon(loopCtx, daemonIn, os.Stdin, adopt)
 		defer stopWatch()
+		// The turn Claude was in the middle of ends with the note, as
+		// the resumed Claude's repair of it does (failed when the daemon
+		// died), not cancelled with a note in a turn of its own after it.
+		loopOpts.StopCut = func() (mapper.Cut, bool) {
+			why := daemonEnd()
+			if why == nil {
+				return mapper.Cut{}, false
+			}
+			note, status := daemonNote(why)
+			return mapper.Cut{Status: status, Result: daemonCutResult, Note: note}, true
+		}
+		loopOpts.Stopped = func(cut bool) { daemonCut = cut }
 		if fromDaemon.Prompt != "" {
 			firstCtx, cancelFirst := context.WithCancel(loopCtx)
 			firstDone := make(chan struct{})
@@ -437,9 +450,10 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		// that started it stopped (or was killed): the session ends and
 		// says why.
 		why := daemonEnd()
-		note, status, exit := stoppedNote, protocol.StatusCancelled, 0
+		note, status := daemonNote(why)
+		exit := 0
 		if errors.Is(why, errDaemonGone) {
-			note, status, exit = daemonStoppedNote, protocol.StatusFailed, 1
+			exit = 1
 		}
 		fmt.Fprintln(os.Stderr, "ccrelay:", why)
 		if n, err := orphans.End(orphansTimeout); n > 0 || err != nil {
@@ -449,8 +463,11 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		<-scanDone
 		now := time.Now().UnixMilli()
 		bg := context.WithoutCancel(ctx)
-		if err := pipe.Note(bg, loopOpts.Session, protocol.New(), note, now); err != nil {
-			return err
+		if !daemonCut {
+			// No turn was open: the note says why in a turn of its own.
+			if err := pipe.Note(bg, loopOpts.Session, protocol.New(), note, now); err != nil {
+				return err
+			}
 		}
 		if err := pipe.Close(bg, status, now); err != nil {
 			return err

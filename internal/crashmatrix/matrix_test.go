@@ -101,6 +101,7 @@ var matrix = []struct{ who, phase string }{
 	{"daemon", "after-init-before-transcript"},
 	{"daemon", "waiting-for-model"},
 	{"daemon", "streaming"},
+	{"daemon", "mid-tool"},
 	{"daemon", "waiting-for-permission"},
 	{"claude-then-prompt", "waiting-for-model"},
 	{"claude-then-prompt", "mid-tool"},
