@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,5 +145,25 @@ func TestSessionsSaysWhyRelayUnreachable(t *testing.T) {
 	res := runEnv(t, env, "sessions", "ls", "--relay-token", "t")
 	if res.code == 0 || !strings.Contains(res.stderr, "cannot reach the relay at http://"+closed) {
 		t.Errorf("sessions ls with a remembered relay: %+v", res)
+	}
+}
+
+// sessions with no --relay and no token flag, on the relay's machine,
+// lists the sessions of the relay at the default address with its token
+// (the token is chosen for the relay in use once that is known: chosen
+// before, for no relay, it was refused as meant for a relay elsewhere).
+func TestSessionsDefaultRelay(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(home, ".local", "share", "ccrelay")
+	srv, base, _ := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin"}
+	// The relay listens on a free port: it is this machine's remembered relay.
+	if err := config.Remember(filepath.Join(home, ".local", "state", "ccrelay"), base, ""); err != nil {
+		t.Fatal(err)
+	}
+	res := runEnv(t, env, "sessions", "ls")
+	if res.code != 0 {
+		t.Fatalf("sessions ls with no flag: %+v", res)
 	}
 }

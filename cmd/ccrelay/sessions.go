@@ -57,10 +57,6 @@ func newSessionsCmd() *cobra.Command {
 }
 
 func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr io.Writer) (*http.Response, error) {
-	tok, err := relayToken(f.token, f.tokenFile, f.data, "", f.relay, stderr)
-	if err != nil {
-		return nil, err
-	}
 	state, err := stateDir("")
 	if err != nil {
 		return nil, err
@@ -73,6 +69,11 @@ func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr
 		relayURL = "http://" + DefaultListen
 	}
 	f.relay = relayURL
+	// The credential is chosen for the relay in use, once it is known.
+	tok, err := relayToken(f.token, f.tokenFile, f.data, "", f.relay, stderr)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(f.relay, "/")+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
