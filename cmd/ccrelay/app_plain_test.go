@@ -14,12 +14,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
 )
@@ -386,27 +384,7 @@ func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
 	r := startAppRelay(t)
 	ctx := newBrowser(t)
 	must(t, ctx, phone())
-	if _, err := chromedp.CallBrowser(ctx, grantPermissions, grantParams{Permissions: []string{"notifications"}, Origin: r.base}); err != nil {
-		t.Fatalf("grant notifications: %v", err)
-	}
-	var mu sync.Mutex
-	var reg serviceworker.RegistrationID
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
-			mu.Lock()
-			for _, rg := range e.Registrations {
-				if !rg.IsDeleted && strings.HasPrefix(rg.ScopeURL, r.base) {
-					reg = rg.RegistrationID
-				}
-			}
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
-		t.Fatal(err)
-	}
+	registration := watchWorker(t, ctx, r.base)
 	pairBrowser(t, ctx, r)
 	const id = "0b0e0b0e-0000-4000-8000-0000000000c1"
 	cli := dialCLI(t, r)
@@ -416,9 +394,7 @@ func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
 	waitJS(t, ctx, "the session listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, id))
 	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
 	waitAsync(t, ctx, "the device known paired to the worker", `import('./js/offline.js').then((m) => m.kvGet('paired')).then((v) => v === true)`)
-	mu.Lock()
-	rid := reg
-	mu.Unlock()
+	rid := registration()
 	if rid == "" {
 		t.Fatal("no service worker registration seen")
 	}

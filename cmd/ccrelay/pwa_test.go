@@ -59,22 +59,21 @@ type grantParams struct {
 
 var grantPermissions = cdp.Command[grantParams, cdp.Empty]{Method: "Browser.grantPermissions"}
 
-func TestAppInstallableOfflineNotifications(t *testing.T) {
-	r := startAppRelay(t)
-	id, envs := r.replay(t, corpus+smallSession)
-	ctx := newBrowser(t)
-	must(t, ctx, phone())
-	if _, err := chromedp.CallBrowser(ctx, grantPermissions, grantParams{Permissions: []string{"notifications"}, Origin: r.base}); err != nil {
+// watchWorker grants the page at base notifications and follows its
+// service worker: the function returns the worker's registration id, for
+// delivering pushes ("" before the worker registered).
+func watchWorker(t *testing.T, ctx context.Context, base string) func() serviceworker.RegistrationID {
+	t.Helper()
+	if _, err := chromedp.CallBrowser(ctx, grantPermissions, grantParams{Permissions: []string{"notifications"}, Origin: base}); err != nil {
 		t.Fatalf("grant notifications: %v", err)
 	}
-	// The service worker's registration id, for delivering pushes.
 	var mu sync.Mutex
 	var reg serviceworker.RegistrationID
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if e, ok := ev.(*serviceworker.EventWorkerRegistrationUpdated); ok {
 			mu.Lock()
 			for _, rg := range e.Registrations {
-				if !rg.IsDeleted && strings.HasPrefix(rg.ScopeURL, r.base) {
+				if !rg.IsDeleted && strings.HasPrefix(rg.ScopeURL, base) {
 					reg = rg.RegistrationID
 				}
 			}
@@ -86,6 +85,19 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	if _, err := chromedp.Call(ctx, serviceworker.Enable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
+	return func() serviceworker.RegistrationID {
+		mu.Lock()
+		defer mu.Unlock()
+		return reg
+	}
+}
+
+func TestAppInstallableOfflineNotifications(t *testing.T) {
+	r := startAppRelay(t)
+	id, envs := r.replay(t, corpus+smallSession)
+	ctx := newBrowser(t)
+	must(t, ctx, phone())
+	registration := watchWorker(t, ctx, r.base)
 
 	r.open(t, ctx, id)
 	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
@@ -106,9 +118,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 
 	deliver := func(kind string) {
 		t.Helper()
-		mu.Lock()
-		rid := reg
-		mu.Unlock()
+		rid := registration()
 		if rid == "" {
 			t.Fatal("no service worker registration seen")
 		}
