@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,11 +20,7 @@ import (
 // session's id.
 func keptSealedSession(t *testing.T, ctx context.Context, r *appRelay, state string) string {
 	t.Helper()
-	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
-	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
-	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
-		t.Fatalf("replay --to: %+v", res)
-	}
+	_, id := replaySealed(t, r, state)
 	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id))
 	waitJS(t, ctx, "the session rendered", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
 	waitAsync(t, ctx, "the session kept for offline reading", fmt.Sprintf(

@@ -123,11 +123,7 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	must(t, ctx, phone())
 	state := pairBrowser(t, ctx, r)
 
-	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
-	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
-	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
-		t.Fatalf("replay --to: %+v", res)
-	}
+	_, id := replaySealed(t, r, state)
 	kr, err := openKeyring(state)
 	if err != nil {
 		t.Fatal(err)
@@ -252,11 +248,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	must(t, ctx, phone())
 	state := pairBrowser(t, ctx, r)
 
-	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
-	sealed := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
-	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
-		t.Fatalf("replay --to: %+v", res)
-	}
+	_, sealed := replaySealed(t, r, state)
 	kr, err := openKeyring(state)
 	if err != nil {
 		t.Fatal(err)

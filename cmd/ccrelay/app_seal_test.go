@@ -42,6 +42,19 @@ func pairBrowser(t *testing.T, ctx context.Context, r *appRelay) string {
 	return state
 }
 
+// replaySealed sends a corpus transcript (prompts, many tool calls, cut
+// results) to r sealed by the machine of state, and returns the transcript
+// and its session's id.
+func replaySealed(t *testing.T, r *appRelay, state string) (transcript, id string) {
+	t.Helper()
+	transcript = corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
+	id = strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
+	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
+		t.Fatalf("replay --to: %+v", res)
+	}
+	return transcript, id
+}
+
 // pairBrowserWith pairs the browser of ctx with the machine of state.
 func pairBrowserWith(t *testing.T, ctx context.Context, r *appRelay, state string) {
 	t.Helper()
@@ -71,11 +84,7 @@ func TestAppSealedSession(t *testing.T) {
 	must(t, ctx, phone())
 	state := pairBrowser(t, ctx, r)
 
-	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
-	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
-	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
-		t.Fatalf("replay --to: %+v", res)
-	}
+	transcript, id := replaySealed(t, r, state)
 	envs := jsonlEnvelopes(t, transcript)
 	for i, l := range storedLines(t, r.data, id) {
 		if !protocol.IsSealed([]byte(l)) {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -22,11 +21,7 @@ func TestAppShowsWithheldEnvelopes(t *testing.T) {
 	must(t, ctx, phone())
 	state := pairBrowser(t, ctx, r)
 
-	transcript := corpus + "/public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl"
-	id := strings.TrimSuffix(filepath.Base(transcript), ".jsonl")
-	if res := run(t, "replay", "-q", "--to", r.base, "--relay-token", r.token, "--state", state, transcript); res.code != 0 {
-		t.Fatalf("replay --to: %+v", res)
-	}
+	_, id := replaySealed(t, r, state)
 	r.open(t, ctx, id)
 	showAll(t, ctx)
 	note := `document.querySelector('.withheld-note')`
