@@ -97,12 +97,7 @@ func TestRealClaudeRemoteKilledWaitingForModel(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	rig.r.mu.Lock()
-	p := rig.r.proc
-	rig.r.mu.Unlock()
-	if err := p.tree.kill(); err != nil {
-		t.Fatal(err)
-	}
+	killClaude(t, rig.r)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := wait(ctx); err != nil {

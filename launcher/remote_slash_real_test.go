@@ -116,13 +116,7 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 
 	// Claude dies; the next prompt starts it again on the session after
 	// the clear.
-	r.mu.Lock()
-	p := r.proc
-	r.mu.Unlock()
-	if err := p.tree.kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
+	<-killClaude(t, r).done
 	prompt("hello three")
 	untilSession(t, out, second, "the turn after the restart", func(d []string) bool { return count(d, "TE(completed)") == 2 })
 	reqs := e.API.Requests()

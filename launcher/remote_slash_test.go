@@ -64,13 +64,7 @@ func TestRemoteClear(t *testing.T) {
 	}
 	mu.Unlock()
 
-	r.mu.Lock()
-	p := r.proc
-	r.mu.Unlock()
-	if err := p.tree.kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
+	<-killClaude(t, r).done
 	prompt("third")
 	untilSession(t, out, second, "the turn after the restart", has("TE(completed)", 2))
 	argv := base.argv()
@@ -102,4 +96,17 @@ func movedFrom(r *Remote, old string, wait time.Duration) string {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return id
+}
+
+// killClaude kills the Claude r runs (its process tree), as a crash
+// would, and returns it: its done closes once r has seen it end.
+func killClaude(t *testing.T, r *Remote) *process {
+	t.Helper()
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if err := p.tree.kill(); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

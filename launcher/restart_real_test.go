@@ -84,13 +84,7 @@ func restartMidTool(t *testing.T, unwritten bool) {
 	rig1.prompt("run it")
 	rig1.until("the tool call", has("TCS(toolu_fake0001", 1))
 	first.kill()
-	rig1.r.mu.Lock()
-	p := rig1.r.proc
-	rig1.r.mu.Unlock()
-	if err := p.tree.kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.done
+	<-killClaude(t, rig1.r).done
 
 	// The next ccrelay: the scanner rebuilds the session from its
 	// transcript (what was sent already), then the app's prompt resumes it.
