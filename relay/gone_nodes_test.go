@@ -3,38 +3,18 @@ package relay
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ccrelay/ccrelay/internal/pgtest"
-	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // startNodeGone is startNode with a CLIGoneAfter of its own.
 func startNodeGone(t *testing.T, url string, after time.Duration) *testRelay {
 	t.Helper()
-	st, err := OpenPostgres(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := &testutil.SyncBuffer{}
-	rs := NewServer(st, slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), testToken)
-	rs.Limits.CLIGoneAfter = after
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); rs.RunFanout(ctx) }()
-	srv := httptest.NewServer(rs.Handler())
-	t.Cleanup(func() { srv.Close(); cancel(); <-done; st.Close() })
-	select {
-	case <-rs.fan.connected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node never listened")
-	}
-	return &testRelay{srv: srv, relay: rs, store: st, log: buf}
+	return startNodeWith(t, url, func(rs *Server) { rs.Limits.CLIGoneAfter = after })
 }
 
 // Two relays on one PostgreSQL: a working session whose CLI leaves node A

@@ -27,12 +27,22 @@ import (
 // its link to the other nodes, until the test ends.
 func startNode(t testing.TB, url string) *testRelay {
 	t.Helper()
+	return startNodeWith(t, url, nil)
+}
+
+// startNodeWith is startNode with configure (when not nil) run on the
+// relay before it serves.
+func startNodeWith(t testing.TB, url string, configure func(*Server)) *testRelay {
+	t.Helper()
 	st, err := OpenPostgres(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf := &testutil.SyncBuffer{}
 	rs := NewServer(st, slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), testToken)
+	if configure != nil {
+		configure(rs)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); rs.RunFanout(ctx) }()
