@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,42 +52,18 @@ func credentialNames(t *testing.T, base, token string) []string {
 // the keys it checked) or refused. It reports whether it accepted.
 func pairAsApp(t *testing.T, base, link string, device *seal.KeyPair) bool {
 	t.Helper()
-	m := regexp.MustCompile(`#pair=([0-9A-Z]+)\.([A-Za-z0-9_-]{43})\.([A-Za-z0-9_-]{22})$`).FindStringSubmatch(link)
-	if m == nil {
-		t.Fatalf("link %q", link)
+	p, status, a := redeemLink(t, base, link, device, nil)
+	if status != http.StatusOK {
+		t.Fatalf("redeem: %d", status)
 	}
-	mk, _ := base64.RawURLEncoding.DecodeString(m[2])
-	machine, err := ecdh.X25519().NewPublicKey(mk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, confirm, err := seal.PairingKeys(m[3])
-	if err != nil {
-		t.Fatal(err)
-	}
-	tag, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDevice, machine, device.Public()))
-	body, _ := json.Marshal(map[string]any{"code": m[1], "name": "phone", "publicKey": device.Public().Bytes(), "confirm": tag})
-	resp, err := http.Post(base+"/api/pair/redeem", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a struct {
-		Credential string `json:"credential"`
-		MachineKey []byte `json:"machineKey"`
-	}
-	json.NewDecoder(resp.Body).Decode(&a)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("redeem: %d", resp.StatusCode)
-	}
-	if !bytes.Equal(a.MachineKey, mk) {
-		if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": m[1], "refused": "the relay passed on another machine key than the pairing link names"}); st != http.StatusOK {
+	if !bytes.Equal(a.MachineKey, p.machineKey) {
+		if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": p.code, "refused": "the relay passed on another machine key than the pairing link names"}); st != http.StatusOK {
 			t.Fatalf("refuse: %d %s", st, b)
 		}
 		return false
 	}
-	accepted, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDeviceAccepted, machine, device.Public()))
-	if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": m[1], "accepted": accepted}); st != http.StatusOK {
+	accepted, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(p.confirm, seal.RoleDeviceAccepted, p.machine, device.Public()))
+	if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": p.code, "accepted": accepted}); st != http.StatusOK {
 		t.Fatalf("accept: %d %s", st, b)
 	}
 	return true

@@ -82,47 +82,69 @@ func redeemAsDevice(t *testing.T, base, link string, device *seal.KeyPair, swap 
 // redeemAsDeviceCred is redeemAsDevice that also returns the credential.
 func redeemAsDeviceCred(t *testing.T, base, link string, device *seal.KeyPair, swap *ecdh.PublicKey) (string, string) {
 	t.Helper()
+	p, status, a := redeemLink(t, base, link, device, swap)
+	if status != http.StatusOK || !bytes.Equal(a.MachineKey, p.machineKey) {
+		t.Fatalf("redeem: %d, machine key %x (link %x)", status, a.MachineKey, p.machineKey)
+	}
+	// It accepts the machine key it checked, as the app does (with a
+	// swapped key the machine fails the pairing first: no answer).
+	if swap == nil {
+		accepted, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(p.confirm, seal.RoleDeviceAccepted, p.machine, device.Public()))
+		if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": p.code, "accepted": accepted}); st != http.StatusOK {
+			t.Fatalf("answer: %d %s", st, b)
+		}
+	}
+	return a.ID, a.Credential
+}
+
+// pairing is what a device takes from a pairing link.
+type pairing struct {
+	code       string
+	machineKey []byte          // the machine key the link names
+	machine    *ecdh.PublicKey // the key the device's tags are made over
+	confirm    []byte          // the confirmation key of the link's secret
+}
+
+// redeemAnswer is the relay's answer to a redemption.
+type redeemAnswer struct {
+	ID         string `json:"id"`
+	Credential string `json:"credential"`
+	MachineKey []byte `json:"machineKey"`
+}
+
+// redeemLink redeems the code of a pairing link as the app does: it sends
+// the device's public key and its confirmation tag, made with the link's
+// secret over the link's machine key (or over swap, when not nil: a relay
+// that swapped keys). It returns what the link holds, and the relay's
+// answer with its status.
+func redeemLink(t *testing.T, base, link string, device *seal.KeyPair, swap *ecdh.PublicKey) (pairing, int, redeemAnswer) {
+	t.Helper()
 	m := regexp.MustCompile(`#pair=([0-9A-Z]+)\.([A-Za-z0-9_-]{43})\.([A-Za-z0-9_-]{22})$`).FindStringSubmatch(link)
 	if m == nil {
 		t.Fatalf("link %q", link)
 	}
-	mk, _ := base64.RawURLEncoding.DecodeString(m[2])
-	machine, err := ecdh.X25519().NewPublicKey(mk)
-	if err != nil {
+	p := pairing{code: m[1]}
+	p.machineKey, _ = base64.RawURLEncoding.DecodeString(m[2])
+	var err error
+	if p.machine, err = ecdh.X25519().NewPublicKey(p.machineKey); err != nil {
 		t.Fatal(err)
 	}
 	if swap != nil {
-		machine = swap
+		p.machine = swap
 	}
-	_, confirm, err := seal.PairingKeys(m[3])
-	if err != nil {
+	if _, p.confirm, err = seal.PairingKeys(m[3]); err != nil {
 		t.Fatal(err)
 	}
-	tag, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDevice, machine, device.Public()))
-	body, _ := json.Marshal(map[string]any{"code": m[1], "name": "phone", "publicKey": device.Public().Bytes(), "confirm": tag})
+	tag, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(p.confirm, seal.RoleDevice, p.machine, device.Public()))
+	body, _ := json.Marshal(map[string]any{"code": p.code, "name": "phone", "publicKey": device.Public().Bytes(), "confirm": tag})
 	resp, err := http.Post(base+"/api/pair/redeem", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var a struct {
-		ID         string `json:"id"`
-		Credential string `json:"credential"`
-		MachineKey []byte `json:"machineKey"`
-	}
+	var a redeemAnswer
 	json.NewDecoder(resp.Body).Decode(&a)
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(a.MachineKey, mk) {
-		t.Fatalf("redeem: %d, machine key %x (link %x)", resp.StatusCode, a.MachineKey, mk)
-	}
-	// It accepts the machine key it checked, as the app does (with a
-	// swapped key the machine fails the pairing first: no answer).
-	if swap == nil {
-		accepted, _ := base64.RawURLEncoding.DecodeString(seal.ConfirmTag(confirm, seal.RoleDeviceAccepted, machine, device.Public()))
-		if st, b := answerPairing(t, base, a.Credential, map[string]any{"code": m[1], "accepted": accepted}); st != http.StatusOK {
-			t.Fatalf("answer: %d %s", st, b)
-		}
-	}
-	return a.ID, a.Credential
+	return p, resp.StatusCode, a
 }
 
 // answerPairing posts a device's answer to its pairing (POST
