@@ -1,6 +1,7 @@
 package mapper
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -134,10 +135,14 @@ func (m *Mapper) openCalls(topLevel bool) bool {
 	return false
 }
 
-// started records a call without a result.
+// started records a call without a result. A transcript may use a tool id
+// again (the mapper derives other envelope ids for it): a call started
+// again with the id of one that had its end is a new call, whose result
+// counts.
 func (m *Mapper) started(id, parent string, hidden bool) {
 	if _, done := m.endedSet[id]; done {
-		return
+		delete(m.endedSet, id)
+		m.endedQ = slices.DeleteFunc(m.endedQ, func(e string) bool { return e == id })
 	}
 	for _, c := range m.calls {
 		if c.id == id {

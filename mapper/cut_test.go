@@ -61,6 +61,18 @@ func TestCrashRepair(t *testing.T) {
 			user("i1", "[Request interrupted by user]"),
 			noResponse("n1")},
 			[]string{"U(hi)"}},
+		{"a tool id used again in a later turn is a new call: its result ends it", []string{
+			user("p1", "run it"),
+			asst("a1", bl(toolUse("t1", "Bash", nil))),
+			user("r1", bl(toolResult("t1", "ran", false))),
+			asst("a2", bl(text("Done."))),
+			r("type", "system", "subtype", "turn_duration", "uuid", "d1"),
+			user("p2", "again"),
+			asst("a3", bl(toolUse("t1", "Bash", nil))),
+			user("r2", bl(toolResult("t1", "ran again", false))),
+			asst("a4", bl(text("Done again.")))},
+			[]string{"U(run it)", "TS", "TCS(t1,Bash,Bash call,{})", "TCE(t1)[result=ran]", "A(Done.)", "TE(completed)",
+				"U(again)", "TS", "TCS(t1,Bash,Bash call,{})", "TCE(t1)[result=ran again]", "A(Done again.)"}},
 		{"a foreground subagent's call: ended under it, the subagent stops", []string{
 			user("p1", "look"),
 			asst("a1", bl(toolUse("ag", "Agent", map[string]any{"prompt": "find it", "description": "Find"}))),

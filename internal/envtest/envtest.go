@@ -124,6 +124,13 @@ func CheckInvariants(t testing.TB, envs []protocol.Envelope) {
 		case protocol.KindTurnEnd:
 			ended[e.Turn] = true
 			open = ""
+		case protocol.KindToolCallStart:
+			// A transcript may use a tool id again: a call started again
+			// may end again.
+			delete(callEnded, e.Ev.Call)
+			if e.Turn != "" && e.Turn != open {
+				t.Fatalf("envelope %d %s is in turn %s but the open turn is %q", i, Describe(e), e.Turn, open)
+			}
 		case protocol.KindToolCallEnd:
 			if callEnded[e.Ev.Call] {
 				t.Fatalf("envelope %d %s: a second end of call %s", i, Describe(e), e.Ev.Call)
