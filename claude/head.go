@@ -87,3 +87,18 @@ func typedPrompt(line []byte) string {
 	}
 	return text
 }
+
+// Markup returns what the first <tag>…</tag> in text holds, trimmed (Claude
+// marks up commands and notifications in a record's text so:
+// <command-name>/cost</command-name>), or "" when text has none.
+func Markup(text, tag string) string {
+	_, rest, ok := strings.Cut(text, "<"+tag+">")
+	if !ok {
+		return ""
+	}
+	v, _, ok := strings.Cut(rest, "</"+tag+">")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
+}

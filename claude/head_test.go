@@ -41,3 +41,17 @@ func TestReadHead(t *testing.T) {
 		t.Fatal("a missing transcript read")
 	}
 }
+
+func TestMarkup(t *testing.T) {
+	for _, c := range []struct{ text, tag, want string }{
+		{"<command-name>/cost</command-name>\n<command-args></command-args>", "command-name", "/cost"},
+		{"<command-name>/model</command-name><command-args> opus </command-args>", "command-args", "opus"},
+		{"<status>completed</status><status>failed</status>", "status", "completed"},
+		{"<summary>no end", "summary", ""},
+		{"plain text", "command-name", ""},
+	} {
+		if got := Markup(c.text, c.tag); got != c.want {
+			t.Errorf("Markup(%q, %q) = %q, want %q", c.text, c.tag, got, c.want)
+		}
+	}
+}

@@ -58,24 +58,11 @@ func splitCommand(text string) (name, args string) {
 // a slash command as the transcript records it:
 // <command-name>/x</command-name>…<command-args>y</command-args>.
 func recordedCommand(text string) (name, args string, ok bool) {
-	name = strings.TrimPrefix(markup(text, "command-name"), "/")
+	name = strings.TrimPrefix(claude.Markup(text, "command-name"), "/")
 	if name == "" {
 		return "", "", false
 	}
-	return name, markup(text, "command-args"), true
-}
-
-// markup returns what the first <tag>…</tag> of text holds, trimmed.
-func markup(text, tag string) string {
-	_, rest, ok := strings.Cut(text, "<"+tag+">")
-	if !ok {
-		return ""
-	}
-	v, _, ok := strings.Cut(rest, "</"+tag+">")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(v)
+	return name, claude.Markup(text, "command-args"), true
 }
 
 // noteCommand remembers where the main transcript ends when a slash

@@ -133,12 +133,12 @@ func slashCommand(r *claude.Record) *protocol.SlashCommand {
 	if !strings.Contains(t, "<command-name>") {
 		return nil
 	}
-	name := tag(t, "command-name")
+	name := claude.Markup(t, "command-name")
 	if name == "" {
 		return nil
 	}
 	name, _ = Preview(name, protocol.MaxDetailBytes)
-	args, _ := Preview(tag(t, "command-args"), protocol.MaxDetailBytes)
+	args, _ := Preview(claude.Markup(t, "command-args"), protocol.MaxDetailBytes)
 	return &protocol.SlashCommand{Name: name, Args: args}
 }
 

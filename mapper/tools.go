@@ -220,31 +220,18 @@ func userText(r *claude.Record) string {
 	return sb.String()
 }
 
-// tag returns the trimmed text between <name> and </name> in s.
-func tag(s, name string) string {
-	_, rest, ok := strings.Cut(s, "<"+name+">")
-	if !ok {
-		return ""
-	}
-	v, _, ok := strings.Cut(rest, "</"+name+">")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(v)
-}
-
 // taskNotification handles a <task-notification> user record (D13): not a
 // user prompt; it closes nothing, stops the subagent it reports on, and
 // emits a service envelope. The model's follow-up belongs to the same turn.
 func (m *Mapper) taskNotification(r *claude.Record, src string) {
 	text := userText(r)
-	taskID := tag(text, "task-id")
-	provider := tag(text, "tool-use-id")
+	taskID := claude.Markup(text, "task-id")
+	provider := claude.Markup(text, "tool-use-id")
 	if provider == "" {
 		provider = m.agents[taskID]
 	}
-	status := tag(text, "status")
-	summary := tag(text, "summary")
+	status := claude.Markup(text, "status")
+	summary := claude.Markup(text, "summary")
 	if taskID != "" {
 		// Ids come from the task, not the record (D17): remote mode builds
 		// this record from Claude's task_notification message.
