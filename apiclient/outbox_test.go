@@ -208,6 +208,17 @@ func (l *logRecords) String() string {
 
 func (l *logRecords) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
+// failureLogs is a log the test prints when it fails.
+func failureLogs(t *testing.T) *logRecords {
+	l := &logRecords{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(l.String())
+		}
+	})
+	return l
+}
+
 // Every line the outbox cuts or skips is logged with its offset and why;
 // an acknowledged offset that is not on a line boundary goes back to the
 // line's start (the line is sent again) instead of cutting it.

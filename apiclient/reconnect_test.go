@@ -63,12 +63,7 @@ func TestReconnectSoonAfterRelayAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer box.Close()
-			var logs logRecords
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Log(logs.String())
-				}
-			})
+			logs := failureLogs(t)
 			cl := NewClient(Config{URL: relayURL, Token: token, MinBackoff: 20 * time.Second, MaxBackoff: 30 * time.Second,
 				Logger: logs.logger()}, box)
 			var unanswered atomic.Int64
@@ -211,12 +206,7 @@ func TestReconnectAfterQuickRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer box.Close()
-			var logs logRecords
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Log(logs.String())
-				}
-			})
+			logs := failureLogs(t)
 			cl := NewClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 100 * time.Millisecond,
 				MaxBackoff: 30 * time.Second, Logger: logs.logger()}, box)
 			ctx, cancel := context.WithCancel(context.Background())
@@ -224,7 +214,7 @@ func TestReconnectAfterQuickRestart(t *testing.T) {
 			go func() { defer close(done); cl.Run(ctx) }()
 			defer func() { cancel(); <-done }()
 			// A long outage: the backoff grows to 6.4 s.
-			waitLog(t, &logs, "reconnecting", 7)
+			waitLog(t, logs, "reconnecting", 7)
 			r.start()
 			waitUntil(t, 30*time.Second, "the client to connect", cl.Connected)
 			if what == "envelopes" {
@@ -247,7 +237,7 @@ func TestReconnectAfterQuickRestart(t *testing.T) {
 			r.halt()
 			r.start()
 			restarted := time.Now()
-			waitLog(t, &logs, "reconnecting", before+1)
+			waitLog(t, logs, "reconnecting", before+1)
 			waitUntil(t, 30*time.Second, "the client to connect again", cl.Connected)
 			took := time.Since(restarted)
 			t.Logf("relay restarted -> client connected: %v", took.Round(time.Millisecond))
