@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
 
@@ -66,4 +67,12 @@ func startLoop(ctx context.Context, opts LoopOptions) <-chan loopResult {
 type loopResult struct {
 	code int
 	err  error
+}
+
+// sendPrompt sends the app's prompt text (command id) to the loop reading
+// cmds; the channel gets the loop's reply.
+func sendPrompt(cmds chan<- Command, id, text string) <-chan error {
+	replies := make(chan error, 1)
+	cmds <- Command{Command: protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: text}, Reply: func(err error) { replies <- err }}
+	return replies
 }

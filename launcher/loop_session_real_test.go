@@ -13,7 +13,6 @@ import (
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
-	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
 
@@ -55,8 +54,7 @@ func TestRealClaudeTakeOverBeforeAnyPrompt(t *testing.T) {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
 	waitFor(t, "the SessionStart hook", func() bool { return ev.last().Mode == "local" })
-	replies := make(chan error, 1)
-	cmds <- Command{Command: protocol.Command{ID: "c1", Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	replies := sendPrompt(cmds, "c1", "from the app")
 	select {
 	case err := <-replies:
 		if err != nil {

@@ -47,8 +47,7 @@ func TestLoopTakeOverBeforeAnyPrompt(t *testing.T) {
 		}
 	}()
 	waitFor(t, "local mode announced", func() bool { return ev.last().Mode == "local" })
-	replies := make(chan error, 1)
-	cmds <- Command{Command: protocol.Command{ID: "c1", Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	replies := sendPrompt(cmds, "c1", "from the app")
 	select {
 	case err := <-replies:
 		if err != nil {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // A /clear from the app moves the loop to Claude's new session: the app is
@@ -47,8 +45,7 @@ func TestLoopFollowsClear(t *testing.T) {
 	})
 	send := func(id, text string) {
 		t.Helper()
-		replies := make(chan error, 1)
-		cmds <- Command{Command: protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: text}, Reply: func(err error) { replies <- err }}
+		replies := sendPrompt(cmds, id, text)
 		select {
 		case err := <-replies:
 			if err != nil {

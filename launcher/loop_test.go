@@ -71,8 +71,7 @@ func TestLoopSwitchesLocalRemoteLocal(t *testing.T) {
 	waitFor(t, "local mode announced", func() bool { return ev.last().Mode == "local" })
 
 	// A prompt from the app takes the session over.
-	replies := make(chan error, 1)
-	cmds <- Command{Command: protocol.Command{ID: "c1", Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	replies := sendPrompt(cmds, "c1", "from the app")
 	if err := <-replies; err != nil {
 		t.Fatalf("prompt rejected: %v", err)
 	}

@@ -57,8 +57,7 @@ func TestSwitchMidToolEndsCallOnce(t *testing.T) {
 	})
 	rig := &remoteRig{t: t, out: out, ev: ev}
 	rig.until("the Bash call", has("TCS(toolu_bash Bash)", 1))
-	replies := make(chan error, 1)
-	cmds <- Command{Command: protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	replies := sendPrompt(cmds, protocol.New(), "from the app")
 	if err := <-replies; err != nil {
 		t.Fatalf("prompt rejected: %v", err)
 	}

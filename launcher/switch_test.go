@@ -84,8 +84,7 @@ func switchOnce(t *testing.T) {
 		b, _ := os.ReadFile(transcript)
 		return strings.Contains(string(b), "after the agent call") && ev.last().Mode == "local"
 	})
-	replies := make(chan error, 1)
-	cmds <- Command{Command: protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "from the app"}, Reply: func(err error) { replies <- err }}
+	replies := sendPrompt(cmds, protocol.New(), "from the app")
 	if err := <-replies; err != nil {
 		t.Fatalf("prompt rejected: %v", err)
 	}
