@@ -74,9 +74,19 @@ func (r *Remote) markResume() {
 	if r.opts.ProjectDir == "" {
 		return
 	}
-	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil {
-		r.crashAt = fi.Size()
+	if end, ok := r.transcriptEnd(); ok {
+		r.crashAt = end
 	}
+}
+
+// transcriptEnd is the size of the main transcript of r's session, when
+// there is one. Called with mu held.
+func (r *Remote) transcriptEnd() (int64, bool) {
+	fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id))
+	if err != nil {
+		return 0, false
+	}
+	return fi.Size(), true
 }
 
 // repairs returns what the resumed Claude wrote to the transcript after

@@ -71,10 +71,7 @@ func (r *Remote) noteCommand(text string) {
 	if !isSlashCommand(text) || r.cmdAt >= 0 || r.opts.ProjectDir == "" {
 		return
 	}
-	r.cmdAt = 0
-	if fi, err := os.Stat(claude.TranscriptPath(r.opts.ProjectDir, r.id)); err == nil {
-		r.cmdAt = fi.Size()
-	}
+	r.cmdAt, _ = r.transcriptEnd() // 0 when there is none yet
 }
 
 // commandRecords returns what Claude recorded of a slash command and did
