@@ -590,11 +590,7 @@ func (s *streamer) play(steps []step) (ok bool) {
 		case st.Exit != nil:
 			os.Exit(*st.Exit)
 		case st.Raw != nil:
-			m := maps.Clone(st.Raw)
-			if _, ok := m["uuid"]; !ok {
-				m["uuid"] = claude.NewSessionID()
-			}
-			s.emit(m, false)
+			s.raw(st.Raw)
 		case st.Conv != nil:
 			s.conv(maps.Clone(st.Conv))
 		case st.SleepMS > 0:
@@ -691,6 +687,16 @@ func (s *streamer) play(steps []step) (ok bool) {
 	return true
 }
 
+// raw prints a copy of line as it is, with a uuid of its own when it has
+// none.
+func (s *streamer) raw(line map[string]any) {
+	m := maps.Clone(line)
+	if _, ok := m["uuid"]; !ok {
+		m["uuid"] = claude.NewSessionID()
+	}
+	s.emit(m, false)
+}
+
 // playStopped plays what Claude prints of a background subagent it stopped:
 // raw lines, conversation messages and notifications only (it runs beside
 // the turn, from the stdin reader).
@@ -698,11 +704,7 @@ func (s *streamer) playStopped(steps []step) {
 	for _, st := range steps {
 		switch {
 		case st.Raw != nil:
-			m := maps.Clone(st.Raw)
-			if _, ok := m["uuid"]; !ok {
-				m["uuid"] = claude.NewSessionID()
-			}
-			s.emit(m, false)
+			s.raw(st.Raw)
 		case st.Conv != nil:
 			s.conv(maps.Clone(st.Conv))
 		case st.Sub != nil:
