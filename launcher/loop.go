@@ -67,7 +67,16 @@ type LoopOptions struct {
 	// Stopped is told whether a turn was open and cut so.
 	StopCut func() (c mapper.Cut, ok bool)
 	Stopped func(cut bool)
+	// KilledWait is how long, after the terminal's Claude died from a
+	// signal, the loop waits for a command from the app that may be on
+	// its way (a prompt then goes on in remote mode) before it ends (0:
+	// DefaultKilledWait; negative: no wait).
+	KilledWait time.Duration
 }
+
+// DefaultKilledWait is LoopOptions.KilledWait's default: long enough for
+// a command the app sent as Claude died to cross the relay.
+const DefaultKilledWait = 3 * time.Second
 
 // ErrNoSession is the reason given for a command that arrives before
 // Claude told ccrelay its session.
@@ -219,10 +228,14 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			if r.err != nil {
 				return r.code, nil, r.err
 			}
+			cut := SwitchCut
 			if next == nil {
-				// The user quit Claude: read what it wrote last, close.
-				l.settle()
-				return r.code, nil, nil
+				if next = l.afterKilled(ctx, r.code); next == nil {
+					// The user quit Claude: read what it wrote last, close.
+					l.settle()
+					return r.code, nil, nil
+				}
+				cut = KilledCut
 			}
 			// Stopped for the app: everything Claude wrote is read, and
 			// the turn closes, before remote mode goes on: completed, or
@@ -231,7 +244,7 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			// them is its bookkeeping).
 			l.settle()
 			crashpoint.Hit(crashpoint.SwitchFlushed)
-			if err := l.o.Pipeline.EndTurn(context.WithoutCancel(ctx), l.session, SwitchCut, time.Now().UnixMilli()); err != nil {
+			if err := l.o.Pipeline.EndTurn(context.WithoutCancel(ctx), l.session, cut, time.Now().UnixMilli()); err != nil {
 				return 0, nil, err
 			}
 			crashpoint.Hit(crashpoint.SwitchClosed)
@@ -245,6 +258,54 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 var SwitchCut = mapper.Cut{Status: protocol.StatusFailed,
 	Result: "Claude Code in the terminal was stopped while this tool ran, for the app to take the session over; the tool did not finish.",
 	Note:   "Claude Code in the terminal was stopped before this turn ended: the app took the session over."}
+
+// KilledCut ends the turn the terminal's Claude was in the middle of when
+// it was killed and a prompt from the app took the session over.
+var KilledCut = mapper.Cut{Status: protocol.StatusFailed,
+	Result: "Claude Code in the terminal was killed while this tool ran; the tool did not finish.",
+	Note:   "Claude Code in the terminal was killed before this turn ended; the app took the session over."}
+
+// diedFromSignal reports whether an exit code is that of a process a
+// signal ended (128+n, as RunLocal reports it).
+func diedFromSignal(code int) bool { return code > 128 && code <= 128+64 }
+
+// afterKilled is asked when the terminal's Claude ended with no command
+// from the app taking the session over. When a signal ended Claude (not
+// the user quitting it), the app may have sent a prompt that is still on
+// its way (the phone's prompt and the kill raced): the loop waits
+// KilledWait for a command, and a prompt (or a switch to remote mode) that
+// comes is returned, for remote mode to go on with. Other commands are
+// rejected. nil: nothing came (or Claude was quit): the loop ends.
+func (l *loop) afterKilled(ctx context.Context, code int) *Command {
+	wait := l.o.KilledWait
+	if wait == 0 {
+		wait = DefaultKilledWait
+	}
+	if wait < 0 || !diedFromSignal(code) || l.o.Commands == nil || l.session == "" || ctx.Err() != nil {
+		return nil
+	}
+	fmt.Fprintf(l.o.Notice, "ccrelay: Claude in the terminal was killed (exit %d); waiting %s for a prompt from the app before ending.\r\n", code, wait)
+	l.o.Logger.Info("claude in the terminal was killed; waiting for a command from the app on its way", "exit", code, "wait", wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			return nil
+		case c := <-l.o.Commands:
+			if !l.fresh(c) {
+				continue
+			}
+			if c.Kind == protocol.CommandPrompt || (c.Kind == protocol.CommandSwitch && c.Mode == "remote") {
+				l.o.Logger.Info("a command from the app takes the session over after claude was killed", "id", c.ID, "kind", c.Kind)
+				return &c
+			}
+			c.Reply(errors.New("Claude Code in the terminal was killed; send a prompt to go on with the session from the app"))
+		}
+	}
+}
 
 // settle waits until the scanner has delivered everything on disk (a pass
 // made at once), or a few seconds.
