@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/internal/durable"
 )
 
@@ -194,6 +195,7 @@ func (l *Ledger) begin(id string, at *int64) (fresh bool, outcome error, err err
 	if err := l.record(ledgerEntry{ID: id, Status: ledgerStarted, At: at}); err != nil {
 		return false, nil, err
 	}
+	crashpoint.Hit(crashpoint.LedgerBegun)
 	l.running[id] = true
 	return true, nil, nil
 }
@@ -208,7 +210,11 @@ func (l *Ledger) Finish(id string, outcome error) error {
 	if outcome != nil {
 		e.Status, e.Message = ledgerRejected, outcome.Error()
 	}
-	return l.record(e)
+	if err := l.record(e); err != nil {
+		return err
+	}
+	crashpoint.Hit(crashpoint.LedgerFinished)
+	return nil
 }
 
 // Close closes the file.

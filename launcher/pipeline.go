@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
@@ -239,7 +240,13 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 		}
 		envs = append(envs, m.Map(r)...)
 	}
-	return p.appendTo(ctx, session, envs)
+	if err := p.appendTo(ctx, session, envs); err != nil {
+		return err
+	}
+	if len(envs) > 0 {
+		crashpoint.Hit(crashpoint.RemoteMapped)
+	}
+	return nil
 }
 
 // OpenTurn is the id of the session's open turn, or "".

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -321,6 +322,9 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 		app.send(errorFrame("store", "%v", err))
 		return nil
 	}
+	if isNew {
+		crashpoint.Hit(crashpoint.RelayCommandAdded)
+	}
 	if !isNew || status == protocol.StatusRejected { // a resend, or refused: say where it stands
 		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: f.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message})
 		return nil
@@ -391,6 +395,7 @@ func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, 
 		s.peersMu.Unlock()
 	}
 	if moved {
+		crashpoint.Hit(crashpoint.RelayCommandMoved)
 		s.commandEnded(status)
 		s.notify(owner, session, id, status, message)
 		s.fanSend(ctx, fanMsg{Kind: "x", Session: session, Owner: owner, ID: id})

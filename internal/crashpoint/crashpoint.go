@@ -51,11 +51,28 @@ const (
 	// SlotRenamed: a slot taken over was renamed aside for removal and is
 	// not removed yet.
 	SlotRenamed = "slot-renamed"
+	// LedgerBegun: the command ledger recorded (fsynced) that a command
+	// is being carried out; it is not carried out yet.
+	LedgerBegun = "ledger-begun"
+	// LedgerFinished: the command ledger recorded (fsynced) a command's
+	// outcome; the relay is not told yet.
+	LedgerFinished = "ledger-finished"
+	// RelayCommandAdded: the relay stored an app's new command; it is
+	// neither handed to the CLI nor told to the apps yet.
+	RelayCommandAdded = "relay-command-added"
+	// RelayCommandMoved: the relay stored a command's next status
+	// (delivered, done, rejected); the apps are not told yet.
+	RelayCommandMoved = "relay-command-moved"
+	// RemoteMapped: remote mode appended (and fsynced) envelopes it mapped
+	// from Claude's stream-json to the outbox; the scanner's copy of those
+	// records is not passed yet.
+	RemoteMapped = "remote-mapped"
 )
 
 // Steps lists every step.
 var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
-	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed}
+	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed, LedgerBegun, LedgerFinished, RelayCommandAdded,
+	RelayCommandMoved, RemoteMapped}
 
 var (
 	once   sync.Once
