@@ -113,12 +113,20 @@ func (r *rig) typeLine(term *terminal, text string) {
 var switchCases = []struct{ who, point string }{
 	{"ccrelay", crashpoint.SwitchFlushed},
 	{"ccrelay", crashpoint.SwitchClosed},
+	// The terminal's Claude killed as the phone's prompt is on its way:
+	// ccrelay waits for it (launcher.DefaultKilledWait) and answers it.
+	{"claude", ""},
+	// The same with the prompt sent once ccrelay has reaped the killed
+	// Claude: the window made certain.
+	{"claude-first", ""},
 }
 
 // A session in the terminal (local mode) that the phone takes over with a
 // prompt, with ccrelay killed at each step of the switch (its crash points)
-// or the terminal's Claude killed as the switch begins; ccrelay then runs
-// again in remote mode, and the case ends as the crash matrix's do.
+// or the terminal's Claude killed as the switch begins (just after the
+// prompt left the phone, or just before); ccrelay then runs again in remote
+// mode (or goes on in it, when Claude was killed), and the case ends as the
+// crash matrix's do.
 func TestCrashDuringSwitch(t *testing.T) {
 	for _, in := range claudetest.Installs(t) {
 		for _, c := range switchCases {
@@ -148,13 +156,23 @@ func TestCrashDuringSwitch(t *testing.T) {
 					return r.phone.sawText(protocol.RoleAgent, typedAnswer) && r.phone.envs[len(r.phone.envs)-1].Ev.T == protocol.KindTurnEnd
 				})
 				var claudePID int
-				if c.who == "claude" {
+				if c.who != "ccrelay" {
 					r.phone.until("the terminal's Claude", func() bool { claudePID = r.localClaudePID(); return claudePID != 0 })
 				}
-				r.prompt(firstPrompt)
+				if c.who != "claude-first" {
+					r.prompt(firstPrompt)
+				}
 				switch c.who {
-				case "claude":
+				case "claude", "claude-first":
 					syscall.Kill(claudePID, syscall.SIGKILL)
+					if c.who == "claude-first" {
+						// Reaped: ccrelay saw Claude die before the prompt left.
+						r.phone.until("the killed Claude reaped", func() bool {
+							_, err := os.Stat("/proc/" + itoa(claudePID))
+							return err != nil
+						})
+						r.prompt(firstPrompt)
+					}
 					r.answeredWith(r.phone.sent[len(r.phone.sent)-1].cmd.ID, firstAnswer)
 				case "ccrelay":
 					select {
