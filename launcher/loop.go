@@ -120,6 +120,7 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 			if err != nil || !back {
 				return 0, err
 			}
+			crashpoint.Hit(crashpoint.BackToLocal)
 			remote, first = false, nil
 			continue
 		}

@@ -67,12 +67,15 @@ const (
 	// from Claude's stream-json to the outbox; the scanner's copy of those
 	// records is not passed yet.
 	RemoteMapped = "remote-mapped"
+	// BackToLocal: remote mode gave the session back to the terminal (its
+	// Claude stopped, its turn ended); local mode has not started.
+	BackToLocal = "back-to-local"
 )
 
 // Steps lists every step.
 var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
 	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed, LedgerBegun, LedgerFinished, RelayCommandAdded,
-	RelayCommandMoved, RemoteMapped}
+	RelayCommandMoved, RemoteMapped, BackToLocal}
 
 var (
 	once   sync.Once
