@@ -69,6 +69,13 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 	if ot.Turn == "" {
 		return nil
 	}
+	if m.turn == ot.Turn && !m.lacksCalls(ot) {
+		// Rebuilt open from the transcript, which holds every call the app
+		// saw: what Claude wrote of the turn and was not sent yet continues
+		// it, and what ends it in replay (the next prompt, the resumed
+		// Claude's repair, Claude's exit) ends it here too.
+		return nil
+	}
 	if m.turn != ot.Turn && m.turn != "" {
 		// Closed already in the app's copy (the end a transcript does not
 		// record, a turn that followed it).
@@ -96,4 +103,15 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 		m.closeTurn(protocol.StatusCompleted)
 	}
 	return m.result()
+}
+
+// lacksCalls reports whether ot has a call the mapper does not know: one the
+// app saw start that the transcript does not hold.
+func (m *Mapper) lacksCalls(ot OpenTurn) bool {
+	for _, c := range ot.Calls {
+		if _, done := m.endedSet[c.ID]; !done && !m.isOpen(c.ID) {
+			return true
+		}
+	}
+	return false
 }

@@ -54,13 +54,20 @@ func TestOrphanFinished(t *testing.T) {
 	}
 	next := New(testSession)
 	feed(t, next, user("p1", "hi"), asst("a1", bl(text("hello")))) // rebuilt from the transcript
-	out := next.Orphan(ot, Cut{Status: protocol.StatusFailed, Result: "gone", Note: "stopped"})
-	eq(t, describeAll(out), "TE(completed)")
+	// The transcript holds the whole turn as the app saw it: it stays open
+	// for what Claude wrote after and ends as replay ends it.
+	if out := next.Orphan(ot, Cut{Status: protocol.StatusFailed, Result: "gone", Note: "stopped"}); len(out) != 0 {
+		t.Fatalf("orphan of a turn the transcript holds: %q", describeAll(out))
+	}
+	out := next.Map(rec(t, asst("a2", bl(text("more")))))
+	out = append(out, next.Map(rec(t, user("p2", "next")))...)
+	eq(t, describeAll(out), "A(more)", "TE(completed)", "U(next)")
 	replay := New(testSession)
-	want := replay.Map(rec(t, user("p1", "hi")))
-	want = append(want, replay.Map(rec(t, asst("a1", bl(text("hello")))))...)
-	want = append(want, replay.Map(rec(t, user("p2", "next")))...)
-	if out[0].ID != want[len(want)-2].ID {
-		t.Fatalf("turn-end %s, replay's %s", describe(out[0]), describe(want[len(want)-2]))
+	var want []protocol.Envelope
+	for _, l := range []string{user("p1", "hi"), asst("a1", bl(text("hello"))), asst("a2", bl(text("more"))), user("p2", "next")} {
+		want = append(want, replay.Map(rec(t, l))...)
+	}
+	if got := want[len(want)-3:]; got[0].ID != out[0].ID || got[1].ID != out[1].ID || got[0].Turn != out[0].Turn {
+		t.Fatalf("live %q, replay %q", describeAll(out), describeAll(got))
 	}
 }
