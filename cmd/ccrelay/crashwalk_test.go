@@ -140,10 +140,11 @@ func userLine(uuid string, minute int, text string) string {
 }
 
 // crashSteps are the steps a local session meets, each walked at its
-// first hit (renamed: the first three durable replaces, whichever files
-// they are).
+// first hit (renamed: the three durable replaces after the first,
+// whichever files they are; the first is the outbox naming its relay as it
+// opens, before Claude starts, which TestCrashNamingTheRelay walks).
 var crashSteps = []string{crashpoint.ScannerDelivered, crashpoint.OutboxWritten, crashpoint.OutboxSynced, crashpoint.RelayCommitted,
-	crashpoint.OutboxAcked, crashpoint.OutboxCompacted, crashpoint.Renamed, crashpoint.Renamed + "@2", crashpoint.Renamed + "@3"}
+	crashpoint.OutboxAcked, crashpoint.OutboxCompacted, crashpoint.Renamed + "@2", crashpoint.Renamed + "@3", crashpoint.Renamed + "@4"}
 
 // Every crash point, enumerated: a local session runs with the CLI (or the
 // relay) killed at the step, then again (resumed, no crash); the relay ends
@@ -199,7 +200,7 @@ func TestCrashPointsLocal(t *testing.T) {
 			// ccrelay closes the last turn when Claude exits; the
 			// transcript does not say so, and replay leaves it open.
 			if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
-				t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)", len(got), len(want))
+				t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s", len(got), len(want), shortLines(got), shortLines(want))
 			}
 			sameEnvelopes(t, got[:len(want)], want)
 			t.Logf("%d envelopes, crashed: CLI %v, relay %d times", len(got), crashed, rl.crashes)
@@ -542,4 +543,58 @@ func TestCrashPointsRemoteAndSwitching(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The first durable replace of a run is the outbox naming its relay as it
+// opens, before Claude starts: ccrelay killed there has started nothing,
+// and the next run relays the whole session.
+func TestCrashNamingTheRelay(t *testing.T) {
+	buildFakeClaude(t)
+	const session = "56565656-2222-4333-8444-555555555555"
+	rl := startCrashRelay(t, "")
+	r := newLocalRun(t, append([]string{userLine("u1", 0, "first")}, bigLines(0, 3, 100)...), map[string]any{"intervalMs": 2})
+	cmd := r.command("--relay", rl.base, "--relay-token", rl.token, "--", "--session-id", session)
+	cmd.Env = append(cmd.Env, crashpoint.Env+"="+crashpoint.Renamed)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitCLI(t, cmd, rl, &stderr) {
+		t.Fatalf("ccrelay was not killed at its first durable replace\n%s", &stderr)
+	}
+	if _, err := os.Stat(r.pidfile); err == nil {
+		t.Fatal("Claude started before the outbox named its relay")
+	}
+	cmd = r.command("--relay", rl.base, "--relay-token", rl.token, "--", "--session-id", session)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if waitCLI(t, cmd, rl, &stderr) {
+		t.Fatal("the second run crashed")
+	}
+	matches, _ := filepath.Glob(filepath.Join(r.home, ".claude", "projects", "*", session+".jsonl"))
+	if len(matches) != 1 {
+		t.Fatalf("transcript: %v", matches)
+	}
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", matches[0]).stdout, "\n"), "\n")
+	got := storedLines(t, rl.data, session)
+	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)", len(got), len(want))
+	}
+	sameEnvelopes(t, got[:len(want)], want)
+}
+
+// shortLines is ls with each line cut to 160 bytes, for a failure message.
+func shortLines(ls []string) string {
+	var b strings.Builder
+	for _, l := range ls {
+		if len(l) > 160 {
+			l = l[:160]
+		}
+		b.WriteString(l + "\n")
+	}
+	return b.String()
 }
