@@ -69,6 +69,13 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 	if ot.Turn == "" {
 		return nil
 	}
+	if len(ot.Calls) == 0 && m.turn == "" && len(ot.Subagents) == 0 {
+		// Nothing of the turn rebuilt yet (the scanner's cursor stands
+		// before its first record, whose envelopes were sent): it goes on
+		// with those records, sent again, as below.
+		m.turn, m.unanswered = ot.Turn, ""
+		return nil
+	}
 	if m.turn == ot.Turn && !m.lacksCalls(ot) {
 		// Rebuilt open from the transcript, which holds every call the app
 		// saw: what Claude wrote of the turn and was not sent yet continues
