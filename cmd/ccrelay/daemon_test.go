@@ -116,6 +116,7 @@ func (a *wsApp) command(session string, c protocol.Command) string {
 	c.ID = protocol.New()
 	a.send(protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &c})
 	var reason string
+	rejected := false
 	a.until(c.Kind+" answered", func() bool {
 		for _, f := range a.frames {
 			// The relay refuses some commands itself (a plaintext one to
@@ -129,26 +130,17 @@ func (a *wsApp) command(session string, c protocol.Command) string {
 				case protocol.StatusDone:
 					return true
 				case protocol.StatusRejected:
-					reason = f.Message
+					reason, rejected = f.Message, true
 					return true
 				}
 			}
 		}
 		return false
 	})
-	if reason == "" && a.rejected(c.ID) {
+	if reason == "" && rejected {
 		reason = "rejected"
 	}
 	return reason
-}
-
-func (a *wsApp) rejected(id string) bool {
-	for _, f := range a.frames {
-		if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == id && f.Status == protocol.StatusRejected {
-			return true
-		}
-	}
-	return false
 }
 
 // saw reports whether a stored envelope of session (subscribed) contains s.
