@@ -15,6 +15,7 @@ import (
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
 )
@@ -129,8 +130,15 @@ func restartMidTool(t *testing.T, unwritten bool) {
 	if n := count(d, "TCE(toolu_fake0001"); n != 1 {
 		t.Fatalf("the call ended %d times: %q", n, d)
 	}
-	wantInOrder(t, d, "U(run it)", "TS", "A(Running.)", "TCS(toolu_fake0001 Bash)", `TCE(toolu_fake0001 error "`+StoppedCut.Result,
-		"S("+StoppedCut.Note+")", "TE(failed)", "U(again)", "TS", "A(Back.)")
+	// Claude died before writing the call: the restarted ccrelay cuts the
+	// turn the app saw. The transcript holds the call: the turn goes on,
+	// and the resumed Claude's repair ends the call and the turn, as replay
+	// ends them.
+	cutEnd, cutNote := `TCE(toolu_fake0001 error "`+StoppedCut.Result, "S("+StoppedCut.Note+")"
+	if !unwritten {
+		cutEnd, cutNote = `TCE(toolu_fake0001 error "[Tool call interrupted`, "S("+mapper.CutNote+")"
+	}
+	wantInOrder(t, d, "U(run it)", "TS", "A(Running.)", "TCS(toolu_fake0001 Bash)", cutEnd, cutNote, "TE(failed)", "U(again)", "TS", "A(Back.)")
 	if n := count(d, "TS"); n != 2 {
 		t.Fatalf("%d turns: %q", n, d)
 	}
