@@ -227,8 +227,18 @@ func (m *Mapper) repair(r *claude.Record) bool {
 			continue
 		}
 		t := claude.ToolResultText(b.Content)
-		if !m.isOpen(b.ToolUseID) || !claude.IsSessionEndedResult(t) {
+		if !claude.IsSessionEndedResult(t) {
 			return false
+		}
+		if !m.isOpen(b.ToolUseID) {
+			if m.turn != "" {
+				return false
+			}
+			// A call of a turn an earlier run ended, which this mapper
+			// never saw (remote mode maps what Claude prints, and a resumed
+			// Claude does not print the conversation): its end went out
+			// then.
+			continue
 		}
 		cut, text = true, t
 	}

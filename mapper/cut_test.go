@@ -61,6 +61,11 @@ func TestCrashRepair(t *testing.T) {
 			user("i1", "[Request interrupted by user]"),
 			noResponse("n1")},
 			[]string{"U(hi)"}},
+		{"the repair of a call an earlier run ended, which this mapper never saw: nothing", []string{
+			user("r1", bl(toolResult("t9", sessionEnded, true))),
+			noResponse("n1"),
+			user("p2", "again")},
+			[]string{"U(again)"}},
 		{"a tool id used again in a later turn is a new call: its result ends it", []string{
 			user("p1", "run it"),
 			asst("a1", bl(toolUse("t1", "Bash", nil))),
