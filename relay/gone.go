@@ -179,6 +179,14 @@ func (s *Server) sweepGone() {
 			if _, ok := cliGoneInfo(si.Info, 0); !ok {
 				continue
 			}
+			// A CLI that held the session here and left is given its own
+			// grace (cliGone), which may end after this sweep.
+			s.gone.mu.Lock()
+			_, pending := s.gone.pending[si.ID]
+			s.gone.mu.Unlock()
+			if pending {
+				continue
+			}
 			if err := s.markCLIGone(withOwner(s.gone.ctx, si.Owner), si.ID); err != nil && s.gone.ctx.Err() == nil {
 				s.storeFailed("mark a session whose CLI is gone", si.ID, err)
 			}
