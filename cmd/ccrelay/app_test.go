@@ -124,8 +124,14 @@ func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if eval[bool](t, ctx, expr) {
+		// An evaluation the page's own navigation cuts short (the app
+		// starting over on a new #fragment) is tried again.
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
 			return
+		}
+		if err != nil && !strings.Contains(err.Error(), "navigated or closed") && !strings.Contains(err.Error(), "Cannot find context") {
+			t.Fatalf("waiting for %s: %v", what, err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s; page says:\n%s", what, eval[string](t, ctx, `document.body.innerText.slice(0, 2000)`))
