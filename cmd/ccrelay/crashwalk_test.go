@@ -191,18 +191,7 @@ func TestCrashPointsLocal(t *testing.T) {
 			if waitCLI(t, cmd, rl, &stderr) {
 				t.Fatal("the second run crashed")
 			}
-			matches, _ := filepath.Glob(filepath.Join(r.home, ".claude", "projects", "*", session+".jsonl"))
-			if len(matches) != 1 {
-				t.Fatalf("transcript: %v", matches)
-			}
-			want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", matches[0]).stdout, "\n"), "\n")
-			got := storedLines(t, rl.data, session)
-			// ccrelay closes the last turn when Claude exits; the
-			// transcript does not say so, and replay leaves it open.
-			if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
-				t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s", len(got), len(want), shortLines(got), shortLines(want))
-			}
-			sameEnvelopes(t, got[:len(want)], want)
+			got := storedAsReplay(t, r, rl, session)
 			t.Logf("%d envelopes, crashed: CLI %v, relay %d times", len(got), crashed, rl.crashes)
 		})
 	}
@@ -575,6 +564,15 @@ func TestCrashNamingTheRelay(t *testing.T) {
 	if waitCLI(t, cmd, rl, &stderr) {
 		t.Fatal("the second run crashed")
 	}
+	storedAsReplay(t, r, rl, session)
+}
+
+// storedAsReplay fails unless the relay holds `ccrelay replay` of the
+// session's transcript and the turn-end ccrelay adds when Claude exits
+// (the transcript does not say so, and replay leaves the turn open); it
+// returns what the relay holds.
+func storedAsReplay(t *testing.T, r *localRun, rl *crashRelay, session string) []string {
+	t.Helper()
 	matches, _ := filepath.Glob(filepath.Join(r.home, ".claude", "projects", "*", session+".jsonl"))
 	if len(matches) != 1 {
 		t.Fatalf("transcript: %v", matches)
@@ -582,9 +580,10 @@ func TestCrashNamingTheRelay(t *testing.T) {
 	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", matches[0]).stdout, "\n"), "\n")
 	got := storedLines(t, rl.data, session)
 	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
-		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)", len(got), len(want))
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s", len(got), len(want), shortLines(got), shortLines(want))
 	}
 	sameEnvelopes(t, got[:len(want)], want)
+	return got
 }
 
 // shortLines is ls with each line cut to 160 bytes, for a failure message.
