@@ -79,6 +79,10 @@ type Client struct {
 	refused  bool                      // the relay refused the token: Run ended
 
 	unreachable bool // the user was told the relay cannot be reached
+	// limit bounds the next batch: the configured bounds, smaller after a
+	// batch was lost with its connection (batchLimit). Used by Run's
+	// goroutine only.
+	limit batchLimit
 
 	deleted map[string]bool // sessions the relay said were deleted
 
@@ -167,7 +171,7 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{probes: newProbeClient(), cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
+	return &Client{limit: batchLimit{count: cfg.BatchSize, bytes: cfg.BatchBytes}, probes: newProbeClient(), cfg: cfg, box: box, log: cfg.Logger, inbound: make(chan Inbound, 64), live: make(chan protocol.Frame, 256),
 		announce: map[string][]byte{}, acked: map[string]string{}, changed: make(chan struct{}, 1), unsent: map[string]protocol.Frame{}}
 }
 
@@ -615,7 +619,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	sent := map[string]string{} // session -> info announced on this connection
 	progressed := false
 	for {
-		b, err := c.box.next(c.cfg.BatchSize, c.cfg.BatchBytes)
+		b, err := c.box.next(c.limit.count, c.limit.bytes)
 		if err != nil {
 			return err
 		}
@@ -632,7 +636,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 			if err := c.sendUnsent(ctx, cn); err != nil {
 				return err
 			}
-			if b, err = c.box.next(c.cfg.BatchSize, c.cfg.BatchBytes); err != nil {
+			if b, err = c.box.next(c.limit.count, c.limit.bytes); err != nil {
 				return err
 			}
 		}
@@ -663,13 +667,41 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 			}
 		}
 		if err := c.sendBatch(ctx, cn, b); err != nil {
+			if ctx.Err() == nil {
+				c.limit.shrink()
+				c.log.Info("a batch was lost with its connection; sending smaller batches", "envelopes", c.limit.count, "bytes", c.limit.bytes)
+			}
 			if progressed {
 				return fmt.Errorf("%w: %v", errProgress, err)
 			}
 			return err
 		}
 		progressed = true
+		c.limit.grow(c.cfg.BatchSize, c.cfg.BatchBytes)
 	}
+}
+
+// batchLimit bounds a batch in envelopes and bytes. A path that cuts
+// connections after some bytes (a proxy's quota, a failing mobile link)
+// may never carry a whole batch of the configured size: resent whole, it
+// would be lost again on every connection and nothing would be delivered.
+// So a batch lost with its connection halves the limit, down to one
+// envelope (which always goes, whatever its size), and every acknowledged
+// batch grows it back by a quarter, up to the configured bounds.
+type batchLimit struct{ count, bytes int }
+
+// minBatchBytes is the smallest byte bound a shrinking limit reaches; the
+// count bound still goes down to one envelope.
+const minBatchBytes = 4 << 10
+
+func (l *batchLimit) shrink() {
+	l.count = max(1, l.count/2)
+	l.bytes = max(min(minBatchBytes, l.bytes), l.bytes/2)
+}
+
+func (l *batchLimit) grow(count, bytes int) {
+	l.count = min(count, l.count+max(1, l.count/4))
+	l.bytes = min(bytes, l.bytes+max(minBatchBytes, l.bytes/4))
 }
 
 func (c *Client) sendBatch(ctx context.Context, cn *conn, b *batch) error {
