@@ -96,6 +96,53 @@ func theme(name string) chromedp.Action[chromedp.Void] {
 func TestAppAccessible(t *testing.T) {
 	script := axeScript(t)
 	r := startAppRelay(t)
+	id := seedEverything(t, r)
+
+	ctx := newBrowser(t)
+	for _, th := range []string{"dark", "light"} {
+		t.Run(th, func(t *testing.T) {
+			must(t, ctx, phone390(), theme(th))
+			check := func(page string) {
+				t.Helper()
+				for _, v := range runAxe(t, ctx, script) {
+					t.Errorf("%s, %s theme: %s (%s, %s):\n  %s", page, th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+				}
+			}
+			must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
+			waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 4`)
+			check("the list")
+			screenshot(t, ctx, "a11y-list-"+th)
+			must(t, ctx, chromedp.Click(chromedp.CSS(`.filter-chip[data-state="waiting"]`)))
+			waitJS(t, ctx, "the filtered list", `document.querySelectorAll('.session-row').length === 1`)
+			check("the filtered list")
+			must(t, ctx, chromedp.Click(chromedp.CSS(`.filter-chip[data-state=""]`)))
+
+			r.open(t, ctx, id)
+			showAll(t, ctx)
+			waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-1"]')`)
+			eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('details.tool, details.sub, details.thinking, details.mchip')) d.open = true;
+				for (const b of document.querySelectorAll('.perm button.deny-why, .perm button.edit-first')) b.click(); return true })()`)
+			waitJS(t, ctx, "the cards open", `[...document.querySelectorAll('details.tool')].every((d) => d.querySelector('.tool-body'))`)
+			waitJS(t, ctx, "the task strip", `!document.querySelector('.task-strip').hidden`)
+			must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
+			check("a session")
+			screenshot(t, ctx, "a11y-session-"+th)
+			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "zebrafish"))
+			waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
+			check("a session with find")
+			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
+			check("the settings sheet")
+		})
+	}
+}
+
+// seedEverything gives the relay sessions showing what the app draws:
+// sessions in every state (4 in the list), and one (the id returned) with
+// turns completed, failed, cancelled and unfinished, a thinking block, a
+// failed tool, a subagent, Markdown with a table and a link, the todo
+// checklist, and a permission request offering "for this session".
+func seedEverything(t *testing.T, r *appRelay) string {
+	t.Helper()
 	cli := dialCLI(t, r)
 	const id = "0c0c0c0c-4444-4222-8333-444444444444"
 	findSession(t, cli, id, 3)
@@ -135,41 +182,5 @@ func TestAppAccessible(t *testing.T) {
 		cli.announce(other, map[string]any{"cwd": "/home/dev/other", "machine": "desktop", "mode": "local", "status": st})
 	}
 	cli.envelopes("0c0c0c0c-6666-4222-8333-444444444444", env("crec", t0, "user", "", textEv("a recording")))
-
-	ctx := newBrowser(t)
-	for _, th := range []string{"dark", "light"} {
-		t.Run(th, func(t *testing.T) {
-			must(t, ctx, phone390(), theme(th))
-			check := func(page string) {
-				t.Helper()
-				for _, v := range runAxe(t, ctx, script) {
-					t.Errorf("%s, %s theme: %s (%s, %s):\n  %s", page, th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
-				}
-			}
-			must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
-			waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 4`)
-			check("the list")
-			screenshot(t, ctx, "a11y-list-"+th)
-			must(t, ctx, chromedp.Click(chromedp.CSS(`.filter-chip[data-state="waiting"]`)))
-			waitJS(t, ctx, "the filtered list", `document.querySelectorAll('.session-row').length === 1`)
-			check("the filtered list")
-			must(t, ctx, chromedp.Click(chromedp.CSS(`.filter-chip[data-state=""]`)))
-
-			r.open(t, ctx, id)
-			showAll(t, ctx)
-			waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-1"]')`)
-			eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('details.tool, details.sub, details.thinking, details.mchip')) d.open = true;
-				for (const b of document.querySelectorAll('.perm button.deny-why, .perm button.edit-first')) b.click(); return true })()`)
-			waitJS(t, ctx, "the cards open", `[...document.querySelectorAll('details.tool')].every((d) => d.querySelector('.tool-body'))`)
-			waitJS(t, ctx, "the task strip", `!document.querySelector('.task-strip').hidden`)
-			must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
-			check("a session")
-			screenshot(t, ctx, "a11y-session-"+th)
-			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "zebrafish"))
-			waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
-			check("a session with find")
-			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
-			check("the settings sheet")
-		})
-	}
+	return id
 }

@@ -1,0 +1,157 @@
+package main
+
+// The app under one thumb: tap targets, what the header and the notes say,
+// at a phone's size (390×844 CSS px, device scale 3, touch).
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// phoneThumb is a 6.1-inch phone: 390×844 CSS px at device scale 3, touch.
+func phoneThumb() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(3), chromedp.EmulateMobile, chromedp.EmulateTouch)
+}
+
+// MinTarget is the least hit area of a control, in CSS px, both ways
+// (Apple's Human Interface Guidelines; Material asks 48 dp).
+const MinTarget = 44
+
+// hitTargets walks every control shown in the part of the page that
+// root (a CSS selector) names: buttons, links outside prose, details
+// toggles, inputs. Each is brought into view (above the dock, below the
+// top bar) and measured the way a finger finds it: through its centre,
+// how far left, right, up and down a tap still lands on it (the browser's
+// own hit test, elementFromPoint: padding, an enlarging ::before or
+// ::after count; a neighbour over it does not). It returns each control's
+// name and its hit width and height (capped at 80).
+const hitTargets = `((rootSel) => {
+	const root = document.querySelector(rootSel);
+	if (!root) return [{ name: 'no ' + rootSel, w: 0, h: 0 }];
+	const sel = 'button, a[href], summary, input:not([type=hidden]), select, textarea, [role=button], [tabindex]:not([tabindex="-1"])';
+	const out = [];
+	const name = (el) => {
+		const label = el.getAttribute('aria-label') || el.getAttribute('title') || el.textContent.trim().replace(/\s+/g, ' ').slice(0, 40) || el.getAttribute('placeholder') || '';
+		const cls = (el.getAttribute('class') || '').split(/\s+/).filter(Boolean).slice(0, 2).join('.');
+		return el.tagName.toLowerCase() + (cls ? '.' + cls : '') + ' "' + label + '"';
+	};
+	// The band a control scrolled into view is seen in: below what sticks
+	// at the top, above the dock.
+	const band = () => {
+		let top = 0, bottom = innerHeight;
+		for (const s of document.querySelectorAll('.top, .find-bar, .conn-banner, .task-strip, .skip-note')) {
+			const r = s.getBoundingClientRect();
+			if (r.height && getComputedStyle(s).position !== 'static' && r.top < innerHeight / 3) top = Math.max(top, r.bottom);
+		}
+		const dock = document.querySelector('.dock');
+		if (dock && dock.getClientRects().length && !root.closest('dialog')) bottom = Math.min(bottom, dock.getBoundingClientRect().top);
+		return [top, bottom];
+	};
+	for (const el of root.querySelectorAll(sel)) {
+		if (!el.getClientRects().length) continue; // not drawn
+		const cs = getComputedStyle(el);
+		if (cs.visibility === 'hidden' || el.closest('.copy-buffer, .sr-only')) continue;
+		if (el.matches('a') && el.closest('.md')) continue; // a link in prose
+		// A control inside a label is also hit through its label.
+		const target = el.matches('input, select, textarea') && el.closest('label') || el;
+		const hits = (x, y) => { const e = document.elementFromPoint(x, y); return !!e && target.contains(e); };
+		el.scrollIntoView({ block: 'center', inline: 'center' });
+		let r = el.getBoundingClientRect();
+		let cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+		if (!hits(cx, cy) && !el.closest('.top, .dock, .find-bar, dialog')) {
+			const [top, bottom] = band();
+			scrollBy(0, cy - (top + bottom) / 2);
+			r = el.getBoundingClientRect();
+			cx = r.left + r.width / 2; cy = r.top + r.height / 2;
+		}
+		if (!hits(cx, cy)) {
+			const e = document.elementFromPoint(cx, cy);
+			out.push({ name: name(el) + ' (covered by ' + (e ? name(e) : 'nothing') + ')', w: 0, h: 0 });
+			continue;
+		}
+		const reach = (dx, dy) => { let n = 0; while (n < 40 && hits(cx + dx * (n + 1), cy + dy * (n + 1))) n++; return n; };
+		out.push({ name: name(el), w: reach(-1, 0) + reach(1, 0) + 1, h: reach(0, -1) + reach(0, 1) + 1 });
+	}
+	return out;
+})`
+
+// hitArea is one control's measured hit area.
+type hitArea struct {
+	Name string  `json:"name"`
+	W    float64 `json:"w"`
+	H    float64 `json:"h"`
+}
+
+// smallTargets measures the controls under root and returns those under
+// MinTarget either way, and how many were measured.
+func smallTargets(t *testing.T, ctx context.Context, root string) ([]string, int) {
+	t.Helper()
+	all := eval[[]hitArea](t, ctx, hitTargets+fmt.Sprintf("(%q)", root))
+	var small []string
+	for _, a := range all {
+		if a.W < MinTarget || a.H < MinTarget {
+			small = append(small, fmt.Sprintf("%s: %.0f×%.0f", a.Name, a.W, a.H))
+		}
+	}
+	return small, len(all)
+}
+
+// Every control the app shows at a phone's size can be hit with a thumb:
+// a hit area of at least 44×44 CSS px (where the drawing is smaller,
+// padding or a pseudo-element makes it up), not overlapped by a
+// neighbour's. One walk measures every control of the list, a session
+// (tool cards, thinking, subagents, Markdown, the todo strip, copy
+// buttons, the composer), a permission card with its forms open, the find
+// bar and the settings sheet, and names each one that is smaller.
+func TestAppTapTargets(t *testing.T) {
+	r := startAppRelay(t)
+	id := seedEverything(t, r)
+	ctx := newBrowser(t)
+	must(t, ctx, phoneThumb())
+	var small []string
+	measure := func(page, root string, least int) {
+		t.Helper()
+		s, n := smallTargets(t, ctx, root)
+		t.Logf("%s: %d controls measured", page, n)
+		if n < least {
+			t.Errorf("%s: only %d controls measured, want at least %d", page, n, least)
+		}
+		for _, x := range s {
+			small = append(small, page+": "+x)
+		}
+	}
+
+	must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
+	waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 4`)
+	measure("the list", "body", 12)
+
+	r.open(t, ctx, id)
+	showAll(t, ctx)
+	waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-1"]')`)
+	eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('details.tool, details.sub, details.thinking, details.mchip')) d.open = true; return true })()`)
+	waitJS(t, ctx, "the cards open", `[...document.querySelectorAll('details.tool')].every((d) => d.querySelector('.tool-body'))`)
+	waitJS(t, ctx, "the task strip", `!document.querySelector('.task-strip').hidden`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
+	measure("a session", "body", 20)
+	measure("the permission card", ".perm", 4)
+	eval[bool](t, ctx, `(() => { for (const b of document.querySelectorAll('.perm button.deny-why, .perm button.edit-first')) b.click(); return true })()`)
+	measure("the permission card, its forms open", ".perm", 6)
+	screenshot(t, ctx, "thumb-session")
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "zebrafish"))
+	waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
+	measure("the find bar", ".find-bar", 4)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Close find"]`)))
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
+	measure("the settings sheet", "dialog.sheet", 4)
+	screenshot(t, ctx, "thumb-settings")
+
+	if len(small) > 0 {
+		t.Errorf("%d controls with a hit area under %d×%d CSS px:\n  %s", len(small), MinTarget, MinTarget, strings.Join(small, "\n  "))
+	}
+}
