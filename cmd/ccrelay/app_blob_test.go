@@ -82,22 +82,26 @@ func TestAppShowAllFetchesFullResult(t *testing.T) {
 	if eval[bool](t, ctx, card+`.querySelector('.show-all, .preview-note') !== null`) {
 		t.Error("the preview note is still there after the full result came")
 	}
-	// Each line stays beside its number: long lines scroll, never wrap.
+	// Each line stays beside its number: long lines scroll, never wrap,
+	// and the lines of code are as tall as the numbers' whatever monospace
+	// fonts the device has: here with the fonts there are, then with a
+	// monospace font whose ascent and descent differ from the generic
+	// monospace's (a code element in the font the browser picks for
+	// "monospace" made each line a pixel taller than its number when
+	// Liberation Mono was installed).
 	if end.Ev.Full > 0 && strings.Contains(full, "→") {
-		// The last line of code stands beside its own number.
-		tops := eval[[]float64](t, ctx, `(() => {
-			const [g, code] = [...`+card+`.querySelectorAll('.file-lines > pre')];
-			const text = code.textContent, end = text.trimEnd().length, k = text.slice(0, end).split('\n').length - 1;
-			const w = document.createTreeWalker(code, NodeFilter.SHOW_TEXT); let n, off = 0, node = null, at = 0;
-			while ((n = w.nextNode())) { if (off + n.length >= end) { node = n; at = end - off; break; } off += n.length; }
-			const r1 = document.createRange(); r1.setStart(node, at - 1); r1.setEnd(node, at);
-			const gt = g.firstChild, lines = gt.textContent.split('\n'); let go = 0;
-			for (let i = 0; i < k; i++) go += lines[i].length + 1;
-			const r2 = document.createRange(); r2.setStart(gt, go); r2.setEnd(gt, go + 1);
-			return [r2.getBoundingClientRect().top, r1.getBoundingClientRect().top]; })()`)
-		if len(tops) != 2 || math.Abs(tops[0]-tops[1]) > 2 {
-			t.Errorf("the last line number and the last line stand at %v px: a line wrapped", tops)
+		lastLineBesideItsNumber(t, ctx, card, "the fonts there are")
+		loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(async () => {
+			const f = new FontFace('ccrelay-test-mono', ['DejaVu Sans Mono', 'Liberation Mono', 'Noto Sans Mono', 'Courier New', 'Menlo', 'Consolas', 'DejaVu Sans', 'Liberation Sans', 'Arial'].map((n) => 'local("' + n + '")').join(', '),
+				{ ascentOverride: '130%', descentOverride: '45%' });
+			document.fonts.add(await f.load().catch(() => f));
+			if (f.status !== 'loaded') return false;
+			document.documentElement.style.setProperty('--mono', '"ccrelay-test-mono", monospace');
+			return true; })()`, chromedp.EvalAwaitPromise))
+		if err != nil || !loaded {
+			t.Fatalf("no local font to make a monospace font of (%v)", err)
 		}
+		lastLineBesideItsNumber(t, ctx, card, "a monospace font unlike the generic one")
 	}
 	shoot(t, ctx, fmt.Sprintf(`details.tool[data-call=%q]`, end.Ev.Call), "show-all")
 }
@@ -147,4 +151,23 @@ func TestAppPromptImages(t *testing.T) {
 		}
 	}
 	shoot(t, ctx, `.msg.user figure.image`, "prompt-image")
+}
+
+// lastLineBesideItsNumber checks that the last line of code in the card
+// (a Read result's lines, numbered in a gutter) stands beside its number.
+func lastLineBesideItsNumber(t *testing.T, ctx context.Context, card, fonts string) {
+	t.Helper()
+	tops := eval[[]float64](t, ctx, `(() => {
+		const [g, code] = [...`+card+`.querySelectorAll('.file-lines > pre')];
+		const text = code.textContent, end = text.trimEnd().length, k = text.slice(0, end).split('\n').length - 1;
+		const w = document.createTreeWalker(code, NodeFilter.SHOW_TEXT); let n, off = 0, node = null, at = 0;
+		while ((n = w.nextNode())) { if (off + n.length >= end) { node = n; at = end - off; break; } off += n.length; }
+		const r1 = document.createRange(); r1.setStart(node, at - 1); r1.setEnd(node, at);
+		const gt = g.firstChild, lines = gt.textContent.split('\n'); let go = 0;
+		for (let i = 0; i < k; i++) go += lines[i].length + 1;
+		const r2 = document.createRange(); r2.setStart(gt, go); r2.setEnd(gt, go + 1);
+		return [r2.getBoundingClientRect().top, r1.getBoundingClientRect().top]; })()`)
+	if len(tops) != 2 || math.Abs(tops[0]-tops[1]) > 2 {
+		t.Errorf("with %s, the last line number and the last line stand at %v px: a line wrapped or the lines are taller than the numbers", fonts, tops)
+	}
 }
