@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -75,7 +76,7 @@ func Explain(relayURL string, err error) string {
 		return "the relay at " + host + " answers plain http, not https: use http://" + host + ", or serve it over HTTPS (docs/deploy.md)"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused: nothing listens at " + host + "; is the relay running (ccrelay serve) and is the port right?"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "the connection to " + host + " was cut; is that the relay's address (a proxy or another server may be there)?"
 	case errors.As(err, &dns):
 		return "host not found (" + dns.Name + "): check the relay's URL and this machine's network"

@@ -66,6 +66,24 @@ func TestExplain(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
+	// A server that takes the connection and closes it without answering.
+	cut, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	go func() {
+		for {
+			c, err := cut.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // the request read, so that it closes cleanly (EOF, not a reset)
+				c.Read(make([]byte, 4096))
+				c.Close()
+			}()
+		}
+	}()
 	trusting := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
 	for _, tc := range []struct {
 		name, url string
@@ -84,6 +102,8 @@ func TestExplain(t *testing.T) {
 			[]string{"answers plain http, not https", "use " + plain.URL}},
 		{"no scheme", "127.0.0.1:8707", http.DefaultClient,
 			[]string{"no https://"}},
+		{"closed without an answer", "http://" + cut.Addr().String(), http.DefaultClient,
+			[]string{"the connection to " + cut.Addr().String() + " was cut", "is that the relay's address"}},
 		{"host not found", "https://nonexistent.invalid", http.DefaultClient,
 			[]string{"host not found (nonexistent.invalid)"}},
 	} {
@@ -106,7 +126,7 @@ func TestExplain(t *testing.T) {
 					t.Errorf("Explain(%v)\n = %q\nwant it to say %q", err, got, w)
 				}
 			}
-			if strings.Contains(got, "x509:") || strings.Contains(got, "tls:") || strings.Contains(got, "dial tcp") {
+			if strings.Contains(got, "x509:") || strings.Contains(got, "tls:") || strings.Contains(got, "dial tcp") || strings.Contains(got, "EOF") {
 				t.Errorf("Explain(%v) = %q: a raw Go error", err, got)
 			}
 		})
