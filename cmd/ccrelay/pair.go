@@ -143,7 +143,7 @@ another machine instead.`,
 			fmt.Fprintln(out, "Waiting for the device to pair (Ctrl-C stops waiting)…")
 			ctx, cancel := context.WithDeadline(cmd.Context(), time.UnixMilli(ans.Expires))
 			defer cancel()
-			res, err := waitPairResult(ctx, url, cred, ans.Code, func(pairResult) bool { return true })
+			res, err := waitPairResult(ctx, url, cred, ans.Code, cmd.ErrOrStderr(), func(pairResult) bool { return true })
 			if errors.Is(err, context.Canceled) {
 				return errors.New("stopped waiting: a device may still pair with this code, but this machine will not trust it (run ccrelay pair again and wait)")
 			}
@@ -157,7 +157,7 @@ another machine instead.`,
 			if err != nil {
 				return err
 			}
-			if err := confirmPaired(cmd.Context(), kr, url, cred, ans.Code, secret, res); err != nil {
+			if err := confirmPaired(cmd.Context(), cmd.ErrOrStderr(), kr, url, cred, ans.Code, secret, res); err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "Paired %q: its key is confirmed, and it accepted this machine's key; sessions this machine sends from now on are sealed for it.\n", res.Name)
@@ -200,32 +200,54 @@ const PairAnswerWait = time.Minute
 // pairAnswerWait is PairAnswerWait (shorter in tests).
 var pairAnswerWait = PairAnswerWait
 
+// PairUnreachable bounds how long ccrelay pair goes on asking a relay
+// that does not answer while it waits for the device: a relay that
+// restarts answers again within it.
+const PairUnreachable = 20 * time.Second
+
+// pairUnreachable is PairUnreachable (shorter in tests).
+var pairUnreachable = PairUnreachable
+
+// pairAsk bounds one question to the relay while pair waits: a relay that
+// takes the connection but never answers counts as not answering.
+const pairAsk = 10 * time.Second
+
 // waitPairResult asks the relay every PairPoll what became of code, until
 // it was redeemed and done says the result is complete, or ctx ends (its
-// error is then returned as it is).
-func waitPairResult(ctx context.Context, base, cred, code string, done func(pairResult) bool) (pairResult, error) {
+// error is then returned as it is). A relay that cannot be reached is said
+// on notice (nil: not said), once, and asked again for up to
+// pairUnreachable; after that, or at once for a certificate this machine
+// does not trust, the wait ends with an *apiclient.ReachError. A refusal
+// or an answer that is not one ends it too.
+func waitPairResult(ctx context.Context, base, cred, code string, notice io.Writer, done func(pairResult) bool) (pairResult, error) {
+	var failing time.Time // since when the relay has not answered; zero while it does
 	for {
-		req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/pair/result?code="+neturl.QueryEscape(code), nil)
-		if err != nil {
+		r, redeemed, err := askPairResult(ctx, base, cred, code)
+		var reach *apiclient.ReachError
+		switch {
+		case ctx.Err() != nil:
+			return pairResult{}, ctx.Err()
+		case errors.As(err, &reach):
+			if apiclient.CertificateError(err) {
+				return pairResult{}, err
+			}
+			if failing.IsZero() {
+				failing = time.Now()
+				if notice != nil {
+					fmt.Fprintf(notice, "ccrelay: %v; asking again for up to %v\n", err, pairUnreachable)
+				}
+			} else if time.Since(failing) >= pairUnreachable {
+				return pairResult{}, err
+			}
+		case err != nil:
 			return pairResult{}, err
-		}
-		req.Header.Set("Authorization", "Bearer "+cred)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-			switch resp.StatusCode {
-			case http.StatusOK:
-				var r pairResult
-				if err := json.Unmarshal(b, &r); err != nil {
-					return r, fmt.Errorf("relay answer: %w", err)
-				}
-				if done(r) {
-					return r, nil
-				}
-			case http.StatusAccepted:
-			default:
-				return pairResult{}, fmt.Errorf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))
+		default:
+			if !failing.IsZero() && notice != nil {
+				fmt.Fprintln(notice, "ccrelay: the relay answers again")
+			}
+			failing = time.Time{}
+			if redeemed && done(r) {
+				return r, nil
 			}
 		}
 		select {
@@ -236,14 +258,48 @@ func waitPairResult(ctx context.Context, base, cred, code string, done func(pair
 	}
 }
 
+// askPairResult asks the relay once what became of code: the result once
+// it was redeemed. A relay that could not be asked (or whose answer was
+// cut) is an *apiclient.ReachError.
+func askPairResult(ctx context.Context, base, cred, code string) (pairResult, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, pairAsk)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/pair/result?code="+neturl.QueryEscape(code), nil)
+	if err != nil {
+		return pairResult{}, false, fmt.Errorf("ask the relay for the pairing: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+cred)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return pairResult{}, false, &apiclient.ReachError{URL: base, Err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return pairResult{}, false, &apiclient.ReachError{URL: base, Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var r pairResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return r, false, fmt.Errorf("relay answer: %w", err)
+		}
+		return r, true, nil
+	case http.StatusAccepted:
+		return pairResult{}, false, nil
+	}
+	return pairResult{}, false, &relayError{status: resp.StatusCode, text: fmt.Sprintf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))}
+}
+
 // confirmPaired trusts the device that redeemed code only once both ends
 // agree: its confirmation matches this machine's key and the key the relay
 // passed on, and it then proved, with a tag only the link's secret makes,
 // that it accepted this machine's key (a device that refused says so, and
 // one whose proof does not come within PairAnswerWait is not trusted).
 // Otherwise the pairing failed, and the device's credential is removed
-// from the relay, so that neither end keeps half of it.
-func confirmPaired(ctx context.Context, kr *apiclient.Keyring, base, cred, code, secret string, res pairResult) error {
+// from the relay, so that neither end keeps half of it. notice hears of a
+// relay that does not answer meanwhile (waitPairResult).
+func confirmPaired(ctx context.Context, notice io.Writer, kr *apiclient.Keyring, base, cred, code, secret string, res pairResult) error {
 	fail := func(why string) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
 		defer cancel()
@@ -260,7 +316,7 @@ func confirmPaired(ctx context.Context, kr *apiclient.Keyring, base, cred, code,
 	}
 	wctx, cancel := context.WithTimeout(ctx, pairAnswerWait)
 	defer cancel()
-	ans, err := waitPairResult(wctx, base, cred, code, func(r pairResult) bool { return len(r.Accepted) > 0 || r.Refused != "" })
+	ans, err := waitPairResult(wctx, base, cred, code, notice, func(r pairResult) bool { return len(r.Accepted) > 0 || r.Refused != "" })
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return fail(fmt.Sprintf("it did not confirm, within %v, that it accepted this machine's key (an app too old, or closed too soon)", pairAnswerWait))

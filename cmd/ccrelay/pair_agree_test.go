@@ -261,12 +261,12 @@ func TestPairingFailsWithoutTheDevicesAnswer(t *testing.T) {
 	if err := relayCall(t.Context(), "POST", base+"/api/pair/redeem", "", map[string]any{"code": ans.Code, "name": "phone", "publicKey": phone.Public().Bytes(), "confirm": tag}, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := waitPairResult(t.Context(), base, token, ans.Code, func(pairResult) bool { return true })
+	res, err := waitPairResult(t.Context(), base, token, ans.Code, nil, func(pairResult) bool { return true })
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = confirmPaired(t.Context(), kr, base, token, ans.Code, secret, res)
+	err = confirmPaired(t.Context(), nil, kr, base, token, ans.Code, secret, res)
 	t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	if err == nil || !strings.Contains(err.Error(), "did not confirm") || !strings.Contains(err.Error(), "credential for it was removed") {
 		t.Fatalf("confirmPaired: %v", err)
