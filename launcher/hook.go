@@ -24,19 +24,25 @@ import (
 // Claude runs sees its environment, and some hold credentials.
 const EnvPrefix = "CCRELAY_"
 
+// EnvRelayed is set (to 1) in the environment of every Claude ccrelay
+// runs. It is no secret: it says only that a ccrelay follows the session,
+// so that the hook of ccrelay follow install, which Claude runs too, leaves
+// the session to that ccrelay instead of following it a second time.
+const EnvRelayed = "RELAYED_BY_CCRELAY"
+
 // claudeEnv is env without ccrelay's own variables (nil: this process's
-// environment).
+// environment), marked with EnvRelayed.
 func claudeEnv(env []string) []string {
 	if env == nil {
 		env = os.Environ()
 	}
-	out := make([]string, 0, len(env))
+	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, EnvPrefix) {
+		if !strings.HasPrefix(kv, EnvPrefix) && !strings.HasPrefix(kv, EnvRelayed+"=") {
 			out = append(out, kv)
 		}
 	}
-	return out
+	return append(out, EnvRelayed+"=1")
 }
 
 // SessionStart is what Claude's SessionStart hook reports.

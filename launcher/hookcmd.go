@@ -35,3 +35,7 @@ func hookEntry(goos string, argv []string) map[string]any {
 // hookOS is the platform whose hook form writeSettings uses (a test sets
 // another, to run the Windows form with a real Claude on Linux).
 var hookOS = runtime.GOOS
+
+// HookEntry is the hook entry, in Claude Code's settings, that runs argv
+// on this platform (see hookEntry).
+func HookEntry(argv []string) map[string]any { return hookEntry(hookOS, argv) }
