@@ -777,14 +777,17 @@ function sessionPage(id) {
       const el = conv.querySelector('details.sub[data-sub="' + CSS.escape(t.subagent) + '"] > .progress');
       if (el) el.textContent = [t.lastTool, t.toolUses ? t.toolUses + (t.toolUses === 1 ? ' tool' : ' tools') : '', t.tokens ? tokens(t.tokens) + ' tokens' : ''].filter(Boolean).join(' · ');
     }
-    // A recording (no machine ever announced it) cannot take prompts.
+    // A recording (no machine ever announced it) cannot take prompts, nor
+    // can a session of plain claude that ccrelay only follows.
     const recording = app.listed && !i.mode;
-    input.disabled = recording;
-    input.placeholder = recording ? 'A recording: it takes no prompts' : 'Message Claude…';
-    if (recording) sendBtn.disabled = true;
+    const followed = i.mode === 'followed';
+    input.disabled = recording || followed;
+    input.placeholder = recording ? 'A recording: it takes no prompts' : followed ? 'Read-only: started with plain claude' : 'Message Claude…';
+    if (recording || followed) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
-    hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.' : '';
+    hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.'
+      : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '';
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
     tasks.update(model);
@@ -797,6 +800,7 @@ function sessionPage(id) {
     if (i.status === 'busy') return 'Working';
     if (i.mode === 'remote') return 'Remote · idle';
     if (i.mode === 'local') return 'In the terminal';
+    if (i.mode === 'followed') return 'Followed (read-only)';
     return 'Recorded';
   }
 
@@ -969,7 +973,7 @@ function sessionPage(id) {
       h('div', { class: 'sheet-title', text: 'Session' }),
       h('label', { class: 'field' }, h('span', { text: 'Model' }), model_),
       h('label', { class: 'field' }, h('span', { text: 'Permission mode' }), mode),
-      remote ? null : h('p', { class: 'meta', text: 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
+      remote ? null : h('p', { class: 'meta', text: i.mode === 'followed' ? 'This session runs in plain claude, which ccrelay only follows: nothing of it can be changed from here. Run it with ccrelay to steer it.' : 'Model and permission mode can be changed while the session runs from here (remote mode). Send a message to take it over.' }),
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
       protectionLine(),
