@@ -163,7 +163,8 @@ func (s *Server) requestHost(r *http.Request) string {
 }
 
 // hostAllowed: the relay answers to loopback names, to the public URL's
-// host, to Transport.Hosts, and (without a public URL) to any IP address.
+// host (a name or an address), to Transport.Hosts, and (without a public
+// URL) to any IP address.
 // Any other name is how a DNS rebinding attack would look.
 func (s *Server) hostAllowed(hostport string) bool {
 	host := hostport
@@ -175,7 +176,14 @@ func (s *Server) hostAllowed(hostport string) bool {
 		return true
 	}
 	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return a.IsLoopback() || s.Transport.PublicURL == nil
+		u := s.Transport.PublicURL
+		if u == nil || a.IsLoopback() {
+			return true
+		}
+		// A public URL may be an address (a LAN's, with a certificate
+		// for it): that address, and no other.
+		p, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]"))
+		return err == nil && p.Unmap() == a.Unmap()
 	}
 	if u := s.Transport.PublicURL; u != nil && strings.EqualFold(u.Hostname(), host) {
 		return true

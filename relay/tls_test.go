@@ -23,6 +23,9 @@ func TestTransportRules(t *testing.T) {
 	public, _ := url.Parse("https://relay.example.com")
 	proxied := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
 	proxied.Transport = Transport{PublicURL: public, Proxies: []netipPrefix{mustPrefix(t, "10.0.0.5")}}
+	lanIP, _ := url.Parse("https://192.168.1.9:8707")
+	lan := NewServer(st, slog.New(slog.NewTextHandler(io.Discard, nil)), testToken)
+	lan.Transport = Transport{PublicURL: lanIP}
 	for _, tc := range []struct {
 		name   string
 		srv    *Server
@@ -47,6 +50,9 @@ func TestTransportRules(t *testing.T) {
 		{"forged proxy headers", proxied, "198.51.100.7:5000", "relay.example.com", false, map[string]string{"X-Forwarded-Proto": "https"}, "/", 403, "needs HTTPS"},
 		{"public URL: another name", proxied, "10.0.0.5:5000", "relay.internal", false, map[string]string{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "other.example.com"}, "/", 421, ""},
 		{"public URL: an IP address", proxied, "192.168.1.20:5000", "192.168.1.9", true, nil, "/", 421, ""},
+		{"public URL of an IP address: that address", lan, "192.168.1.20:5000", "192.168.1.9:8707", true, nil, "/", 200, "<script"},
+		{"public URL of an IP address: another address", lan, "192.168.1.20:5000", "192.168.1.10:8707", true, nil, "/", 421, ""},
+		{"public URL of an IP address: loopback", lan, "127.0.0.1:5000", "127.0.0.1:8707", true, nil, "/", 200, "<script"},
 		{"public URL: loopback still answers", proxied, "127.0.0.1:5000", "127.0.0.1:8707", false, nil, "/", 200, "<script"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
