@@ -17,11 +17,19 @@ import (
 	"github.com/ccrelay/ccrelay/relay"
 )
 
-// The names the daemon is installed under.
-const (
-	systemdUnitName = "ccrelay-daemon.service"
-	launchdLabel    = "dev.ccrelay.daemon"
-	windowsTaskName = "ccrelay-daemon"
+// serviceID names a service: its systemd unit, launchd label and Windows
+// task, what it is, and the file of its command (Windows) or log (macOS).
+type serviceID struct {
+	unit, label, task, what, file string
+}
+
+// The services ccrelay installs: the daemon (ccrelay daemon install) and
+// the relay (ccrelay setup).
+var (
+	daemonService = serviceID{unit: "ccrelay-daemon.service", label: "dev.ccrelay.daemon", task: "ccrelay-daemon",
+		what: "ccrelay daemon: start Claude Code sessions from the app", file: "daemon"}
+	relayService = serviceID{unit: "ccrelay-relay.service", label: "dev.ccrelay.relay", task: "ccrelay-relay",
+		what: "ccrelay relay: the server phones and ccrelay connect to", file: "relay"}
 )
 
 // serviceFile is what `ccrelay daemon install` writes, and the commands
@@ -37,6 +45,7 @@ type serviceFile struct {
 // serviceEnv is what a service is made from: the platform, the user's
 // folders, and the daemon's command line.
 type serviceEnv struct {
+	ID                     serviceID // the daemon's when empty
 	GOOS, Home, ConfigHome string
 	UID                    int
 	Args                   []string // ccrelay and its daemon flags
@@ -48,6 +57,10 @@ type serviceEnv struct {
 // Windows. The service restarts the daemon if it fails; stopping it stops
 // the daemon first (which ends its sessions), then what is left.
 func serviceFor(e serviceEnv) (serviceFile, error) {
+	id := e.ID
+	if id == (serviceID{}) {
+		id = daemonService
+	}
 	switch e.GOOS {
 	case "linux":
 		cfg := e.ConfigHome
@@ -55,7 +68,7 @@ func serviceFor(e serviceEnv) (serviceFile, error) {
 			cfg = filepath.Join(e.Home, ".config")
 		}
 		var b strings.Builder
-		b.WriteString("[Unit]\nDescription=ccrelay daemon: start Claude Code sessions from the app\nWants=network-online.target\nAfter=network-online.target\n\n")
+		b.WriteString("[Unit]\nDescription=" + id.what + "\nWants=network-online.target\nAfter=network-online.target\n\n")
 		b.WriteString("[Service]\nType=simple\nExecStart=" + systemdCommand(e.Args) + "\n")
 		if e.Path != "" {
 			b.WriteString("Environment=" + systemdQuote("PATH="+e.Path) + "\n")
@@ -63,15 +76,15 @@ func serviceFor(e serviceEnv) (serviceFile, error) {
 		// mixed: SIGTERM to the daemon alone, which ends its sessions
 		// (each notes why); SIGKILL to what is left after the timeout.
 		b.WriteString("Restart=on-failure\nRestartSec=5\nKillMode=mixed\nTimeoutStopSec=30\n\n[Install]\nWantedBy=default.target\n")
-		return serviceFile{Path: filepath.Join(cfg, "systemd", "user", systemdUnitName), Content: b.String(),
-			Enable:    [][]string{{"systemctl", "--user", "daemon-reload"}, {"systemctl", "--user", "enable", "--now", systemdUnitName}},
-			Disable:   [][]string{{"systemctl", "--user", "disable", "--now", systemdUnitName}},
+		return serviceFile{Path: filepath.Join(cfg, "systemd", "user", id.unit), Content: b.String(),
+			Enable:    [][]string{{"systemctl", "--user", "daemon-reload"}, {"systemctl", "--user", "enable", "--now", id.unit}},
+			Disable:   [][]string{{"systemctl", "--user", "disable", "--now", id.unit}},
 			Uninstall: [][]string{{"systemctl", "--user", "daemon-reload"}}}, nil
 	case "darwin":
 		var b strings.Builder
 		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
 			`<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">` + "\n" +
-			"<plist version=\"1.0\">\n<dict>\n\t<key>Label</key>\n\t<string>" + launchdLabel + "</string>\n\t<key>ProgramArguments</key>\n\t<array>\n")
+			"<plist version=\"1.0\">\n<dict>\n\t<key>Label</key>\n\t<string>" + id.label + "</string>\n\t<key>ProgramArguments</key>\n\t<array>\n")
 		for _, a := range e.Args {
 			b.WriteString("\t\t<string>" + xmlEscape(a) + "</string>\n")
 		}
@@ -79,20 +92,20 @@ func serviceFor(e serviceEnv) (serviceFile, error) {
 		if e.Path != "" {
 			b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n\t\t<key>PATH</key>\n\t\t<string>" + xmlEscape(e.Path) + "</string>\n\t</dict>\n")
 		}
-		logPath := filepath.Join(e.Home, "Library", "Logs", "ccrelay-daemon.log")
+		logPath := filepath.Join(e.Home, "Library", "Logs", "ccrelay-"+id.file+".log")
 		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + xmlEscape(logPath) + "</string>\n</dict>\n</plist>\n")
 		domain := "gui/" + strconv.Itoa(e.UID)
-		path := filepath.Join(e.Home, "Library", "LaunchAgents", launchdLabel+".plist")
+		path := filepath.Join(e.Home, "Library", "LaunchAgents", id.label+".plist")
 		return serviceFile{Path: path, Content: b.String(),
 			Enable:  [][]string{{"launchctl", "bootstrap", domain, path}},
-			Disable: [][]string{{"launchctl", "bootout", domain + "/" + launchdLabel}}}, nil
+			Disable: [][]string{{"launchctl", "bootout", domain + "/" + id.label}}}, nil
 	case "windows":
 		// A task at logon; the file is the command it runs.
-		path := filepath.Join(e.ConfigHome, "ccrelay", "daemon.cmd")
+		path := filepath.Join(e.ConfigHome, "ccrelay", id.file+".cmd")
 		content := "@echo off\r\n" + windowsCommand(e.Args) + "\r\n"
 		return serviceFile{Path: path, Content: content,
-			Enable:  [][]string{{"schtasks", "/Create", "/F", "/SC", "ONLOGON", "/TN", windowsTaskName, "/TR", `"` + path + `"`}, {"schtasks", "/Run", "/TN", windowsTaskName}},
-			Disable: [][]string{{"schtasks", "/End", "/TN", windowsTaskName}, {"schtasks", "/Delete", "/F", "/TN", windowsTaskName}}}, nil
+			Enable:  [][]string{{"schtasks", "/Create", "/F", "/SC", "ONLOGON", "/TN", id.task, "/TR", `"` + path + `"`}, {"schtasks", "/Run", "/TN", id.task}},
+			Disable: [][]string{{"schtasks", "/End", "/TN", id.task}, {"schtasks", "/Delete", "/F", "/TN", id.task}}}, nil
 	}
 	return serviceFile{}, fmt.Errorf("ccrelay daemon install does not know how to run a service on %s: run ccrelay daemon from your own service manager", e.GOOS)
 }

@@ -106,12 +106,8 @@ another machine instead.`,
 			if asMachine {
 				role = "machine"
 			}
-			var ans struct {
-				Code    string `json:"code"`
-				Expires int64  `json:"expires"`
-				URL     string `json:"url"`
-			}
-			if err := relayCall(cmd.Context(), "POST", url+"/api/pair", cred, map[string]any{"role": role, "machineKey": key.PublicKey().Bytes()}, &ans); err != nil {
+			ans, err := requestPairCode(cmd.Context(), url, cred, role, key)
+			if err != nil {
 				return err
 			}
 			// The relay answered with this credential: it becomes this
@@ -125,49 +121,74 @@ another machine instead.`,
 				fmt.Fprintf(out, "On the other machine, within 5 minutes (until %s), run:\n\n  ccrelay login %s %s\n\n", until, ans.URL, ans.Code)
 				return nil
 			}
-			// The link's secret never reaches the relay: with it the device
-			// proves which public key it sent (docs/security.md).
-			secret := seal.NewPairingSecret()
-			link := pairLink(ans.URL, ans.Code, base64.RawURLEncoding.EncodeToString(key.PublicKey().Bytes()), secret)
-			if !strings.HasPrefix(link, "https://") {
-				fmt.Fprintf(cmd.ErrOrStderr(), "ccrelay: warning: the relay is not reached over HTTPS (%s): a phone cannot use it; see docs/deploy.md\n", ans.URL)
-			}
-			if err := printQR(out, link); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "\nScan this with the phone's camera, or open:\n  %s\nThe code works once, until %s.\n", link, until)
-			if noWait {
-				fmt.Fprintln(out, "Not waiting: this machine will not seal sessions for that device (run ccrelay pair again and wait to confirm one).")
-				return nil
-			}
-			fmt.Fprintln(out, "Waiting for the device to pair (Ctrl-C stops waiting)…")
-			ctx, cancel := context.WithDeadline(cmd.Context(), time.UnixMilli(ans.Expires))
-			defer cancel()
-			res, err := waitPairResult(ctx, url, cred, ans.Code, cmd.ErrOrStderr(), func(pairResult) bool { return true })
-			if errors.Is(err, context.Canceled) {
-				return errors.New("stopped waiting: a device may still pair with this code, but this machine will not trust it (run ccrelay pair again and wait)")
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return errors.New("the code expired before a device used it")
-			}
-			if err != nil {
-				return fmt.Errorf("waiting for the device: %w", err)
-			}
-			kr, err := apiclient.OpenKeyring(dir, key)
-			if err != nil {
-				return err
-			}
-			if err := confirmPaired(cmd.Context(), cmd.ErrOrStderr(), kr, url, cred, ans.Code, secret, res); err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "Paired %q: its key is confirmed, and it accepted this machine's key; sessions this machine sends from now on are sealed for it.\n", res.Name)
-			return nil
+			_, err = pairPhone(cmd.Context(), out, cmd.ErrOrStderr(), dir, key, url, cred, ans, noWait)
+			return err
 		},
 	}
 	addMachineFlags(cmd, &mf)
 	cmd.Flags().BoolVar(&asMachine, "machine", false, "make a code for another machine (ccrelay login) instead of a phone")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the link and exit, without waiting to confirm the device's key (it then gets no session keys)")
 	return cmd
+}
+
+// pairCode is the relay's answer to POST /api/pair.
+type pairCode struct {
+	Code    string `json:"code"`
+	Expires int64  `json:"expires"`
+	URL     string `json:"url"`
+}
+
+// requestPairCode asks the relay at url for a one-time code that pairs a
+// device or (role "machine") another machine with this machine's key.
+func requestPairCode(ctx context.Context, url, cred, role string, key *ecdh.PrivateKey) (pairCode, error) {
+	var ans pairCode
+	err := relayCall(ctx, "POST", url+"/api/pair", cred, map[string]any{"role": role, "machineKey": key.PublicKey().Bytes()}, &ans)
+	return ans, err
+}
+
+// pairPhone prints the QR code and link of ans for a phone and, unless
+// noWait, waits for it to pair and confirms its key (it then gets this
+// machine's session keys). It returns the device's name ("" when not
+// waiting).
+func pairPhone(ctx context.Context, out, errOut io.Writer, dir string, key *ecdh.PrivateKey, url, cred string, ans pairCode, noWait bool) (string, error) {
+	until := time.UnixMilli(ans.Expires).Format("15:04")
+	// The link's secret never reaches the relay: with it the device
+	// proves which public key it sent (docs/security.md).
+	secret := seal.NewPairingSecret()
+	link := pairLink(ans.URL, ans.Code, base64.RawURLEncoding.EncodeToString(key.PublicKey().Bytes()), secret)
+	if !strings.HasPrefix(link, "https://") {
+		fmt.Fprintf(errOut, "ccrelay: warning: the relay is not reached over HTTPS (%s): a phone cannot use it; see docs/deploy.md\n", ans.URL)
+	}
+	if err := printQR(out, link); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(out, "\nScan this with the phone's camera, or open:\n  %s\nThe code works once, until %s.\n", link, until)
+	if noWait {
+		fmt.Fprintln(out, "Not waiting: this machine will not seal sessions for that device (run ccrelay pair again and wait to confirm one).")
+		return "", nil
+	}
+	fmt.Fprintln(out, "Waiting for the device to pair (Ctrl-C stops waiting)…")
+	wctx, cancel := context.WithDeadline(ctx, time.UnixMilli(ans.Expires))
+	defer cancel()
+	res, err := waitPairResult(wctx, url, cred, ans.Code, errOut, func(pairResult) bool { return true })
+	if errors.Is(err, context.Canceled) {
+		return "", errors.New("stopped waiting: a device may still pair with this code, but this machine will not trust it (run ccrelay pair again and wait)")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "", errors.New("the code expired before a device used it")
+	}
+	if err != nil {
+		return "", fmt.Errorf("waiting for the device: %w", err)
+	}
+	kr, err := apiclient.OpenKeyring(dir, key)
+	if err != nil {
+		return "", err
+	}
+	if err := confirmPaired(ctx, errOut, kr, url, cred, ans.Code, secret, res); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(out, "Paired %q: its key is confirmed, and it accepted this machine's key; sessions this machine sends from now on are sealed for it.\n", res.Name)
+	return res.Name, nil
 }
 
 // pairLink is the link a phone opens: the relay's address with the code,
