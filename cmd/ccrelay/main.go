@@ -87,7 +87,7 @@ func newRootCmd() *cobra.Command {
 	}
 	addLocalFlags(root, &lf)
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(newReplayCmd(), newHookCmd(), newStatusLineCmd(), newServeCmd(), newDemoCmd(), newVersionCmd(), newPairCmd(), newLoginCmd(), newDevicesCmd(), newSessionsCmd(), newBackupCmd(), newDaemonCmd(), newAttachCmd(), newStatusCmd(), newFollowCmd())
+	root.AddCommand(newReplayCmd(), newHookCmd(), newStatusLineCmd(), newServeCmd(), newDemoCmd(), newVersionCmd(), newPairCmd(), newLoginCmd(), newDevicesCmd(), newSessionsCmd(), newBackupCmd(), newDaemonCmd(), newAttachCmd(), newStatusCmd(), newFollowCmd(), newSetupCmd())
 	return root
 }
 

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/internal/config"
+	"github.com/ccrelay/ccrelay/seal"
+)
+
+// setupRig is a fresh HOME for ccrelay setup, with a fake systemctl on
+// PATH that runs a unit's ExecStart in the background as systemd would
+// (and stops it), and optionally a fake tailscale that records its
+// arguments and answers status --json with a given answer.
+type setupRig struct {
+	home, bin, cfg string
+	calls, tsCalls string // what systemctl and tailscale were asked
+	pidfile, log   string // the relay the fake systemd runs
+	port           int
+	env            []string
+}
+
+// tsRunning is tailscale status --json of a machine logged in, with
+// HTTPS certificates on.
+const tsRunning = `{"Version":"1.76.1","BackendState":"Running","Self":{"DNSName":"laptop.tail1234.ts.net.","HostName":"laptop","Online":true},"CertDomains":["laptop.tail1234.ts.net"],"CurrentTailnet":{"Name":"dev@example.com","MagicDNSSuffix":"tail1234.ts.net","MagicDNSEnabled":true}}`
+
+func newSetupRig(t *testing.T, tailscaleStatus string) *setupRig {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("the fake service manager is systemd's; TestServiceFor checks the others' files")
+	}
+	base := t.TempDir()
+	r := &setupRig{home: filepath.Join(base, "home"), bin: filepath.Join(base, "bin"), calls: filepath.Join(base, "systemctl.calls"),
+		tsCalls: filepath.Join(base, "tailscale.calls"), pidfile: filepath.Join(base, "relay.pid"), log: filepath.Join(base, "relay.log"), port: freePort(t)}
+	r.cfg = filepath.Join(r.home, ".config")
+	for _, d := range []string{r.home, r.bin} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	systemctl := `#!/bin/sh
+echo "$*" >> '` + r.calls + `'
+unit='` + filepath.Join(r.cfg, "systemd", "user") + `'/"$4"
+case "$2 $3" in
+"enable --now")
+	line=$(sed -n 's/^ExecStart=//p' "$unit")
+	eval "set -- $line"
+	nohup "$@" < /dev/null >> '` + r.log + `' 2>&1 &
+	echo $! > '` + r.pidfile + `' ;;
+"disable --now")
+	[ -f '` + r.pidfile + `' ] && kill "$(cat '` + r.pidfile + `')" ;;
+esac
+`
+	writeExec(t, filepath.Join(r.bin, "systemctl"), systemctl)
+	if tailscaleStatus != "" {
+		status := filepath.Join(base, "tailscale.json")
+		writeFile(t, status, []byte(tailscaleStatus))
+		writeExec(t, filepath.Join(r.bin, "tailscale"), `#!/bin/sh
+echo "$*" >> '`+r.tsCalls+`'
+case "$1" in
+status) cat '`+status+`' ;;
+serve) printf 'Available within your tailnet:\n\nhttps://laptop.tail1234.ts.net/\n|-- proxy %s\n\nServe started and running in the background.\n' "$3" ;;
+esac
+`)
+	}
+	r.env = []string{"HOME=" + r.home, "XDG_CONFIG_HOME=" + r.cfg, "PATH=" + r.bin + ":/usr/bin:/bin"}
+	t.Cleanup(func() { r.stopRelay(t) })
+	return r
+}
+
+func writeExec(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopRelay ends the relay the fake systemd started, and waits until it
+// is gone.
+func (r *setupRig) stopRelay(t *testing.T) {
+	b, err := os.ReadFile(r.pidfile)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(15 * time.Second)
+	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if t.Failed() {
+		log, _ := os.ReadFile(r.log)
+		t.Logf("the relay's log:\n%s", log)
+	}
+}
+
+// freePort is a TCP port free on 127.0.0.1 a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// setupRun is a ccrelay setup running in the background.
+type setupRun struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	more chan struct{} // a line came
+	done chan error
+}
+
+func (r *setupRig) startSetup(t *testing.T, args ...string) *setupRun {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"setup", "--port", strconv.Itoa(r.port)}, args...)...)
+	cmd.Dir = r.home
+	cmd.Env = r.env
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	s := &setupRun{cmd: cmd, more: make(chan struct{}, 1), done: make(chan error, 1)}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.out.WriteString(sc.Text() + "\n")
+			s.mu.Unlock()
+			select {
+			case s.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go func() { err := cmd.Wait(); pw.Close(); s.done <- err }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+	})
+	return s
+}
+
+func (s *setupRun) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
+}
+
+// waitFor waits until the output matches re, and returns the match.
+func (s *setupRun) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		if m := re.FindStringSubmatch(s.output()); m != nil {
+			return m
+		}
+		select {
+		case <-s.more:
+		case err := <-s.done:
+			s.done <- err
+			if m := re.FindStringSubmatch(s.output()); m != nil {
+				return m
+			}
+			t.Fatalf("setup ended (%v) without %s:\n%s", err, re, s.output())
+		case <-deadline:
+			t.Fatalf("setup printed no %s within %v:\n%s", re, within, s.output())
+		}
+	}
+}
+
+// wait waits for setup to end and returns its error.
+func (s *setupRun) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return err
+	case <-time.After(within):
+		t.Fatalf("setup did not end within %v:\n%s", within, s.output())
+		return nil
+	}
+}
+
+var pairLinkRe = regexp.MustCompile(`open:\s+(https://\S+#pair=\S+)`)
+
+// With tailscale installed and logged in, setup needs no flag: it runs the
+// relay as a user service on 127.0.0.1 behind tailscale serve, with the
+// tailnet name as its public URL; the phone's link is on that name;
+// once the phone pairs, its key is confirmed, the relay is remembered as
+// this machine's, and setup ends with the one line to run.
+func TestSetupTailscale(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	s := r.startSetup(t)
+	m := s.waitFor(t, pairLinkRe, time.Minute)
+	if !strings.HasPrefix(m[1], "https://laptop.tail1234.ts.net/#pair=") {
+		t.Errorf("the link is not on the tailnet name: %s", m[1])
+	}
+	local := loopbackURL("http", r.port)
+	phone, _ := seal.GenerateKeyPair()
+	if !pairAsApp(t, local, m[1], phone) {
+		t.Fatal("the app refused the pairing")
+	}
+	if err := s.wait(t, time.Minute); err != nil {
+		t.Fatalf("setup: %v\n%s", err, s.output())
+	}
+	out := s.output()
+	for _, want := range []string{"through Tailscale at https://laptop.tail1234.ts.net", "Paired \"phone\": its key is confirmed", "Remembered " + local, "\n  ccrelay\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("setup's output lacks %q:\n%s", want, out)
+		}
+	}
+	ts, _ := os.ReadFile(r.tsCalls)
+	if want := "status --json\nserve --bg " + local + "\n"; string(ts) != want {
+		t.Errorf("tailscale was asked:\n%s\nwant:\n%s", ts, want)
+	}
+	unit, err := os.ReadFile(filepath.Join(r.cfg, "systemd", "user", relayService.unit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"serve" "--data" "` + filepath.Join(r.home, ".local", "share", "ccrelay") + `"`, `"--listen" "127.0.0.1:` + strconv.Itoa(r.port) + `"`,
+		`"--behind-proxy" "127.0.0.1" "--public-url" "https://laptop.tail1234.ts.net"`} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit lacks %s:\n%s", want, unit)
+		}
+	}
+	calls, _ := os.ReadFile(r.calls)
+	if want := "--user daemon-reload\n--user enable --now ccrelay-relay.service\n"; string(calls) != want {
+		t.Errorf("systemctl calls:\n%s\nwant:\n%s", calls, want)
+	}
+	cfg, err := config.Load(filepath.Join(r.home, ".local", "state", "ccrelay"))
+	if err != nil || cfg.Relay != local || cfg.CAFile != "" {
+		t.Errorf("remembered %+v, %v; want %s", cfg, err, local)
+	}
+
+	// Again: the relay runs already and is used as it is.
+	s = r.startSetup(t)
+	m = s.waitFor(t, pairLinkRe, time.Minute)
+	if !strings.Contains(s.output(), "The relay runs already") {
+		t.Errorf("second setup:\n%s", s.output())
+	}
+	if !pairAsApp(t, local, m[1], phone) {
+		t.Fatal("the app refused the second pairing")
+	}
+	if err := s.wait(t, time.Minute); err != nil {
+		t.Fatalf("second setup: %v\n%s", err, s.output())
+	}
+	if calls2, _ := os.ReadFile(r.calls); string(calls2) != string(calls) {
+		t.Errorf("the second setup touched the service:\n%s", calls2)
+	}
+}
+
+// Each way's failure says what to do, before anything is started.
+func TestSetupFailuresSayWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		args         []string
+		want         string
+	}{
+		{"tailscale not installed", "", []string{"--tailscale"}, "tailscale is not installed (https://tailscale.com/download)"},
+		{"tailscale logged out", `{"BackendState":"NeedsLogin","CertDomains":null}`, []string{"--tailscale"}, "tailscale is NeedsLogin, not logged in: run tailscale up"},
+		{"tailscale without certificates", `{"BackendState":"Running","Self":{"DNSName":"laptop.tail1234.ts.net."}}`, nil, "turn on MagicDNS and HTTPS Certificates"},
+		{"tailscale daemon down", `not json`, []string{"--tailscale"}, "is tailscaled running?"},
+		{"two ways", "", []string{"--lan", "--tailscale"}, "choose one of --tailscale, --lan and --acme"},
+		{"acme without a name", "", []string{"--acme", "relay"}, "give the server's DNS name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newSetupRig(t, tc.status)
+			var ee *exec.ExitError
+			s := r.startSetup(t, tc.args...)
+			err := s.wait(t, time.Minute)
+			if !errors.As(err, &ee) || !strings.Contains(s.output(), tc.want) {
+				t.Errorf("setup %v: %v\n%s\nwant %q", tc.args, err, s.output(), tc.want)
+			}
+			if _, err := os.Stat(r.calls); err == nil {
+				t.Error("a service was started")
+			}
+		})
+	}
+}
+
+// A port another program holds is said, with what to do.
+func TestSetupPortTaken(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(r.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	s := r.startSetup(t)
+	if err := s.wait(t, time.Minute); err == nil || !strings.Contains(s.output(), "is taken by a program that is not a relay of ccrelay setup's") || !strings.Contains(s.output(), "--port") {
+		t.Errorf("setup with the port taken: %v\n%s", err, s.output())
+	}
+}
