@@ -127,7 +127,7 @@ func TestAppAccessible(t *testing.T) {
 			must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
 			check("a session")
 			screenshot(t, ctx, "a11y-session-"+th)
-			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "zebrafish"))
+			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), typeInto(`input[aria-label="Find in session"]`, "zebrafish"))
 			waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
 			check("a session with find")
 			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))

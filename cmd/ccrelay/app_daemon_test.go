@@ -42,7 +42,7 @@ func TestAppNewSessionSheet(t *testing.T) {
 		t.Fatal("the sheet names no machine")
 	}
 	// Search narrows the folders.
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`dialog[open] input[type=search]`), "zzz-nothing"))
+	must(t, ctx, typeInto(`dialog[open] input[type=search]`, "zzz-nothing"))
 	waitJS(t, ctx, "no folder matches", `!document.querySelector('dialog[open] .folder-list li[data-dir]')`)
 	must(t, ctx, setValue(`dialog[open] input[type=search]`, ""))
 
@@ -54,8 +54,8 @@ func TestAppNewSessionSheet(t *testing.T) {
 
 	// A folder outside the allowed ones, typed: refused, in the sheet.
 	outside := t.TempDir()
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`dialog[open] input[aria-label="Another folder"]`), outside),
-		chromedp.SendKeys(chromedp.CSS(`dialog[open] textarea[aria-label="First prompt"]`), "hello from the phone"),
+	must(t, ctx, typeInto(`dialog[open] input[aria-label="Another folder"]`, outside),
+		typeInto(`dialog[open] textarea[aria-label="First prompt"]`, "hello from the phone"),
 		chromedp.Click(chromedp.CSS(`dialog[open] .tab-body button.primary`)))
 	waitJS(t, ctx, "the refusal in the sheet", `(() => { const e = document.querySelector('dialog[open] .sheet-error'); return !!e && !e.hidden && e.textContent.includes('outside the folders this machine allows'); })()`)
 	screenshot(t, ctx, "new-session-refused")
@@ -95,7 +95,7 @@ func TestAppNewSessionSheet(t *testing.T) {
 	if b, _ := os.ReadFile(r.arglog); strings.Contains(string(b), `"--resume=`+past+`"`) {
 		t.Fatal("Claude resumed before any prompt")
 	}
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`textarea[aria-label="Prompt"]`), "carry on"), chromedp.Click(chromedp.CSS(`button[aria-label="Send"]`)))
+	must(t, ctx, typeInto(`textarea[aria-label="Prompt"]`, "carry on"), chromedp.Click(chromedp.CSS(`button[aria-label="Send"]`)))
 	waitJS(t, ctx, "the resumed session answers", `document.body.innerText.includes('carry on') && document.body.innerText.includes('hello from claude')`)
 	if b, _ := os.ReadFile(r.arglog); !strings.Contains(string(b), `"--resume=`+past+`"`) {
 		t.Fatalf("Claude was not resumed:\n%s", b)

@@ -279,7 +279,7 @@ func TestAppFindInSession(t *testing.T) {
 
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)))
 	waitJS(t, ctx, "the find bar focused", `document.activeElement === document.querySelector('input[aria-label="Find in session"]')`)
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "ZebraFish"))
+	must(t, ctx, typeInto(`input[aria-label="Find in session"]`, "ZebraFish"))
 	// where says where the current match is: count, then the unit holding it.
 	where := func() string {
 		return eval[string](t, ctx, `(() => {
@@ -314,7 +314,7 @@ func TestAppFindInSession(t *testing.T) {
 	screenshot(t, ctx, "find-phone")
 
 	// Enter goes to the previous match; no match says so.
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "\r"))
+	must(t, ctx, typeInto(`input[aria-label="Find in session"]`, "\r"))
 	if got := where(); got != "6 of 6|tool:true|zebrafish" {
 		t.Errorf("enter from the first shows %q", got)
 	}
@@ -328,7 +328,7 @@ func TestAppFindInSession(t *testing.T) {
 	}
 
 	// Escape closes: no highlight left, the text as it was.
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "\x1b"))
+	must(t, ctx, typeInto(`input[aria-label="Find in session"]`, "\x1b"))
 	waitJS(t, ctx, "the find bar closed", `document.querySelector('.find-bar').hidden`)
 	if got := eval[string](t, ctx, `document.querySelectorAll('mark.find-hit').length + '|' + document.querySelector('[data-turn="ctneedle"] .text').textContent`); got != "0|"+reply {
 		t.Errorf("after closing: %q", got)

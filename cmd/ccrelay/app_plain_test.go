@@ -153,7 +153,7 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	eval[bool](t, ctx, sentFrames)
 
 	const marker = "MARKER-7f3a-never-plaintext"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", marker), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the composer's note", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.length > 0 })()`)
 	note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`)
 	for _, want := range []string{"Not sent", "end-to-end encrypted", "no key", "ccrelay pair"} {
@@ -214,7 +214,7 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	waitJS(t, ctx, "the session known locked", fmt.Sprintf(`ccrelay.sessions.get(%q)?.info?.locked === true && !document.querySelector('.composer textarea').disabled`, id))
 	eval[bool](t, ctx, sentFrames)
 	const marker2 = "MARKER-9c1d-unconfirmed-device"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker2), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", marker2), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the composer's note", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.includes('--no-wait') })()`)
 	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != marker2 {
 		t.Errorf("the composer holds %q, not what was typed", v)
@@ -297,7 +297,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
 	eval[bool](t, ctx, sentFrames)
 	const m1 = "MARKER-plain-confirmed"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m1), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", m1), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the confirmation", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && !!n.querySelector('button.send-plain') })()`)
 	if note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`); !strings.Contains(note, "not end-to-end encrypted") {
 		t.Errorf("the note says %q", note)
@@ -319,7 +319,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+posing))
 	waitJS(t, ctx, "the plaintext header", `!!document.querySelector('.top-sub .chip.plain') && !document.querySelector('.composer textarea').disabled`)
 	const m2 = "MARKER-plain-posing"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m2), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", m2), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the refusal", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden })()`)
 	note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`)
 	if !strings.Contains(note, "laptop") || !strings.Contains(note, "Not sent") || eval[bool](t, ctx, `!!document.querySelector('.seal-note button.send-plain')`) {
@@ -346,7 +346,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+keyed))
 	waitJS(t, ctx, "the key that does not open", `ccrelay.skipped.some((s) => s.includes('does not open')) && !document.querySelector('.composer textarea').disabled`)
 	const m3 = "MARKER-keyed-plain"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), m3), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", m3), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the refusal", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden })()`)
 	if note := eval[string](t, ctx, `document.querySelector('.seal-note').textContent`); !strings.Contains(note, "no key") || eval[bool](t, ctx, `!!document.querySelector('.seal-note button.send-plain')`) {
 		t.Errorf("a session with a key that does not open: the note says %q", note)
@@ -440,7 +440,7 @@ func TestAppShowsRelayRefusalOfPlaintext(t *testing.T) {
 	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
 	eval[bool](t, ctx, sentFrames)
 	const marker = "MARKER-relay-refused"
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), marker), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", marker), chromedp.Click(chromedp.CSS("button.send")))
 	waitJS(t, ctx, "the relay's refusal in the composer", `(() => { const n = document.querySelector('.seal-note'); return !!n && !n.hidden && n.textContent.includes('end-to-end encrypted') })()`)
 	if v := eval[string](t, ctx, `document.querySelector('.composer textarea').value`); v != marker {
 		t.Errorf("the composer holds %q", v)

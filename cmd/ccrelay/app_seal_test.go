@@ -126,7 +126,7 @@ func TestAppSealedSession(t *testing.T) {
 	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: info})
 	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
 	waitJS(t, ctx, "the sealed title", `document.title.startsWith('the sealed title')`)
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "the sealed prompt of the phone"), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", "the sealed prompt of the phone"), chromedp.Click(chromedp.CSS("button.send")))
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)

@@ -576,7 +576,7 @@ func TestAppSteers(t *testing.T) {
 	r.open(t, ctx, id)
 
 	// A prompt.
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "run the tests"), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", "run the tests"), chromedp.Click(chromedp.CSS("button.send")))
 	cmd := cli.command(protocol.StatusDone, "")
 	if cmd.Kind != protocol.CommandPrompt || cmd.Text != "run the tests" {
 		t.Fatalf("command %+v", cmd)

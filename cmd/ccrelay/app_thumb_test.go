@@ -142,7 +142,7 @@ func TestAppTapTargets(t *testing.T) {
 	measure("the permission card, its forms open", ".perm", 6)
 	screenshot(t, ctx, "thumb-session")
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), chromedp.SendKeys(chromedp.CSS(`input[aria-label="Find in session"]`), "zebrafish"))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), typeInto(`input[aria-label="Find in session"]`, "zebrafish"))
 	waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
 	measure("the find bar", ".find-bar", 4)
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Close find"]`)))

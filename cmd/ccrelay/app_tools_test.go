@@ -819,12 +819,12 @@ func TestAppPermissionDenyReasonAndEdit(t *testing.T) {
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
 	waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-a"]')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm button.deny-why`)), chromedp.SendKeys(chromedp.CSS(`.perm .perm-reason-text`), "keep the cache"))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm button.deny-why`)), typeInto(`.perm .perm-reason-text`, "keep the cache"))
 	perm("req-a", "rm -rf build") // announced again while typing
 	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "model": "opus", "permissions": []map[string]any{
 		{"id": "req-a", "tool": "Bash", "input": map[string]any{"command": "rm -rf build", "description": "Clean"}}}})
 	screenshot(t, ctx, "permission-reason-phone")
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS(`.perm .perm-reason-text`), " please"), chromedp.Click(chromedp.CSS(`.perm-reason button.deny`)))
+	must(t, ctx, typeInto(`.perm .perm-reason-text`, " please"), chromedp.Click(chromedp.CSS(`.perm-reason button.deny`)))
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-a" || c.Allow || c.Reason != "keep the cache please" {
 		t.Fatalf("answer %+v", c)
 	}

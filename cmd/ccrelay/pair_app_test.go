@@ -74,7 +74,7 @@ func TestAppPairsOverHTTPS(t *testing.T) {
 
 	must(t, ctx, chromedp.Click(row))
 	waitJS(t, ctx, "the session rendered", `document.body.dataset.rendered === "`+id+`"`)
-	must(t, ctx, chromedp.SendKeys(chromedp.CSS("textarea"), "run the tests"), chromedp.Click(chromedp.CSS("button.send")))
+	must(t, ctx, typeInto("textarea", "run the tests"), chromedp.Click(chromedp.CSS("button.send")))
 	// The session is not encrypted (its machine trusts no device): the
 	// paired phone sends to it once the person confirms.
 	waitJS(t, ctx, "the confirmation", `!!document.querySelector('.seal-note:not([hidden]) button.send-plain')`)
