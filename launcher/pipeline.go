@@ -144,7 +144,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 			continue // mapped from stream-json in remote mode
 		}
 		if !r.Replayed {
-			envs = append(envs, p.adopt(session, m)...)
+			envs = append(envs, p.adoptBefore(session, m, r.Record)...)
 		}
 		out := m.Map(r.Record)
 		if !r.Replayed {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -107,12 +108,31 @@ func (p *Pipeline) adopt(session string, m *mapper.Mapper) []protocol.Envelope {
 	return m.Orphan(ot, StoppedCut)
 }
 
+// adoptBefore is adopt before rec, a record the scanner delivers that
+// is not replayed: the turn an earlier run left open waits while rec may
+// be one whose envelopes that run appended (written no later than the
+// turn's time) and the mapper has not rebuilt that turn yet
+// (mapper.Rebuilt). Called with mu held.
+func (p *Pipeline) adoptBefore(session string, m *mapper.Mapper, rec *claude.Record) []protocol.Envelope {
+	ot, ok := p.orphans[session]
+	if !ok {
+		return nil
+	}
+	if ot.Time > 0 && rec.Timestamp > 0 && rec.Timestamp <= ot.Time && !m.Rebuilt(ot) {
+		return nil
+	}
+	return p.adopt(session, m)
+}
+
 // saveTurn writes the session's open turn to the turns file when it
 // changed. Called with mu held, after an append.
 func (p *Pipeline) saveTurn(session string) {
 	m := p.mappers[session]
 	if p.turnsPath == "" || m == nil {
 		return
+	}
+	if _, waiting := p.orphans[session]; waiting {
+		return // the mapper rebuilds what the app has: the kept turn stands
 	}
 	ot := m.Open()
 	if ot.Equal(p.saved[session]) {

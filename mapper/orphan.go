@@ -20,6 +20,11 @@ type OpenTurn struct {
 	// answered, as far as what it printed tells, and the turn ends
 	// completed, as replay ends it.
 	Unfinished bool `json:"unfinished,omitempty"`
+	// Time (Unix ms) is the latest record time the mapper had seen when
+	// the turn took this state (0: unknown). A record of the session
+	// written later was not mapped then, so it is not part of what the
+	// app was sent (see Rebuilt).
+	Time int64 `json:"time,omitempty"`
 }
 
 // OpenCall is a call without a result.
@@ -34,7 +39,7 @@ func (m *Mapper) Open() OpenTurn {
 	if m.turn == "" {
 		return OpenTurn{}
 	}
-	ot := OpenTurn{Turn: m.turn, Unfinished: m.Unfinished()}
+	ot := OpenTurn{Turn: m.turn, Unfinished: m.Unfinished(), Time: m.lastTime}
 	for _, c := range m.calls {
 		ot.Calls = append(ot.Calls, OpenCall{ID: c.id, Parent: c.parent, Hidden: c.hidden})
 	}
@@ -46,7 +51,8 @@ func (m *Mapper) Open() OpenTurn {
 	return ot
 }
 
-// Equal reports whether two open turns are the same.
+// Equal reports whether two open turns are the same turn in the same
+// state (their times aside).
 func (o OpenTurn) Equal(p OpenTurn) bool {
 	if o.Turn != p.Turn || o.Unfinished != p.Unfinished || len(o.Calls) != len(p.Calls) || !slices.Equal(o.Subagents, p.Subagents) {
 		return false
@@ -76,7 +82,7 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 		m.turn, m.unanswered = ot.Turn, ""
 		return nil
 	}
-	if m.turn == ot.Turn && !m.lacksCalls(ot) {
+	if m.Rebuilt(ot) {
 		// Rebuilt open from the transcript, which holds every call the app
 		// saw: what Claude wrote of the turn and was not sent yet continues
 		// it, and what ends it in replay (the next prompt, the resumed
@@ -110,6 +116,23 @@ func (m *Mapper) Orphan(ot OpenTurn, c Cut) []protocol.Envelope {
 		m.closeTurn(protocol.StatusCompleted)
 	}
 	return m.result()
+}
+
+// Rebuilt reports whether the mapper has ot open with every call of it
+// (open, or ended since): what it maps next continues the turn the app
+// sees open, and Orphan adds nothing.
+//
+// Records the app was sent can come again after a restart, not as
+// replayed: the open turn is kept after every append that changes it,
+// while the scanner's cursor can stand before records whose envelopes
+// were appended (remote mode appends what Claude prints while the
+// scanner's copy is held; a scanner saves its cursor after the append).
+// Mapped again, they rebuild ot; their envelopes have the ids that were
+// sent. Orphan is due only once the mapper rebuilt ot, or before a record
+// written after ot.Time, which the app was not sent: ending ot before the
+// records that rebuild it cut calls whose results the transcript holds.
+func (m *Mapper) Rebuilt(ot OpenTurn) bool {
+	return ot.Turn != "" && m.turn == ot.Turn && !m.lacksCalls(ot)
 }
 
 // lacksCalls reports whether ot has a call the mapper does not know: one the
