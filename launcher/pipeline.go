@@ -179,6 +179,7 @@ func (p *Pipeline) holdRemote(ctx context.Context, session string, m *mapper.Map
 		since, ok := p.held[session]
 		if !ok {
 			p.held[session] = p.now()
+			crashpoint.Hit(crashpoint.RemoteHeld)
 			return scanner.ErrHold
 		}
 		if p.now().Sub(since) < RemoteHoldWindow {

@@ -67,6 +67,10 @@ const (
 	// from Claude's stream-json to the outbox; the scanner's copy of those
 	// records is not passed yet.
 	RemoteMapped = "remote-mapped"
+	// RemoteHeld: the scanner read a conversation record of a session
+	// remote mode drives whose stream-json copy is not in the outbox yet,
+	// and holds its batch (the scanner's cursor stays before it).
+	RemoteHeld = "remote-held"
 	// BackToLocal: remote mode gave the session back to the terminal (its
 	// Claude stopped, its turn ended); local mode has not started.
 	BackToLocal = "back-to-local"
@@ -75,7 +79,7 @@ const (
 // Steps lists every step.
 var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
 	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed, LedgerBegun, LedgerFinished, RelayCommandAdded,
-	RelayCommandMoved, RemoteMapped, BackToLocal}
+	RelayCommandMoved, RemoteMapped, RemoteHeld, BackToLocal}
 
 var (
 	once   sync.Once
