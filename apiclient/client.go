@@ -44,7 +44,11 @@ type Config struct {
 	// connected to as soon as it answers again, whatever the backoff.
 	MinBackoff, MaxBackoff time.Duration
 	ProbeInterval          time.Duration
-	Logger                 *slog.Logger
+	// AnswerTimeout bounds how long a relay that took the connection has
+	// to answer (a ping) before it counts as not reached (default
+	// dialTimeout).
+	AnswerTimeout time.Duration
+	Logger        *slog.Logger
 	// Keyring, when set, is the machine's end-to-end state: the client
 	// sends the relay the keys of sealed sessions, wrapped for the devices
 	// it trusts (the outbox seals with the same keyring).
@@ -167,6 +171,9 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	}
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.AnswerTimeout <= 0 {
+		cfg.AnswerTimeout = dialTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -539,6 +546,9 @@ type dialError struct {
 	url    string
 	err    error
 	status int // the HTTP status of a refused upgrade, or 0
+	// silent: the relay took the connection but did not answer within
+	// this long.
+	silent time.Duration
 }
 
 func (e *dialError) Error() string { return e.err.Error() }
@@ -549,6 +559,8 @@ func (e *dialError) reason() string {
 	var dns *net.DNSError
 	var ne net.Error
 	switch {
+	case e.silent != 0:
+		return "it took the connection but did not answer within " + e.silent.String() + " (is the relay, or a proxy in front of it, stuck, or its machine gone or asleep?)"
 	case e.status != 0:
 		return fmt.Sprintf("it answered HTTP %d %s instead of accepting the connection (is that the relay's address?)", e.status, http.StatusText(e.status))
 	case errors.Is(e.err, context.DeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout() && !errors.As(e.err, &dns):
@@ -583,11 +595,6 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 		return de
 	}
 	defer ws.CloseNow()
-	*upSince = time.Now()
-	if c.unreachable {
-		c.unreachable = false
-		c.notice("ccrelay: reached the relay at %s again; sending what waited", c.cfg.URL)
-	}
 	ws.SetReadLimit(16 << 20)
 	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{})}
 	defer func() {
@@ -598,6 +605,24 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	rctx, stopRead := context.WithCancel(ctx)
 	defer stopRead()
 	go c.read(rctx, cn)
+	// A relay that took the connection answers a ping at once; one that
+	// does not (its machine gone after the upgrade, a relay or a proxy
+	// stuck) is not reached: said as such, instead of waiting silently
+	// for the reply to a frame.
+	pctx, cancel := context.WithTimeout(ctx, c.cfg.AnswerTimeout)
+	err = ws.Ping(pctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &dialError{url: c.cfg.URL, err: fmt.Errorf("connect to %s: no answer: %w", c.cfg.URL, err), silent: c.cfg.AnswerTimeout}
+	}
+	*upSince = time.Now()
+	if c.unreachable {
+		c.unreachable = false
+		c.notice("ccrelay: reached the relay at %s again; sending what waited", c.cfg.URL)
+	}
 	c.mu.Lock()
 	c.conn = cn
 	c.mu.Unlock()

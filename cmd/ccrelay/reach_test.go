@@ -7,13 +7,22 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"io"
+	"log"
 	"math/big"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/ccrelay/ccrelay/internal/config"
 )
@@ -166,4 +175,54 @@ func TestSessionsDefaultRelay(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("sessions ls with no flag: %+v", res)
 	}
+}
+
+// replay --to says at once (within the 10 s a relay has to answer) that a
+// relay at an https URL which takes the connection and then never answers
+// cannot be reached, and why: a relay whose machine went away after the
+// upgrade, or a relay or proxy that is stuck. Without the fix only a
+// failure to connect was said: replay waited silently for the reply to
+// its first frame (30 s), then connected again, silently, for as long as
+// the relay took connections (and a relay gone for good took the 10 s of
+// a failed connection more before the first word: 40 s).
+func TestReplayToSaysWhenRelayDoesNotAnswer(t *testing.T) {
+	var mu sync.Mutex
+	var held []*websocket.Conn
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		held = append(held, ws) // never read: no pong, no reply
+		mu.Unlock()
+		<-r.Context().Done()
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.CloseNow()
+		}
+	}()
+	dir := t.TempDir()
+	certFile, tok := filepath.Join(dir, "relay.pem"), filepath.Join(dir, "token")
+	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "replay", "--format", "jsonl", "--to", srv.URL, "--relay-token-file", tok, "--state", t.TempDir(),
+		corpus+"/public/claude-code-log/test/test_data/sidechain.jsonl")
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "SSL_CERT_FILE=" + certFile}
+	errs := watchStderr(t, cmd)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	errs.waitFor(t, "cannot reach the relay at "+srv.URL+": it took the connection but did not answer within 10s")
+	t.Logf("said after %v:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(errs.all, "\n"))
 }

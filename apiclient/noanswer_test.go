@@ -1,0 +1,101 @@
+package apiclient
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// A relay that takes the connection and then never answers (its machine
+// gone or asleep after the upgrade, a relay or a proxy stuck) is said at
+// once, as a relay that cannot be reached, and then when it answers again.
+// Before, only a failure to connect was said: the client waited 30 s for
+// the reply to its first frame, silently, and connected again, silently,
+// for as long as the relay took connections (a relay gone for good then
+// needed the 10 s of a failed connection more: 40 s without a word).
+func TestClientSaysWhenRelayDoesNotAnswer(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		answer bool              // the relay reads (and so answers pings) from now on
+		conns  []*websocket.Conn // held open, unread, until the test ends
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		reads := answer
+		conns = append(conns, ws)
+		mu.Unlock()
+		if reads {
+			for {
+				if _, _, err := ws.Read(r.Context()); err != nil {
+					return
+				}
+			}
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	ctx := context.Background()
+	box.Append(ctx, sessN, envs(sessN, 0, 3))
+	var notices logRecords
+	logs := failureLogs(t)
+	cl := NewClient(Config{URL: srv.URL, Token: token, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		AnswerTimeout: time.Second, Logger: logs.logger(), Notice: &notices}, box)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cl.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+
+	start := time.Now()
+	waitNotice := func(s string) time.Duration {
+		t.Helper()
+		for !strings.Contains(notices.String(), s) {
+			if time.Since(start) > 45*time.Second {
+				t.Fatalf("after %v the user heard %q; want %q", time.Since(start).Round(time.Millisecond), notices.String(), s)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+	took := waitNotice("cannot reach the relay at " + srv.URL)
+	t.Logf("said after %v: %s", took.Round(time.Millisecond), notices.String())
+	for _, w := range []string{"took the connection but did not answer within 1s", "retrying in the background"} {
+		if !strings.Contains(notices.String(), w) {
+			t.Errorf("the user heard %q; want it to say %q", notices.String(), w)
+		}
+	}
+	if took > 20*time.Second {
+		t.Errorf("said after %v; want about AnswerTimeout (1s)", took)
+	}
+	if strings.Contains(notices.String(), "reached the relay") {
+		t.Errorf("said the relay was reached before it answered: %q", notices.String())
+	}
+	mu.Lock()
+	answer = true
+	mu.Unlock()
+	waitNotice("reached the relay at " + srv.URL + " again")
+	if n := strings.Count(notices.String(), "cannot reach"); n != 1 {
+		t.Errorf("said %d times that the relay cannot be reached (once per outage): %q", n, notices.String())
+	}
+}
