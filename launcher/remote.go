@@ -196,9 +196,12 @@ type item struct {
 	session string
 	close   protocol.TurnStatus
 	cut     *mapper.Cut // the turn Claude left unfinished
-	cost    float64     // with close: what the turn cost (USD), 0 when unknown
-	time    int64
-	state   *SessionState // the session's state, told to the app in turn
+	// stop: recs are what Claude printed while being stopped; only those
+	// its transcript holds go out (remote_stopout.go).
+	stop  *stopOutput
+	cost  float64 // with close: what the turn cost (USD), 0 when unknown
+	time  int64
+	state *SessionState // the session's state, told to the app in turn
 }
 
 // NewRemote returns the remote driver of session id. Nothing starts until
@@ -317,7 +320,16 @@ func (r *Remote) deliver(items []item) {
 		case it.session != "":
 			r.target = it.session
 		case len(it.recs) > 0:
-			err = r.feed.MapRecords(ctx, r.target, it.recs)
+			recs := it.recs
+			if it.stop != nil {
+				var dropped int
+				if recs, dropped = it.stop.keep(recs); dropped > 0 {
+					r.log.Info("remote: Claude printed as it was stopped what its transcript does not hold; not sent", "session", r.target, "records", dropped)
+				}
+			}
+			if len(recs) > 0 {
+				err = r.feed.MapRecords(ctx, r.target, recs)
+			}
 		case it.note != "":
 			err = r.feed.Note(ctx, r.target, it.source, it.note, it.time)
 		case it.cut != nil:
@@ -490,7 +502,7 @@ func (r *Remote) start() (*process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.transcriptAt = at
+	p.transcriptAt, p.startAt = at, at
 	r.proc = p
 	r.log.Info("remote: started claude", "session", r.id, "pid", p.cmd.Process.Pid, "resume", resume)
 	go r.read(p)

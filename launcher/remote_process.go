@@ -37,10 +37,15 @@ type process struct {
 	// transcriptAt is the size of the session's transcript when this
 	// Claude started (-1: not known): what it writes comes after.
 	transcriptAt int64
-	exited       chan struct{} // stdout ended and the process was waited for
-	done         chan struct{} // exited and handled
-	stopping     atomic.Bool
-	waitErr      error
+	// startAt is where this Claude's part of the transcript starts (-1:
+	// not known); stopOut is what it printed while being stopped
+	// (remote_stopout.go).
+	startAt  int64
+	stopOut  stopOutput
+	exited   chan struct{} // stdout ended and the process was waited for
+	done     chan struct{} // exited and handled
+	stopping atomic.Bool
+	waitErr  error
 	// again are the prompts this Claude ended without taking, given to
 	// the next one (retake).
 	again retakes
@@ -58,7 +63,7 @@ func startProcess(bin string, args []string, dir string, env []string) (*process
 	// A command Claude ran in a session of its own can hold Claude's
 	// stderr after Claude is gone: Wait does not wait for it past this.
 	cmd.WaitDelay = outputHoldTimeout
-	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}), transcriptAt: -1,
+	p := &process{cmd: cmd, stderr: &tailBuffer{max: 4096}, echo: make(chan struct{}), transcriptAt: -1, startAt: -1,
 		exited: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if p.stdin, err = cmd.StdinPipe(); err != nil {

@@ -22,6 +22,9 @@ func (r *Remote) exitedWith(p *process, leftover, taken []*claude.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushMessage()
+	// What p printed while being stopped goes now, as far as its
+	// transcript holds it (settled).
+	r.q.Release(p.stopKey())
 	for _, x := range leftover {
 		r.q.Push(item{recs: r.conv.conversation(x)})
 	}

@@ -280,7 +280,7 @@ func (r *Remote) moveTo(p *process, id string) {
 	}
 	clear(r.repaired)
 	// The prompts this Claude takes from now on are in the new transcript.
-	p.transcriptAt = 0
+	p.transcriptAt, p.startAt = 0, 0
 	p.newTranscript()
 	if rec := r.clearCmd; rec != nil {
 		r.clearCmd = nil

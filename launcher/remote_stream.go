@@ -54,6 +54,7 @@ func (r *Remote) read(p *process) {
 	leftover := r.files.endAll()
 	var taken []*claude.Record
 	p.wait(func() { taken = r.takenAtExit(p) })
+	p.stopOut.settle(r.transcript(), p.startAt)
 	r.exitedWith(p, leftover, taken)
 	close(p.done)
 }
@@ -388,6 +389,10 @@ func (r *Remote) dispatch(p *process, m *claude.StreamMessage, extra []*claude.R
 // top-level tool call waits briefly for its permission request or result.
 func (r *Remote) push(m *claude.StreamMessage) {
 	recs := r.conv.Convert(m)
+	if p := r.proc; p != nil && p.holdsStopOutput() {
+		r.holdStopOutput(p, recs)
+		return
+	}
 	if held := heldCall(m.Record); held != "" {
 		r.q.PushHeld(item{recs: recs}, held, r.opts.ToolHold)
 	} else {

@@ -197,3 +197,63 @@ func TestStopMidToolEndsCallAsReplay(t *testing.T) {
 		}
 	}
 }
+
+// Claude is stopped while it runs a tool, and as the SIGTERM ends it, it
+// prints the tool's result and exits without writing it to its transcript
+// (Claude Code 2.1.330, stopped with the daemon that ran its session, at
+// times: "Exit code 137"). The resumed Claude does not know that result:
+// it records its repair of the call, and replay ends the call with it. The
+// call ends once, with replay's id (the cut's, not the printed result's),
+// and everything the app got is in replay, in replay's order.
+func TestStopMidToolResultPrintedNotWritten(t *testing.T) {
+	tool := longTool("toolu_long")
+	tool["tool"].(map[string]any)["termResult"] = "Exit code 137"
+	rig := newRemoteRig(t, map[string]any{"turns": []any{steps(tool)}}, RemoteOptions{})
+	rig.prompt("run it")
+	rig.until("the call", has("TCS(toolu_long Bash)", 1))
+	if !rig.r.StopCut(mapper.Cut{Status: protocol.StatusFailed, Result: "stopped with the session; the tool did not finish.",
+		Note: "The session was stopped."}) {
+		t.Fatal("no turn was open when Claude was stopped")
+	}
+	path := claude.TranscriptPath(rig.r.opts.ProjectDir, rigSession)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "Exit code 137") {
+		t.Fatal("the fake Claude wrote the result it prints when it is stopped")
+	}
+	// The resumed Claude's repair of the call.
+	repair := `{"type":"user","uuid":"r1","sessionId":"` + rigSession + `","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_long","is_error":true,"content":"[Tool call interrupted: the session ended before this call's result was recorded, so its outcome is unknown.]"}]}}` + "\n" +
+		`{"type":"assistant","uuid":"n1","sessionId":"` + rigSession + `","message":{"id":"x1","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]}}` + "\n"
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(repair); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	live := rig.checkTurns()
+	d := describeAll(live)
+	if n := count(d, "TCE(toolu_long"); n != 1 {
+		t.Fatalf("the call ended %d times: %q", n, d)
+	}
+	want := replayFiles(t, path)
+	at := map[string]int{}
+	for i, e := range want {
+		at[e.ID] = i
+	}
+	last := -1
+	for i, e := range live {
+		j, ok := at[e.ID]
+		if !ok {
+			t.Errorf("live envelope %d (%s) is not in replay\nlive:   %q\nreplay: %q", i, d[i], d, describeAll(want))
+			continue
+		}
+		if j < last {
+			t.Errorf("live envelope %d (%s) comes in another order than in replay", i, d[i])
+		}
+		last = j
+	}
+}

@@ -196,7 +196,9 @@ func run(sigs chan os.Signal) error {
 			os.Exit(1)
 		}
 		go func() {
-			exitOn(<-sigs, sigs)
+			sig := <-sigs
+			terminating(sig)
+			exitOn(sig, sigs)
 		}()
 		// The transcript is made when the first record is written.
 		return runStream(session, &lazyFile{path: transcript}, os.Getenv("FAKE_CLAUDE_STREAM"), streamModel, streamMode2, resuming && !forking)

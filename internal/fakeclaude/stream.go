@@ -31,6 +31,7 @@ package main
 //	{"text": "…"}                     an assistant text message
 //	{"stream": "a b c", "chunkMs": 20} text streamed word by word (stream_event deltas), then the message
 //	{"tool": {...}}                    a tool call, see tool; with "ask" a can_use_tool request first
+//	                                   (with "termResult" its result is printed, not written, on SIGTERM)
 //	                                   (an id ending in "*" is made unique per call, its request too)
 //	{"askPair": [{...}, {...}]}        two tool calls asked at once, answered in any order
 //	{"agent": {...}}                   an Agent call (background unless "foreground")
@@ -67,6 +68,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -116,6 +119,11 @@ type tool struct {
 	Parent string          `json:"parent"`
 	Agent  string          `json:"agentId"`
 	RunMS  int             `json:"runMs"` // how long the tool runs (interruptible)
+	// TermResult: a SIGTERM while the tool runs makes Claude print the
+	// tool's result with this text (an error) and exit, without writing
+	// the result to its transcript, as Claude Code 2.1.330 stopped mid-tool
+	// does at times ("Exit code 137").
+	TermResult string `json:"termResult"`
 	// unique is set for an id ending in "*": the star becomes a suffix
 	// unique to this call, and the request asking for it is named after it
 	// (ids that stay unique across prompts and restarted processes).
@@ -155,6 +163,32 @@ type streamer struct {
 	lastUUID   string
 	onStop     []step  // played after a stop_task (owned by the stdin reader)
 	cost       float64 // total_cost_usd so far: Claude reports the process's running total
+	// running is the tool running now whose result a SIGTERM prints
+	// (TermResult), or nil.
+	termMu  sync.Mutex
+	running *tool
+}
+
+// playing is the streamer of this process, for terminating.
+var playing atomic.Pointer[streamer]
+
+// terminating is called with the signal that ends the process: a SIGTERM
+// while a tool with a TermResult runs prints that result, not written to
+// the transcript.
+func terminating(sig os.Signal) {
+	s := playing.Load()
+	if s == nil || sig != syscall.SIGTERM {
+		return
+	}
+	s.termMu.Lock()
+	t := s.running
+	s.termMu.Unlock()
+	if t == nil {
+		return
+	}
+	s.emit(map[string]any{"type": "user", "uuid": claude.NewSessionID(), "timestamp": time.Now().UTC().Format(time.RFC3339Nano),
+		"parent_tool_use_id": nil, "message": map[string]any{"role": "user", "content": []map[string]any{{
+			"type": "tool_result", "tool_use_id": t.ID, "content": t.TermResult, "is_error": true}}}}, false)
 }
 
 // transcriptFile is where the session's records go.
@@ -183,6 +217,7 @@ func runStream(session string, transcript transcriptFile, path, model, permMode 
 	if sc.Repair && resumed {
 		s.repair()
 	}
+	playing.Store(s)
 	go s.readStdin()
 	// Turns count across processes of the session (a resumed session goes
 	// on with the next turn of the script).
@@ -542,7 +577,16 @@ func (s *streamer) answered(t tool, a map[string]any) {
 		if out == "" {
 			out = "done"
 		}
-		if !s.wait(time.Duration(t.RunMS) * time.Millisecond) {
+		if t.TermResult != "" {
+			s.termMu.Lock()
+			s.running = &t
+			s.termMu.Unlock()
+		}
+		ran := s.wait(time.Duration(t.RunMS) * time.Millisecond)
+		s.termMu.Lock()
+		s.running = nil
+		s.termMu.Unlock()
+		if !ran {
 			s.toolResult(t.ID, t.Parent, t.Agent, "The user doesn't want to proceed with this tool use. The tool use was rejected.", true, nil)
 			s.cut(true)
 			panic(errCut)
