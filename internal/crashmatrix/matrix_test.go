@@ -101,11 +101,7 @@ var matrix = []struct{ who, phase string }{
 	{"daemon", "after-init-before-transcript"},
 	{"daemon", "waiting-for-model"},
 	{"daemon", "streaming"},
-	// {"daemon", "mid-tool"} is out for now: on a loaded machine (1 of 2
-	// whole-suite runs) the resumed Claude's repair of the call comes out
-	// as a second end after the turn the daemon's death ended, with another
-	// id. TestDaemonKilledMidTool and TestRealClaudeDaemonKilledMidTool
-	// cover the rest of that case.
+	{"daemon", "mid-tool"},
 	{"daemon", "waiting-for-permission"},
 	{"claude-then-prompt", "waiting-for-model"},
 	{"claude-then-prompt", "mid-tool"},
