@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // How an envelope's body is kept on disk (envelopes.body). An envelope's
@@ -148,9 +150,7 @@ func sealedBytes(text []byte) ([]byte, bool) {
 	return b, true
 }
 
-func base64URLByte(c byte) bool {
-	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
-}
+func base64URLByte(c byte) bool { return protocol.IsBase64URLByte(c) }
 
 var errBadBody = errors.New("stored envelope body is damaged")
 

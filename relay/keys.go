@@ -184,8 +184,7 @@ func isBase64URL(s string, n int) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if !protocol.IsBase64URLByte(s[i]) {
 			return false
 		}
 	}
