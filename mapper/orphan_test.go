@@ -3,6 +3,7 @@ package mapper
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -69,5 +70,42 @@ func TestOrphanFinished(t *testing.T) {
 	}
 	if got := want[len(want)-3:]; got[0].ID != out[0].ID || got[1].ID != out[1].ID || got[0].Turn != out[0].Turn {
 		t.Fatalf("live %q, replay %q", describeAll(out), describeAll(got))
+	}
+}
+
+// An open turn carries the latest record time the mapper had seen, and
+// two states of a turn that differ only in it are equal: the launcher
+// rewrites its turns file only when the turn's state changes, not after
+// every record. A fresh mapper has rebuilt the turn once it has it open
+// with every call, ended or not.
+func TestOpenTurnTimeAndRebuilt(t *testing.T) {
+	m := New(testSession)
+	feed(t, m, r("type", "user", "uuid", "p1", "timestamp", "2026-11-22T10:00:00.000Z", "message", msg("user", "look")),
+		r("type", "assistant", "uuid", "a1", "timestamp", "2026-11-22T10:00:01.000Z", "message", msg("assistant", bl(toolUse("t1", "Bash", nil)))))
+	ot := m.Open()
+	if want := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC).UnixMilli(); ot.Time != want {
+		t.Fatalf("time %d, want %d", ot.Time, want)
+	}
+	feed(t, m, r("type", "assistant", "uuid", "a2", "timestamp", "2026-11-22T10:00:02.000Z", "message", msg("assistant", bl(text("still")))))
+	if later := m.Open(); later.Time == ot.Time || !later.Equal(ot) {
+		t.Fatalf("%+v after a text, %+v before: want equal, at a later time", later, ot)
+	}
+	next := New(testSession)
+	steps := []struct {
+		rec  string
+		want bool
+	}{
+		{r("type", "user", "uuid", "p1", "message", msg("user", "look")), false},
+		{r("type", "assistant", "uuid", "a1", "message", msg("assistant", bl(toolUse("t1", "Bash", nil)))), true},
+		{r("type", "user", "uuid", "r1", "message", msg("user", bl(toolResult("t1", "done", false)))), true},
+	}
+	for i, s := range steps {
+		feed(t, next, s.rec)
+		if got := next.Rebuilt(ot); got != s.want {
+			t.Fatalf("after record %d: rebuilt %v, want %v", i+1, got, s.want)
+		}
+	}
+	if next.Rebuilt(OpenTurn{}) {
+		t.Fatal("no turn counts as rebuilt")
 	}
 }
