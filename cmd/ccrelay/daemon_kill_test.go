@@ -45,15 +45,17 @@ func sessionProcesses(session string) []int {
 // wrote, ends), stops its Claude without waiting for the tool, says why,
 // and exits; the list shows neither as busy any more, each with the
 // reason; the machine entry shows its daemon gone and lists no running
-// session; every session announced the daemon's --name as its machine.
-// Measured: the time from the kill to the last Claude gone and to the
-// last session's ccrelay gone.
+// session; every session announced the daemon's --name as its machine;
+// each call ends with the stop's result, not with the one Claude prints as
+// SIGTERM ends it and never records (Claude Code 2.1.330 at times: "Exit
+// code 137"), which the resumed Claude repairs. Measured: the time from
+// the kill to the last Claude gone and to the last session's ccrelay gone.
 func TestDaemonKilledMidTool(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("needs /proc to find the sessions' processes")
 	}
 	r := newDaemonRig(t, "--cli-gone-after", "2s")
-	os.WriteFile(r.script, []byte(`{"turns":[{"steps":[{"text":"running it"},{"tool":{"id":"toolu_long*","name":"Bash","input":{"command":"sleep 600"},"runMs":600000}}]}]}`), 0o644)
+	os.WriteFile(r.script, []byte(`{"turns":[{"steps":[{"text":"running it"},{"tool":{"id":"toolu_long*","name":"Bash","input":{"command":"sleep 600"},"runMs":600000,"termResult":"Exit code 137"}}]}]}`), 0o644)
 	r.startDaemon("--name", "orchard-box")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -148,6 +150,13 @@ func TestDaemonKilledMidTool(t *testing.T) {
 				toolTurn = e.Turn
 			case e.Ev.T == protocol.KindToolCallEnd:
 				calls[e.Ev.Call]++
+				if e.Ev.Result == nil || *e.Ev.Result != daemonCutResult {
+					res := "none"
+					if e.Ev.Result != nil {
+						res = *e.Ev.Result
+					}
+					t.Errorf("session %s: call %s ended with the result %q, want the stop's %q", s, e.Ev.Call, res, daemonCutResult)
+				}
 			case e.Ev.T == protocol.KindService && strings.Contains(e.Ev.Text, "daemon that ran this session stopped"):
 				noteTurn = e.Turn
 			case e.Ev.T == protocol.KindTurnEnd:
