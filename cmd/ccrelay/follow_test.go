@@ -1,0 +1,116 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/internal/hooksettings"
+)
+
+// ccrelay follow install and uninstall on the user's settings: merged and
+// given back byte for byte, or refused untouched with a message that says
+// what is wrong and what to do.
+func TestFollowInstallCommand(t *testing.T) {
+	cases := []struct {
+		name, settings string
+		refused        string // what the refusal says ("": installed)
+	}{
+		{"no settings yet", "", ""},
+		{"settings with unknown keys", "{\n  \"model\": \"opus\",\n  \"someFutureKey\": {\"x\": [1, 2.50, \"<&>\"]}\n}\n", ""},
+		{"invalid JSON", "{\"model\": \"opus\",,}\n", "is not valid JSON"},
+		{"hooks of another shape", "{\"hooks\": [\"x\"]}\n", "hooks is not an object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			home, state := t.TempDir(), t.TempDir()
+			settings := filepath.Join(home, ".claude", "settings.json")
+			if tc.settings != "" {
+				os.MkdirAll(filepath.Dir(settings), 0o700)
+				if err := os.WriteFile(settings, []byte(tc.settings), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			follow := func(args ...string) (string, error) {
+				cmd := exec.Command(binary, append([]string{"follow"}, args...)...)
+				cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+				out, err := cmd.CombinedOutput()
+				return string(out), err
+			}
+			out, err := follow("install", "--state", state)
+			if tc.refused != "" {
+				if err == nil || !strings.Contains(out, tc.refused) || !strings.Contains(out, settings) || !strings.Contains(out, "nothing was changed") {
+					t.Fatalf("install: %v\n%s\nwant a refusal naming %s and saying %q", err, out, settings, tc.refused)
+				}
+				if b, _ := os.ReadFile(settings); string(b) != tc.settings {
+					t.Fatalf("a refused file was changed: %q", b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("install: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "No relay is set up yet") {
+				t.Errorf("install without a relay does not say so:\n%s", out)
+			}
+			b, err := os.ReadFile(settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := hooksettings.Parse(b)
+			if err != nil || s.Count("SessionStart", isFollowHook) != 1 || !strings.Contains(string(b), binaryPath(t)) || !strings.Contains(string(b), state) {
+				t.Fatalf("installed settings (%v):\n%s", err, b)
+			}
+			if strings.Contains(tc.settings, "someFutureKey") && !strings.Contains(string(b), `"someFutureKey": {`) {
+				t.Fatalf("an unknown key was lost:\n%s", b)
+			}
+			if out, _ := follow(); !strings.Contains(out, "are followed") {
+				t.Errorf("ccrelay follow after install: %s", out)
+			}
+			if out, err := follow("uninstall"); err != nil || !strings.Contains(out, "as it was") {
+				t.Fatalf("uninstall: %v\n%s", err, out)
+			}
+			got, err := os.ReadFile(settings)
+			if tc.settings == "" {
+				if !os.IsNotExist(err) {
+					t.Fatalf("a settings file install made is left: %q (%v)", got, err)
+				}
+			} else if string(got) != tc.settings {
+				t.Fatalf("after uninstall:\n%q\nwant, byte for byte:\n%q", got, tc.settings)
+			}
+			if out, _ := follow(); !strings.Contains(out, "not followed") {
+				t.Errorf("ccrelay follow after uninstall: %s", out)
+			}
+		})
+	}
+}
+
+// binaryPath is the test binary's path as the hook names it (symbolic
+// links resolved).
+func binaryPath(t *testing.T) string {
+	p, err := filepath.EvalSymlinks(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestIsFollowHook(t *testing.T) {
+	for _, tc := range []struct {
+		hook map[string]any
+		want bool
+	}{
+		{map[string]any{"type": "command", "command": "'/usr/local/bin/ccrelay' follow hook"}, true},
+		{map[string]any{"type": "command", "command": "/home/me/go/bin/ccrelay follow hook --state /tmp/s"}, true},
+		{map[string]any{"type": "command", "command": `C:\Tools\ccrelay.exe`, "args": []any{"follow", "hook"}}, true},
+		{map[string]any{"type": "command", "command": "ccrelay hook /tmp/x/hook.json"}, false},
+		{map[string]any{"type": "command", "command": "echo follow hook"}, false},
+		{map[string]any{"type": "command", "command": "my-ccrelay-notes.sh"}, false},
+	} {
+		if got := isFollowHook(tc.hook); got != tc.want {
+			t.Errorf("isFollowHook(%v) = %v, want %v", tc.hook, got, tc.want)
+		}
+	}
+}
