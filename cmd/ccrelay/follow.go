@@ -155,6 +155,8 @@ func followInstall(state string, out io.Writer) error {
 	switch {
 	case !res.Changed:
 		fmt.Fprintf(out, "The hook is already in %s: sessions of plain claude are followed.\n", path)
+	case res.Updated:
+		fmt.Fprintf(out, "Updated the hook in %s to run %s.\n", path, self)
 	case res.Backup != "":
 		fmt.Fprintf(out, "Added the hook to %s (as it was before: %s).\n", path, res.Backup)
 	default:
@@ -403,9 +405,15 @@ func followSession(ctx context.Context, f followFlags) error {
 	}
 	client := apiclient.NewClient(apiclient.Config{URL: relayURL, Token: token, Logger: log, Notice: logFile, Keyring: kr}, box)
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSend()
 	sendDone := make(chan error, 1)
 	go func() { sendDone <- client.Run(sendCtx) }()
+	sendEnded := false
+	defer func() {
+		stopSend()
+		if !sendEnded {
+			<-sendDone
+		}
+	}()
 	cmdsDone := make(chan struct{})
 	go func() { defer close(cmdsDone); refuseCommands(sendCtx, client, log) }()
 	defer func() { stopSend(); <-cmdsDone }()
@@ -441,6 +449,7 @@ func followSession(ctx context.Context, f followFlags) error {
 		log.Info("Claude ended; the session is sent")
 	}
 	stopSend()
+	sendEnded = true
 	if err := <-sendDone; err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("relay", "err", err)
 	}

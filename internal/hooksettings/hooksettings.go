@@ -31,6 +31,9 @@ type Ours func(hook map[string]any) bool
 type Result struct {
 	// Changed: the settings file was written (or removed).
 	Changed bool
+	// Updated: Install replaced a hook of ours that differed (another
+	// ccrelay's path, say).
+	Updated bool
 	// Backup is the backup's path when Install wrote it, or when Remove
 	// left it (the file was not restored from it).
 	Backup string
@@ -323,7 +326,7 @@ func Install(path, event string, hook map[string]any, ours Ours) (Result, error)
 	if err := f.write(b); err != nil {
 		return Result{}, err
 	}
-	res := Result{Changed: true}
+	res := Result{Changed: true, Updated: !fresh}
 	if fresh && f.exists {
 		res.Backup = path + BackupSuffix
 	}

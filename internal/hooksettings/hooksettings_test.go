@@ -121,6 +121,36 @@ func checkKept(t *testing.T, before string, after []byte) {
 	}
 }
 
+// A hook of ours that differs (ccrelay moved) is replaced in its place,
+// and the backup of the first install stays, so that Remove still gives
+// back the file as it was before it.
+func TestInstallReplacesOurHook(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	const before = `{"hooks":{"SessionStart":[{"matcher":"*","hooks":[{"type":"command","command":"echo mine"}]}]}}`
+	write(t, path, before, 0o600)
+	if _, err := Install(path, "SessionStart", entry, ours); err != nil {
+		t.Fatal(err)
+	}
+	moved := map[string]any{"type": "command", "command": "'/usr/bin/ccrelay' follow hook"}
+	res, err := Install(path, "SessionStart", moved, ours)
+	if err != nil || !res.Changed || !res.Updated {
+		t.Fatalf("Install of a moved ccrelay: %+v, %v; want changed and updated", res, err)
+	}
+	got := string(read(t, path))
+	if strings.Contains(got, "/opt/ccrelay") || strings.Count(got, "follow hook") != 1 || !strings.Contains(got, "echo mine") {
+		t.Fatalf("after the second Install:\n%s", got)
+	}
+	if b := string(read(t, path+BackupSuffix)); b != before {
+		t.Fatalf("the backup became %q", b)
+	}
+	if res, err := Remove(path, "SessionStart", ours); err != nil || !res.Restored {
+		t.Fatalf("Remove: %+v, %v", res, err)
+	}
+	if got := string(read(t, path)); got != before {
+		t.Fatalf("after Remove: %q", got)
+	}
+}
+
 func TestRemoveAfterOtherChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "settings.json")
 	write(t, path, `{"model":"opus"}`, 0o600)
