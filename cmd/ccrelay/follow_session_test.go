@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/config"
+)
+
+// A follower follows its session's transcript while its Claude runs (what
+// is written later reaches the relay too), a second follower of the same
+// session leaves it to the first, and the follower ends once its Claude
+// has ended, with the relay holding what replay maps of the transcript and
+// the turn closed.
+func TestFollowSessionLive(t *testing.T) {
+	data, state, home := t.TempDir(), t.TempDir(), t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	if err := config.Remember(state, base, ""); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(t.TempDir(), "project")
+	os.MkdirAll(cwd, 0o755)
+	const session = "f0110ede-0000-4000-8000-00000000000a"
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transcript := claude.TranscriptPath(projectDir, session)
+	os.MkdirAll(projectDir, 0o700)
+	appendLines := func(lines ...string) {
+		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			f.WriteString(strings.ReplaceAll(l, "{{session}}", session) + "\n")
+		}
+		f.Close()
+	}
+	appendLines(`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"hi"}}`)
+
+	// Claude, for the follower: a process that runs until killed.
+	fakeClaude := exec.Command("sleep", "600")
+	if err := fakeClaude.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fakeClaude.Process.Kill()
+	follower := func() *exec.Cmd {
+		cmd := exec.Command(binary, "follow", "session", "--session", session, "--transcript", transcript, "--cwd", cwd,
+			"--pid", strconv.Itoa(fakeClaude.Process.Pid), "--state", state)
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CCRELAY_TOKEN=" + token}
+		return cmd
+	}
+	first := follower()
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Wait() }()
+	defer first.Process.Kill()
+	waitStored(t, data, session, 1)
+
+	// A second follower of the session ends at once: the first has it.
+	if out, err := follower().CombinedOutput(); err != nil {
+		t.Fatalf("second follower: %v\n%s", err, out)
+	}
+	if !strings.Contains(followLogText(state), "the session is followed already") {
+		t.Fatalf("the second follower did not leave the session to the first; log:\n%s", followLogText(state))
+	}
+
+	appendLines(recLines(1, 4)...)
+	waitStored(t, data, session, 4)
+	select {
+	case err := <-firstDone:
+		t.Fatalf("the follower ended while its Claude runs: %v\n%s", err, followLogText(state))
+	default:
+	}
+
+	fakeClaude.Process.Kill()
+	fakeClaude.Wait()
+	select {
+	case err := <-firstDone:
+		if err != nil {
+			t.Fatalf("follower: %v\n%s", err, followLogText(state))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the follower did not end with its Claude; log:\n%s", followLogText(state))
+	}
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", transcript).stdout, "\n"), "\n")
+	got := storedLines(t, data, session)
+	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s", len(got), len(want), shortLines(got), shortLines(want))
+	}
+	sameEnvelopes(t, got[:len(want)], want)
+}
