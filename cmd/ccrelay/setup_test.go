@@ -138,6 +138,12 @@ func (r *setupRig) startSetup(t *testing.T, args ...string) *setupRun {
 	cmd := exec.Command(binary, append([]string{"setup", "--port", strconv.Itoa(r.port)}, args...)...)
 	cmd.Dir = r.home
 	cmd.Env = r.env
+	return startRun(t, cmd)
+}
+
+// startRun starts cmd in the background, collecting its output.
+func startRun(t *testing.T, cmd *exec.Cmd) *setupRun {
+	t.Helper()
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	s := &setupRun{cmd: cmd, more: make(chan struct{}, 1), done: make(chan error, 1)}
@@ -184,9 +190,9 @@ func (s *setupRun) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration
 			if m := re.FindStringSubmatch(s.output()); m != nil {
 				return m
 			}
-			t.Fatalf("setup ended (%v) without %s:\n%s", err, re, s.output())
+			t.Fatalf("the command ended (%v) without %s:\n%s", err, re, s.output())
 		case <-deadline:
-			t.Fatalf("setup printed no %s within %v:\n%s", re, within, s.output())
+			t.Fatalf("the command printed no %s within %v:\n%s", re, within, s.output())
 		}
 	}
 }
@@ -199,7 +205,7 @@ func (s *setupRun) wait(t *testing.T, within time.Duration) error {
 		s.done <- err
 		return err
 	case <-time.After(within):
-		t.Fatalf("setup did not end within %v:\n%s", within, s.output())
+		t.Fatalf("the command did not end within %v:\n%s", within, s.output())
 		return nil
 	}
 }
