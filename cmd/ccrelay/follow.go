@@ -53,23 +53,11 @@ when nothing else changed in it meanwhile.
 ccrelay follow says whether the hook is installed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path, err := claudeSettingsPath()
+			line, err := followState()
 			if err != nil {
 				return err
 			}
-			b, err := os.ReadFile(path)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("read Claude Code's settings: %w", err)
-			}
-			s, err := hooksettings.Parse(b)
-			if err != nil {
-				return fmt.Errorf("Claude Code's settings %s is %v", path, err)
-			}
-			if s.Count("SessionStart", isFollowHook) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "Sessions of plain claude are followed: the hook is in %s (ccrelay follow uninstall takes it out).\n", path)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "Sessions of plain claude are not followed (ccrelay follow install adds the hook to %s).\n", path)
-			}
+			fmt.Fprintln(cmd.OutOrStdout(), line)
 			return nil
 		},
 	}
@@ -97,6 +85,27 @@ func claudeSettingsPath() (string, error) {
 		return "", err
 	}
 	return filepath.Join(claude.ConfigDir(os.Getenv, home), "settings.json"), nil
+}
+
+// followState says whether sessions of plain claude are followed: whether
+// Claude Code's user settings hold the hook.
+func followState() (string, error) {
+	path, err := claudeSettingsPath()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read Claude Code's settings: %w", err)
+	}
+	s, err := hooksettings.Parse(b)
+	if err != nil {
+		return "", fmt.Errorf("Claude Code's settings %s is %v", path, err)
+	}
+	if s.Count("SessionStart", isFollowHook) > 0 {
+		return fmt.Sprintf("Sessions of plain claude are followed: the hook is in %s (ccrelay follow uninstall takes it out).", path), nil
+	}
+	return fmt.Sprintf("Sessions of plain claude are not followed (ccrelay follow install adds the hook to %s).", path), nil
 }
 
 // followHookArgs are the hook's arguments after ccrelay's path.

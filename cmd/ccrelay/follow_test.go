@@ -69,6 +69,15 @@ func TestFollowInstallCommand(t *testing.T) {
 			if out, _ := follow(); !strings.Contains(out, "are followed") {
 				t.Errorf("ccrelay follow after install: %s", out)
 			}
+			status := func() string {
+				cmd := exec.Command(binary, "status", "--state", state)
+				cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+				out, _ := cmd.CombinedOutput()
+				return string(out)
+			}
+			if out := status(); !strings.Contains(out, "plain claude: Sessions of plain claude are followed") {
+				t.Errorf("ccrelay status after install:\n%s", out)
+			}
 			if out, err := follow("uninstall"); err != nil || !strings.Contains(out, "as it was") {
 				t.Fatalf("uninstall: %v\n%s", err, out)
 			}
@@ -82,6 +91,9 @@ func TestFollowInstallCommand(t *testing.T) {
 			}
 			if out, _ := follow(); !strings.Contains(out, "not followed") {
 				t.Errorf("ccrelay follow after uninstall: %s", out)
+			}
+			if out := status(); !strings.Contains(out, "plain claude: Sessions of plain claude are not followed") {
+				t.Errorf("ccrelay status after uninstall:\n%s", out)
 			}
 		})
 	}

@@ -35,9 +35,9 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-// status prints three lines: where sessions go and why, whether the relay
-// answers (within statusTimeout), and which credential this machine would
-// use for it. A relay that does not answer is reported, not an error.
+// status prints four lines: where sessions go and why, whether the relay
+// answers (within statusTimeout), which credential this machine would use
+// for it, and whether sessions of plain claude are followed. A relay that does not answer is reported, not an error.
 func status(ctx context.Context, relayFlag, stateFlag, data string, out io.Writer) error {
 	state, err := stateDir(stateFlag)
 	if err != nil {
@@ -50,12 +50,24 @@ func status(ctx context.Context, relayFlag, stateFlag, data string, out io.Write
 	if url == "" {
 		fmt.Fprintf(out, "sessions: recorded to files in %s (no relay set up)\n", filepath.Join(state, "projects"))
 		fmt.Fprintln(out, "next: run ccrelay pair on the relay's machine (or ccrelay login on another), or set "+config.EnvRelay)
+		plainClaude(out)
 		return nil
 	}
 	fmt.Fprintf(out, "sessions: relayed to %s (from %s)\n", url, sourceName(src, state))
 	fmt.Fprintf(out, "relay: %s\n", relayAnswers(ctx, url))
 	fmt.Fprintf(out, "credential: %s\n", credentialFor(url, state, data))
+	plainClaude(out)
 	return nil
+}
+
+// plainClaude says whether sessions of plain claude are followed (ccrelay
+// follow install).
+func plainClaude(out io.Writer) {
+	line, err := followState()
+	if err != nil {
+		line = err.Error()
+	}
+	fmt.Fprintf(out, "plain claude: %s\n", line)
 }
 
 // relayAnswers asks the relay's /healthz and says what came back.
