@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -154,4 +155,68 @@ func TestAppTapTargets(t *testing.T) {
 	if len(small) > 0 {
 		t.Errorf("%d controls with a hit area under %d×%d CSS px:\n  %s", len(small), MinTarget, MinTarget, strings.Join(small, "\n  "))
 	}
+}
+
+// longSession is a corpus session long enough to scroll a phone's screen
+// many times over.
+const longSession = "/public/spotter/test/fixtures/transcripts/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+
+// What the app says while the relay cannot be reached is plain text where
+// the eye is: the banners show commands as code, never Markdown's
+// backticks; an offline copy opens at its end with the "stale since" note
+// on screen beside the prompt box (not at the top, a long scroll away);
+// and the prompt box says a message waits until the relay is back.
+func TestAppOfflineCopyWhereTheEyeIs(t *testing.T) {
+	r := startAppRelay(t)
+	id, envs := r.replay(t, corpus+longSession)
+	cli := dialCLI(t, r)
+	cli.announce(id, map[string]any{"cwd": "/home/dev/spotter", "machine": "laptop", "mode": "remote", "status": "idle"})
+	ctx := newBrowser(t)
+	must(t, ctx, phoneThumb())
+	plain := func(state, command string) {
+		t.Helper()
+		waitJS(t, ctx, "the "+state+" banner", fmt.Sprintf(`(() => { const b = document.querySelector('.conn-banner'); return !!b && !b.hidden && b.dataset.state === %q })()`, state))
+		text := eval[string](t, ctx, `document.querySelector('.conn-banner').textContent`)
+		if strings.Contains(text, "`") {
+			t.Errorf("the %s banner shows backticks: %q", state, text)
+		}
+		if got := eval[string](t, ctx, `[...document.querySelectorAll('.conn-banner code')].map((c) => c.textContent).join('|')`); got != command {
+			t.Errorf("the %s banner's commands: %q, want %q (%q)", state, got, command, text)
+		}
+	}
+	// A credential the relay refuses.
+	must(t, ctx, chromedp.Navigate(r.base+"/#token=not-the-token"))
+	plain("refused", "ccrelay pair")
+	// (The service worker, installing, is not cut short by leaving.)
+	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
+	must(t, ctx, chromedp.Navigate("about:blank"))
+
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the service worker controlling the page again", `!!navigator.serviceWorker.controller`)
+	waitAsync(t, ctx, "the session kept for offline reading", fmt.Sprintf(
+		`import('./js/offline.js').then((m) => m.savedSessions()).then((l) => l.some((s) => s.id === %q && s.last === %d))`, id, len(envs)))
+	if p := eval[string](t, ctx, `document.querySelector('.composer textarea').placeholder`); p != "Message Claude…" {
+		t.Errorf("online, the prompt box says %q", p)
+	}
+
+	// The relay goes away; the session, opened again, is the saved copy.
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id), chromedp.Reload())
+	waitJS(t, ctx, "the saved copy shown", fmt.Sprintf(`document.body.dataset.offlineCopy === %q && document.body.dataset.rendered === %q`, id, id))
+	waitJS(t, ctx, "said to be stale", `(() => { const n = document.querySelector('.stale-note'); return !!n && !n.hidden && n.textContent.includes('stale since'); })()`)
+	plain("offline", "ccrelay serve")
+	// At the end, where it opened.
+	waitJS(t, ctx, "the end of the session in view", `(() => { const s = document.scrollingElement; return s.scrollHeight > 3 * innerHeight && s.scrollHeight - s.scrollTop - s.clientHeight < 2 })()`)
+	where := eval[map[string]float64](t, ctx, `(() => { const n = document.querySelector('.stale-note').getBoundingClientRect(), c = document.querySelector('.composer').getBoundingClientRect();
+		return { top: n.top, bottom: n.bottom, composer: c.top, height: innerHeight } })()`)
+	t.Logf("stale note at %.0f–%.0f px, the prompt box at %.0f, the screen %.0f px tall", where["top"], where["bottom"], where["composer"], where["height"])
+	if where["top"] < 0 || where["bottom"] > where["height"] || where["composer"]-where["bottom"] > 120 || where["bottom"] > where["composer"] {
+		t.Errorf("the stale note is at %.0f–%.0f px, the prompt box at %.0f: not where the eye is", where["top"], where["bottom"], where["composer"])
+	}
+	p := eval[string](t, ctx, `document.querySelector('.composer textarea').placeholder`)
+	if !strings.Contains(p, "sent when") || !strings.Contains(p, "back") {
+		t.Errorf("offline, the prompt box says %q: not that a message waits until the relay is back", p)
+	}
+	screenshot(t, ctx, "thumb-offline-copy")
 }

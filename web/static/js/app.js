@@ -3,7 +3,7 @@
 // arrives once as #token=… (the URL `ccrelay serve` prints), is kept in
 // localStorage and removed from the address bar.
 
-import { fill, h, icon } from './dom.js';
+import { fill, h, icon, prose } from './dom.js';
 import { Connection, newID, parseTiming } from './conn.js';
 import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
 import { keepCredential, keepPaired, openNotifications, pushDevice, registerWorker } from './notify.js';
@@ -373,7 +373,7 @@ function skipNote() {
     update() {
       const n = app.skipped.length - from;
       el.hidden = n === 0;
-      if (n) el.textContent = (n === 1 ? 'Skipped 1 thing' : `Skipped ${n} things`) + ' from the relay that this app cannot show (last: ' + app.skipped[app.skipped.length - 1] + ').';
+      if (n) el.replaceChildren(...prose((n === 1 ? 'Skipped 1 thing' : `Skipped ${n} things`) + ' from the relay that this app cannot show (last: ' + app.skipped[app.skipped.length - 1] + ').'));
     },
   };
 }
@@ -484,7 +484,7 @@ function connBanner() {
     el,
     set(state) {
       el.hidden = state === 'open';
-      text.textContent = CONN_TEXT[state] || CONN_TEXT.reconnecting;
+      text.replaceChildren(...prose(CONN_TEXT[state] || CONN_TEXT.reconnecting));
       fix.hidden = state !== 'refused';
       el.dataset.state = state;
     },
@@ -613,17 +613,18 @@ function sessionPage(id) {
   // Why a command was not sent (no key for a sealed session, a plaintext
   // session to confirm): said in the composer, which keeps the text.
   const sealNote = h('div', { class: 'seal-note', id: 'seal-note', role: 'alert', hidden: true });
-  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, sealNote, form, hint);
+  // Said of an offline copy, where the eye is when the session opens (at its end).
+  const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
+  const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, staleNote, sealNote, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
   // Said when the relay answers but no CLI is connected for this session.
   const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
     text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
-  const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   // Said of a recording (the demo's session): nothing runs it.
   const recordingNote = h('div', { class: 'recording-note', role: 'note', hidden: true,
     text: 'A recording: this session was recorded from Claude Code and is replayed here for show. Nothing runs it.' });
   main.prepend(recordingNote);
-  root.replaceChildren(top.bar, finder.el, banner.el, staleNote, machine, note.el, chainNote.el, main, dock, dialog);
+  root.replaceChildren(top.bar, finder.el, banner.el, machine, note.el, chainNote.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
   input.addEventListener('input', () => { autosize(); sendBtn.disabled = !input.value.trim(); });
@@ -633,8 +634,12 @@ function sessionPage(id) {
   });
   function autosize() { input.style.height = 'auto'; input.style.height = Math.min(input.scrollHeight, 180, (visualViewport?.height || innerHeight) / 4) + 'px'; }
 
-  // The dock's height is the space the conversation leaves at its end.
-  const ro = new ResizeObserver(() => document.documentElement.style.setProperty('--dock-h', dock.offsetHeight + 'px'));
+  // The dock's height is the space the conversation leaves at its end; a
+  // reader at the end stays there when it grows (a request, a note).
+  const ro = new ResizeObserver(() => {
+    document.documentElement.style.setProperty('--dock-h', dock.offsetHeight + 'px');
+    if (stick && view) scrollToEnd();
+  });
   ro.observe(dock);
 
   let view = null;
@@ -782,12 +787,14 @@ function sessionPage(id) {
     const recording = app.listed && !i.mode;
     const followed = i.mode === 'followed';
     input.disabled = recording || followed;
-    input.placeholder = recording ? 'A recording: it takes no prompts' : followed ? 'Read-only: started with plain claude' : 'Message Claude…';
+    // Offline, a prompt waits in this page and is sent when the relay is back.
+    input.placeholder = recording ? 'A recording: it takes no prompts' : followed ? 'Read-only: started with plain claude'
+      : app.conn.state !== 'open' ? 'Offline: sent when back online' : 'Message Claude…';
     if (recording || followed) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
-    hint.textContent = i.error ? '⚠ ' + i.error : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.'
-      : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '';
+    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.'
+      : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '');
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
     tasks.update(model);
@@ -908,7 +915,7 @@ function sessionPage(id) {
     renderHeader();
   }
   function showNotSent(message, retry) {
-    sealNote.replaceChildren(h('span', { class: 'seal-note-text', text: message }),
+    sealNote.replaceChildren(h('span', { class: 'seal-note-text' }, prose(message)),
       retry ? h('button', { class: 'link send-plain', type: 'button', text: 'Send unencrypted', onclick: () => { e2e.allowPlaintext(id); hideNotSent(); retry(); } }) : null,
       h('button', { class: 'link', type: 'button', text: 'Dismiss', onclick: () => { hideNotSent(); input.focus(); } }));
     sealNote.hidden = false;
@@ -1128,7 +1135,7 @@ function sessionPage(id) {
     // A session change after the machine was said offline may be its
     // return (it announces itself again).
     onSessions: () => { subscribe(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked) checkMachine(); },
-    onConn: (s) => { banner.set(s); if (s === 'open') checkMachine(); else showMachine(false); },
+    onConn: (s) => { banner.set(s); renderHeader(); if (s === 'open') checkMachine(); else showMachine(false); },
     onVisible: redraw,
     onSkip: note.update,
     // The connection keeps dying when this session's next frame arrives:
@@ -1154,7 +1161,7 @@ let toastTimer = null;
 function toast(text, kind = '') {
   let el = document.querySelector('.toast');
   if (!el) { el = h('div', { class: 'toast', role: 'status' }); document.body.append(el); }
-  el.textContent = text;
+  el.replaceChildren(...prose(text));
   el.dataset.kind = kind;
   el.hidden = false;
   clearTimeout(toastTimer);

@@ -33,6 +33,16 @@ export function fill(el, ...children) {
   return append(el, children);
 }
 
+/**
+ * prose turns a message that names commands between backticks (run
+ * `ccrelay pair`) into nodes: each command as code, the rest as text.
+ * Nothing else is read as Markdown; a backtick without its pair stays.
+ */
+export function prose(text) {
+  const parts = String(text).split('`');
+  return parts.map((part, i) => (i % 2 === 0 ? part : i < parts.length - 1 ? h('code', { class: 'cmd', text: part }) : '`' + part));
+}
+
 /** icon returns an inline SVG icon (stroked paths from ICONS). */
 export function icon(name, cls = '') {
   const ns = 'http://www.w3.org/2000/svg';
