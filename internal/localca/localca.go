@@ -5,7 +5,10 @@
 //
 // The authority's key stays in the folder it is made in (mode 0600): with
 // it anyone could make certificates the phone trusts, so it is kept as
-// private as the relay's token, next to it.
+// private as the relay's token, next to it. And the authority vouches for
+// little: its name constraints let it sign only for a LAN's addresses and
+// names (Lan) and the hosts it was made for, and only TLS servers; a
+// stolen key cannot impersonate any other site to the phone.
 package localca
 
 import (
@@ -22,6 +25,7 @@ import (
 	"io/fs"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,9 +76,12 @@ func Ensure(dir string, hosts []string, now time.Time) (Files, bool, error) {
 	}
 	ca, key, err := loadCA(f)
 	if errors.Is(err, fs.ErrNotExist) {
-		ca, key, err = makeCA(f, now)
+		ca, key, err = makeCA(f, hosts, now)
 	}
 	if err != nil {
+		return f, false, err
+	}
+	if hosts, err = signable(f, ca, hosts); err != nil {
 		return f, false, err
 	}
 	if current(f, ca, hosts, now) {
@@ -107,7 +114,123 @@ func serial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 }
 
-func makeCA(f Files, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// Lan is what the authority may sign besides the hosts it was made for:
+// the addresses of private networks (RFC 1918, a tailnet's 100.64.0.0/10,
+// link-local, loopback, IPv6 unique local) and the names only a local
+// network resolves.
+var Lan = struct {
+	Prefixes []netip.Prefix
+	Domains  []string
+}{
+	Prefixes: []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+		netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
+		netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("127.0.0.0/8"),
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("fc00::/7"), netip.MustParsePrefix("fe80::/10"),
+	},
+	Domains: []string{"localhost", "local", "home.arpa", "internal", "lan"},
+}
+
+// constraints are the authority's name constraints for hosts: Lan, and
+// each host outside it exactly.
+func constraints(hosts []string) (ips []*net.IPNet, names []string) {
+	for _, p := range Lan.Prefixes {
+		ips = append(ips, prefixNet(p))
+	}
+	names = append(names, Lan.Domains...)
+	for _, h := range hosts {
+		if a, ok := hostAddr(h); ok {
+			if !inLan(a) {
+				ips = append(ips, prefixNet(netip.PrefixFrom(a, a.BitLen())))
+			}
+		} else if !nameInLan(h) {
+			names = append(names, strings.ToLower(strings.TrimSuffix(h, ".")))
+		}
+	}
+	return ips, names
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// hostAddr is h as an address, when it is one.
+func hostAddr(h string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	if err != nil || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+func inLan(a netip.Addr) bool {
+	for _, p := range Lan.Prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func nameInLan(h string) bool {
+	h = strings.ToLower(strings.TrimSuffix(h, "."))
+	for _, d := range Lan.Domains {
+		if h == d || strings.HasSuffix(h, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+// signable is hosts less the names ca may not sign (a name the machine
+// took since the authority was made), or an error when ca may not sign
+// the first host (the address phones open) or an address: a certificate
+// for it would be refused by the phone.
+func signable(f Files, ca *x509.Certificate, hosts []string) ([]string, error) {
+	var ok []string
+	for i, h := range hosts {
+		if permitted(ca, h) {
+			ok = append(ok, h)
+			continue
+		}
+		if _, isAddr := hostAddr(h); i == 0 || isAddr {
+			return nil, fmt.Errorf("this machine's certificate authority (%s) was made for other addresses and signs only a LAN's and those: %s is not one; remove %s and %s to make a new authority (then trust the new one on the phone), or reach the relay another way (Tailscale, --acme)", f.CA, h, f.CA, f.CAKey)
+		}
+	}
+	return ok, nil
+}
+
+// permitted reports whether ca's name constraints let it sign for host
+// (an authority without constraints signs any).
+func permitted(ca *x509.Certificate, host string) bool {
+	if a, ok := hostAddr(host); ok {
+		if len(ca.PermittedIPRanges) == 0 {
+			return true
+		}
+		for _, n := range ca.PermittedIPRanges {
+			if p, ok := netip.AddrFromSlice(n.IP); ok {
+				bits, _ := n.Mask.Size()
+				if netip.PrefixFrom(p.Unmap(), bits-(p.BitLen()-p.Unmap().BitLen())).Contains(a) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if len(ca.PermittedDNSDomains) == 0 {
+		return true
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, d := range ca.PermittedDNSDomains {
+		d = strings.ToLower(d)
+		if h == d || strings.HasSuffix(h, "."+d) {
+			return true
+		}
+	}
+	return false
+}
+
+func makeCA(f Files, hosts []string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := newKey()
 	if err != nil {
 		return nil, nil, fmt.Errorf("the local certificate authority's key: %w", err)
@@ -121,7 +244,14 @@ func makeCA(f Files, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error
 		Subject:   pkix.Name{CommonName: "ccrelay local CA " + host + " " + now.UTC().Format("2006-01-02"), Organization: []string{"ccrelay"}},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(caLife),
 		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign}
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		// What a phone that trusts it takes of it: TLS servers of the
+		// LAN and of hosts only (critical: a client that does not know
+		// name constraints refuses the authority rather than trust it
+		// for every name).
+		ExtKeyUsage:                 []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		PermittedDNSDomainsCritical: true}
+	tmpl.PermittedIPRanges, tmpl.PermittedDNSDomains = constraints(hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("the local certificate authority: %w", err)
