@@ -62,7 +62,7 @@ func Explain(relayURL string, err error) string {
 	case errors.As(err, &ue) && ue.Op == "parse", strings.Contains(err.Error(), "unsupported protocol scheme"):
 		return "the relay URL " + relayURL + " has no https:// (or http://): give it with its scheme, e.g. https://" + strings.TrimPrefix(relayURL, "//")
 	case errors.As(err, &ua):
-		return "the relay's certificate is not trusted by this machine (signed by an unknown authority): pass --ca FILE with the authority's certificate (mkcert's is in `mkcert -CAROOT`/rootCA.pem) or set SSL_CERT_FILE"
+		return "the relay's certificate is not trusted by this machine (signed by an unknown authority): give the authority's certificate with --ca FILE to ccrelay pair or ccrelay login, which remember it with the relay (mkcert's is `mkcert -CAROOT`/rootCA.pem), or set SSL_CERT_FILE to it"
 	case errors.As(err, &he):
 		return hostnameAdvice(he, relayURL)
 	case errors.As(err, &ci):
@@ -71,7 +71,7 @@ func Explain(relayURL string, err error) string {
 		}
 		return "the relay's certificate cannot be used (" + strings.TrimPrefix(ci.Error(), "x509: ") + "): make a server certificate for it (docs/deploy.md)"
 	case errors.As(err, &ve):
-		return "the relay's certificate was not accepted (" + ve.Err.Error() + "): pass --ca FILE with the authority that signed it, or set SSL_CERT_FILE"
+		return "the relay's certificate was not accepted (" + ve.Err.Error() + "): give the authority that signed it with --ca FILE to ccrelay pair or ccrelay login, which remember it with the relay, or set SSL_CERT_FILE to it"
 	case errors.As(err, &rh), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return "the relay at " + host + " answers plain http, not https: use http://" + host + ", or serve it over HTTPS (docs/deploy.md)"
 	case errors.Is(err, syscall.ECONNREFUSED):

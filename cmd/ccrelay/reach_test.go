@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -225,4 +226,54 @@ func TestReplayToSaysWhenRelayDoesNotAnswer(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	errs.waitFor(t, "cannot reach the relay at "+srv.URL+": it took the connection but did not answer within 10s")
 	t.Logf("said after %v:\n%s", time.Since(start).Round(time.Millisecond), strings.Join(errs.all, "\n"))
+}
+
+// replay --to the relay that ccrelay pair (or login) remembered with --ca
+// trusts that authority, as every other command does, and a --to without
+// its scheme says how to write it at once. Without the fix replay --to
+// did neither: it waited its 5 minutes on a certificate error it told the
+// user to fix with a flag replay does not take, or on a URL it could not
+// use.
+func TestReplayToTrustsRememberedCA(t *testing.T) {
+	ca := newTestCA(t)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	writeFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
+	cert, key, _ := ca.issue(t, dir, "relay", 2)
+	data := t.TempDir()
+	_, base, _ := startServeTLS(t, data, "--tls-cert", cert, "--tls-key", key)
+	state := t.TempDir()
+	env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	if res := runEnv(t, env, "pair", "--no-wait", "--state", state, "--relay", base, "--ca", caFile, "--data", data); res.code != 0 {
+		t.Fatalf("pair --ca: %+v", res)
+	}
+	session := corpus + "/public/claude-code-log/test/test_data/sidechain.jsonl"
+	for _, tc := range []struct {
+		name, to string
+		code     int
+		want     string
+	}{
+		{"the remembered relay", base, 0, "sent 9 envelopes"},
+		{"no scheme", strings.TrimPrefix(base, "https://"), 1, "--to: relay URL \"" + strings.TrimPrefix(base, "https://") + "\": give it with its scheme, e.g. https://" + strings.TrimPrefix(base, "https://")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, binary, "replay", "--format", "jsonl", "--to", tc.to, "--relay-token-file", filepath.Join(data, "token"), "--state", state, session)
+			cmd.Env = env
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("still running after a minute:\n%s", stderr.String())
+			}
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("exit %d (%v), stderr:\n%s\nwant exit %d saying %q", code, err, stderr.String(), tc.code, tc.want)
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/replay"
 )
@@ -88,6 +89,15 @@ and chat (a readable transcript; default on a terminal).`,
 			if to != "" {
 				st, err := stateDir(state)
 				if err != nil {
+					return err
+				}
+				// Checked as every relay URL is, and the relay remembered
+				// with its authority (pair or login --ca) is trusted as
+				// the other commands trust it.
+				if _, err := apiclient.CheckURL(to); err != nil {
+					return fmt.Errorf("--to: %w", err)
+				}
+				if to, _, err = chooseRelay(to, st); err != nil {
 					return err
 				}
 				tok, err := relayToken(token, tokFile, "", state, to, stderr)
