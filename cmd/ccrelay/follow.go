@@ -171,12 +171,28 @@ func followInstall(state string, out io.Writer) error {
 	default:
 		fmt.Fprintf(out, "Added the hook to %s.\n", path)
 	}
-	if relayURL == "" {
+	switch {
+	case relayURL == "":
 		fmt.Fprintln(out, "No relay is set up yet: run ccrelay pair (or ccrelay login) once; until then sessions of plain claude are not relayed.")
-	} else {
+	case followBlocked(st, relayURL) != nil:
+		fmt.Fprintf(out, "Sessions of plain claude cannot be relayed to %s yet: %v\n", relayURL, followBlocked(st, relayURL))
+	default:
 		fmt.Fprintf(out, "Sessions started with plain claude now go to %s, read-only in the app (steering one needs ccrelay). ccrelay follow uninstall takes the hook out.\n", relayURL)
 	}
 	return nil
+}
+
+// followBlocked says what would keep a follower from relaying to relayURL
+// (nil: nothing): the checks followSession makes before it follows.
+func followBlocked(state, relayURL string) error {
+	if _, err := relayToken("", "", "", state, relayURL, io.Discard); err != nil {
+		return err
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		return err
+	}
+	return checkPlaintext(relayURL, kr, false)
 }
 
 func followUninstall(out io.Writer) error {
@@ -369,17 +385,16 @@ func followSession(ctx context.Context, f followFlags) error {
 		log.Warn("not followed: no relay", "err", err)
 		return err
 	}
+	if err := followBlocked(state, relayURL); err != nil {
+		log.Warn("not followed", "err", err)
+		return err
+	}
 	token, err := relayToken("", "", "", state, relayURL, logFile)
 	if err != nil {
-		log.Warn("not followed", "err", err)
 		return err
 	}
 	kr, err := openKeyring(state)
 	if err != nil {
-		return err
-	}
-	if err := checkPlaintext(relayURL, kr, false); err != nil {
-		log.Warn("not followed", "err", err)
 		return err
 	}
 	home, err := os.UserHomeDir()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/internal/config"
 	"github.com/ccrelay/ccrelay/internal/hooksettings"
 )
 
@@ -96,6 +97,22 @@ func TestFollowInstallCommand(t *testing.T) {
 				t.Errorf("ccrelay status after uninstall:\n%s", out)
 			}
 		})
+	}
+}
+
+// install says when the follower could not relay to the remembered relay:
+// here, no credential for a relay on another machine.
+func TestFollowInstallSaysWhatBlocksIt(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	if err := config.Remember(state, "https://relay.example:8707", ""); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "follow", "install", "--state", state)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "cannot be relayed to https://relay.example:8707 yet: no relay token") ||
+		!strings.Contains(string(out), "ccrelay login") {
+		t.Fatalf("install: %v\n%s", err, out)
 	}
 }
 
