@@ -232,10 +232,14 @@ func runRelayService(ctx context.Context, r reach, data string, out io.Writer) e
 	}
 	for _, c := range svc.Enable {
 		if err := runner(c[0], c[1:]...); err != nil {
-			return fmt.Errorf("%s is written, but starting it failed: %w; run ccrelay serve %s yourself to see why", svc.Path, err, strings.Join(r.serve, " "))
+			serve := "ccrelay serve " + strings.Join(r.serve, " ")
+			if noUserServices(err) {
+				return fmt.Errorf("%s is written, but this user has no systemd of its own here (%w): over ssh, run loginctl enable-linger $USER, log in again and run ccrelay setup again; in a container, run the relay yourself and keep it running: %s, then run ccrelay setup again (it uses a relay that answers)", svc.Path, err, serve)
+			}
+			return fmt.Errorf("%s is written, but starting it failed: %w; run %s yourself to see why", svc.Path, err, serve)
 		}
 	}
-	fmt.Fprintf(out, "   The relay runs as a service of yours: %s (it starts at every login).\n", svc.Path)
+	fmt.Fprintf(out, "   The relay runs as a service of yours: %s (it starts at every login%s).\n", svc.Path, lingerNote())
 	deadline := time.Now().Add(setupRelayWait)
 	for {
 		err := relayHealthy(ctx, r.local)
@@ -251,6 +255,22 @@ func runRelayService(ctx context.Context, r reach, data string, out io.Writer) e
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// noUserServices: err (from a service manager's command) says the user
+// has no service manager of their own here.
+func noUserServices(err error) bool {
+	s := err.Error()
+	return runtime.GOOS == "linux" && (strings.Contains(s, "Failed to connect to bus") || strings.Contains(s, "executable file not found") || strings.Contains(s, "System has not been booted with systemd"))
+}
+
+// lingerNote says, on Linux, how the service keeps running without a
+// login.
+func lingerNote() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	return "; loginctl enable-linger $USER keeps it running when you are logged out"
 }
 
 // serviceLogHint says where the relay service's messages are.

@@ -320,3 +320,18 @@ func TestSetupPortTaken(t *testing.T) {
 		t.Errorf("setup with the port taken: %v\n%s", err, s.output())
 	}
 }
+
+// Where the user has no systemd of their own (a container, a login
+// without a user manager), starting the service fails: setup says what to
+// do instead of only systemctl's words.
+func TestSetupWithoutUserSystemd(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	writeExec(t, filepath.Join(r.bin, "systemctl"), "#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+	s := r.startSetup(t)
+	err := s.wait(t, time.Minute)
+	for _, want := range []string{"no systemd of its own", "loginctl enable-linger", "ccrelay serve --listen 127.0.0.1:" + strconv.Itoa(r.port) + " --behind-proxy 127.0.0.1 --public-url https://laptop.tail1234.ts.net", "then run ccrelay setup again"} {
+		if err == nil || !strings.Contains(s.output(), want) {
+			t.Errorf("setup without a user systemd: %v, lacks %q\n%s", err, want, s.output())
+		}
+	}
+}
