@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ccrelay/ccrelay/internal/config"
 )
 
 // recipeBlocks are the ```sh blocks of docs/deploy.md's section headed
@@ -61,31 +64,29 @@ func needOpenSSL(t *testing.T) {
 	}
 }
 
-// docs/deploy.md's LAN recipe, followed as written (only the LAN address
-// and the port changed), from a fresh HOME with ccrelay and Claude Code
-// (the fake) on PATH: openssl makes the authority and a certificate for
-// the LAN address and 127.0.0.1; serve runs at the LAN address; pair at
-// https://127.0.0.1 with --ca pairs the phone (Chromium trusting the
-// certificate) at the LAN address and remembers the relay and the CA; then
-// plain ccrelay, with no flag and no SSL_CERT_FILE, relays a session the
-// phone shows.
-func TestDeployLANRecipe(t *testing.T) {
-	needOpenSSL(t)
+// followRecipe runs the sh blocks of docs/deploy.md's section heading as
+// written, with sub's changes only (the address and the port, to keep off
+// other tests' port), in a fresh HOME (r) with ccrelay and Claude Code
+// (the fake) on PATH: a ccrelay serve block runs in the background until
+// it listens on r.port; a ccrelay pair block in the background until the
+// phone (Chromium with flags) opens its link, which must begin with
+// wantLink, taps Pair, and pair confirms its key; a block of plain
+// ccrelay runs a session, which the phone must then show; any other block
+// runs to its end. It returns the folder the blocks ran in.
+func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replacer, wantLink string, want int, flags ...func(work string) chromedp.ExecAllocatorOption) string {
+	t.Helper()
 	claudeBin := buildFakeClaude(t)
-	blocks := recipeBlocks(t, "## On the LAN with your own certificate")
-	if len(blocks) != 4 {
-		t.Fatalf("the LAN recipe has %d sh blocks, want 4 (certificates, serve, pair, ccrelay):\n%q", len(blocks), blocks)
+	blocks := recipeBlocks(t, heading)
+	if len(blocks) != want {
+		t.Fatalf("%s has %d sh blocks, want %d:\n%q", heading, len(blocks), want, blocks)
 	}
-	r := newSetupRig(t, "")
 	for name, target := range map[string]string{"ccrelay": binary, "claude": claudeBin} {
 		if err := os.Symlink(target, filepath.Join(r.bin, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	addr, _ := testLANAddress(t)
 	port := strconv.Itoa(r.port)
-	sub := strings.NewReplacer("192.168.1.9", addr, "8707", port)
-	work := filepath.Join(r.home, "certs")
+	work := filepath.Join(r.home, "work")
 	os.MkdirAll(work, 0o700)
 	shell := func(block string) *exec.Cmd {
 		cmd := exec.Command("bash", "-e", "-c", sub.Replace(block))
@@ -93,57 +94,115 @@ func TestDeployLANRecipe(t *testing.T) {
 		cmd.Env = r.env
 		return cmd
 	}
+	var ctx context.Context
+	for _, block := range blocks {
+		switch first := strings.TrimSpace(block); {
+		case strings.HasPrefix(first, "ccrelay serve"):
+			serve := shell("exec " + block)
+			run := startRun(t, serve)
+			t.Cleanup(func() {
+				serve.Process.Signal(syscall.SIGTERM)
+				run.wait(t, 30*time.Second)
+			})
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+				if err == nil {
+					c.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("serve does not listen on %s:\n%s", port, run.output())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		case strings.HasPrefix(first, "ccrelay pair"):
+			pair := startRun(t, shell(block))
+			link := pair.waitFor(t, pairLinkRe, time.Minute)[1]
+			if !strings.HasPrefix(link, wantLink) {
+				t.Errorf("the link %s does not begin with %s", link, wantLink)
+			}
+			var opts []chromedp.ExecAllocatorOption
+			for _, f := range flags {
+				opts = append(opts, f(work))
+			}
+			ctx = newBrowser(t, opts...)
+			must(t, ctx, phone(), chromedp.Navigate(link))
+			waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
+			must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
+			if err := pair.wait(t, time.Minute); err != nil || !strings.Contains(pair.output(), "its key is confirmed") {
+				t.Fatalf("pair: %v\n%s", err, pair.output())
+			}
+		case first == "ccrelay":
+			if ctx == nil {
+				t.Fatal("plain ccrelay before pairing")
+			}
+			prompt := "a session from " + heading
+			b, _ := json.Marshal(map[string]any{"lines": []string{
+				`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","message":{"role":"user","content":` + jsString(prompt) + `}}`,
+			}})
+			script := filepath.Join(r.home, "script.json")
+			writeFile(t, script, b)
+			cli := shell(block)
+			cli.Dir = r.home
+			cli.Env = append(cli.Env, "FAKE_CLAUDE_SCRIPT="+script)
+			if out, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(out), "relaying to ") {
+				t.Fatalf("ccrelay: %v\n%s", err, out)
+			}
+			waitJS(t, ctx, "the session on the phone", `!!document.querySelector('li[data-session] a')`)
+			id := eval[string](t, ctx, `document.querySelector('li[data-session]').dataset.session`)
+			must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="`+id+`"] a`)))
+			waitJS(t, ctx, "the session's prompt", `document.body.dataset.rendered === "`+id+`" && document.body.innerText.includes(`+jsString(prompt)+`)`)
+		default:
+			if out, err := shell(block).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", block, err, out)
+			}
+		}
+	}
+	return work
+}
 
-	// 1. The authority and the certificate.
-	if out, err := shell(blocks[0]).CombinedOutput(); err != nil {
-		t.Fatalf("the certificate block: %v\n%s", err, out)
+// docs/deploy.md's LAN recipe: openssl makes the authority and a
+// certificate for the LAN address and 127.0.0.1; serve runs at the LAN
+// address; pair at https://127.0.0.1 with --ca pairs the phone (Chromium
+// trusting the certificate) at the LAN address and remembers the relay and
+// the CA; then plain ccrelay, with no flag and no SSL_CERT_FILE, relays a
+// session the phone shows.
+func TestDeployLANRecipe(t *testing.T) {
+	needOpenSSL(t)
+	r := newSetupRig(t, "")
+	addr, _ := testLANAddress(t)
+	port := strconv.Itoa(r.port)
+	sub := strings.NewReplacer("192.168.1.9", addr, "8707", port)
+	work := followRecipe(t, r, "## On the LAN with your own certificate", sub, "https://"+net.JoinHostPort(addr, port)+"/#pair=", 4,
+		func(work string) chromedp.ExecAllocatorOption {
+			return chromedp.Flag("ignore-certificate-errors-spki-list", spkiOf(t, filepath.Join(work, "laptop.crt")))
+		})
+	cfg, err := config.Load(filepath.Join(r.home, ".local", "state", "ccrelay"))
+	if err != nil || cfg.Relay != "https://127.0.0.1:"+port || cfg.CAFile != filepath.Join(work, "ca.pem") {
+		t.Errorf("remembered %+v, %v", cfg, err)
 	}
-	// 3. The relay.
-	serve := shell("exec " + blocks[1])
-	serveRun := startRun(t, serve)
-	t.Cleanup(func() {
-		serve.Process.Signal(syscall.SIGTERM)
-		serveRun.wait(t, 30*time.Second)
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve does not listen:\n%s", serveRun.output())
-		}
-		time.Sleep(50 * time.Millisecond)
+}
+
+// docs/deploy.md's Tailscale recipe, with a fake tailscale logged in and a
+// stand-in for tailscale serve (HTTPS at the tailnet name, the phone
+// trusting its certificate): the phone pairs at the tailnet name, and
+// plain ccrelay relays a session it shows.
+func TestDeployTailscaleRecipe(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	const name = "laptop.tail1234.ts.net"
+	port := strconv.Itoa(r.port)
+	proxy, spki := tailnetServe(t, name, loopbackURL("http", r.port))
+	sub := strings.NewReplacer("laptop.TAILNET.ts.net", name, "8707", port)
+	followRecipe(t, r, "## Tailscale: any network, nothing public", sub, "https://"+name+"/#pair=", 4,
+		func(string) chromedp.ExecAllocatorOption {
+			return chromedp.Flag("ignore-certificate-errors-spki-list", spki)
+		},
+		func(string) chromedp.ExecAllocatorOption {
+			return chromedp.Flag("host-resolver-rules", "MAP "+name+":443 "+proxy)
+		})
+	ts, _ := os.ReadFile(r.tsCalls)
+	if want := "serve --bg http://127.0.0.1:" + port + "\n"; string(ts) != want {
+		t.Errorf("tailscale was asked:\n%s\nwant:\n%s", ts, want)
 	}
-	// 4. Pairing, the phone trusting the authority.
-	pair := startRun(t, shell(blocks[2]))
-	link := pair.waitFor(t, pairLinkRe, time.Minute)[1]
-	if want := "https://" + net.JoinHostPort(addr, port) + "/#pair="; !strings.HasPrefix(link, want) {
-		t.Errorf("the link %s is not on the LAN address (%s)", link, want)
-	}
-	ctx := newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", spkiOf(t, filepath.Join(work, "laptop.crt"))))
-	must(t, ctx, phone(), chromedp.Navigate(link))
-	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
-	if err := pair.wait(t, time.Minute); err != nil || !strings.Contains(pair.output(), "its key is confirmed") {
-		t.Fatalf("pair: %v\n%s", err, pair.output())
-	}
-	// 5. Plain ccrelay.
-	b, _ := json.Marshal(map[string]any{"lines": []string{
-		`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","message":{"role":"user","content":"over the LAN"}}`,
-	}})
-	script := filepath.Join(r.home, "script.json")
-	writeFile(t, script, b)
-	cli := shell(blocks[3])
-	cli.Dir = r.home
-	cli.Env = append(cli.Env, "FAKE_CLAUDE_SCRIPT="+script)
-	if out, err := cli.CombinedOutput(); err != nil || !strings.Contains(string(out), "relaying to https://127.0.0.1:"+port) {
-		t.Fatalf("ccrelay: %v\n%s", err, out)
-	}
-	waitJS(t, ctx, "the session on the phone", `!!document.querySelector('li[data-session] a')`)
-	id := eval[string](t, ctx, `document.querySelector('li[data-session]').dataset.session`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="`+id+`"] a`)))
-	waitJS(t, ctx, "the session's prompt", `document.body.dataset.rendered === "`+id+`" && document.body.innerText.includes("over the LAN")`)
 }
