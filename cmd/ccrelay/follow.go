@@ -137,18 +137,19 @@ func followInstall(state string, out io.Writer) error {
 	if real, err := filepath.EvalSymlinks(self); err == nil {
 		self = real
 	}
-	argv := append([]string{self}, followHookArgs...)
-	if state != "" {
-		abs, err := filepath.Abs(state)
-		if err != nil {
-			return err
-		}
-		argv = append(argv, "--state", abs)
-	}
 	st, err := stateDir(state)
 	if err != nil {
 		return err
 	}
+	// The hook names the state folder found now, whether given or not:
+	// it runs with Claude's environment (an editor started from the
+	// desktop, a project's settings' "env"), whose XDG_STATE_HOME may name
+	// another folder, with another relay and other keys, or none.
+	if st, err = filepath.Abs(st); err != nil {
+		return err
+	}
+	argv := append([]string{self}, followHookArgs...)
+	argv = append(argv, "--state", st)
 	relayURL, _, err := chooseRelay("", st)
 	if err != nil {
 		return err
