@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	_ "modernc.org/sqlite"
 )
@@ -268,9 +271,13 @@ func TestAppPairingRefusesSwappedKey(t *testing.T) {
 }
 
 // Time to open a 10,000-envelope session (page load to first paint of its
-// end), sealed and in plaintext, median of three fresh loads each; logged
-// with their ratio (the issue's goal: sealed less than 15% slower). The
-// bound checked is loose, for gross regressions only.
+// end), sealed and in plaintext, from a cold start each time: the app's
+// offline copy and the browser's cache are cleared before every load, so
+// that each load reads the session from the relay (and a sealed one opens
+// every envelope it shows). The two are loaded in turn, in one browser,
+// so that a busy machine weighs on both; the medians are logged with their
+// ratio (the goal: sealed at most 15% slower). The bound checked is loose,
+// for gross regressions only.
 func TestAppOpensLargeSealedSession(t *testing.T) {
 	plain := startAppRelay(t)
 	pid, penvs := largeSession(t, plain)
@@ -282,24 +289,93 @@ func TestAppOpensLargeSealedSession(t *testing.T) {
 	if res := run(t, "replay", "-q", "--to", sealed.base, "--relay-token", sealed.token, "--state", state, src); res.code != 0 {
 		t.Fatalf("replay --to: %+v", res)
 	}
-	pctx := newBrowser(t)
-	must(t, pctx, chromedp.Navigate(plain.base+"/#token="+plain.token), chromedp.WaitVisible(chromedp.CSS(".session-row")))
-	median := func(ctx context.Context, r *appRelay) time.Duration {
-		var times []time.Duration
-		for range 3 {
-			times = append(times, openTimed(t, ctx, r, pid))
-		}
-		slices.Sort(times)
-		return times[1]
+	// The same browser holds both: another origin, another credential.
+	must(t, ctx, chromedp.Navigate(plain.base+"/#token="+plain.token), chromedp.WaitVisible(chromedp.CSS(".session-row")))
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: watchOpening}); err != nil {
+		t.Fatal(err)
 	}
-	tp, ts := median(pctx, plain), median(ctx, sealed)
-	t.Logf("%d envelopes: opened in %v in plaintext, %v sealed (%.2f×)", len(penvs), tp, ts, float64(ts)/float64(tp))
+	const loads = 7
+	var tp, ts []time.Duration
+	for i := range loads {
+		if i%2 == 0 {
+			tp = append(tp, openCold(t, ctx, plain, pid))
+			ts = append(ts, openCold(t, ctx, sealed, pid))
+		} else {
+			ts = append(ts, openCold(t, ctx, sealed, pid))
+			tp = append(tp, openCold(t, ctx, plain, pid))
+		}
+	}
 	if n := eval[int](t, ctx, `ccrelay.skipped.length`); n != 0 {
 		t.Fatalf("skipped %d: %v", n, eval[[]string](t, ctx, `ccrelay.skipped`))
 	}
-	if ts > 5*time.Second {
-		t.Errorf("a sealed 10,000-envelope session took %v to open", ts)
+	// How the last sealed load opened the session: its envelopes side by
+	// side (not one after the other), and its key asked with the list, not
+	// after the list came.
+	if n := eval[int](t, ctx, `watched.opened`); n < 2000 {
+		t.Errorf("%d envelopes opened, want the tail's 2000 at least", n)
 	}
+	if n := eval[int](t, ctx, `watched.most`); n < 50 {
+		t.Errorf("at most %d envelopes were being opened at once: one after the other", n)
+	}
+	if sent := eval[[]string](t, ctx, `watched.sent`); slices.Index(sent, "session-key") < 0 || slices.Index(sent, "session-key") > slices.Index(sent, "list") {
+		t.Errorf("the session's key was asked after the list: sent %v", sent)
+	}
+	slices.Sort(tp)
+	slices.Sort(ts)
+	mp, ms := tp[loads/2], ts[loads/2]
+	ratio := float64(ms) / float64(mp)
+	t.Logf("%d envelopes, cold: opened in %v in plaintext, %v sealed (%.2f×; medians of %d loads: %v and %v)", len(penvs), mp, ms, ratio, loads, tp, ts)
+	if ms > 5*time.Second {
+		t.Errorf("a sealed 10,000-envelope session took %v to open", ms)
+	}
+	if ratio > 2 {
+		t.Errorf("sealed took %.2f× the time of plaintext to open", ratio)
+	}
+}
+
+// watchOpening, run in each page before the app, counts the sealed values
+// the page opens (WebCrypto decryptions), how many at most at once, and
+// the types of the frames the page sends, in order.
+const watchOpening = `(() => {
+  self.watched = { opened: 0, now: 0, most: 0, sent: [] };
+  const decrypt = SubtleCrypto.prototype.decrypt;
+  SubtleCrypto.prototype.decrypt = function (...args) {
+    watched.opened++;
+    watched.most = Math.max(watched.most, ++watched.now);
+    const p = decrypt.apply(this, args);
+    p.then(() => watched.now--, () => watched.now--);
+    return p;
+  };
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (data) {
+    try { watched.sent.push(JSON.parse(data).type); } catch {}
+    return send.call(this, data);
+  };
+})()`
+
+// openCold is openTimed from a cold start: the app's offline copy (its
+// database) and the browser's cache are cleared first. It fails unless
+// the session shown came from the relay (a first batch before the first
+// drawing) and not from an offline copy.
+func openCold(t *testing.T, ctx context.Context, r *appRelay, id string) time.Duration {
+	t.Helper()
+	// A page of the origin that is not the app (which holds the database
+	// open) nor kept by its service worker (which passes /status by).
+	must(t, ctx, chromedp.Navigate(r.base+"/status"))
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`new Promise((ok) => { const q = indexedDB.deleteDatabase('ccrelay'); q.onsuccess = () => ok(true); q.onerror = () => ok(false); })`, chromedp.EvalAwaitPromise)); err != nil || !ok {
+		t.Fatalf("clear the offline copy: %v %v", ok, err)
+	}
+	if left, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`indexedDB.databases().then((l) => l.some((d) => d.name === 'ccrelay'))`, chromedp.EvalAwaitPromise)); err != nil || left {
+		t.Fatalf("the offline copy is still there: %v %v", left, err)
+	}
+	if _, err := chromedp.Call(ctx, network.ClearBrowserCache, cdp.Empty{}); err != nil {
+		t.Fatalf("clear the cache: %v", err)
+	}
+	d := openTimed(t, ctx, r, id)
+	if !eval[bool](t, ctx, `(() => { const b = performance.getEntriesByName('ccrelay:first-batch')[0], p = performance.getEntriesByName('ccrelay:session-rendered')[0]; return !!b && !!p && b.startTime <= p.startTime && !document.body.dataset.offlineCopy })()`) {
+		t.Fatalf("the session was not read from the relay before it was drawn (an offline copy?)")
+	}
+	return d
 }
 
 // pollJS reports whether expr became true within 30 s.

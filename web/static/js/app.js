@@ -91,12 +91,14 @@ function start() {
   app.device = pushDevice(newID);
   keepCredential(token);
   keepPaired(e2e.knownMachines().length > 0);
+  // This device's key is read (IndexedDB) while the page connects, not when the first session key comes.
+  if (e2e.knownMachines().length) e2e.device().catch(() => {});
   // The service worker opens a session when a notification is tapped.
   navigator.serviceWorker?.addEventListener('message', (e) => {
     if (e.data?.type === 'open' && typeof e.data.hash === 'string' && /^#\/s\/[0-9a-f-]{36}(\?request=[^#]*)?$/.test(e.data.hash)) location.hash = e.data.hash;
   });
   // Sealed sessions are opened before the app sees them (e2e.js).
-  app.conn = new Connection(token, { timing, visibility, open: (f) => e2e.openFrame(f) });
+  app.conn = new Connection(token, { timing, visibility, open: (f) => e2e.openFrame(f), prepare: (f) => e2e.prepareFrame(f) });
   app.conn.openBlob = (session, id, b64) => e2e.openBlob(session, id, b64);
   e2e.setAsk((session) => app.conn.send({ type: 'session-key', session }));
   // A key that comes after the session was shown without it (this device
@@ -117,7 +119,11 @@ function start() {
     // The relay no longer takes this device's credential: it forgets what
     // it kept and says it was signed out (forget.js).
     if (e.detail === 'revoked') { signedOut('revoked'); return; }
-    if (e.detail === 'open') e2e.retryKeyless();
+    if (e.detail === 'open') {
+      e2e.retryKeyless();
+      // The key of the session shown is asked with the list, not after it.
+      if (app.route?.name === 'session') e2e.prefetchKey(app.route.id);
+    }
     document.body.dataset.conn = e.detail;
     app.page?.onConn?.(e.detail);
   });
@@ -730,6 +736,7 @@ function sessionPage(id) {
       let f;
       try { f = JSON.parse(e.data); } catch { return; } // said by the main connection
       if (!f || typeof f !== 'object') return;
+      e2e.prepareFrame(f);
       earlierInbox = earlierInbox.then(() => e2e.openFrame(f)).then((g) => {
         if (finished || left || !g) return;
         if (g.type === 'batch' && Array.isArray(g.items)) {

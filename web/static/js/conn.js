@@ -111,6 +111,10 @@ export class Connection extends EventTarget {
     // open, when set, turns a frame into what the app reads (end-to-end
     // encryption: e2e.openFrame), or null; frames pass through it in order.
     this.open = opts.open || null;
+    // prepare, when set, starts on a frame as soon as it comes what open
+    // will do with it (opening its sealed envelopes), while the frames
+    // ahead of it are still going through open.
+    this.prepare = opts.prepare || null;
     this.inbox = Promise.resolve();
     this.stopped = false;
     this.stuck = 0; // connections in a row that died right after subscribing
@@ -183,6 +187,7 @@ export class Connection extends EventTarget {
       // asynchronous); a session's key is taken at once, outside that
       // order, since opening may wait for it.
       if (f.type === 'session-key' || (f.type === 'error' && f.code === 'no-key')) { this.open(f).then((g) => { if (g) this.dispatchEvent(new CustomEvent('frame', { detail: g })); }); return; }
+      this.prepare?.(f);
       this.inbox = this.inbox.then(() => this.open(f)).then((g) => {
         if (g) this.dispatchEvent(new CustomEvent('frame', { detail: g }));
       }, (e) => console.error(e));

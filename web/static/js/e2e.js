@@ -53,6 +53,7 @@ const claims = new Map(); // session -> the machine name a plaintext session's s
 const plainAllowed = new Set(); // plaintext sessions the person chose to send to anyway (this page's life)
 const locked = new Set(); // sessions shown without their key (a summary or an envelope that did not open for want of it)
 const unwrapping = new Map(); // session -> a key being opened (resolves to it, or null)
+const wrappedAs = new Map(); // session -> {wrapped, machine}: what its key in keys was opened from
 let ask = null; // (session) => sends a session-key request
 let onKey = null; // (session, late) => the page reads again what it could not open
 
@@ -128,6 +129,10 @@ async function openSessionKey(f) {
     settle(f.session, null);
     throw new SealedError('a session key from a machine this device did not pair with: ignored');
   }
+  // The same wrapped key again (asked ahead, then given with the
+  // subscription): nothing new to open.
+  const had = wrappedAs.get(f.session);
+  if (keys.has(f.session) && had && had.wrapped === f.wrapped && had.machine === f.machine) return keys.get(f.session);
   let key;
   try {
     key = await S.unwrapKeys(await device(), S.b64decode(f.machine), f.session, f.wrapped);
@@ -137,6 +142,8 @@ async function openSessionKey(f) {
     throw new SealedError('a session key that does not open (' + (e.message || e) + ')');
   }
   keys.set(f.session, key);
+  wrappedAs.set(f.session, { wrapped: f.wrapped, machine: f.machine });
+  if (!performance.getEntriesByName('ccrelay:first-key').length) performance.mark('ccrelay:first-key');
   sealedSessions.add(f.session);
   keyMachine.set(f.session, f.machine);
   keyless.delete(f.session);
@@ -151,6 +158,8 @@ export async function openEnvelope(session, env) {
   return (await openLinked(session, env)).envelope;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
 /** openLinked is openEnvelope that also returns the sealed chain link the envelope carried ({n, prev}), if any. */
 async function openLinked(session, env) {
   if (!env || typeof env !== 'object' || typeof env.sealed !== 'string') return { envelope: env };
@@ -158,7 +167,7 @@ async function openLinked(session, env) {
   if (!key) { locked.add(session); throw new SealedError(noKey); }
   let plain;
   try {
-    plain = JSON.parse(await S.openText(key, { session, id: env.id, direction: S.FROM_MACHINE }, env.sealed));
+    plain = JSON.parse(utf8.decode(await S.open(key, { session, id: env.id, direction: S.FROM_MACHINE }, env.sealed)));
   } catch {
     throw new SealedError('a sealed envelope that does not open here: changed or moved on the way');
   }
@@ -171,6 +180,45 @@ async function openLinked(session, env) {
   const link = plain.chain;
   if (link !== undefined) plain.chain = undefined; // not delete: the object keeps its shape (V8), the page reads it as it was
   return { envelope: plain, link: link && Number.isSafeInteger(link.n) && link.n > 0 && typeof link.prev === 'string' ? link : null };
+}
+
+// Opening a batch's sealed envelopes is started as soon as the batch
+// comes, all of them at once (WebCrypto opens them off the page's thread,
+// side by side), while the batches before it are still being shown; what
+// depends on their order (the chain, a plaintext envelope after sealed
+// ones) is checked afterwards, in order (openFrame).
+const opening = new WeakMap(); // batch item -> its envelope being opened ({ok} or {err})
+
+function startOpening(session, it) {
+  let p = opening.get(it);
+  if (!p) {
+    p = openLinked(session, it.envelope).then((ok) => ({ ok }), (err) => ({ err }));
+    opening.set(it, p);
+  }
+  return p;
+}
+
+/**
+ * prepareFrame starts opening what a frame carries sealed, before the
+ * frames ahead of it are through openFrame (which then takes what was
+ * opened). It changes nothing that openFrame's order decides.
+ */
+export function prepareFrame(f) {
+  if (!f || f.type !== 'batch' || !Array.isArray(f.items) || typeof f.session !== 'string') return;
+  for (const it of f.items) {
+    if (it && typeof it === 'object' && it.envelope && typeof it.envelope.sealed === 'string') startOpening(f.session, it);
+  }
+}
+
+/**
+ * prefetchKey asks for a session's key ahead of need (the session a page
+ * opens on, as the connection opens), so that it does not wait for the
+ * list first. Only on a device paired with machines; a plaintext session
+ * is answered no-key, which changes nothing.
+ */
+export function prefetchKey(session) {
+  if (typeof session !== 'string' || !knownMachines().length || keys.has(session) || waiting.has(session) || unwrapping.has(session)) return;
+  waitKey(session);
 }
 
 const chainEnd = new Map(); // session -> {seq, id, n}: the last sealed envelope seen, by seq
@@ -248,6 +296,7 @@ export async function openFrame(f) {
     return f.code === 'no-key' ? null : f;
   }
   if (f.type === 'batch' && Array.isArray(f.items) && typeof f.session === 'string') {
+    prepareFrame(f);
     const items = [];
     for (const it of f.items) {
       if (!it || typeof it !== 'object' || !it.envelope) { items.push(it); continue; }
@@ -262,14 +311,15 @@ export async function openFrame(f) {
       }
       sealedSessions.add(f.session);
       if (Number.isFinite(it.seq) && !(sealedSince.get(f.session) <= it.seq)) sealedSince.set(f.session, it.seq);
-      try {
-        const { envelope, link } = await openLinked(f.session, it.envelope);
+      const { ok, err } = await startOpening(f.session, it);
+      if (ok) {
+        const { envelope, link } = ok;
         const brk = checkChain(f.session, it.seq, envelope.id, link);
         if (brk) items.push({ seq: it.seq, chainBreak: true, withheld: brk.withheld, unreadable: brk.message });
         items.push({ ...it, envelope });
-      } catch (e) {
+      } else {
         skipChain(f.session, it.seq, it.envelope.id);
-        items.push({ seq: it.seq, unreadable: e instanceof SealedError ? e.message : 'a sealed envelope it could not open' });
+        items.push({ seq: it.seq, unreadable: err instanceof SealedError ? err.message : 'a sealed envelope it could not open' });
       }
     }
     return { ...f, items };
