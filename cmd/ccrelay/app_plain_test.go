@@ -386,6 +386,7 @@ func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
 	waitJS(t, ctx, "the session listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, id))
 	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
 	waitAsync(t, ctx, "the device known paired to the worker", `import('./js/offline.js').then((m) => m.kvGet('paired')).then((v) => v === true)`)
+	shows := followShows(t, ctx, r.base)
 	rid := registration()
 	if rid == "" {
 		t.Fatal("no service worker registration seen")
@@ -395,6 +396,7 @@ func TestAppPairedNotificationsAnswerInPage(t *testing.T) {
 		t.Fatalf("deliver push: %v", err)
 	}
 	tag := "perm:" + id + ":req-1"
+	waitShown(t, "the permission notification", shows, tag, 1)
 	waitAsync(t, ctx, "the permission notification", fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then((ns) => ns.length === 1)`, tag))
 	desc := evalAwait[string](t, ctx, fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then(([n]) => n.body + '|' + n.actions.map((a) => a.action).join(','))`, tag))
 	if !strings.Contains(desc, "Bash: Build it") || !strings.HasSuffix(desc, "|") {

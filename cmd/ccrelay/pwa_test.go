@@ -28,6 +28,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/serviceworker"
+	"github.com/chromedp/cdproto/target"
 	"github.com/chromedp/chromedp"
 
 	"github.com/ccrelay/ccrelay/internal/testutil"
@@ -92,6 +93,71 @@ func watchWorker(t *testing.T, ctx context.Context, base string) func() servicew
 	}
 }
 
+// followShows attaches to the service worker of the page at base and
+// returns how many notifications it has shown with a tag, counted when its
+// showNotification settles. A test waits on this count before it reads a
+// notification with getNotifications: Chromium deletes a notification that
+// a getNotifications call overlaps while it is being shown (the read finds
+// it stored but not yet on display, and drops it as closed), so polling
+// getNotifications while the worker handles a push lost the notification
+// (TestAppInstallableOfflineNotifications, 3 of 18 runs under load, each
+// time after the worker had shown it). DevTools attached keeps the worker
+// running, so the count is not lost with it.
+func followShows(t *testing.T, ctx context.Context, base string) func(tag string) int {
+	t.Helper()
+	var id target.ID
+	for deadline := time.Now().Add(30 * time.Second); id == ""; {
+		tis, err := chromedp.Targets(ctx)
+		if err != nil {
+			t.Fatalf("list targets: %v", err)
+		}
+		for _, ti := range tis {
+			if ti.Type == "service_worker" && strings.HasPrefix(ti.URL, base+"/") {
+				id = ti.TargetID
+			}
+		}
+		if id == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("no service worker to follow")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	sw, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(id), chromedp.WithDetachOnCancel())
+	t.Cleanup(cancel)
+	if _, err := chromedp.Run(sw, chromedp.Evaluate[bool](`(() => {
+		if (self.shownTags) return true;
+		self.shownTags = [];
+		const show = ServiceWorkerRegistration.prototype.showNotification;
+		ServiceWorkerRegistration.prototype.showNotification = function (title, options) {
+			return show.call(this, title, options).then((r) => { shownTags.push(options?.tag ?? ''); return r; });
+		};
+		return true; })()`)); err != nil {
+		t.Fatalf("follow the service worker: %v", err)
+	}
+	return func(tag string) int {
+		t.Helper()
+		n, err := chromedp.Run(sw, chromedp.Evaluate[int](fmt.Sprintf(`shownTags.filter((t) => t === %q).length`, tag)))
+		if err != nil {
+			t.Fatalf("the service worker's notifications: %v", err)
+		}
+		return n
+	}
+}
+
+// waitShown waits until the worker followed by shows has shown n
+// notifications tagged tag.
+func waitShown(t *testing.T, what string, shows func(string) int, tag string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for shows(tag) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the service worker to show %s (%d shown, want %d)", what, shows(tag), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestAppInstallableOfflineNotifications(t *testing.T) {
 	r := startAppRelay(t)
 	id, envs := r.replay(t, corpus+smallSession)
@@ -101,6 +167,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 
 	r.open(t, ctx, id)
 	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
+	shows := followShows(t, ctx, r.base)
 	waitAsync(t, ctx, "the session kept for offline reading", fmt.Sprintf(
 		`import('./js/offline.js').then((m) => m.savedSessions()).then((l) => l.some((s) => s.id === %q && s.last === %d))`, id, len(envs)))
 	rows := eval[int](t, ctx, `document.querySelectorAll('.blocks > *').length`)
@@ -137,6 +204,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 
 	// A turn that finished: the text says which session.
 	deliver("turn")
+	waitShown(t, "the turn notification", shows, "turn:"+id, 1)
 	waitAsync(t, ctx, "the turn notification", notification("turn:"+id))
 
 	// A permission request: its notification has Allow and Deny; a tap
@@ -147,6 +215,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	}})
 	deliver("permission")
 	tag := "perm:" + id + ":req-1"
+	waitShown(t, "the permission notification", shows, tag, 1)
 	waitAsync(t, ctx, "the permission notification", notification(tag))
 	desc, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then(([n]) => n.title + '|' + n.body + '|' + n.actions.map((a) => a.action).join(','))`, tag), chromedp.EvalAwaitPromise))
 	if err != nil || !strings.Contains(desc, "Bash: Build it") || !strings.HasSuffix(desc, "|allow,deny") {
@@ -160,6 +229,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 
 	// Allow, from the notification: the CLI gets the answer.
 	deliver("permission")
+	waitShown(t, "the permission notification again", shows, tag, 2)
 	waitAsync(t, ctx, "the permission notification again", notification(tag))
 	click(tag, "allow")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow {
