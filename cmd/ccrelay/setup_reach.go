@@ -79,6 +79,11 @@ func tailscaleReachWith(st tsStatus, port int) (reach, error) {
 		return reach{}, errors.New("your tailnet gives this machine no HTTPS certificate: turn on MagicDNS and HTTPS Certificates in the Tailscale admin console (https://login.tailscale.com/admin/dns), then run ccrelay setup again; or use ccrelay setup --lan")
 	}
 	name := strings.TrimSuffix(st.CertDomains[0], ".")
+	if !validName(name) {
+		// It becomes the phones' URL, the service's --public-url and
+		// the QR code's link: a host name, nothing else.
+		return reach{}, fmt.Errorf("tailscale gives this machine the name %q, which is not a host name: check tailscale status; or use ccrelay setup --lan", name)
+	}
 	phone := "https://" + name
 	local := loopbackURL("http", port)
 	target := local
