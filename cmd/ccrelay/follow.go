@@ -497,11 +497,19 @@ func refuseCommands(ctx context.Context, client *apiclient.Client, log *slog.Log
 	}
 }
 
-// waitExited returns once the process pid has ended (pid 0: at once), or ctx.
+// stillRuns reports whether the process pid runs and is the one that
+// started at start ("": not known).
+func stillRuns(pid int, start string) bool {
+	return processAlive(pid) && (start == "" || processStart(pid) == start)
+}
+
+// waitExited returns once the process pid has ended (pid 0: at once), or
+// ctx; a process that took its pid after it ended is not waited for.
 func waitExited(ctx context.Context, pid int) {
+	start := processStart(pid)
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
-	for pid > 0 && processAlive(pid) {
+	for pid > 0 && stillRuns(pid, start) {
 		select {
 		case <-ctx.Done():
 			return

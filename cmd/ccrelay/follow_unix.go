@@ -23,6 +23,27 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// processStart is when process pid started, as Linux counts it (field 22
+// of /proc/<pid>/stat), so that a pid used again by another process is
+// not taken for it; "" where it cannot be read (other systems).
+func processStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	end := strings.LastIndexByte(s, ')')
+	if end < 0 {
+		return ""
+	}
+	// After the command: state (field 3) … starttime (field 22).
+	fields := strings.Fields(s[end+1:])
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
 // shells are what Claude Code runs a hook's command through; the hook's
 // parent is then the shell (unless it exec'd the command), and Claude the
 // shell's parent.

@@ -27,6 +27,10 @@ func processAlive(pid int) bool {
 	return code == 259 // STILL_ACTIVE
 }
 
+// processStart is "" on Windows: a process handle's exit code tells
+// whether it runs (pids are used again there too, which is not guarded).
+func processStart(int) string { return "" }
+
 // claudeProcess is the process id of the Claude that runs this hook: on
 // Windows the hook is spawned directly (exec form, no shell), so its
 // parent.
