@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,11 +13,13 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/config"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // A follower follows its session's transcript while its Claude runs (what
-// is written later reaches the relay too), a second follower of the same
-// session leaves it to the first, and the follower ends once its Claude
+// is written later reaches the relay too), the app sees it as followed and
+// each command it sends is rejected with how to steer the session, a
+// second follower of the same session leaves it to the first, and the follower ends once its Claude
 // has ended, with the relay holding what replay maps of the transcript and
 // the turn closed.
 func TestFollowSessionLive(t *testing.T) {
@@ -78,6 +81,16 @@ func TestFollowSessionLive(t *testing.T) {
 
 	appendLines(recLines(1, 4)...)
 	waitStored(t, data, session, 4)
+
+	// The app sees it as followed and can send it nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	app := dialWSApp(t, ctx, base, token)
+	app.until("the session listed as followed", func() bool { return app.info(session)["mode"] == ModeFollowed })
+	if reason := app.command(session, protocol.Command{Kind: protocol.CommandPrompt, Text: "take over"}); !strings.Contains(reason, "only follows") ||
+		!strings.Contains(reason, "ccrelay --resume "+session) {
+		t.Fatalf("a prompt to a followed session: %q; want it rejected with how to steer it", reason)
+	}
 	select {
 	case err := <-firstDone:
 		t.Fatalf("the follower ended while its Claude runs: %v\n%s", err, followLogText(state))
