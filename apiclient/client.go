@@ -561,6 +561,8 @@ func (e *dialError) reason() string {
 	switch {
 	case e.silent != 0:
 		return "it took the connection but did not answer within " + e.silent.String() + " (is the relay, or a proxy in front of it, stuck, or its machine gone or asleep?)"
+	case Gateway(e.status) != nil:
+		return Explain(e.url, Gateway(e.status))
 	case e.status != 0:
 		return fmt.Sprintf("it answered HTTP %d %s instead of accepting the connection (is that the relay's address?)", e.status, http.StatusText(e.status))
 	case errors.Is(e.err, context.DeadlineExceeded), errors.As(e.err, &ne) && ne.Timeout() && !errors.As(e.err, &dns):

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -57,8 +59,11 @@ func Explain(relayURL string, err error) string {
 		dns *net.DNSError
 		ne  net.Error
 		ue  *url.Error
+		ge  *GatewayError
 	)
 	switch {
+	case errors.As(err, &ge):
+		return "the proxy in front of it answered " + ge.Error() + ": the relay behind it does not answer; is ccrelay serve running there, and does the proxy point at its address?"
 	case errors.As(err, &ue) && ue.Op == "parse", strings.Contains(err.Error(), "unsupported protocol scheme"):
 		return "the relay URL " + relayURL + " has no https:// (or http://): give it with its scheme, e.g. https://" + strings.TrimPrefix(relayURL, "//")
 	case errors.As(err, &ua):
@@ -113,6 +118,24 @@ func hostnameAdvice(he x509.HostnameError, relayURL string) string {
 	}
 	return fmt.Sprintf("the relay's certificate is for %s, not for %s: use%s, or make a certificate that also covers %s (e.g. mkcert %s %s)",
 		strings.Join(names, ", "), he.Host, other, he.Host, names[0], he.Host)
+}
+
+// GatewayError is the answer of a proxy in front of the relay saying
+// that the relay behind it does not answer (502 Bad Gateway, 504 Gateway
+// Timeout): the relay is down, not refusing.
+type GatewayError struct{ Status int }
+
+func (e *GatewayError) Error() string {
+	return strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+}
+
+// Gateway returns a *GatewayError for a proxy's status saying that the
+// relay behind it does not answer, nil for any other status.
+func Gateway(status int) error {
+	if status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		return &GatewayError{Status: status}
+	}
+	return nil
 }
 
 // ReachError is a failure to reach the relay at URL; its message is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -97,5 +98,43 @@ func TestClientSaysWhenRelayDoesNotAnswer(t *testing.T) {
 	waitNotice("reached the relay at " + srv.URL + " again")
 	if n := strings.Count(notices.String(), "cannot reach"); n != 1 {
 		t.Errorf("said %d times that the relay cannot be reached (once per outage): %q", n, notices.String())
+	}
+}
+
+// A proxy in front of a relay that is down answers the connection with 502
+// or 504: the user hears that the relay behind the proxy does not answer,
+// not to check the relay's address. Without the fix: "it answered HTTP 502
+// Bad Gateway instead of accepting the connection (is that the relay's
+// address?)".
+func TestClientSaysRelayBehindProxyIsDown(t *testing.T) {
+	for _, status := range []int{http.StatusBadGateway, http.StatusGatewayTimeout} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(status)
+			}))
+			defer proxy.Close()
+			box, err := OpenOutbox(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer box.Close()
+			var notices logRecords
+			logs := failureLogs(t)
+			cl := NewClient(Config{URL: proxy.URL, Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+				Logger: logs.logger(), Notice: &notices}, box)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); cl.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			waitLog(t, &notices, "cannot reach the relay", 1)
+			got := notices.String()
+			want := "the proxy in front of it answered " + strconv.Itoa(status) + " " + http.StatusText(status) + ": the relay behind it does not answer"
+			if !strings.Contains(got, want) || !strings.Contains(got, "is ccrelay serve running") {
+				t.Errorf("the user heard %q; want it to say %q and the next step", got, want)
+			}
+			if strings.Contains(got, "is that the relay's address") {
+				t.Errorf("the user heard %q: as if the address were wrong", got)
+			}
+		})
 	}
 }

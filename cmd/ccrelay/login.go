@@ -112,6 +112,9 @@ func relayCall(ctx context.Context, method, url, cred string, in, out any) error
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if gw := apiclient.Gateway(resp.StatusCode); gw != nil {
+		return &apiclient.ReachError{URL: url, Err: gw}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return &relayError{status: resp.StatusCode, text: fmt.Sprintf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))}
 	}

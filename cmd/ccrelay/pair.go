@@ -309,6 +309,9 @@ func askPairResult(ctx context.Context, base, cred, code string) (pairResult, bo
 	case http.StatusAccepted:
 		return pairResult{}, false, nil
 	}
+	if gw := apiclient.Gateway(resp.StatusCode); gw != nil {
+		return pairResult{}, false, &apiclient.ReachError{URL: base, Err: gw} // the relay behind a proxy is down: asked again
+	}
 	return pairResult{}, false, &relayError{status: resp.StatusCode, text: fmt.Sprintf("relay refused (%s): %s", resp.Status, strings.TrimSpace(string(b)))}
 }
 

@@ -277,3 +277,39 @@ func TestReplayToTrustsRememberedCA(t *testing.T) {
 		})
 	}
 }
+
+// A relay behind a proxy (Caddy, nginx, tailscale serve) that is down is
+// answered for by the proxy: 502 Bad Gateway. pair, status and sessions say
+// the relay behind the proxy does not answer, not that the relay refused or
+// that the address may be wrong, and give no proxy's error page. Without
+// the fix: "relay refused (502 Bad Gateway): <html>…", "something answers,
+// but not as a relay".
+func TestSaysRelayBehindProxyIsDown(t *testing.T) {
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	}))
+	defer proxy.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tok, []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := runEnv(t, []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}, "pair", "--no-wait", "--state", t.TempDir(), "--relay", proxy.URL, "--relay-token-file", tok)
+	want := "cannot reach the relay at " + proxy.URL + ": the proxy in front of it answered 502 Bad Gateway: the relay behind it does not answer"
+	if res.code == 0 || !strings.Contains(res.stderr, want) || !strings.Contains(res.stderr, "is ccrelay serve running") {
+		t.Fatalf("pair: %+v\nwant it to say %q and the next step", res, want)
+	}
+	if strings.Contains(res.stderr, "<html>") || strings.Contains(res.stderr, "relay refused") {
+		t.Errorf("pair said %q: the proxy's page, or a refusal by the relay", res.stderr)
+	}
+	env := []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin"}
+	res = runEnv(t, env, "status", "--state", t.TempDir(), "--relay", proxy.URL)
+	if !strings.Contains(res.stdout, "relay: does not answer: the proxy in front of it answered 502 Bad Gateway") {
+		t.Errorf("status: %+v", res)
+	}
+	res = runEnv(t, env, "sessions", "ls", "--relay", proxy.URL, "--relay-token-file", tok)
+	if res.code == 0 || !strings.Contains(res.stderr, want) || strings.Contains(res.stderr, "<html>") {
+		t.Errorf("sessions ls: %+v\nwant it to say %q", res, want)
+	}
+}

@@ -87,6 +87,10 @@ func (f *sessionsFlags) request(ctx context.Context, method, path string, stderr
 		res.Body.Close()
 		return nil, fmt.Errorf("the relay at %s refused the token", f.relay)
 	}
+	if gw := apiclient.Gateway(res.StatusCode); gw != nil {
+		res.Body.Close()
+		return nil, &apiclient.ReachError{URL: f.relay, Err: gw}
+	}
 	return res, nil
 }
 

@@ -84,6 +84,9 @@ func relayAnswers(ctx context.Context, url string) string {
 		return "does not answer: " + apiclient.Explain(url, err)
 	}
 	resp.Body.Close()
+	if gw := apiclient.Gateway(resp.StatusCode); gw != nil {
+		return "does not answer: " + apiclient.Explain(url, gw)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Sprintf("something answers, but not as a relay (HTTP %d at /healthz): is that the relay's address?", resp.StatusCode)
 	}
