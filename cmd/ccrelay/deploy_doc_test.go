@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
@@ -181,6 +183,39 @@ func TestDeployLANRecipe(t *testing.T) {
 	cfg, err := config.Load(filepath.Join(r.home, ".local", "state", "ccrelay"))
 	if err != nil || cfg.Relay != "https://127.0.0.1:"+port || cfg.CAFile != filepath.Join(work, "ca.pem") {
 		t.Errorf("remembered %+v, %v", cfg, err)
+	}
+	checkRecipeAuthority(t, filepath.Join(work, "ca.pem"), addr)
+}
+
+// checkRecipeAuthority: the authority the recipe makes, which the phone
+// trusts, vouches only for the laptop's address and 127.0.0.1 (critical
+// name constraints, no name but localhost) and only for TLS servers: a
+// copy of ca.key cannot impersonate any other site to the phone.
+func checkRecipeAuthority(t *testing.T, caFile, addr string) {
+	t.Helper()
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s holds no PEM certificate", caFile)
+	}
+	ca, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, n := range ca.PermittedIPRanges {
+		ips = append(ips, n.String())
+	}
+	if want := []string{addr + "/32", "127.0.0.1/32"}; !ca.PermittedDNSDomainsCritical || strings.Join(ips, " ") != strings.Join(want, " ") ||
+		strings.Join(ca.PermittedDNSDomains, " ") != "localhost" {
+		t.Errorf("the recipe's authority may sign for addresses %v and names %v (critical %v): want only %v and localhost, critical",
+			ips, ca.PermittedDNSDomains, ca.PermittedDNSDomainsCritical, want)
+	}
+	if len(ca.ExtKeyUsage) != 1 || ca.ExtKeyUsage[0] != x509.ExtKeyUsageServerAuth {
+		t.Errorf("the recipe's authority is for %v, want TLS servers only", ca.ExtKeyUsage)
 	}
 }
 
