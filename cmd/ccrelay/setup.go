@@ -122,11 +122,6 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 	if err := runRelayService(ctx, r, data, out); err != nil {
 		return err
 	}
-	if r.expose != nil {
-		if err := r.expose(ctx, out); err != nil {
-			return err
-		}
-	}
 	cred, err := relayToken("", "", data, state, r.local, errOut)
 	if err != nil {
 		return err
@@ -141,6 +136,12 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 	}
 	if !strings.HasPrefix(code.URL, "https://") {
 		return fmt.Errorf("the relay running at %s gives phones the address %s, which is not HTTPS: a relay of your own runs there; stop it (ccrelay setup then runs one as a service), or run setup with --port to use another port", r.local, code.URL)
+	}
+	// Exposed only once the relay is known to be the one set up for it.
+	if r.expose != nil {
+		if err := r.expose(ctx, out); err != nil {
+			return err
+		}
 	}
 	if err := rememberRelay(state, r.local, r.ca, out); err != nil {
 		return err

@@ -291,6 +291,7 @@ func TestSetupFailuresSayWhatToDo(t *testing.T) {
 		{"tailscale daemon down", `not json`, []string{"--tailscale"}, "is tailscaled running?"},
 		{"two ways", "", []string{"--lan", "--tailscale"}, "choose one of --tailscale, --lan and --acme"},
 		{"acme without a name", "", []string{"--acme", "relay"}, "give the server's DNS name"},
+		{"acme for a name that does not resolve", "", []string{"--acme", "relay.invalid"}, "point its DNS at this machine first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newSetupRig(t, tc.status)
@@ -333,5 +334,24 @@ func TestSetupWithoutUserSystemd(t *testing.T) {
 		if err == nil || !strings.Contains(s.output(), want) {
 			t.Errorf("setup without a user systemd: %v, lacks %q\n%s", err, want, s.output())
 		}
+	}
+}
+
+// A relay of the person's own already on the port, without HTTPS for
+// phones, is not taken for one: setup says to stop it or use another port.
+func TestSetupOwnRelayWithoutHTTPS(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	srv, _, _ := startServe(t, filepath.Join(r.home, ".local", "share", "ccrelay"), "--listen", "127.0.0.1:"+strconv.Itoa(r.port))
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	s := r.startSetup(t)
+	err := s.wait(t, time.Minute)
+	if err == nil || !strings.Contains(s.output(), "which is not HTTPS") || !strings.Contains(s.output(), "stop it") {
+		t.Errorf("setup beside a plain relay: %v\n%s", err, s.output())
+	}
+	if _, err := os.Stat(r.calls); err == nil {
+		t.Error("a service was started beside the running relay")
+	}
+	if ts, _ := os.ReadFile(r.tsCalls); strings.Contains(string(ts), "serve") {
+		t.Errorf("tailscale serve was put in front of a relay not set up for it:\n%s", ts)
 	}
 }
