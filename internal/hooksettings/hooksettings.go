@@ -2,8 +2,10 @@
 // (settings.json) and takes it out again, without breaking them: the file
 // is merged, not replaced (every other key kept, in its order), a file that
 // is not valid JSON is refused untouched, a backup of the file as it was is
-// written beside it, and removing the hook gives back the file byte for
-// byte when nothing else changed in it meanwhile.
+// written beside it, removing the hook gives back the file byte for byte
+// when nothing else changed in it meanwhile, and a change another program
+// (Claude Code) makes between the read and the write is merged with, not
+// overwritten: the file is read again and the work done again.
 package hooksettings
 
 import (
@@ -251,7 +253,52 @@ func (f *file) parse() (*Settings, error) {
 	return s, nil
 }
 
+// beforeWrite, when set (tests), runs between reading the settings and
+// writing them: where another program may write them meanwhile.
+var beforeWrite func()
+
+// errChanged: the settings file is no longer what was read.
+var errChanged = errors.New("changed meanwhile")
+
+// unchanged checks, just before a write, that the file is still what was
+// read: Claude Code writes its settings too, and a change it made since
+// must be merged with, not overwritten.
+func (f *file) unchanged() error {
+	if beforeWrite != nil {
+		beforeWrite()
+	}
+	b, err := os.ReadFile(f.real)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if !f.exists {
+			return nil
+		}
+	case err != nil:
+		return fmt.Errorf("read Claude Code's settings: %w", err)
+	case f.exists && bytes.Equal(b, f.data):
+		return nil
+	}
+	return errChanged
+}
+
+// attempts bounds how often Install and Remove start again when the file
+// changed between their read and their write.
+const attempts = 5
+
+func retry(path string, op func() (Result, error)) (Result, error) {
+	for range attempts {
+		res, err := op()
+		if !errors.Is(err, errChanged) {
+			return res, err
+		}
+	}
+	return Result{}, fmt.Errorf("Claude Code's settings %s changed each time ccrelay was about to write them: nothing was changed; run this again", path)
+}
+
 func (f *file) write(b []byte) error {
+	if err := f.unchanged(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(f.real), 0o700); err != nil {
 		return fmt.Errorf("write Claude Code's settings: %w", err)
 	}
@@ -269,6 +316,10 @@ func (f *file) write(b []byte) error {
 // (then the backup of that install stays). A file that is not a JSON object,
 // or whose hooks are not as Claude Code reads them, is refused untouched.
 func Install(path, event string, hook map[string]any, ours Ours) (Result, error) {
+	return retry(path, func() (Result, error) { return install(path, event, hook, ours) })
+}
+
+func install(path, event string, hook map[string]any, ours Ours) (Result, error) {
 	f, err := readFile(path)
 	if err != nil {
 		return Result{}, err
@@ -340,6 +391,10 @@ func Install(path, event string, hook map[string]any, ours Ours) (Result, error)
 // was made by Install). Otherwise only the hooks of ours go, and the
 // backup stays. A file with no hook of ours is not touched.
 func Remove(path, event string, ours Ours) (Result, error) {
+	return retry(path, func() (Result, error) { return remove(path, event, ours) })
+}
+
+func remove(path, event string, ours Ours) (Result, error) {
 	f, err := readFile(path)
 	if err != nil {
 		return Result{}, err
@@ -373,6 +428,9 @@ func Remove(path, event string, ours Ours) (Result, error) {
 		}
 	case errors.Is(berr, fs.ErrNotExist):
 		if len(s.root.keys) == 0 {
+			if err := f.unchanged(); err != nil {
+				return Result{}, err
+			}
 			if err := os.Remove(f.real); err != nil {
 				return Result{}, fmt.Errorf("remove Claude Code's settings made for the hook: %w", err)
 			}
