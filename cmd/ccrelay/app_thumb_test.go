@@ -220,3 +220,91 @@ func TestAppOfflineCopyWhereTheEyeIs(t *testing.T) {
 	}
 	screenshot(t, ctx, "thumb-offline-copy")
 }
+
+// visibleTitle counts the characters of the top bar's title a person
+// sees (inside its box: not clipped, not behind an ellipsis).
+const visibleTitle = `(() => {
+	const el = document.querySelector('.top-title'), box = el.getBoundingClientRect();
+	const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+	const range = document.createRange();
+	let n = 0, text = '';
+	for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+		for (let i = 0; i < node.length; i++) {
+			range.setStart(node, i); range.setEnd(node, i + 1);
+			const r = range.getBoundingClientRect();
+			if (r.width > 0 && r.right <= box.right + 0.5 && r.bottom <= box.bottom + 0.5 && r.top >= box.top - 0.5) { n++; text += node.data[i]; }
+		}
+	}
+	// An ellipsis drawn over the end hides a few characters counted in.
+	if (el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1) n = Math.max(0, n - 3);
+	return { n, text };
+})()`
+
+// The top bar of a session says what it is and what is true of it, with
+// one thumb: a long title shows most of itself (two lines, not ten
+// characters), and the state never says "Remote · idle" beside "Claude's
+// machine is offline"; the list marks the sessions the relay found without
+// their machine.
+func TestAppHeaderSaysTheTruth(t *testing.T) {
+	r := &appRelay{data: t.TempDir()}
+	r.cmd, r.base, r.token = startServe(t, r.data, "--cli-gone-after", "1s")
+	t.Cleanup(func() { r.cmd.Process.Signal(syscall.SIGTERM); r.cmd.Wait() })
+	const (
+		working = "0c0c0c0c-7777-4222-8333-444444444444"
+		idle    = "0c0c0c0c-8888-4222-8333-444444444444"
+		title   = "Find why the reconnect test in relay/conn_test.go is flaky under load and make it fast again"
+	)
+	cli1, cli2 := dialCLI(t, r), dialCLI(t, r)
+	cli1.envelopes(working, turn("w", title, "Looking into it.")...)
+	cli1.announce(working, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "remote", "status": "busy"})
+	cli2.envelopes(idle, turn("i", "Tidy the docs", "Done.")...)
+	cli2.announce(idle, map[string]any{"cwd": "/home/dev/docs", "machine": "desktop", "mode": "remote", "status": "idle"})
+
+	ctx := newBrowser(t)
+	must(t, ctx, phoneThumb())
+	r.open(t, ctx, working)
+	waitJS(t, ctx, "the title", fmt.Sprintf(`document.querySelector('.top-title').textContent.startsWith(%q)`, title[:40]))
+	seen := eval[struct {
+		N    int    `json:"n"`
+		Text string `json:"text"`
+	}](t, ctx, visibleTitle)
+	t.Logf("the title shows %d of its %d characters: %q", seen.N, len(title), seen.Text)
+	if seen.N < 40 {
+		t.Errorf("the title shows %d of its %d characters (%q)", seen.N, len(title), seen.Text)
+	}
+	statusText := func() string {
+		return eval[string](t, ctx, `document.querySelector('.top-sub .status-text').textContent`)
+	}
+	if s := statusText(); s != "Working" {
+		t.Errorf("working, the top bar says %q", s)
+	}
+	screenshot(t, ctx, "thumb-header")
+
+	// Both machines go away; the relay marks the working session (an idle
+	// one it leaves as it is).
+	cli1.c.CloseNow()
+	cli2.c.CloseNow()
+	waitJS(t, ctx, "the relay's mark", fmt.Sprintf(`ccrelay.sessions.get(%q).info.cliGone > 0`, working))
+	const note = `(() => { const n = document.querySelector('.machine-note'); return !!n && !n.hidden })()`
+	waitJS(t, ctx, "the page saying the machine is offline", note)
+	if s := statusText(); !strings.Contains(strings.ToLower(s), "offline") {
+		t.Errorf("the machine gone, the top bar says %q", s)
+	}
+
+	// The idle session, opened afresh: the relay answers that no ccrelay
+	// holds it; the top bar says the same as the note.
+	must(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#/s/"+idle))
+	waitJS(t, ctx, "the page saying the machine is offline", note)
+	if s := statusText(); s == "Remote · idle" || !strings.Contains(strings.ToLower(s), "offline") {
+		t.Errorf("beside %q, the top bar says %q", eval[string](t, ctx, `document.querySelector('.machine-note').textContent`), s)
+	}
+	screenshot(t, ctx, "thumb-header-offline")
+
+	// The list marks the session whose machine the relay found gone.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 2`)
+	if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q] .chip.gone')?.textContent || ''`, working)); !strings.Contains(strings.ToLower(got), "offline") {
+		t.Errorf("the list does not mark the session without its machine (%q)", eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q]').innerText`, working)))
+	}
+	screenshot(t, ctx, "thumb-list")
+}

@@ -570,6 +570,8 @@ function listPage() {
             h('span', { class: 'time', text: ago(s.updated) }),
             h('span', { class: 'chips' },
               waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
+              // The relay found no ccrelay holding it (it was working).
+              info.cliGone && info.mode !== 'machine' ? h('span', { class: 'chip warn gone', text: 'Machine offline', title: info.error || 'No ccrelay is connected for this session' }) : null,
               protectionChip(s),
               info.recording ? h('span', { class: 'chip recording', text: 'Recording' }) : null,
               info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
@@ -598,7 +600,9 @@ function sessionPage(id) {
   const menuBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Session settings', onclick: () => openSettings() }, icon('dots'));
   const finder = findBar(() => ({ model, view, root: conv }));
   const findBtn = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Find in session', onclick: () => finder.open() }, icon('search'));
-  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [meter, findBtn, menuBtn] });
+  // The context meter stands in the subtitle: the title takes the bar's width.
+  const top = topBar({ back: true, title: 'Session', subtitle: '', right: [findBtn, menuBtn] });
+  top.bar.classList.add('session-top');
   const banner = connBanner();
   const note = skipNote();
   const chainNote = withheldNote();
@@ -764,9 +768,11 @@ function sessionPage(id) {
     const bits = [i.cwd ? shortPath(i.cwd) : '', i.machine || ''].filter(Boolean);
     recordingNote.hidden = !i.recording;
     const parent = i.forkedFrom ? app.sessions.get(i.forkedFrom) : null;
+    const gone = machineGone(i);
     fill(top.subEl,
-      h('span', { class: 'status-dot ' + (i.status || 'idle') }),
+      h('span', { class: 'status-dot ' + (gone ? 'gone' : i.status || 'idle') }),
       h('span', { class: 'status-text', text: statusText(i) }),
+      meter,
       rateLimitChip(i.rateLimit),
       protectionChip(s, { machine: true }),
       // Before the folder and machine, which give way on a narrow screen.
@@ -808,8 +814,12 @@ function sessionPage(id) {
     view?.refreshOpenTurn();
   }
 
+  // machineGone: no ccrelay holds the session, as the relay marked it or
+  // answered when asked (the note below the top bar says so too).
+  const machineGone = (i) => !i.recording && !!i.mode && (!!i.cliGone || !machine.hidden);
   function statusText(i) {
     if (i.recording) return 'Recording';
+    if (machineGone(i)) return 'Machine offline';
     if (i.status === 'waiting-for-permission') return 'Waiting for you';
     if (i.status === 'busy') return 'Working';
     if (i.mode === 'remote') return 'Remote · idle';
@@ -1121,7 +1131,11 @@ function sessionPage(id) {
 
   // Whether this session's machine is connected, asked of the relay when
   // the connection opens, every tick, and when a prompt is queued.
-  function showMachine(on) { if (machine.hidden === on) machine.hidden = !on; }
+  function showMachine(on) {
+    if (machine.hidden !== on) return;
+    machine.hidden = !on;
+    renderHeader();
+  }
   let machineCheck = 0;
   let machineChecked = false;
   async function checkMachine() {
@@ -1141,7 +1155,7 @@ function sessionPage(id) {
     },
     // A session change after the machine was said offline may be its
     // return (it announces itself again).
-    onSessions: () => { subscribe(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked) checkMachine(); },
+    onSessions: () => { subscribe(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked || info().cliGone) checkMachine(); },
     onConn: (s) => { banner.set(s); renderHeader(); if (s === 'open') checkMachine(); else showMachine(false); },
     onVisible: redraw,
     onSkip: note.update,
