@@ -110,8 +110,14 @@ func RunLoop(ctx context.Context, o LoopOptions) (int, error) {
 		// disk (Pipeline.holdRemote). First it delivers, as the terminal's,
 		// what an earlier run's Claude wrote that never reached the outbox
 		// (that run was killed before stream-json's copy was stored).
+		// Remote mode starts only once that pass is done, however long
+		// it takes: it rebuilds the session's mapper (the turn left open,
+		// its calls) from the records sent before, which remote mode's
+		// hold passes over (catchUp).
 		l.o.Scanner.AddSessionPath(l.session, "")
-		l.settle()
+		if !l.catchUp(ctx) {
+			return 0, nil
+		}
 	}
 	var first *Command // the app's command that took the session over
 	for {
@@ -315,6 +321,50 @@ func (l *loop) settle() {
 	defer cancel()
 	if err := l.o.Scanner.Flush(ctx); err != nil {
 		l.o.Logger.Warn("scanner did not catch up before the switch", "err", err)
+	}
+}
+
+// catchUpNotice is how long catchUp waits before it says that it waits.
+var catchUpNotice = 5 * time.Second
+
+// catchUp waits until the scanner has delivered everything on disk of the
+// sessions it follows (a pass made at once), however long that takes, or
+// until ctx ends (false). A session that remote mode resumes is rebuilt so:
+// the scanner's records before its cursor (sent by an earlier run) give
+// the mapper the open turn and calls, and only then may remote mode map
+// what the resumed Claude prints. Once remote mode has the session, the
+// hold (Pipeline.holdRemote) passes those records over: a pass that came
+// late left the mapper knowing nothing of the session, and the phone then
+// differed from replay (a turn left open beside the next, a call running
+// for ever, the wrong cut). After catchUpNotice the terminal and the log
+// are told that remote mode waits for it.
+func (l *loop) catchUp(ctx context.Context) bool {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.o.Scanner.Flush(fctx) }()
+	slow := time.NewTimer(catchUpNotice)
+	defer slow.Stop()
+	began := time.Now()
+	for {
+		select {
+		case <-slow.C:
+			fmt.Fprintf(l.o.Notice, "ccrelay: still reading what session %s wrote before; the app's prompts wait until it is read.\r\n", l.session)
+			l.o.Logger.Warn("remote mode waits for the scanner to read the session's transcript", "session", l.session,
+				"waited", time.Since(began).Round(time.Millisecond))
+		case err := <-done:
+			if ctx.Err() != nil {
+				return false
+			}
+			if err != nil {
+				// The scanner stopped: nothing more of it comes.
+				l.o.Logger.Warn("the scanner did not read the session's transcript before remote mode", "session", l.session, "err", err)
+			} else if d := time.Since(began); d >= catchUpNotice {
+				l.o.Logger.Info("the scanner read the session's transcript; remote mode goes on", "session", l.session,
+					"took", d.Round(time.Millisecond))
+			}
+			return true
+		}
 	}
 }
 
