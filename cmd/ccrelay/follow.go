@@ -310,6 +310,7 @@ func followHook(ctx context.Context, stateFlag string, in io.Reader) error {
 type followFlags struct {
 	session, transcript, cwd, state string
 	pid                             int
+	flushTimeout                    time.Duration
 }
 
 func newFollowSessionCmd() *cobra.Command {
@@ -329,17 +330,18 @@ func newFollowSessionCmd() *cobra.Command {
 	fl.StringVar(&f.cwd, "cwd", "", "its working directory")
 	fl.StringVar(&f.state, "state", "", "state folder")
 	fl.IntVar(&f.pid, "pid", 0, "its Claude's process id: followed until it ends")
+	fl.DurationVar(&f.flushTimeout, "flush-timeout", followFlushTimeout, "how long the last send may take once Claude ended")
 	return cmd
 }
 
 // Bounds of a follower.
-var (
+const (
 	// followPoll is how often a follower looks whether its Claude still
 	// runs.
 	followPoll = 500 * time.Millisecond
-	// followFlushTimeout bounds the last send once Claude ended; what is
-	// not sent by then stays in the outbox for the next ccrelay in the
-	// folder.
+	// followFlushTimeout bounds the last send once Claude ended (by
+	// default; --flush-timeout); what is not sent by then stays in the
+	// outbox for the next ccrelay in the folder.
 	followFlushTimeout = 30 * time.Second
 )
 
@@ -466,7 +468,7 @@ func followSession(ctx context.Context, f followFlags) error {
 	if err := pipe.Close(context.WithoutCancel(ctx), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
 		return err
 	}
-	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), followFlushTimeout)
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.flushTimeout)
 	defer cancel()
 	if err := client.Flush(flushCtx); err != nil {
 		log.Warn("not all sent; kept for the next ccrelay in this folder", "pending", box.Pending(), "in", slot.Path, "err", err)

@@ -114,3 +114,70 @@ func TestFollowSessionLive(t *testing.T) {
 	}
 	sameEnvelopes(t, got[:len(want)], want)
 }
+
+// Nothing is lost when the relay is down as a followed Claude ends: the
+// follower keeps what it could not send in the folder's outbox, and the
+// next follower in the folder (here, of the session resumed) sends it
+// with the rest once the relay is back.
+func TestFollowSessionRelayDownAtEnd(t *testing.T) {
+	data, state, home := t.TempDir(), t.TempDir(), t.TempDir()
+	srv, base, token := startServe(t, data)
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	if err := config.Remember(state, base, ""); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(t.TempDir(), "project")
+	os.MkdirAll(cwd, 0o755)
+	const session = "f0110ede-0000-4000-8000-00000000000b"
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transcript := claude.TranscriptPath(projectDir, session)
+	os.MkdirAll(projectDir, 0o700)
+	appendLines := func(lines ...string) {
+		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			f.WriteString(strings.ReplaceAll(l, "{{session}}", session) + "\n")
+		}
+		f.Close()
+	}
+	follow := func(pid int) {
+		t.Helper()
+		cmd := exec.Command(binary, "follow", "session", "--session", session, "--transcript", transcript, "--cwd", cwd,
+			"--pid", strconv.Itoa(pid), "--state", state, "--flush-timeout", "1s")
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CCRELAY_TOKEN=" + token}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("follower: %v\n%s", err, out)
+		}
+	}
+	// Claude ended before its follower looked (pid 0: at once): what the
+	// transcript holds is read, and cannot be sent.
+	appendLines(append([]string{`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"hi"}}`}, recLines(1, 3)...)...)
+	follow(0)
+	if !strings.Contains(followLogText(state), "not all sent; kept for the next ccrelay in this folder") {
+		t.Fatalf("the follower did not keep what it could not send; log:\n%s", followLogText(state))
+	}
+	if n := len(storedLines(t, data, session)); n != 0 {
+		t.Fatalf("the relay stored %d envelopes while down", n)
+	}
+
+	// The relay is back, the session resumed, and followed again.
+	srv = restartServe(t, data, strings.TrimPrefix(base, "http://"))
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	appendLines(`{"type":"user","uuid":"u2","sessionId":"{{session}}","timestamp":"2026-11-22T10:01:00.000Z","message":{"role":"user","content":"again"}}`)
+	appendLines(recLines(3, 5)...)
+	follow(0)
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", transcript).stdout, "\n"), "\n")
+	got := storedLines(t, data, session)
+	// The first run ended its open turn with the id replay gives it when
+	// the next prompt comes; the second ends the last one.
+	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s\nlog:\n%s", len(got), len(want), shortLines(got), shortLines(want), followLogText(state))
+	}
+	sameEnvelopes(t, got[:len(want)], want)
+}
