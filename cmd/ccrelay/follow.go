@@ -373,15 +373,15 @@ func followSession(ctx context.Context, f followFlags) error {
 	if err := os.MkdirAll(followLocks(state), 0o700); err != nil {
 		return err
 	}
-	lock, err := launcher.TryLock(filepath.Join(followLocks(state), f.session+".lock"))
-	if errors.Is(err, launcher.ErrLocked) {
+	lock, err := followLock(ctx, followLocks(state), f.session, f.pid)
+	if err != nil {
+		return err
+	}
+	if lock == nil {
 		log.Info("the session is followed already")
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("follow lock: %w", err)
-	}
-	defer func() { os.Remove(lock.Name()); lock.Close() }()
+	defer releaseFollowLock(lock)
 
 	relayURL, _, err := chooseRelay("", state)
 	if err != nil || relayURL == "" {
