@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,5 +354,47 @@ func TestSetupOwnRelayWithoutHTTPS(t *testing.T) {
 	}
 	if ts, _ := os.ReadFile(r.tsCalls); strings.Contains(string(ts), "serve") {
 		t.Errorf("tailscale serve was put in front of a relay not set up for it:\n%s", ts)
+	}
+}
+
+// The relay's service has names of its own on every platform, apart from
+// the daemon's (installing one never replaces the other), and says what
+// it is.
+func TestRelayServiceFiles(t *testing.T) {
+	for _, tc := range []struct {
+		goos, path, enable string
+	}{
+		{"linux", "/home/me/.config/systemd/user/ccrelay-relay.service", "systemctl --user enable --now ccrelay-relay.service"},
+		{"darwin", "/home/me/Library/LaunchAgents/dev.ccrelay.relay.plist", "launchctl bootstrap gui/501 /home/me/Library/LaunchAgents/dev.ccrelay.relay.plist"},
+		{"windows", `C:\Users\me\AppData\Roaming/ccrelay/relay.cmd`, "schtasks /Run /TN ccrelay-relay"},
+	} {
+		t.Run(tc.goos, func(t *testing.T) {
+			env := serviceEnv{ID: relayService, GOOS: tc.goos, Home: "/home/me", UID: 501, Args: []string{"/usr/bin/ccrelay", "serve", "--data", "/home/me/data"}}
+			if tc.goos == "windows" {
+				env.ConfigHome = `C:\Users\me\AppData\Roaming`
+			}
+			svc, err := serviceFor(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if filepath.ToSlash(svc.Path) != filepath.ToSlash(tc.path) {
+				t.Errorf("path %s, want %s", svc.Path, tc.path)
+			}
+			var enable []string
+			for _, c := range svc.Enable {
+				enable = append(enable, strings.Join(c, " "))
+			}
+			if !slices.Contains(enable, tc.enable) {
+				t.Errorf("enabled with %q, want %q among them", enable, tc.enable)
+			}
+			if strings.Contains(svc.Content, "daemon") || !strings.Contains(svc.Content, "serve") {
+				t.Errorf("content:\n%s", svc.Content)
+			}
+			env.ID = serviceID{}
+			daemon, _ := serviceFor(env)
+			if daemon.Path == svc.Path {
+				t.Errorf("the daemon's service has the relay's path %s", svc.Path)
+			}
+		})
 	}
 }
