@@ -1,16 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/json"
-	"math/big"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -31,15 +23,7 @@ import (
 // the tailnet's certificate).
 func tailnetServe(t *testing.T, name, target string) (addr, spki string) {
 	t.Helper()
-	ca := newTestCA(t)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	der, key, spki := newTestCA(t).leaf(t, 2, []string{name}, nil)
 	u, _ := url.Parse(target)
 	srv := httptest.NewUnstartedServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(u)
@@ -48,9 +32,7 @@ func tailnetServe(t *testing.T, name, target string) (addr, spki string) {
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	sum := sha256.Sum256(pub)
-	return srv.Listener.Addr().String(), base64.StdEncoding.EncodeToString(sum[:])
+	return srv.Listener.Addr().String(), spki
 }
 
 // The newcomer's path, as the issue asks it of CI: a fresh HOME, tailscale

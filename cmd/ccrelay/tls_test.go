@@ -54,22 +54,30 @@ func newTestCA(t *testing.T) *testCA {
 // --ignore-certificate-errors-spki-list takes).
 func (ca *testCA) issue(t *testing.T, dir, name string, serial int64) (certFile, keyFile, spki string) {
 	t.Helper()
+	der, key, spki := ca.leaf(t, serial, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+	return certFile, keyFile, spki
+}
+
+// leaf makes a server certificate for names and ips signed by ca, and
+// returns it (DER), its key and the base64 SHA-256 of its public key.
+func (ca *testCA) leaf(t *testing.T, serial int64, names []string, ips []net.IP) ([]byte, *ecdsa.PrivateKey, string) {
+	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "relay"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		IPAddresses: ips, DNSNames: names,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	writeFile(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeFile(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
 	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	sum := sha256.Sum256(pub)
-	return certFile, keyFile, base64.StdEncoding.EncodeToString(sum[:])
+	return der, key, base64.StdEncoding.EncodeToString(sum[:])
 }
 
 func writeFile(t *testing.T, path string, b []byte) {
