@@ -614,11 +614,14 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	pctx, cancel := context.WithTimeout(ctx, c.cfg.AnswerTimeout)
 	err = ws.Ping(pctx)
 	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
 		return &dialError{url: c.cfg.URL, err: fmt.Errorf("connect to %s: no answer: %w", c.cfg.URL, err), silent: c.cfg.AnswerTimeout}
+	default: // closed by the relay (or on the way) before it answered
+		return fmt.Errorf("connection lost before the relay answered: %w", err)
 	}
 	*upSince = time.Now()
 	if c.unreachable {

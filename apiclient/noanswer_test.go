@@ -138,3 +138,33 @@ func TestClientSaysRelayBehindProxyIsDown(t *testing.T) {
 		})
 	}
 }
+
+// A relay that closes the connection at once answered, if badly: it is
+// not said to have taken the connection without answering.
+func TestClientRelayClosingAtOnceIsNotSilent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		ws.Close(websocket.StatusGoingAway, "going away")
+	}))
+	defer srv.Close()
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	box.Append(context.Background(), sessN, envs(sessN, 0, 3))
+	var notices, logs logRecords
+	cl := NewClient(Config{URL: srv.URL, Token: token, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		Logger: logs.logger(), Notice: &notices}, box)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); cl.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitLog(t, &logs, "reconnecting", 3)
+	if got := notices.String(); strings.Contains(got, "did not answer") {
+		t.Errorf("the user heard %q of a relay that closed the connection at once", got)
+	}
+}
