@@ -40,7 +40,21 @@ func (k *Keyring) chainLocked(session string) *chainEnd {
 		}
 	}
 	k.chains[session] = c
+	k.kept[session] = *c
 	return c
+}
+
+// keptChain is where session's chain stood when the outbox last kept what
+// was sealed (ChainSave): the envelopes it counts were all written before
+// it, so an announcement made now reaches the relay after every one of
+// them (the client sends announcements once the outbox before them is
+// through). The session's sealed summary carries it, so that a device
+// sees envelopes withheld at the end, where no later envelope names them.
+func (k *Keyring) keptChain(session string) chainEnd {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.chainLocked(session)
+	return k.kept[session]
 }
 
 // link appends the chain member to the JSON object plain: the envelope's
@@ -84,6 +98,7 @@ func (k *Keyring) ChainSave(session string) error {
 	}
 	k.mu.Lock()
 	c := *k.chainLocked(session)
+	k.kept[session] = c
 	k.mu.Unlock()
 	b := []byte(`{"n":` + strconv.FormatInt(c.N, 10) + `,"last":` + strconv.Quote(c.Last) + "}")
 	if len(b) < chainFileSize {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -94,3 +95,71 @@ func TestSealedChain(t *testing.T) {
 type failingLog struct{ LogFile }
 
 func (failingLog) WriteAt([]byte, int64) (int, error) { return 0, errors.New("disk full") }
+
+// TestSealedSummaryCarriesChainEnd: a sealed announcement carries where
+// the session's chain stood when the outbox last kept what was sealed
+// (count and last id), so that a device sees envelopes withheld at the
+// end; none before the first envelope; a write that failed does not move
+// it; a resumed process announces where the last one left it.
+func TestSealedSummaryCarriesChainEnd(t *testing.T) {
+	state := t.TempDir()
+	machine, _ := ecdh.X25519().GenerateKey(rand.Reader)
+	kr, _ := OpenKeyring(state, machine)
+	kr.Trust(TrustedDevice{ID: "d1", Name: "phone", PublicKey: make([]byte, 32)})
+	box, err := OpenOutboxWith(t.TempDir(), OutboxOptions{Sealer: kr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	info := json.RawMessage(`{"mode":"remote","status":"idle","title":"t"}`)
+	summary := func(kr *Keyring) map[string]json.RawMessage {
+		t.Helper()
+		out, err := kr.SealInfo(sessA, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct{ Sealed string }
+		json.Unmarshal(out, &a)
+		key, _ := kr.SessionKey(sessA)
+		plain, err := key.Open(seal.AD{Session: sessA, ID: "announce", Direction: seal.FromMachine}, a.Sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(plain, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	end := func(m map[string]json.RawMessage) protocol.ChainEnd {
+		var c protocol.ChainEnd
+		json.Unmarshal(m["chainEnd"], &c)
+		return c
+	}
+	if m := summary(kr); m["chainEnd"] != nil || string(m["title"]) != `"t"` {
+		t.Errorf("before any envelope: %v", m)
+	}
+	all := envs(sessA, 0, 5)
+	ctx := context.Background()
+	if err := box.Append(ctx, sessA, all[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := end(summary(kr)), (protocol.ChainEnd{N: 3, Last: all[2].ID}); got != want {
+		t.Errorf("after 3: %+v, want %+v", got, want)
+	}
+	box.log = failingLog{box.log}
+	if err := box.Append(ctx, sessA, all[3:4]); err == nil {
+		t.Fatal("a failing write succeeded")
+	}
+	box.log = box.log.(failingLog).LogFile
+	if got, want := end(summary(kr)), (protocol.ChainEnd{N: 3, Last: all[2].ID}); got != want {
+		t.Errorf("after a failed write: %+v, want %+v", got, want)
+	}
+	if err := box.Append(ctx, sessA, all[3:]); err != nil {
+		t.Fatal(err)
+	}
+	kr2, _ := OpenKeyring(state, machine)
+	if got, want := end(summary(kr2)), (protocol.ChainEnd{N: 5, Last: all[4].ID}); got != want {
+		t.Errorf("resumed: %+v, want %+v", got, want)
+	}
+}

@@ -55,6 +55,7 @@ type Keyring struct {
 	keys    map[string]*seal.SessionKey
 	later   map[string][]*seal.SessionKey // session -> its keys of epoch 1 and on (rotation.go)
 	chains  map[string]*chainEnd          // session -> where its sealed chain stands (chain.go)
+	kept    map[string]chainEnd           // session -> its chain's end as last kept with the outbox (chain.go)
 	trusted []TrustedDevice
 	modTime time.Time
 	size    int64
@@ -72,7 +73,7 @@ func OpenKeyring(dir string, machine *ecdh.PrivateKey) (*Keyring, error) {
 	if err := os.MkdirAll(filepath.Join(dir, SessionKeysDir), 0o700); err != nil {
 		return nil, fmt.Errorf("keyring: %w", err)
 	}
-	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}, later: map[string][]*seal.SessionKey{}, chains: map[string]*chainEnd{}}, nil
+	return &Keyring{dir: dir, machine: kp, keys: map[string]*seal.SessionKey{}, later: map[string][]*seal.SessionKey{}, chains: map[string]*chainEnd{}, kept: map[string]chainEnd{}}, nil
 }
 
 // Machine is the machine's key pair.
@@ -317,6 +318,9 @@ func (k *Keyring) SealInfo(session string, info json.RawMessage) (json.RawMessag
 		return nil, err
 	}
 	sum := protocol.SummarizeInfo(info)
+	if end := k.keptChain(session); end.N > 0 {
+		sum = protocol.AppendChainEnd(sum, end.N, end.Last)
+	}
 	if len(sum) > protocol.MaxSummaryBytes {
 		// Too large for a list: without the requests' inputs (the app
 		// shows a request with its tool call's arguments).

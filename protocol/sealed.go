@@ -145,6 +145,34 @@ func AppendChain(env []byte, n int64, prev string) []byte {
 	return append(out, '}')
 }
 
+// ChainEnd is where a session's sealed chain stood when the machine
+// announced it, carried in the session's sealed summary (member
+// "chainEnd"): the count of envelopes sealed before the announcement and
+// the last one's id. A device that has every envelope of the session
+// reaches that count; fewer means the relay withheld the last ones, which
+// no later envelope names.
+type ChainEnd struct {
+	N    int64  `json:"n"`
+	Last string `json:"last"`
+}
+
+// AppendChainEnd adds the member "chainEnd" to sum, a summary's JSON
+// object.
+func AppendChainEnd(sum []byte, n int64, last string) []byte {
+	if len(sum) < 2 || sum[len(sum)-1] != '}' {
+		return sum
+	}
+	c, _ := json.Marshal(ChainEnd{N: n, Last: last})
+	out := make([]byte, 0, len(sum)+len(c)+12)
+	out = append(out, sum[:len(sum)-1]...)
+	if len(sum) > 2 {
+		out = append(out, ',')
+	}
+	out = append(out, `"chainEnd":`...)
+	out = append(out, c...)
+	return append(out, '}')
+}
+
 // SplitChain takes the chain member off what a sealed envelope opens to:
 // the envelope's JSON as the machine made it, and the chain (ok false for
 // an envelope sealed before chains, which is returned as it is).

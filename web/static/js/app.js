@@ -391,17 +391,27 @@ function withheldNote() {
   let withheld = 0;
   let other = 0;
   let last = '';
+  let tail = null; // {withheld, message}: envelopes withheld at the end (e2e.tailWithheld)
+  function render() {
+    const parts = [];
+    if (withheld) parts.push((withheld === 1 ? '1 envelope was' : `${withheld} envelopes were`) + ' withheld by the relay');
+    if (other) parts.push((other === 1 ? '1 envelope came' : `${other} envelopes came`) + ' out of order or again');
+    const text = parts.length ? parts.join('; ') + '. ' + (withheld ? 'What is shown is not all of this session.' : last) : '';
+    el.textContent = [text, tail ? tail.message : ''].filter(Boolean).join(' ');
+    el.hidden = !el.textContent;
+  }
   return {
     el,
     add(it) {
       if (it.withheld > 0) withheld += it.withheld;
       else other++;
       last = String(it.unreadable || '').slice(0, 300);
-      const parts = [];
-      if (withheld) parts.push((withheld === 1 ? '1 envelope was' : `${withheld} envelopes were`) + ' withheld by the relay');
-      if (other) parts.push((other === 1 ? '1 envelope came' : `${other} envelopes came`) + ' out of order or again');
-      el.textContent = parts.join('; ') + '. ' + (withheld ? 'What is shown is not all of this session.' : last);
-      el.hidden = false;
+      render();
+    },
+    /** setTail says (or, with null, no longer says) that envelopes were withheld at the end. */
+    setTail(w) {
+      tail = w;
+      render();
     },
   };
 }
@@ -1051,6 +1061,7 @@ function sessionPage(id) {
           skip(e instanceof BadEnvelope ? e.message : 'an envelope it could not show', 'envelope:' + id + ':' + (it && it.seq));
         }
       }
+      if (caughtUp) checkTail();
       if (view && changed) {
         rendered();
         settlePending();
@@ -1063,6 +1074,7 @@ function sessionPage(id) {
     } else if (f.type === 'caught-up') {
       performance.mark('ccrelay:caught-up');
       caughtUp = true;
+      checkTail();
       staleNote.hidden = true;
       showView();
       settlePending();
@@ -1076,6 +1088,28 @@ function sessionPage(id) {
       else if (f.code === 'not-found') { loading.hidden = false; loading.querySelector('.loading-text').textContent = 'This session is not on the relay (or belongs to another token).'; loading.querySelector('.spinner').remove(); }
       else toast(f.message || f.code, 'error');
     }
+  }
+
+  // Envelopes withheld at the very end (e2e.tailWithheld): checked once
+  // caught up, and again as envelopes and summaries come; said only if
+  // they are still missing after a grace (they may be on their way).
+  let tailTimer = null;
+  function checkTail() {
+    if (!caughtUp || left) return;
+    if (!e2e.tailWithheld(id)) {
+      clearTimeout(tailTimer);
+      tailTimer = null;
+      chainNote.setTail(null);
+      document.body.dataset.tailChecked = id;
+      return;
+    }
+    if (tailTimer) return;
+    tailTimer = setTimeout(() => {
+      tailTimer = null;
+      if (left) return;
+      chainNote.setTail(e2e.tailWithheld(id));
+      document.body.dataset.tailChecked = id;
+    }, e2e.TAIL_GRACE_MS);
   }
 
   // Subscribe once the list says how long the session is: a long one
@@ -1155,7 +1189,7 @@ function sessionPage(id) {
     },
     // A session change after the machine was said offline may be its
     // return (it announces itself again).
-    onSessions: () => { subscribe(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked || info().cliGone) checkMachine(); },
+    onSessions: () => { subscribe(); checkTail(); renderHeader(); view?.costsChanged(); if (!machine.hidden || !machineChecked || info().cliGone) checkMachine(); },
     onConn: (s) => { banner.set(s); renderHeader(); if (s === 'open') checkMachine(); else showMachine(false); },
     onVisible: redraw,
     onSkip: note.update,
@@ -1169,6 +1203,7 @@ function sessionPage(id) {
     tick: () => { renderHeader(); checkMachine(); },
     leave() {
       left = true;
+      clearTimeout(tailTimer);
       earlierWS?.close();
       view?.destroy();
       ro.disconnect();

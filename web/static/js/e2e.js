@@ -254,6 +254,37 @@ function checkChain(session, seq, id, link) {
   return brk;
 }
 
+const announcedEnd = new Map(); // session -> {n, last}: where its chain stood when its machine announced it (sealed summary), the furthest seen
+
+/** TAIL_GRACE_MS is how long envelopes the machine's summary counts may be late (on their way from the relay) before the page says they were withheld. */
+export const TAIL_GRACE_MS = 2000;
+
+/**
+ * tailWithheld says whether the relay withheld envelopes at the end of a
+ * session, where no later envelope names them: the machine's sealed
+ * summary counts the envelopes it had sealed (and the relay had taken)
+ * when it announced the session; fewer came here, after the last one
+ * shown. It returns {withheld: n, message}, or null. The relay can show
+ * an older summary (it then hides fewer), never one that counts less
+ * than one shown before.
+ */
+export function tailWithheld(session) {
+  const end = announcedEnd.get(session);
+  if (!end) return null;
+  const seen = chainEnd.get(session)?.n || 0;
+  if (seen >= end.n) return null;
+  const n = end.n - seen;
+  return { withheld: n, message: (n === 1 ? '1 envelope' : n + ' envelopes') + ' at the end of this session ' + (n === 1 ? 'was' : 'were') +
+    ' withheld by the relay: the machine sealed ' + (n === 1 ? 'it' : 'them') + ' and the relay took ' + (n === 1 ? 'it' : 'them') + ', but did not pass ' + (n === 1 ? 'it' : 'them') + ' on. What is shown is not all of the session.' };
+}
+
+/** learnEnd keeps where a session's chain stood as its sealed summary says (chainEnd), the furthest seen. */
+function learnEnd(session, c) {
+  if (!c || !Number.isSafeInteger(c.n) || c.n <= 0 || typeof c.last !== 'string') return;
+  const was = announcedEnd.get(session);
+  if (!was || c.n > was.n) announcedEnd.set(session, { n: c.n, last: c.last });
+}
+
 /**
  * skipChain moves a session's chain past a sealed envelope that did not
  * open (already shown as a note): if it was in its place, the next one
@@ -278,6 +309,7 @@ export async function openInfo(session, info) {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
     const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
     if (inner && typeof inner.machine === 'string') learnMachineName(keyMachine.get(session), inner.machine);
+    learnEnd(session, inner?.chainEnd);
     return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone, e2e: true };
   } catch {
     return { ...info, sealed: undefined, locked: true, e2e: true };
