@@ -55,7 +55,7 @@ func TestFailsWhenAsked(t *testing.T) {
 				t.Setenv("GOTEST_SAMPLE_FAIL", "1")
 			}
 			var out, errb bytes.Buffer
-			code := run(dir, []string{"-count=1", "./..."}, &out, &errb, tt.ci)
+			code := run(dir, []string{"-count=1", "./..."}, &out, &errb, tt.ci, nil)
 			if code != tt.code {
 				t.Errorf("exit code %d, want %d\n%s%s", code, tt.code, out.String(), errb.String())
 			}

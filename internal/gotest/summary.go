@@ -69,12 +69,28 @@ func (s *summary) buf(k testKey) *strings.Builder {
 	return b
 }
 
+// read feeds every line of r to the summary.
+func (s *summary) read(r io.Reader) error { return read(r, s.line) }
+
 // line takes one line of go test's output.
-func (s *summary) line(line []byte) {
+func (s *summary) line(line []byte) { s.lineOf("", line) }
+
+// lineOf takes one line of the output of a go test that runs part of its
+// packages' tests (part says which, "" for all): the packages are followed
+// apart from the same packages in other go tests, and named without part.
+func (s *summary) lineOf(part string, line []byte) {
 	var e event
 	if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
 		s.out.Write(line) // not an event: pass it through
 		return
+	}
+	if part != "" {
+		if e.Package != "" {
+			e.Package += part
+		}
+		if e.ImportPath != "" {
+			e.ImportPath += part
+		}
 	}
 	switch e.Action {
 	case "build-output":
@@ -110,7 +126,7 @@ func (s *summary) line(line []byte) {
 			s.endPackage(e, false)
 			return
 		}
-		s.skipped = append(s.skipped, result{e.Package, e.Test, skipReason(s.buf(k).String())})
+		s.skipped = append(s.skipped, result{wholePackage(e.Package), e.Test, skipReason(s.buf(k).String())})
 		delete(s.output, k)
 	case "fail":
 		if e.Test == "" {
@@ -123,7 +139,7 @@ func (s *summary) line(line []byte) {
 
 // failTest counts a failed test and prints its output.
 func (s *summary) failTest(k testKey) {
-	s.fails = append(s.fails, result{Package: k.pkg, Test: k.test})
+	s.fails = append(s.fails, result{Package: wholePackage(k.pkg), Test: k.test})
 	s.failed[k.pkg] = true
 	io.WriteString(s.out, withoutFraming(s.buf(k).String()))
 	delete(s.output, k)
@@ -156,7 +172,7 @@ func (s *summary) endPackage(e event, fail bool) {
 		s.failTest(testKey{e.Package, name})
 	}
 	if !s.failed[e.Package] {
-		r := result{Package: e.Package}
+		r := result{Package: wholePackage(e.Package)}
 		if e.FailedBuild != "" {
 			r.Reason = "build failed"
 		}
@@ -168,6 +184,12 @@ func (s *summary) endPackage(e event, fail bool) {
 			io.WriteString(s.out, l)
 		}
 	}
+}
+
+// wholePackage is pkg without the part of its tests one go test ran.
+func wholePackage(pkg string) string {
+	name, _, _ := strings.Cut(pkg, " (part ")
+	return name
 }
 
 // finish prints what was skipped and what failed, then the closing line, and
