@@ -350,6 +350,7 @@ func (cn *conn) request(ctx context.Context, f protocol.Frame) (protocol.Frame, 
 // commands to Commands.
 func (c *Client) read(ctx context.Context, cn *conn) {
 	defer close(cn.dead)
+	refused := 0 // commands refused on this connection
 	for {
 		_, data, err := cn.ws.Read(ctx)
 		if err != nil {
@@ -364,11 +365,24 @@ func (c *Client) read(ctx context.Context, cn *conn) {
 			continue
 		}
 		if f.Type == protocol.FrameCommand && f.Command != nil {
+			if len(f.Session) > protocol.MaxFieldBytes || len(f.Command.ID) > protocol.MaxFieldBytes {
+				// No app sends such a command, and the relay takes none
+				// (Command.Validate): made up by the relay. Not answered,
+				// not kept: its id and session could be of any size.
+				refused++
+				if logRefusal(refused) {
+					c.log.Warn("dropped a command no app could send (its id or session is too long)", "session", clip(f.Session), "id", clip(f.Command.ID), "refused", refused)
+				}
+				continue
+			}
 			cmd, err := c.openCommand(f.Session, *f.Command)
 			if err != nil {
 				// Refused, and said why; logged: a relay (or someone on
 				// the way) may be trying to steer this machine.
-				c.log.Warn("command refused", "session", f.Session, "id", f.Command.ID, "err", err)
+				refused++
+				if logRefusal(refused) {
+					c.log.Warn("command refused", "session", f.Session, "id", f.Command.ID, "err", err, "refused", refused)
+				}
 				c.queueReply(f.Session, f.Command.ID, err.Error())
 				continue
 			}
@@ -386,6 +400,20 @@ func (c *Client) read(ctx context.Context, cn *conn) {
 			ch <- f
 		}
 	}
+}
+
+// logRefusal says whether the nth command refused on a connection is
+// logged: the first ten, then every thousandth (a relay that sends made-up
+// commands without end does not fill the disk).
+func logRefusal(n int) bool { return n <= 10 || n%1000 == 0 }
+
+// clip is the start of a value the relay sent, for a log line.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // errUnsealed refuses a plaintext command to a sealed session: only a
