@@ -48,7 +48,11 @@ type Config struct {
 	// to answer (a ping) before it counts as not reached (default
 	// dialTimeout).
 	AnswerTimeout time.Duration
-	Logger        *slog.Logger
+	// ReplyTimeout bounds how long the relay has to reply to a frame
+	// (default 30 s): past it the connection is given up and the relay
+	// counts as not reached.
+	ReplyTimeout time.Duration
+	Logger       *slog.Logger
 	// Keyring, when set, is the machine's end-to-end state: the client
 	// sends the relay the keys of sealed sessions, wrapped for the devices
 	// it trusts (the outbox seals with the same keyring).
@@ -139,6 +143,8 @@ type conn struct {
 	pending map[string]chan protocol.Frame
 	dead    chan struct{}
 	took    bool // the relay acknowledged a frame it keeps (stores)
+	// replyTimeout bounds a request's write and the relay's reply.
+	replyTimeout time.Duration
 }
 
 // stores reports whether a frame of type t is kept by the relay when it
@@ -174,6 +180,9 @@ func NewClient(cfg Config, box *Outbox) *Client {
 	}
 	if cfg.AnswerTimeout <= 0 {
 		cfg.AnswerTimeout = dialTimeout
+	}
+	if cfg.ReplyTimeout <= 0 {
+		cfg.ReplyTimeout = DefaultReplyTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -326,10 +335,18 @@ func (cn *conn) request(ctx context.Context, f protocol.Frame) (protocol.Frame, 
 	if err != nil {
 		return protocol.Frame{}, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, cn.replyTimeout)
 	defer cancel()
+	// The relay stopped answering (its machine gone, a relay stuck): not
+	// reached, and said so (Run).
+	silent := func(err error) error {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return &silentError{after: cn.replyTimeout, err: err}
+		}
+		return err
+	}
 	if err := cn.ws.Write(wctx, websocket.MessageText, data); err != nil {
-		return protocol.Frame{}, fmt.Errorf("send %s: %w", f.Type, err)
+		return protocol.Frame{}, silent(fmt.Errorf("send %s: %w", f.Type, err))
 	}
 	select {
 	case r := <-reply:
@@ -342,7 +359,7 @@ func (cn *conn) request(ctx context.Context, f protocol.Frame) (protocol.Frame, 
 	case <-cn.dead:
 		return protocol.Frame{}, errors.New("connection lost while waiting for the relay's reply")
 	case <-wctx.Done():
-		return protocol.Frame{}, fmt.Errorf("no reply to %s: %w", f.Type, wctx.Err())
+		return protocol.Frame{}, silent(fmt.Errorf("no reply to %s: %w", f.Type, wctx.Err()))
 	}
 }
 
@@ -477,6 +494,11 @@ func (c *Client) Run(ctx context.Context) error {
 			return err
 		}
 		var de *dialError
+		var se *silentError
+		if errors.As(err, &se) && !c.unreachable {
+			c.unreachable = true
+			c.notice("ccrelay: cannot reach the relay at %s: it stopped answering (no reply within %v: is the relay, or a proxy in front of it, stuck, or its machine gone or asleep?); retrying in the background until it answers (the envelopes are kept on disk)", c.cfg.URL, se.after)
+		}
 		if errors.As(err, &de) && !c.unreachable {
 			c.unreachable = true
 			if CertificateError(de) {
@@ -488,7 +510,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		// Whether the relay is known not to answer: the probes look
 		// for it to come back (waitRetry).
-		down := errors.As(err, &de) && notAnswering(de.status)
+		down := errors.As(err, &de) && notAnswering(de.status) || errors.As(err, &se)
 		if errors.Is(err, errProgress) || !upSince.IsZero() && time.Since(upSince) >= StableConnection {
 			// A connection that worked ended: a new outage, not a
 			// refusal. Looked for at once, and from the shortest wait.
@@ -599,6 +621,20 @@ func (e *dialError) reason() string {
 	return Explain(e.url, e.err)
 }
 
+// DefaultReplyTimeout is how long the relay has to reply to a frame
+// (Config.ReplyTimeout).
+const DefaultReplyTimeout = 30 * time.Second
+
+// silentError is a relay that stopped answering on a connection: no
+// reply (or no room to write) within after.
+type silentError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *silentError) Error() string { return e.err.Error() }
+func (e *silentError) Unwrap() error { return e.err }
+
 // dialTimeout bounds one attempt to connect to the relay.
 const dialTimeout = 10 * time.Second
 
@@ -626,7 +662,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	}
 	defer ws.CloseNow()
 	ws.SetReadLimit(16 << 20)
-	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{})}
+	cn := &conn{ws: ws, pending: map[string]chan protocol.Frame{}, dead: make(chan struct{}), replyTimeout: c.cfg.ReplyTimeout}
 	defer func() {
 		if err != nil && !errors.Is(err, errProgress) && cn.tookSomething() {
 			err = fmt.Errorf("%w: %w", errProgress, err)
@@ -730,7 +766,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 				c.log.Info("a batch was lost with its connection; sending smaller batches", "envelopes", c.limit.count, "bytes", c.limit.bytes)
 			}
 			if progressed {
-				return fmt.Errorf("%w: %v", errProgress, err)
+				return fmt.Errorf("%w: %w", errProgress, err)
 			}
 			return err
 		}

@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // A relay that takes the connection and then never answers (its machine
@@ -166,5 +169,104 @@ func TestClientRelayClosingAtOnceIsNotSilent(t *testing.T) {
 	waitLog(t, &logs, "reconnecting", 3)
 	if got := notices.String(); strings.Contains(got, "did not answer") {
 		t.Errorf("the user heard %q of a relay that closed the connection at once", got)
+	}
+}
+
+// A relay that stops answering in the middle of a connection (its machine
+// gone, a relay stuck on its store) is said within ReplyTimeout, as a
+// relay that cannot be reached. Before, a reply
+// that did not come was not said: the client connected again, and only a
+// failure of that connection was said (30 s for the reply, 10 s more for
+// the new connection: 40 s without a word).
+func TestClientSaysWhenRelayStopsAnswering(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		stuck = false // the relay stops reading: no reply, no pong
+		conns []*websocket.Conn
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		conns = append(conns, ws)
+		mu.Unlock()
+		for {
+			mu.Lock()
+			s := stuck
+			mu.Unlock()
+			if s {
+				<-r.Context().Done()
+				return
+			}
+			_, data, err := ws.Read(r.Context())
+			if err != nil {
+				return
+			}
+			var f protocol.Frame
+			if json.Unmarshal(data, &f) != nil {
+				continue
+			}
+			reply := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameAck, Ref: f.Ref}
+			for i, e := range f.Envelopes {
+				var id struct {
+					ID string `json:"id"`
+				}
+				json.Unmarshal(e, &id)
+				reply.Acks = append(reply.Acks, protocol.Ack{ID: id.ID, Seq: int64(i + 1)})
+			}
+			if f.Type == protocol.FrameEnvelopes {
+				// This batch is taken; the relay then stops answering.
+				mu.Lock()
+				stuck = true
+				mu.Unlock()
+			}
+			b, _ := json.Marshal(reply)
+			ws.Write(r.Context(), websocket.MessageText, b)
+		}
+	}))
+	defer srv.Close()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.CloseNow()
+		}
+	}()
+	box, err := OpenOutbox(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	ctx := context.Background()
+	box.Append(ctx, sessN, envs(sessN, 0, 3))
+	var notices logRecords
+	logs := failureLogs(t)
+	cl := NewClient(Config{URL: srv.URL, Token: token, MinBackoff: time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+		AnswerTimeout: 30 * time.Second, ReplyTimeout: 2 * time.Second, Logger: logs.logger(), Notice: &notices}, box)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); cl.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for box.Pending() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first batch was never acknowledged")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	box.Append(ctx, sessN, envs(sessN, 3, 6))
+	for !strings.Contains(notices.String(), "cannot reach the relay at "+srv.URL) {
+		if time.Since(start) > 25*time.Second {
+			t.Fatalf("after %v the user heard %q", time.Since(start).Round(time.Millisecond), notices.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	t.Logf("said after %v: %s", took.Round(time.Millisecond), notices.String())
+	if !strings.Contains(notices.String(), "it stopped answering (no reply within 2s") {
+		t.Errorf("the user heard %q; want that the relay stopped answering, with no reply within 2s", notices.String())
 	}
 }
