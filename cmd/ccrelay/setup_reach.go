@@ -165,6 +165,13 @@ func lanReach(f setupFlags, data string) (reach, error) {
               Settings > General > About > Certificate Trust Settings: turn it on.
      Android: Settings > Security > Encryption & credentials > Install a certificate > CA certificate.
    Then scan the code.`, files.CA, fp)
+	if open, err := localca.Unconstrained(files.CA); err == nil && open {
+		step += fmt.Sprintf(`
+   Note: this authority was made by an earlier ccrelay without name constraints: a phone
+   that trusts it trusts its key for every site. To replace it with one limited to this
+   network, remove %s and %s, run ccrelay setup again,
+   trust the new authority on the phone and remove the old one there.`, files.CA, files.CAKey)
+	}
 	return reach{how: "the LAN", phone: phone, local: loopbackURL("https", f.port), ca: files.CA, renewed: made,
 		listen:    net.JoinHostPort("0.0.0.0", port),
 		serve:     []string{"--listen", net.JoinHostPort("0.0.0.0", port), "--tls-cert", files.Cert, "--tls-key", files.Key, "--public-url", phone},

@@ -108,6 +108,17 @@ func Fingerprint(caFile string) (string, error) {
 	return strings.Join(parts, ":"), nil
 }
 
+// Unconstrained reports whether the authority of caFile may sign for any
+// name and address (one an earlier ccrelay made, before name constraints):
+// a phone that trusts it trusts its key for every site.
+func Unconstrained(caFile string) (bool, error) {
+	c, err := readCert(caFile)
+	if err != nil {
+		return false, err
+	}
+	return len(c.PermittedIPRanges) == 0 && len(c.PermittedDNSDomains) == 0, nil
+}
+
 func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
 
 func serial() (*big.Int, error) {
