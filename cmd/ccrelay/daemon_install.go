@@ -196,7 +196,7 @@ func daemonInstall(cmd *cobra.Command, f *daemonFlags, out io.Writer) error {
 	if f.tokenFile == "" && !serviceCredential(f.state) {
 		return errors.New("the service needs a credential it can read by itself ($CCRELAY_TOKEN is not passed on): run ccrelay login, or give --relay-token-file")
 	}
-	self, err := os.Executable()
+	self, err := serviceBinary()
 	if err != nil {
 		return err
 	}
@@ -248,6 +248,21 @@ func daemonInstall(cmd *cobra.Command, f *daemonFlags, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "ccrelay daemon installed: %s\nIt runs now and at every login; ccrelay daemon uninstall removes it.\n", svc.Path)
 	return nil
+}
+
+// serviceBinary is this ccrelay's path, for a service to run; a ccrelay
+// that go run built, in a folder go run deletes when it ends, is refused.
+func serviceBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("this ccrelay's path, for the service: %w", err)
+	}
+	for _, part := range strings.Split(filepath.ToSlash(self), "/") {
+		if strings.HasPrefix(part, "go-build") {
+			return "", fmt.Errorf("this ccrelay was built by go run in %s, which go run deletes when it ends: a service cannot run it; install ccrelay first (go install github.com/ccrelay/ccrelay/cmd/ccrelay@latest, or a release), then run the installed one", filepath.Dir(self))
+		}
+	}
+	return self, nil
 }
 
 // serviceCredential reports whether a daemon started without a token flag

@@ -98,6 +98,10 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 	if f.port <= 0 || f.port > 65535 {
 		return fmt.Errorf("--port %d: give a port from 1 to 65535", f.port)
 	}
+	self, err := serviceBinary()
+	if err != nil {
+		return err
+	}
 	state, err := stateDir(f.state)
 	if err != nil {
 		return err
@@ -119,7 +123,7 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 			return err
 		}
 	}
-	if err := runRelayService(ctx, r, data, out); err != nil {
+	if err := runRelayService(ctx, r, self, data, out); err != nil {
 		return err
 	}
 	cred, err := relayToken("", "", data, state, r.local, errOut)
@@ -188,11 +192,7 @@ func chooseReach(ctx context.Context, f setupFlags, data string, out io.Writer) 
 // the same service is used as it is; one with another service file (or a
 // new certificate) is restarted with the new one; a port taken by another
 // program is an error that says so.
-func runRelayService(ctx context.Context, r reach, data string, out io.Writer) error {
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+func runRelayService(ctx context.Context, r reach, self, data string, out io.Writer) error {
 	env, err := currentServiceEnv(append([]string{self, "serve", "--data", data}, r.serve...))
 	if err != nil {
 		return err

@@ -60,9 +60,9 @@ case "$2 $3" in
 	line=$(sed -n 's/^ExecStart=//p' "$unit")
 	eval "set -- $line"
 	nohup "$@" < /dev/null >> '` + r.log + `' 2>&1 &
-	echo $! > '` + r.pidfile + `' ;;
+	echo $! >> '` + r.pidfile + `' ;;
 "disable --now")
-	[ -f '` + r.pidfile + `' ] && kill "$(cat '` + r.pidfile + `')" ;;
+	[ -f '` + r.pidfile + `' ] && kill $(cat '` + r.pidfile + `') && rm '` + r.pidfile + `' ;;
 esac
 `
 	writeExec(t, filepath.Join(r.bin, "systemctl"), systemctl)
@@ -89,24 +89,23 @@ func writeExec(t *testing.T, path, content string) {
 	}
 }
 
-// stopRelay ends the relay the fake systemd started, and waits until it
-// is gone.
+// stopRelay ends what the fake systemd started, and waits until it is
+// gone.
 func (r *setupRig) stopRelay(t *testing.T) {
-	b, err := os.ReadFile(r.pidfile)
-	if err != nil {
-		return
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return
-	}
-	syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(15 * time.Second)
-	for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if syscall.Kill(pid, 0) == nil {
-		syscall.Kill(pid, syscall.SIGKILL)
+	b, _ := os.ReadFile(r.pidfile)
+	for _, line := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(line)
+		if err != nil {
+			continue
+		}
+		syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(15 * time.Second)
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	if t.Failed() {
 		log, _ := os.ReadFile(r.log)
@@ -396,5 +395,33 @@ func TestRelayServiceFiles(t *testing.T) {
 				t.Errorf("the daemon's service has the relay's path %s", svc.Path)
 			}
 		})
+	}
+}
+
+// Run with go run, ccrelay is a file go run deletes when it ends: setup
+// and daemon install refuse to make a service of it, and say to install
+// ccrelay first.
+func TestServiceRefusesGoRunBinary(t *testing.T) {
+	r := newSetupRig(t, tsRunning)
+	dir := filepath.Join(t.TempDir(), "go-build2769823", "b001", "exe")
+	os.MkdirAll(dir, 0o700)
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "ccrelay")
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"setup", "--port", strconv.Itoa(r.port)}, {"daemon", "install", "--relay", "https://relay.example.com", "--relay-token-file", tmp}} {
+		cmd := exec.Command(tmp, args...)
+		cmd.Env = r.env
+		run := startRun(t, cmd)
+		if err := run.wait(t, time.Minute); err == nil || !strings.Contains(run.output(), "go install github.com/ccrelay/ccrelay/cmd/ccrelay@latest") {
+			t.Errorf("%v from go run's folder: %v\n%s", args, err, run.output())
+		}
+	}
+	if _, err := os.Stat(r.calls); err == nil {
+		t.Error("a service was started")
 	}
 }
