@@ -602,7 +602,7 @@ func TestAppSteers(t *testing.T) {
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow || !c.ForSession {
 		t.Fatalf("answer %+v", c)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-2"] button.deny`)))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-2"] .perm-actions button.deny`)))
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-2" || c.Allow || c.Reason == "" {
 		t.Fatalf("answer %+v", c)
 	}

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/chromedp/chromedp"
 )
 
@@ -307,4 +309,74 @@ func TestAppHeaderSaysTheTruth(t *testing.T) {
 		t.Errorf("the list does not mark the session without its machine (%q)", eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q]').innerText`, working)))
 	}
 	screenshot(t, ctx, "thumb-list")
+}
+
+// With the on-screen keyboard open (the composer focused, 390×460 CSS px
+// left), a permission card keeps Deny and Allow on screen, above the
+// prompt box and not under anything: its body (the command, the other
+// ways to answer) scrolls inside it, with a cue that there is more, gone
+// once scrolled to its end.
+func TestAppPermissionAboveKeyboard(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	var cmd strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&cmd, "echo step %d of the build && make target-%d\n", i, i)
+	}
+	cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []map[string]any{
+		{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": cmd.String(), "description": "Build every target"}, "forSession": []string{"Bash(make:*)"}}}})
+	ctx := newBrowser(t)
+	must(t, ctx, phoneThumb())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the request", `!!document.querySelector('.perm[data-request="req-1"]')`)
+	must(t, ctx, chromedp.Focus(chromedp.CSS(".composer textarea")))
+	// The keyboard opens: 460 px of the screen are left.
+	must(t, ctx, chromedp.EmulateViewport(390, 460, chromedp.EmulateScale(3), chromedp.EmulateMobile, chromedp.EmulateTouch))
+	waitJS(t, ctx, "the smaller screen", `visualViewport.height <= 461 && document.activeElement === document.querySelector('.composer textarea')`)
+	// The buttons a person answers with: inside the visible height, above
+	// the prompt box, each hit where it is drawn.
+	const onScreen = `(() => {
+		const vh = visualViewport.height, composer = document.querySelector('.composer').getBoundingClientRect();
+		const out = [];
+		for (const sel of ['.perm .perm-actions .deny', '.perm .perm-actions .allow']) {
+			const b = document.querySelector(sel);
+			if (!b) { out.push(sel + ': missing'); continue; }
+			const r = b.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+			const e = document.elementFromPoint(x, y);
+			if (r.height < 40 || r.top < 0 || r.bottom > vh || r.bottom > composer.top + 0.5 || !e || !b.contains(e))
+				out.push(sel + ' at ' + Math.round(r.top) + '–' + Math.round(r.bottom) + ' px (screen ' + Math.round(vh) + ', prompt box at ' + Math.round(composer.top) + ', hit ' + (e ? e.className || e.tagName : 'nothing') + ')');
+		}
+		return out.join('; ');
+	})()`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bad := eval[string](t, ctx, onScreen)
+		if bad == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			screenshot(t, ctx, "thumb-perm-keyboard")
+			t.Fatalf("with the keyboard open, the answers are not on screen: %s", bad)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The body scrolls, and says so until its end.
+	body := `document.querySelector('.perm .perm-body')`
+	if !eval[bool](t, ctx, `(() => { const b = `+body+`; return !!b && b.scrollHeight > b.clientHeight + 20 })()`) {
+		t.Fatalf("the card's body does not scroll inside it")
+	}
+	cue := `getComputedStyle(` + body + `).maskImage !== 'none' && document.querySelector('.perm').dataset.more === 'true'`
+	waitJS(t, ctx, "the cue that there is more", cue)
+	screenshot(t, ctx, "thumb-perm-keyboard")
+	eval[bool](t, ctx, `(() => { const b = `+body+`; b.scrollTop = b.scrollHeight; return true })()`)
+	waitJS(t, ctx, "the cue gone at the end", `!(`+cue+`)`)
+	if bad := eval[string](t, ctx, onScreen); bad != "" {
+		t.Errorf("scrolled to its end, the answers are not on screen: %s", bad)
+	}
+	// Answering still works from there.
+	must(t, ctx, chromedp.Click(chromedp.CSS(".perm .perm-actions .allow")))
+	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow {
+		t.Fatalf("the answer: %+v", c)
+	}
 }

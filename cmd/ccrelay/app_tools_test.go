@@ -706,7 +706,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		t.Errorf("the request's diff: %q", rows)
 	}
 	screenshot(t, ctx, "permission-edit-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-edit"] button.allow`)))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-edit"] .perm-actions button.allow`)))
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-edit" || !c.Allow {
 		t.Fatalf("answer %+v", c)
 	}
@@ -720,7 +720,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		t.Errorf("plan request shows %q, want %q", got, want)
 	}
 	screenshot(t, ctx, "permission-plan-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-plan"] button.allow`)))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-plan"] .perm-actions button.allow`)))
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-plan" || !c.Allow {
 		t.Fatalf("answer %+v", c)
 	}

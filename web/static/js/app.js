@@ -658,6 +658,10 @@ function sessionPage(id) {
   // reader at the end stays there when it grows (a request, a note).
   const ro = new ResizeObserver(() => {
     document.documentElement.style.setProperty('--dock-h', dock.offsetHeight + 'px');
+    // A request card fits in what the dock leaves it (at most half the
+    // visible height, less the prompt box): its answers stay in view.
+    const vh = visualViewport?.height || innerHeight;
+    perms.style.setProperty('--perm-max', Math.max(120, Math.floor(vh / 2 - (dock.offsetHeight - perms.offsetHeight) - 8)) + 'px');
     if (stick && view) scrollToEnd();
   });
   ro.observe(dock);
@@ -878,17 +882,33 @@ function sessionPage(id) {
     // Claude Code names the path a request is about; only one outside the
     // session's folder is said to be outside the project.
     const outside = p.blockedPath && outsideProject(p.blockedPath, info().cwd);
-    return h('div', { class: 'perm', 'data-request': p.id },
-      h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
-        sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
+    // The card's head and its answers stay in view; what lies between
+    // (the input, the other ways to answer) scrolls inside it when the
+    // dock is short (the on-screen keyboard open).
+    const body = h('div', { class: 'perm-body' },
       saysDesc ? h('div', { class: 'perm-desc', text: desc }) : null,
       detail,
       outside ? h('div', { class: 'meta perm-outside', text: 'Outside the project: ' + p.blockedPath }) : null,
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason) }));
+    const card = h('div', { class: 'perm', 'data-request': p.id },
+      h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
+        sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
+      body,
       h('div', { class: 'perm-actions' },
         h('button', { class: 'deny', type: 'button', text: labels.deny, onclick: () => answer(false) }),
         (p.forSession || []).length ? h('button', { class: 'session', type: 'button', title: 'Adds the rule ' + p.forSession.join(', '), onclick: () => answer(true, true) }, 'Allow for this session', h('span', { class: 'rule', text: p.forSession.join(', ') })) : null,
-        h('button', { class: 'allow primary', type: 'button', text: labels.allow, onclick: () => answer(true) })),
-      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason) }));
+        h('button', { class: 'allow primary', type: 'button', text: labels.allow, onclick: () => answer(true) })));
+    // A body that scrolls says so (data-more: the stylesheet fades its
+    // edge) until it is scrolled to its end.
+    const more = () => {
+      const m = String(body.scrollHeight - body.scrollTop - body.clientHeight > 2);
+      if (card.dataset.more !== m) card.dataset.more = m;
+    };
+    body.addEventListener('scroll', more, { passive: true });
+    const ro = new ResizeObserver(more);
+    ro.observe(body);
+    for (const c of body.children) ro.observe(c);
+    return card;
   }
 
   function sendPrompt() {
