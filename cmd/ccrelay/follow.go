@@ -462,11 +462,20 @@ func followSession(ctx context.Context, f followFlags) error {
 	client.Announce(f.session, sessionInfo(f.cwd, launcher.SessionState{Mode: ModeFollowed, Status: launcher.StatusIdle}))
 	log.Info("following", "cwd", f.cwd, "claude", f.pid, "relay", relayURL)
 
-	waitExited(ctx, f.pid)
+	exited := waitExited(ctx, f.pid)
 	stopScan()
 	scanErr := <-scanDone
-	if err := pipe.Close(context.WithoutCancel(ctx), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
-		return err
+	if exited {
+		if err := pipe.Close(context.WithoutCancel(ctx), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
+			return err
+		}
+	} else {
+		// Stopped while Claude runs on (it is not this process's child):
+		// the turn it is in goes on in its transcript, and is not ended
+		// here. It stays in the slot's turns file with the cursor, and the
+		// next follower of the session takes it up where the transcript
+		// has it, as after a kill.
+		log.Info("stopped while its Claude runs; the open turn is kept for the next follower")
 	}
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.flushTimeout)
 	defer cancel()
@@ -505,17 +514,19 @@ func stillRuns(pid int, start string) bool {
 	return processAlive(pid) && (start == "" || processStart(pid) == start)
 }
 
-// waitExited returns once the process pid has ended (pid 0: at once), or
-// ctx; a process that took its pid after it ended is not waited for.
-func waitExited(ctx context.Context, pid int) {
+// waitExited returns once the process pid has ended (pid 0: at once),
+// true, or when ctx ends while it runs, false; a process that took its pid
+// after it ended is not waited for.
+func waitExited(ctx context.Context, pid int) bool {
 	start := processStart(pid)
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
 	for pid > 0 && stillRuns(pid, start) {
 		select {
 		case <-ctx.Done():
-			return
+			return !stillRuns(pid, start)
 		case <-t.C:
 		}
 	}
+	return true
 }

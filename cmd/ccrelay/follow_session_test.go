@@ -13,6 +13,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/config"
+	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -178,6 +179,113 @@ func TestFollowSessionRelayDownAtEnd(t *testing.T) {
 	// the next prompt comes; the second ends the last one.
 	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
 		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s\nlog:\n%s", len(got), len(want), shortLines(got), shortLines(want), followLogText(state))
+	}
+	sameEnvelopes(t, got[:len(want)], want)
+}
+
+// A follower stopped while its Claude runs on in the middle of a turn (a
+// Bash call without its result yet): killed, or ended by a signal. The
+// next follower of the session (the hook starts one at Claude's next
+// SessionStart) takes the turn up where the transcript has it: the call
+// ends once, with the result Claude recorded, the turn goes on and ends
+// where replay ends it; the relay holds what replay maps of the
+// transcript, one open turn at a time.
+func TestFollowSessionRestartedMidTurn(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { followRestartedMidTurn(t, sig) })
+	}
+}
+
+func followRestartedMidTurn(t *testing.T, sig syscall.Signal) {
+	data, state, home := t.TempDir(), t.TempDir(), t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	if err := config.Remember(state, base, ""); err != nil {
+		t.Fatal(err)
+	}
+	cwd := filepath.Join(t.TempDir(), "project")
+	os.MkdirAll(cwd, 0o755)
+	const session = "f0110ede-0000-4000-8000-00000000000b"
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), cwd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	transcript := claude.TranscriptPath(projectDir, session)
+	os.MkdirAll(projectDir, 0o700)
+	appendLines := func(lines ...string) {
+		f, err := os.OpenFile(transcript, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			f.WriteString(strings.ReplaceAll(l, "{{session}}", session) + "\n")
+		}
+		f.Close()
+	}
+	appendLines(
+		`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"run it"}}`,
+		`{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:01.000Z","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"Running."}]}}`,
+		`{"type":"assistant","uuid":"a2","parentUuid":"a1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:02.000Z","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_f1","name":"Bash","input":{"command":"make"}}]}}`)
+
+	fakeClaude := exec.Command("sleep", "600")
+	if err := fakeClaude.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer fakeClaude.Process.Kill()
+	follower := func() (*exec.Cmd, <-chan struct{}) {
+		cmd := exec.Command(binary, "follow", "session", "--session", session, "--transcript", transcript, "--cwd", cwd,
+			"--pid", strconv.Itoa(fakeClaude.Process.Pid), "--state", state)
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CCRELAY_TOKEN=" + token}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-done })
+		return cmd, done
+	}
+	ended := func(done <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the follower did not end %s; log:\n%s", what, followLogText(state))
+		}
+	}
+	first, firstDone := follower()
+	waitStored(t, data, session, 4) // the prompt, the turn's start, the text, the call
+	// The open turn is kept beside the follower's cursor.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		kept, _ := filepath.Glob(filepath.Join(state, "projects", "*", launcher.TurnsFile))
+		if len(kept) > 0 {
+			if b, _ := os.ReadFile(kept[0]); strings.Contains(string(b), "toolu_f1") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no open turn kept; log:\n%s", followLogText(state))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first.Process.Signal(sig)
+	ended(firstDone, "on "+sig.String())
+
+	// Claude goes on meanwhile; the next follower takes the session up.
+	appendLines(
+		`{"type":"user","uuid":"u2","parentUuid":"a2","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:03.000Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_f1","content":"built"}]}}`,
+		`{"type":"assistant","uuid":"a3","parentUuid":"u2","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:04.000Z","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Built."}]}}`,
+		`{"type":"user","uuid":"u3","parentUuid":"a3","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:05.000Z","message":{"role":"user","content":"next"}}`,
+		`{"type":"assistant","uuid":"a4","parentUuid":"u3","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:06.000Z","message":{"id":"m3","role":"assistant","content":[{"type":"text","text":"Done."}]}}`)
+	_, secondDone := follower()
+	want := strings.Split(strings.TrimSuffix(run(t, "replay", "--format", "jsonl", "-q", transcript).stdout, "\n"), "\n")
+	waitStored(t, data, session, len(want))
+	fakeClaude.Process.Kill()
+	fakeClaude.Wait()
+	ended(secondDone, "with its Claude")
+	got := storedLines(t, data, session)
+	if len(got) != len(want)+1 || !strings.Contains(got[len(got)-1], `"t":"turn-end"`) {
+		t.Fatalf("relay stored %d envelopes, replay has %d (+1 turn-end)\ngot:\n%s\nwant:\n%s", len(got), len(want), shortLines(got), shortLines(want))
 	}
 	sameEnvelopes(t, got[:len(want)], want)
 }
