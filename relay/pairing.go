@@ -112,6 +112,23 @@ func (p *pairing) setAnswer(ctx context.Context, code, cred string, accepted []b
 	return t.Commit()
 }
 
+// A code's spent column: 0 while it may be redeemed, spentCancelled when
+// it was voided (too many wrong guesses, too many codes outstanding, or a
+// redemption that failed), spentRedeemed once redeemed (its result follows
+// at once: until then the machine is told to ask again).
+const (
+	spentCancelled = 1
+	spentRedeemed  = 2
+)
+
+// cancel voids a code redeemed whose redemption then failed, so that the
+// machine waiting for it hears so at once.
+func (p *pairing) cancel(ctx context.Context, code string) error {
+	k := codeKey(code)
+	_, err := p.store.w.ExecContext(ctx, `UPDATE pairing_codes SET spent = ? WHERE key = ? AND result = ''`, spentCancelled, k[:])
+	return err
+}
+
 // setResult records what a redeemed code made.
 func (p *pairing) setResult(ctx context.Context, code string, r PairResult) error {
 	b, _ := json.Marshal(r)
@@ -139,7 +156,7 @@ func (p *pairing) resultOf(ctx context.Context, code, by string) (res PairResult
 			return res, false, err
 		}
 		return res, true, nil
-	case spent != 0:
+	case spent == spentCancelled:
 		return res, false, errPair{"this pairing code was cancelled"}
 	case !p.now().Before(time.UnixMilli(expires)):
 		return res, false, errPair{"this pairing code expired"}
@@ -261,7 +278,7 @@ func (p *pairing) redeem(ctx context.Context, code string) (pairCode, error) {
 		}
 		msg := "wrong pairing code: check it, or run ccrelay pair for a new one"
 		if guesses >= PairGuessLimit {
-			for _, q := range []string{`UPDATE pairing_codes SET spent = 1`, `DELETE FROM pair_guesses`} {
+			for _, q := range []string{`UPDATE pairing_codes SET spent = 1 WHERE spent = 0`, `DELETE FROM pair_guesses`} {
 				if _, err := t.ExecContext(ctx, q); err != nil {
 					return pairCode{}, err
 				}
@@ -280,7 +297,7 @@ func (p *pairing) redeem(ctx context.Context, code string) (pairCode, error) {
 		return pairCode{}, errPair{fmt.Sprintf("this pairing code expired (codes last %v); run ccrelay pair for a new one", PairCodeTTL)}
 	}
 	// Spent once, whichever relay redeems it first.
-	res, err := t.ExecContext(ctx, `UPDATE pairing_codes SET spent = 1 WHERE key = ? AND spent = 0`, k[:])
+	res, err := t.ExecContext(ctx, `UPDATE pairing_codes SET spent = ? WHERE key = ? AND spent = 0`, spentRedeemed, k[:])
 	if err != nil {
 		return pairCode{}, err
 	}
@@ -509,6 +526,11 @@ func (s *Server) serveRedeem(w http.ResponseWriter, r *http.Request) {
 		name = pc.role
 	}
 	cred, secret, err := s.store.AddCredential(r.Context(), pc.account, pc.role, name, req.PublicKey)
+	if err != nil {
+		if cerr := s.pairing.cancel(context.WithoutCancel(r.Context()), req.Code); cerr != nil {
+			s.storeFailed("pairing cancel", "", cerr)
+		}
+	}
 	if errors.Is(err, ErrTooManyCredentials) {
 		s.log.Warn("pairing refused", "err", err)
 		http.Error(w, err.Error(), http.StatusConflict)

@@ -141,3 +141,47 @@ func TestPairingBeyondCredentialLimit(t *testing.T) {
 		t.Fatalf("%d %q", st, b)
 	}
 }
+
+// pairResult asks GET /api/pair/result for code, as ccrelay pair does.
+func pairResult(t *testing.T, r *testRelay, code string) (int, string) {
+	t.Helper()
+	st, b := api(t, r.srv, "GET", "/api/pair/result?code="+code, testToken, nil)
+	return st, string(b)
+}
+
+// Between a code's redemption and the record of what it made (the
+// device's credential is being made), the machine asking for the result is
+// told to ask again, not that the code was cancelled: ccrelay pair, asking
+// every 0.5 s, failed now and then with "this pairing code was
+// cancelled" while the phone paired. A redemption that fails after the
+// code was spent (too many credentials) cancels it at once.
+func TestPairResultWhileRedeeming(t *testing.T) {
+	r := startTestRelay(t)
+	code := newCode(t, r, RoleDevice)
+	if _, err := r.relay.pairing.redeem(t.Context(), code); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := pairResult(t, r, code); st != http.StatusAccepted {
+		t.Fatalf("redeemed, result not yet recorded: %d %q, want 202", st, b)
+	}
+	if err := r.relay.pairing.setResult(t.Context(), code, PairResult{ID: "c1", Name: "phone", Role: RoleDevice}); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := pairResult(t, r, code); st != http.StatusOK || !strings.Contains(b, `"name":"phone"`) {
+		t.Fatalf("result recorded: %d %q", st, b)
+	}
+
+	account := r.relay.tokens[testToken]
+	for i := range MaxCredentials {
+		if _, _, err := r.relay.store.AddCredential(t.Context(), account, RoleDevice, fmt.Sprint("d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code = newCode(t, r, RoleDevice)
+	if st, b := redeem(t, r, code); st != http.StatusConflict {
+		t.Fatalf("redeem beyond the limit: %d %q", st, b)
+	}
+	if st, b := pairResult(t, r, code); st == http.StatusAccepted || st == http.StatusOK {
+		t.Fatalf("a redemption that failed: %d %q, want an end", st, b)
+	}
+}
