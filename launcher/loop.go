@@ -248,8 +248,14 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			// the turn closes, before remote mode goes on: completed, or
 			// failed when Claude was stopped in the middle of it (its
 			// calls without a result end; the resumed Claude's repair of
-			// them is its bookkeeping).
-			l.settle()
+			// them is its bookkeeping). The wait is however long the
+			// scanner takes (catchUp): what it has not delivered when
+			// remote mode has the session is passed over by remote mode's
+			// hold (the resumed Claude never prints it), and the turn
+			// would end as the records the mapper has say.
+			if !l.catchUp(ctx) {
+				l.settle()
+			}
 			crashpoint.Hit(crashpoint.SwitchFlushed)
 			if err := l.o.Pipeline.EndTurn(context.WithoutCancel(ctx), l.session, cut, time.Now().UnixMilli()); err != nil {
 				return 0, nil, err
@@ -336,8 +342,9 @@ var catchUpNotice = 5 * time.Second
 // hold (Pipeline.holdRemote) passes those records over: a pass that came
 // late left the mapper knowing nothing of the session, and the phone then
 // differed from replay (a turn left open beside the next, a call running
-// for ever, the wrong cut). After catchUpNotice the terminal and the log
-// are told that remote mode waits for it.
+// for ever, the wrong cut). A switch from the terminal waits the same way
+// for what the terminal's Claude wrote last. After catchUpNotice the
+// terminal and the log are told that remote mode waits for it.
 func (l *loop) catchUp(ctx context.Context) bool {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()

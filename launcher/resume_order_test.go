@@ -217,3 +217,115 @@ func runScanner(t *testing.T, projectDir, cursor string, sink scanner.Sink, sess
 		t.Fatal(err)
 	}
 }
+
+// The app takes a session over from the terminal while the scanner has
+// not delivered the last records the terminal's Claude wrote (a slow
+// pass): the turn closes as those records have it, however slow the pass
+// is. Here Claude had the call's result and its answer: the turn ends
+// completed, the call with its result, as replay has it. Cut at 5 s
+// before, the turn ended failed with the call cut, and those records,
+// which the resumed Claude never prints, were passed over by remote
+// mode's hold.
+func TestSwitchWaitsForTheTerminalsRecords(t *testing.T) {
+	old := catchUpNotice
+	catchUpNotice = 20 * time.Millisecond
+	t.Cleanup(func() { catchUpNotice = old })
+
+	home, project := t.TempDir(), t.TempDir()
+	local := filepath.Join(t.TempDir(), "local.json")
+	stream := filepath.Join(t.TempDir(), "stream.json")
+	const sess = "5e55a0a0-2222-4333-8444-555555555555"
+	t0 := time.Now().Add(-time.Minute).UTC()
+	at := func(i int) string { return t0.Add(time.Duration(i) * time.Second).Format(time.RFC3339Nano) }
+	writeJSON(t, local, map[string]any{"lines": []string{
+		`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"` + at(0) + `","message":{"role":"user","content":"run it"}}`,
+		`{"type":"assistant","uuid":"a1","parentUuid":"u1","sessionId":"{{session}}","timestamp":"` + at(1) + `","message":{"id":"m1","role":"assistant","content":[{"type":"tool_use","id":"toolu_sw","name":"Bash","input":{"command":"make"}}]}}`,
+		`{"type":"user","uuid":"u2","parentUuid":"a1","sessionId":"{{session}}","timestamp":"` + at(2) + `","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_sw","content":"built"}]}}`,
+		`{"type":"assistant","uuid":"a2","parentUuid":"u2","sessionId":"{{session}}","timestamp":"` + at(3) + `","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"Built."}]}}`,
+	}, "intervalMs": 5, "hang": true})
+	writeJSON(t, stream, map[string]any{"turns": []any{steps(map[string]any{"text": "Back."})}})
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local, "FAKE_CLAUDE_STREAM=" + stream}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &lockedOutbox{}
+	pipe := NewPipeline("", out)
+	notice := &noticeSaid{said: make(chan struct{})}
+	sink := &heldRecords{pipe: pipe, session: sess, uuid: "u2", said: notice.said}
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log}, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	scanDone := make(chan error, 1)
+	go func() { scanDone <- sc.Run(scanCtx) }()
+	defer func() { stopScan(); <-scanDone }()
+
+	cmds := make(chan Command)
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: pipe, Scanner: sc, Commands: cmds, Events: ev, Logger: log, Notice: notice,
+	})
+	path := claude.TranscriptPath(projectDir, sess)
+	waitFor(t, "the terminal's Claude wrote its answer", func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), "Built.") && ev.last().Mode == "local"
+	})
+	select {
+	case err := <-sendPrompt(cmds, "c1", "again"):
+		if err != nil {
+			t.Fatalf("prompt: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("prompt not done")
+	}
+	untilSession(t, out, sess, "the answer", has("A(Back.)", 1))
+	cancel()
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+	live := out.of(sess)
+	envtest.CheckInvariants(t, live)
+	want := replayFiles(t, path)
+	if n := len(want); n > 0 && len(live) == n+1 && live[n].Ev.T == protocol.KindTurnEnd && want[n-1].Ev.T != protocol.KindTurnEnd {
+		live = live[:n]
+	}
+	ld, wd := describeAll(live), describeAll(want)
+	same := len(live) == len(want)
+	for i := 0; same && i < len(live); i++ {
+		same = live[i].ID == want[i].ID && ld[i] == wd[i]
+	}
+	if !same {
+		t.Fatalf("the phone differs from replay\nphone:  %q\nreplay: %q", ld, wd)
+	}
+}
+
+// heldRecords is the sink of a scanner slow to deliver a batch holding the
+// record uuid: it waits until remote mode has the session, or until the
+// loop says that it waits. Deliver is called by the scanner's goroutine
+// only.
+type heldRecords struct {
+	pipe          *Pipeline
+	session, uuid string
+	said          <-chan struct{}
+	passed        bool
+}
+
+func (h *heldRecords) Deliver(ctx context.Context, b scanner.Batch) error {
+	holds := false
+	for _, r := range b.Records {
+		holds = holds || r.Record.UUID == h.uuid
+	}
+	if holds && !h.passed {
+		h.passed = true
+		late := &lateFirstPass{pipe: h.pipe, session: h.session, said: h.said}
+		return late.Deliver(ctx, b)
+	}
+	return h.pipe.Deliver(ctx, b)
+}
