@@ -77,7 +77,17 @@ serve) printf 'Available within your tailnet:\n\nhttps://laptop.tail1234.ts.net/
 esac
 `)
 	}
-	r.env = []string{"HOME=" + r.home, "XDG_CONFIG_HOME=" + r.cfg, "PATH=" + r.bin + ":/usr/bin:/bin"}
+	// PATH holds only the rig's folder, with the few tools the fakes and
+	// the recipes use: a tailscale, systemctl or claude of the machine
+	// running the tests is never found.
+	for _, tool := range []string{"sh", "bash", "sed", "cat", "nohup", "rm", "openssl"} {
+		if p, err := exec.LookPath(tool); err == nil {
+			if err := os.Symlink(p, filepath.Join(r.bin, tool)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.env = []string{"HOME=" + r.home, "XDG_CONFIG_HOME=" + r.cfg, "PATH=" + r.bin}
 	t.Cleanup(func() { r.stopRelay(t) })
 	return r
 }
