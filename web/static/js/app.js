@@ -378,7 +378,7 @@ function skipNote() {
     el,
     update() {
       const n = app.skipped.length - from;
-      el.hidden = n === 0;
+      if (el.hidden !== (n === 0)) el.hidden = n === 0;
       if (n) el.replaceChildren(...prose((n === 1 ? 'Skipped 1 thing' : `Skipped ${n} things`) + ' from the relay that this app cannot show (last: ' + app.skipped[app.skipped.length - 1] + ').'));
     },
   };
@@ -397,8 +397,11 @@ function withheldNote() {
     if (withheld) parts.push((withheld === 1 ? '1 envelope was' : `${withheld} envelopes were`) + ' withheld by the relay');
     if (other) parts.push((other === 1 ? '1 envelope came' : `${other} envelopes came`) + ' out of order or again');
     const text = parts.length ? parts.join('; ') + '. ' + (withheld ? 'What is shown is not all of this session.' : last) : '';
-    el.textContent = [text, tail ? tail.message : ''].filter(Boolean).join(' ');
-    el.hidden = !el.textContent;
+    const all = [text, tail ? tail.message : ''].filter(Boolean).join(' ');
+    // Only what changed is touched: a hidden page is not drawn (nothing
+    // of its DOM changes while it is hidden).
+    if (el.textContent !== all) el.textContent = all;
+    if (el.hidden !== !all) el.hidden = !all;
   }
   return {
     el,
