@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -17,7 +18,9 @@ import (
 //     pass as usual.
 //   - A dead zone (SetDeadZone) holds new connections: accepted, nothing
 //     passes, as a connect that hangs. When it ends, those whose client is
-//     still waiting go through.
+//     still waiting go through, unless LoseHeld was called: then they stay
+//     held until their client gives up, as connects whose packets were
+//     lost (the client's stack would retry them seconds later).
 //
 // It sees the target close its end of a frozen connection (what the target
 // sends is read and dropped), so a test can count how long the target
@@ -31,10 +34,16 @@ type FaultProxy struct {
 
 	mu       sync.Mutex
 	conns    map[*faultConn]struct{}
-	zone     chan struct{} // non-nil during a dead zone; closed when it ends
+	zone     *deadZone // non-nil during a dead zone
 	accepted int
 	held     int
 	closed   bool
+}
+
+// deadZone: end is closed when the zone ends; lost, by LoseHeld.
+type deadZone struct {
+	end, lost chan struct{}
+	loseOnce  sync.Once
 }
 
 type faultConn struct {
@@ -63,7 +72,7 @@ func (p *FaultProxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	if p.zone != nil {
-		close(p.zone)
+		close(p.zone.end)
 		p.zone = nil
 	}
 	for c := range p.conns {
@@ -92,10 +101,20 @@ func (p *FaultProxy) SetDeadZone(on bool) {
 	defer p.mu.Unlock()
 	switch {
 	case on && p.zone == nil && !p.closed:
-		p.zone = make(chan struct{})
+		p.zone = &deadZone{end: make(chan struct{}), lost: make(chan struct{})}
 	case !on && p.zone != nil:
-		close(p.zone)
+		close(p.zone.end)
 		p.zone = nil
+	}
+}
+
+// LoseHeld makes the connections the current dead zone holds never go
+// through, even after it ends: they hang until their client closes them.
+func (p *FaultProxy) LoseHeld() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if z := p.zone; z != nil {
+		z.loseOnce.Do(func() { close(z.lost) })
 	}
 }
 
@@ -156,9 +175,20 @@ func (p *FaultProxy) forget(c *faultConn) {
 	}
 }
 
-func (p *FaultProxy) pipe(c *faultConn, zone chan struct{}) {
+func (p *FaultProxy) pipe(c *faultConn, zone *deadZone) {
 	if zone != nil {
-		<-zone // a connect that hangs until the zone ends
+		// A connect that hangs until the zone ends, or for good once lost.
+		select {
+		case <-zone.end:
+		case <-zone.lost:
+		}
+		select {
+		case <-zone.lost:
+			io.Copy(io.Discard, c.client) // until the client closes it
+			p.forget(c)
+			return
+		default:
+		}
 	}
 	up, err := net.Dial("tcp", p.target)
 	p.mu.Lock()

@@ -34,6 +34,11 @@ export const TIMING = {
   stale: 7000,
   // A websocket not open within this is abandoned and tried again.
   connect: 10000,
+  // When the network returns (online, a network change, the page visible
+  // again), an attempt still connecting is replaced by a fresh one, unless
+  // it started less than this ago (the events come in bursts: one attempt
+  // for all of them).
+  fresh: 1000,
   // The status check (GET /status) gives up after this: relay unreachable.
   status: 5000,
   // Retries: the first after backoffMin, doubling to at most backoffMax,
@@ -94,6 +99,7 @@ export class Connection extends EventTarget {
     // for a session it shows visibly).
     this.visibility = opts.visibility || null;
     this.ws = null;
+    this.wsStarted = 0; // when this.ws was made (Date.now())
     this.state = 'connecting';
     this.failures = 0; // failed tries in a row (backoff)
     this.attempts = 0; // websockets opened, ever (for people and tests)
@@ -148,6 +154,7 @@ export class Connection extends EventTarget {
       return;
     }
     this.ws = ws;
+    this.wsStarted = Date.now();
     if (this.state === 'open') this.setState('reconnecting');
     let opened = false;
     const connectTimer = setTimeout(() => {
@@ -323,12 +330,16 @@ export class Connection extends EventTarget {
   /**
    * reconnectNow drops a waiting retry and connects at once (the network
    * is back, or changed: with force, an open socket is replaced too, as it
-   * may be on the old network).
+   * may be on the old network). An attempt still connecting is dropped: one
+   * started while the network was gone would wait out its connect timeout
+   * (its packets were lost); one started less than timing.fresh ago is
+   * kept, so a burst of events makes one attempt.
    */
   reconnectNow(force) {
     if (this.stopped || this.paused) return;
     if (this.ws) {
       if (this.ws.readyState === WebSocket.OPEN && !force) return;
+      if (this.ws.readyState === WebSocket.CONNECTING && Date.now() - this.wsStarted < this.timing.fresh) return;
       this.drop();
     }
     clearTimeout(this.timer);
@@ -362,8 +373,9 @@ export class Connection extends EventTarget {
 
   /**
    * visibilityChanged: a hidden tab closes its socket after hiddenClose; a
-   * visible one reconnects at once if it has no socket, or one silent for
-   * longer than a heartbeat (phone unlocked, tab back).
+   * visible one reconnects at once if it has no socket, one still
+   * connecting (see reconnectNow), or one silent for longer than a
+   * heartbeat (phone unlocked, tab back).
    */
   visibilityChanged() {
     if (this.stopped) return;
@@ -382,7 +394,7 @@ export class Connection extends EventTarget {
       return;
     }
     if (this.ws?.readyState === WebSocket.OPEN && Date.now() - this.lastMessage > this.timing.stale) { this.dead(); return; }
-    if (!this.ws && this.state !== 'refused' && this.state !== 'limited') this.reconnectNow(false);
+    if (this.ws?.readyState !== WebSocket.OPEN && this.state !== 'refused' && this.state !== 'limited') this.reconnectNow(false);
   }
 
   /** pause closes the socket of a tab hidden for hiddenClose. */
