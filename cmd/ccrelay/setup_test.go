@@ -108,13 +108,18 @@ func (r *setupRig) stopRelay(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		syscall.Kill(pid, syscall.SIGTERM)
+		p, err := os.FindProcess(pid)
+		if err != nil {
+			continue
+		}
+		alive := func() bool { return p.Signal(syscall.Signal(0)) == nil }
+		p.Signal(syscall.SIGTERM)
 		deadline := time.Now().Add(15 * time.Second)
-		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+		for alive() && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if syscall.Kill(pid, 0) == nil {
-			syscall.Kill(pid, syscall.SIGKILL)
+		if alive() {
+			p.Kill()
 		}
 	}
 	if t.Failed() {
