@@ -16,10 +16,13 @@ import (
 )
 
 // A relay that withholds sealed envelopes is seen: a paired phone reads a
-// corpus session sent sealed, with no warning; then the relay drops one
-// envelope (deleted from its store) and shows another one again in a
-// later one's place. Opened afresh, the page says that 2 envelopes were
+// corpus session sent sealed, with no warning; then the relay drops two
+// envelopes (deleted from its store) and shows another one again in a
+// later one's place. Opened afresh, the page says that 3 envelopes were
 // withheld and 1 came again, from the sealed chain each envelope carries.
+// The page opens a sealed session on its end and reads the earlier part
+// after: one envelope is dropped in that part, the other just before the
+// end it opened on, where the two parts meet.
 func TestAppShowsWithheldEnvelopes(t *testing.T) {
 	r := startAppRelay(t)
 	ctx := newBrowser(t)
@@ -41,14 +44,17 @@ func TestAppShowsWithheldEnvelopes(t *testing.T) {
 	defer wdb.Close()
 	rows := storedLines(t, r.data, id)
 	const dropped, replayed, into = 8, 12, 15 // seqs
-	if len(rows) < into+5 {
-		t.Fatalf("%d envelopes", len(rows))
+	const sealedTail = 200                    // the envelopes a sealed session opens on (app.js, SEALED_TAIL)
+	if len(rows) < 2*sealedTail {
+		t.Fatalf("%d envelopes, want a session that opens on its end", len(rows))
 	}
 	key := `k = (SELECT no FROM sessions WHERE id = ?) * 4294967296 + ?`
-	if res, err := wdb.ExecContext(context.Background(), `DELETE FROM envelopes WHERE `+key, id, dropped); err != nil {
-		t.Fatal(err)
-	} else if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("drop envelope %d: %d rows", dropped, n)
+	for _, seq := range []int{dropped, len(rows) - sealedTail} {
+		if res, err := wdb.ExecContext(context.Background(), `DELETE FROM envelopes WHERE `+key, id, seq); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("drop envelope %d: %d rows", seq, n)
+		}
 	}
 	// A body that starts with '{' is stored as it is (relay/codec.go).
 	if res, err := wdb.ExecContext(context.Background(), `UPDATE envelopes SET body = ? WHERE `+key, rows[replayed-1], id, into); err != nil {
@@ -63,7 +69,7 @@ func TestAppShowsWithheldEnvelopes(t *testing.T) {
 	}
 	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+id), chromedp.Reload())
 	waitJS(t, ctx, "the session rendered again", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
-	want := "2 envelopes were withheld by the relay; 1 envelope came out of order or again."
+	want := "3 envelopes were withheld by the relay; 1 envelope came out of order or again."
 	if !pollJS(ctx, fmt.Sprintf(`!!%s && !%s.hidden && %s.textContent.startsWith(%q)`, note, note, note, want)) {
 		t.Fatalf("the warning: %q, want %q", eval[string](t, ctx, `(`+note+` || {}).textContent || ''`), want)
 	}

@@ -599,6 +599,10 @@ function listPage() {
 // A session longer than this opens on its last TAIL envelopes; the earlier
 // part follows in the background (a 10,000-envelope session is ~9 MB).
 const TAIL = 2000;
+// A sealed session opens on fewer, its last screenfuls: each envelope is
+// opened (decrypted) before it is shown, so the end is drawn after
+// SEALED_TAIL openings, and the earlier ones are opened in the background.
+const SEALED_TAIL = 200;
 
 function sessionPage(id) {
   let model = app.models.get(id);
@@ -732,11 +736,16 @@ function sessionPage(id) {
     const earlier = [];
     let finished = false;
     let earlierInbox = Promise.resolve(); // sealed batches opened in order
+    const chain = e2e.earlierChain(until); // their sealed chain, checked apart and where it meets the tail
+    const breaks = []; // where it broke, said once the part is read
     const ws = new WebSocket(app.conn.url, ['ccrelay-token.' + app.conn.token]);
     earlierWS = ws;
     const done = () => {
       finished = true;
       ws.close();
+      const brk = e2e.joinChain(id, chain);
+      if (brk) breaks.push({ seq: until + 1, chainBreak: true, withheld: brk.withheld, unreadable: brk.message });
+      for (const it of breaks) chainNote.add(it);
       const s = document.scrollingElement;
       const fromBottom = s.scrollHeight - s.scrollTop;
       const shown = view ? model.blocks.length - view.from : 0;
@@ -758,11 +767,15 @@ function sessionPage(id) {
       try { f = JSON.parse(e.data); } catch { return; } // said by the main connection
       if (!f || typeof f !== 'object') return;
       e2e.prepareFrame(f);
-      earlierInbox = earlierInbox.then(() => e2e.openFrame(f)).then((g) => {
+      earlierInbox = earlierInbox.then(() => e2e.openFrame(f, chain)).then((g) => {
         if (finished || left || !g) return;
         if (g.type === 'batch' && Array.isArray(g.items)) {
           for (const it of g.items) {
-            if (!it || typeof it !== 'object' || !Number.isFinite(it.seq) || it.unreadable) continue;
+            if (!it || typeof it !== 'object' || !Number.isFinite(it.seq)) continue;
+            // What the earlier part could not show is said as the end's is.
+            if (it.chainBreak && it.seq <= until) breaks.push(it);
+            else if (it.unreadable && it.seq <= until) skip(it.unreadable, 'envelope:' + id + ':' + it.seq);
+            if (it.unreadable) continue;
             if (it.seq > until) { done(); return; }
             earlier.push([it.seq, it.envelope]);
           }
@@ -1142,7 +1155,10 @@ function sessionPage(id) {
     if (subscribed || !app.listed) return;
     subscribed = true;
     const total = summary().lastSeq || 0;
-    if (model.lastSeq === 0 && total > TAIL * 1.5) model.first = model.lastSeq = total - TAIL;
+    // A session that may open sealed (its key asked with the list may not
+    // be answered yet) opens on fewer envelopes.
+    const tail = e2e.mayBeSealed(id, info()) ? SEALED_TAIL : TAIL;
+    if (model.lastSeq === 0 && total > tail * 1.5) model.first = model.lastSeq = total - tail;
     app.conn.subscribe(id, () => model.lastSeq);
   }
   subscribe();

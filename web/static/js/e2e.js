@@ -221,8 +221,35 @@ export function prefetchKey(session) {
   waitKey(session);
 }
 
-const chainEnd = new Map(); // session -> {seq, id, n}: the last sealed envelope seen, by seq
-const chainIDs = new Map(); // session -> Set of the ids of the sealed envelopes seen
+/**
+ * mayBeSealed says, without waiting, whether the session may open sealed
+ * here: this device holds its key, or is opening it, or asked for it and
+ * has no answer yet, or knows it is sealed.
+ */
+export function mayBeSealed(session, info = {}) {
+  return keys.has(session) || unwrapping.has(session) || waiting.has(session) || knownSealed(session, info);
+}
+
+// A session's chain as this page follows it (the envelopes it reads from
+// the relay, forward in seq order): end, the last sealed envelope seen
+// ({seq, id, n}); ids, the ids of those seen; start, the first one seen
+// ({seq, id, n, prev}), where a part read before it (earlierChain) must end.
+const chains = new Map(); // session -> {end, ids, start}
+
+function chainOf(session) {
+  let c = chains.get(session);
+  if (!c) chains.set(session, (c = { end: null, ids: new Set(), start: null }));
+  return c;
+}
+
+/**
+ * earlierChain is the chain of the part of a session read apart, up to seq
+ * until, before the part this page opened on (the earlier envelopes of a
+ * long session, read after its end was shown): openFrame(f, chain) checks
+ * the part's envelopes against one another, and joinChain where it meets
+ * the rest. Envelopes after until are not the part's.
+ */
+export function earlierChain(until) { return { end: null, ids: new Set(), start: null, until }; }
 
 /**
  * checkChain follows a session's sealed chain (docs/security.md, "Withheld
@@ -232,26 +259,42 @@ const chainIDs = new Map(); // session -> Set of the ids of the sealed envelopes
  * withheld some (how many: the counts' gap), reordered them, or sent one
  * again. It returns {withheld: n, message} for a break, or null.
  */
-function checkChain(session, seq, id, link) {
+function checkChain(c, seq, id, link) {
   if (!link || !Number.isFinite(seq)) return null; // sealed before chains
-  let ids = chainIDs.get(session);
-  if (!ids) chainIDs.set(session, (ids = new Set()));
-  const last = chainEnd.get(session);
+  if (seq > c.until) return null; // after the part
+  const last = c.end;
   let brk = null;
   if (last && seq > last.seq) {
-    if (ids.has(id)) {
+    if (c.ids.has(id)) {
       // Sent again: the chain goes on from where it was.
       return { withheld: 0, message: 'The relay sent an envelope of this session again, out of its place.' };
-    } else if (link.prev !== last.id) {
-      const n = link.n - last.n - 1;
-      brk = n > 0
-        ? { withheld: n, message: (n === 1 ? '1 envelope was' : n + ' envelopes were') + ' withheld by the relay here: the machine sealed ' + (n === 1 ? 'it' : 'them') + ', the relay did not pass ' + (n === 1 ? 'it' : 'them') + ' on. What is shown is not all of the session.' }
-        : { withheld: 0, message: 'The relay passed this session\'s envelopes on out of their order: what is shown here is not in the order the machine sealed it.' };
-    }
+    } else if (link.prev !== last.id) brk = chainBreak(link.n - last.n - 1);
   }
-  if (!last || seq > last.seq) chainEnd.set(session, { seq, id, n: link.n });
-  ids.add(id);
+  if (!c.start) c.start = { seq, id, n: link.n, prev: link.prev };
+  if (!last || seq > last.seq) c.end = { seq, id, n: link.n };
+  c.ids.add(id);
   return brk;
+}
+
+function chainBreak(n) {
+  return n > 0
+    ? { withheld: n, message: (n === 1 ? '1 envelope was' : n + ' envelopes were') + ' withheld by the relay here: the machine sealed ' + (n === 1 ? 'it' : 'them') + ', the relay did not pass ' + (n === 1 ? 'it' : 'them') + ' on. What is shown is not all of the session.' }
+    : { withheld: 0, message: 'The relay passed this session\'s envelopes on out of their order: what is shown here is not in the order the machine sealed it.' };
+}
+
+/**
+ * joinChain checks that a part read apart (earlierChain) ends where the
+ * session's chain as the page first read it starts: its last envelope is
+ * the one the first envelope after it names. It returns {withheld: n,
+ * message} for a break there, or null.
+ */
+export function joinChain(session, part) {
+  const start = chains.get(session)?.start;
+  const end = part?.end;
+  if (!start || !end || start.seq !== part.until + 1) return null;
+  if (start.prev === end.id) return null;
+  if (part.ids.has(start.id)) return { withheld: 0, message: 'The relay sent an envelope of this session again, out of its place.' };
+  return chainBreak(start.n - end.n - 1);
 }
 
 const announcedEnd = new Map(); // session -> {n, last}: where its chain stood when its machine announced it (sealed summary), the furthest seen
@@ -271,7 +314,7 @@ export const TAIL_GRACE_MS = 2000;
 export function tailWithheld(session) {
   const end = announcedEnd.get(session);
   if (!end) return null;
-  const seen = chainEnd.get(session)?.n || 0;
+  const seen = chains.get(session)?.end?.n || 0;
   if (seen >= end.n) return null;
   const n = end.n - seen;
   return { withheld: n, message: (n === 1 ? '1 envelope' : n + ' envelopes') + ' at the end of this session ' + (n === 1 ? 'was' : 'were') +
@@ -290,10 +333,10 @@ function learnEnd(session, c) {
  * open (already shown as a note): if it was in its place, the next one
  * names it.
  */
-function skipChain(session, seq, id) {
-  const last = chainEnd.get(session);
-  if (!last || !Number.isFinite(seq) || seq <= last.seq || typeof id !== 'string') return;
-  chainEnd.set(session, { seq, id, n: last.n + 1 });
+function skipChain(c, seq, id) {
+  const last = c.end;
+  if (!last || !Number.isFinite(seq) || seq <= last.seq || seq > c.until || typeof id !== 'string') return;
+  c.end = { seq, id, n: last.n + 1 };
 }
 
 /**
@@ -316,8 +359,12 @@ export async function openInfo(session, info) {
   }
 }
 
-/** openFrame opens what a frame carries sealed; null for frames this module consumes. */
-export async function openFrame(f) {
+/**
+ * openFrame opens what a frame carries sealed; null for frames this module
+ * consumes. chain: the chain a batch's envelopes follow, if not the
+ * session's (earlierChain).
+ */
+export async function openFrame(f, chain) {
   if (f.type === 'session-key') {
     try { await takeSessionKey(f); } catch (e) { return { type: 'e2e-note', message: e.message }; }
     return null;
@@ -329,6 +376,7 @@ export async function openFrame(f) {
   }
   if (f.type === 'batch' && Array.isArray(f.items) && typeof f.session === 'string') {
     prepareFrame(f);
+    const c = chain || chainOf(f.session);
     const items = [];
     for (const it of f.items) {
       if (!it || typeof it !== 'object' || !it.envelope) { items.push(it); continue; }
@@ -346,11 +394,11 @@ export async function openFrame(f) {
       const { ok, err } = await startOpening(f.session, it);
       if (ok) {
         const { envelope, link } = ok;
-        const brk = checkChain(f.session, it.seq, envelope.id, link);
+        const brk = checkChain(c, it.seq, envelope.id, link);
         if (brk) items.push({ seq: it.seq, chainBreak: true, withheld: brk.withheld, unreadable: brk.message });
         items.push({ ...it, envelope });
       } else {
-        skipChain(f.session, it.seq, it.envelope.id);
+        skipChain(c, it.seq, it.envelope.id);
         items.push({ seq: it.seq, unreadable: err instanceof SealedError ? err.message : 'a sealed envelope it could not open' });
       }
     }
