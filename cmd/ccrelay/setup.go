@@ -158,6 +158,7 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "\n3. Done. From now on run ccrelay where you would run claude, with the same flags; the phone follows:\n\n  ccrelay\n\n")
+	fmt.Fprintf(out, "Sessions of plain claude (another terminal, an editor) can be followed too, read-only on the phone:\n\n  ccrelay follow install\n\n")
 	return nil
 }
 

@@ -248,7 +248,7 @@ func TestSetupTailscale(t *testing.T) {
 		t.Fatalf("setup: %v\n%s", err, s.output())
 	}
 	out := s.output()
-	for _, want := range []string{"through Tailscale at https://laptop.tail1234.ts.net", "Paired \"phone\": its key is confirmed", "Remembered " + local, "\n  ccrelay\n"} {
+	for _, want := range []string{"through Tailscale at https://laptop.tail1234.ts.net", "Paired \"phone\": its key is confirmed", "Remembered " + local, "\n  ccrelay\n", "\n  ccrelay follow install\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("setup's output lacks %q:\n%s", want, out)
 		}
