@@ -81,6 +81,15 @@ type Frame struct {
 	Visible bool   `json:"visible,omitempty"`
 	// Sessions (FrameSessions, FrameSession: one).
 	Sessions []SessionSummary `json:"sessions,omitempty"`
+	// Limit (FrameList): list a page of at most Limit sessions, newest
+	// first, after Cursor ("": the first page), those passing Filter. The
+	// answer (FrameSessions) carries the Cursor it was asked with and Next,
+	// where the next page starts ("": this was the last). A FrameList
+	// without Limit lists every session in one frame (apps before paging).
+	Limit  int         `json:"limit,omitempty"`
+	Cursor string      `json:"cursor,omitempty"`
+	Next   string      `json:"next,omitempty"`
+	Filter *ListFilter `json:"filter,omitempty"`
 	// Items (FrameBatch): consecutive stored envelopes.
 	Items []Item `json:"items,omitempty"`
 	// Seq (FrameCaughtUp).
@@ -88,6 +97,22 @@ type Frame struct {
 	// Error (FrameError).
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// MaxListQuery is the most characters of a list search (FrameList's
+// Filter.Query).
+const MaxListQuery = 200
+
+// ListFilter is what a paged list holds (FrameList): sessions in State
+// (waiting, working, finished; "": any), on Machine, in Folder (a cwd), with
+// every word of Query in their title, first prompt, folder or machine. The
+// relay cannot read a sealed session's summary: it lists every sealed
+// session for the app to judge once opened.
+type ListFilter struct {
+	Query   string `json:"q,omitempty"`
+	State   string `json:"state,omitempty"`
+	Machine string `json:"machine,omitempty"`
+	Folder  string `json:"folder,omitempty"`
 }
 
 // Blob is the content kept beside an envelope (Envelope.Blob). Data is

@@ -57,12 +57,16 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 					listing = nil
 				}
 			}
-			all, err := s.store.SessionsOf(ctx, ownerFrom(ctx))
+			frame, err := s.listFrame(ctx, f)
+			if errors.Is(err, errBadList) {
+				forget()
+				return writeFrame(ctx, c, errorFrame("bad-list", "%v", err))
+			}
 			if err != nil {
 				forget()
 				return writeFrame(ctx, c, errorFrame("store", "%v", err))
 			}
-			if err := writeRaw(ctx, c, sessionsFrame(all)); err != nil {
+			if err := writeRaw(ctx, c, frame); err != nil {
 				forget()
 				return err
 			}
@@ -349,7 +353,10 @@ func batchFrame(session string, rows []Stored) []byte {
 // sessionsFrame encodes a FrameSessions of the sessions' summaries by hand
 // (the bytes json.Marshal would give, without re-reading every stored
 // summary, which was most of the cost of listing 10,000 sessions).
-func sessionsFrame(all []SessionInfo) []byte {
+func sessionsFrame(all []SessionInfo) []byte { return sessionsPageFrame(all, "", "", "", false) }
+
+// sessionsPageFrame is sessionsFrame with a page's ref, cursor and next.
+func sessionsPageFrame(all []SessionInfo, ref, cursor, next string, paged bool) []byte {
 	n := 64
 	for _, si := range all {
 		n += len(si.Info) + len(si.Prompt) + 96
@@ -379,7 +386,23 @@ func sessionsFrame(all []SessionInfo) []byte {
 		b = strconv.AppendInt(b, sum.Updated, 10)
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	if paged {
+		// Always there on a page, even empty: an app tells a page from a
+		// whole list by it.
+		if ref != "" {
+			r, _ := json.Marshal(ref)
+			b = append(b, `,"ref":`...)
+			b = append(b, r...)
+		}
+		cur, _ := json.Marshal(cursor)
+		nxt, _ := json.Marshal(next)
+		b = append(b, `,"cursor":`...)
+		b = append(b, cur...)
+		b = append(b, `,"next":`...)
+		b = append(b, nxt...)
+	}
+	return append(b, '}')
 }
 
 func writeRaw(ctx context.Context, c *websocket.Conn, frame []byte) error {

@@ -31,6 +31,7 @@ var migrations = []migration{
 	{5, "sessions listed by owner through an index", sqliteExec(sessionsByOwner), pgExec(sessionsByOwner)},
 	{6, "envelopes keyed by session number and sequence, bodies encoded (codec.go)", envelopesByKeySQLite, pgExec(pgDDL(envelopesByKeyPG))},
 	{7, "push subscriptions, the VAPID key and visibility, shared by the relays", sqliteExec(pushTables), pgExec(pgDDL(pushTables))},
+	{8, "machines found through an index (a list's first page holds them)", sqliteExec(sessionsMachines), pgExec(sessionsMachines)},
 }
 
 // Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32
@@ -99,6 +100,13 @@ func envelopesByKeySQLite(ctx context.Context, w *sqlDB) error {
 	}
 	return t.Commit()
 }
+
+// sessionsMachines indexes the sessions that are machines (a daemon's
+// summary); the query must carry the same literal WHERE (machinesWhere)
+// for either engine to use it.
+const sessionsMachines = `CREATE INDEX IF NOT EXISTS sessions_machines ON sessions (owner, updated_ms DESC, id) WHERE ` + machinesWhere
+
+const machinesWhere = `info LIKE '%"mode":"machine"%'`
 
 const sessionsByOwner = `CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated_ms DESC, id)`
 

@@ -193,21 +193,8 @@ func BenchmarkSubscribeFrom0(b *testing.B) {
 // BenchmarkList10k: the list frame with 10,000 sessions, each announced
 // with a summary of the usual size.
 func BenchmarkList10k(b *testing.B) {
-	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := list10k(b)
 	ctx := context.Background()
-	owner := OwnerID(testToken)
-	for i := range 10000 {
-		id := fmt.Sprintf("%08x-1111-4111-8111-111111111111", i)
-		st.Claim(ctx, id, owner)
-		info, _ := json.Marshal(map[string]any{"cwd": "/home/me/src/project-" + fmt.Sprint(i%50), "title": "Fix the flaky test in the relay", "machine": "laptop",
-			"mode": "remote", "status": "idle", "model": "claude-sonnet-4", "permissionMode": "default", "costUsd": 0.42,
-			"usage": map[string]any{"input_tokens": 1200, "output_tokens": 340}})
-		st.Announce(ctx, id, summaryInfo(info))
-	}
 	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
 	c, _, err := websocket.Dial(ctx, "ws"+srv[len("http"):]+"/ws/app", hdr)
@@ -241,4 +228,97 @@ func BenchmarkList10k(b *testing.B) {
 			b.Fatalf("list: %d bytes, %v; the first was %d", n, err, len(data))
 		}
 	}
+}
+
+// list10k is a store of 10,000 sessions of testToken's owner, each
+// announced with a summary of the usual size.
+func list10k(b *testing.B) *Store {
+	b.Helper()
+	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	owner := OwnerID(testToken)
+	for i := range 10000 {
+		id := fmt.Sprintf("%08x-1111-4111-8111-111111111111", i)
+		st.Claim(ctx, id, owner)
+		info, _ := json.Marshal(map[string]any{"cwd": "/home/me/src/project-" + fmt.Sprint(i%50), "title": "Fix the flaky test in the relay", "machine": "laptop",
+			"mode": "remote", "status": "idle", "model": "claude-sonnet-4", "permissionMode": "default", "costUsd": 0.42,
+			"usage": map[string]any{"input_tokens": 1200, "output_tokens": 340}})
+		st.Announce(ctx, id, summaryInfo(info))
+	}
+	return st
+}
+
+// BenchmarkListPage10k: the first page (50) of a list of 10,000 sessions,
+// as an app asks for it over a websocket and receives it whole, against a
+// raw SELECT of the same rows (the page's columns, the same order and
+// limit) on the same store in the same run. Reports the page's frame size,
+// ms per page, and the ratio to the raw SELECT; the goal is a page under
+// 64 KB in under 10 ms.
+func BenchmarkListPage10k(b *testing.B) {
+	st := list10k(b)
+	ctx := context.Background()
+	owner := OwnerID(testToken)
+	raw := func() int {
+		rows, err := st.r.QueryContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE owner = ? ORDER BY updated_ms DESC, id LIMIT ?`, owner, 51)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			var id, info, own, prompt string
+			var last, upd int64
+			if err := rows.Scan(&id, &info, &own, &prompt, &last, &upd); err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
+	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
+	c, _, err := websocket.Dial(ctx, "ws"+srv[len("http"):]+"/ws/app", hdr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.CloseNow()
+	f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameList, Limit: 50})
+	c.Write(ctx, websocket.MessageText, f)
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fr protocol.Frame
+	if err := json.Unmarshal(data, &fr); err != nil || fr.Type != protocol.FrameSessions || len(fr.Sessions) != 50 || fr.Next == "" {
+		b.Fatalf("list: %s %d sessions, next %q, %v", fr.Type, len(fr.Sessions), fr.Next, err)
+	}
+	if n := raw(); n != 51 {
+		b.Fatalf("raw select: %d rows", n)
+	}
+	buf := make([]byte, 64<<10)
+	var rawTime, pageTime time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		raw()
+		t1 := time.Now()
+		c.Write(ctx, websocket.MessageText, f)
+		_, r, err := c.Reader(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, r, buf)
+		if err != nil || n != int64(len(data)) {
+			b.Fatalf("list: %d bytes, %v; the first was %d", n, err, len(data))
+		}
+		rawTime += t1.Sub(t0)
+		pageTime += time.Since(t1)
+	}
+	b.ReportMetric(float64(len(data)), "frame-bytes")
+	b.ReportMetric(float64(pageTime.Microseconds())/1000/float64(b.N), "page-ms")
+	b.ReportMetric(float64(rawTime.Microseconds())/1000/float64(b.N), "raw-ms")
+	b.ReportMetric(float64(pageTime)/float64(rawTime), "page/raw")
 }

@@ -73,6 +73,7 @@ func runStoreSuite(t *testing.T, db storeOpener) {
 		{"visibility across relays", suiteVisibility},
 		{"schema version", suiteSchemaVersion},
 		{"session numbers", suiteSessionNumbers},
+		{"paged list", suiteSessionsPage},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, db(t)) })
 	}
