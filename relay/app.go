@@ -27,7 +27,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer wg.Wait()
 	defer s.dropVisibility(c)
 	if r.URL.Query().Get("heartbeat") == "1" {
-		wg.Go(func() { s.heartbeat(ctx, c) })
+		defer s.heartbeat(ctx, c)() // stopped after ctx ends, which ends a beat under way
 	}
 	me := newPeer(c, ownerFrom(ctx))
 	if p := principalFrom(ctx); p.role == RoleDevice {
@@ -37,6 +37,11 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	defer s.unfollow(me)
 	s.addApp(me)
 	var listing *lister // one per connection, however many list frames come
+	defer func() {
+		if listing != nil {
+			s.hub.removeLister(listing)
+		}
+	}()
 	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
 		switch f.Type {
 		case protocol.FrameCommand:
@@ -48,12 +53,11 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			// (a change may arrive twice; it carries the whole state).
 			fresh := listing == nil
 			if fresh {
-				listing = s.hub.addLister(ownerFrom(ctx))
+				listing = s.hub.addLister(ownerFrom(ctx), me.wake)
 			}
-			l := listing
 			forget := func() {
 				if fresh {
-					s.hub.removeLister(l)
+					s.hub.removeLister(listing)
 					listing = nil
 				}
 			}
@@ -70,25 +74,9 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 				forget()
 				return err
 			}
-			if !fresh {
-				return nil
+			if fresh {
+				me.listen(listing) // the connection's writer sends the changes
 			}
-			wg.Go(func() {
-				defer s.hub.removeLister(l)
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-l.dropped:
-						c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
-						return
-					case frame := <-l.ch:
-						if writeRaw(ctx, c, frame) != nil {
-							return
-						}
-					}
-				}
-			})
 			return nil
 		case protocol.FrameBlob:
 			return s.sendBlob(ctx, c, f)
@@ -200,17 +188,11 @@ const (
 var heartbeatFrame = []byte(`{"v":` + strconv.Itoa(protocol.FrameVersion) + `,"type":"heartbeat"}`)
 
 // heartbeat sends c a heartbeat frame and a ping every HeartbeatInterval
-// until ctx ends, and closes c when either is not through (frame written,
-// pong back) within HeartbeatDeadline.
-func (s *Server) heartbeat(ctx context.Context, c *websocket.Conn) {
-	t := time.NewTicker(HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+// until stopped, and closes c when either is not through (frame written,
+// pong back) within HeartbeatDeadline. It runs on a timer (every), not on
+// a goroutine of its own: a browser's idle connection pays no stack for it.
+func (s *Server) heartbeat(ctx context.Context, c *websocket.Conn) (stop func()) {
+	return every(HeartbeatInterval, func() bool {
 		hctx, cancel := context.WithTimeout(ctx, HeartbeatDeadline)
 		err := c.Write(hctx, websocket.MessageText, heartbeatFrame)
 		if err == nil {
@@ -222,9 +204,10 @@ func (s *Server) heartbeat(ctx context.Context, c *websocket.Conn) {
 				s.log.Debug("app missed its heartbeat deadline; closing it", "err", err)
 				c.CloseNow()
 			}
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // stream sends the history of session after `after`, then live envelopes,

@@ -15,11 +15,48 @@ type hub struct {
 	listers map[*lister]struct{}
 }
 
+// lister is an app connection's interest in its owner's session list.
+// Changes wait in a queue (none while idle: nothing is allocated ahead)
+// until the connection's writer (peer.run), woken through wake, takes
+// them; a lister that lets subscriberSlack changes pile up is dropped.
 type lister struct {
 	owner   string
-	ch      chan []byte
+	wake    chan struct{} // the writer's: signalled after each change
+	mu      sync.Mutex
+	queue   [][]byte
 	dropped chan struct{}
 	once    sync.Once
+}
+
+// next takes the oldest waiting change, if any.
+func (l *lister) next() ([]byte, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
+		l.queue = nil // let the backing array go
+		return nil, false
+	}
+	b := l.queue[0]
+	l.queue[0] = nil
+	l.queue = l.queue[1:]
+	return b, true
+}
+
+// push queues frame, or drops the lister when subscriberSlack wait.
+func (l *lister) push(frame []byte) {
+	l.mu.Lock()
+	full := len(l.queue) >= subscriberSlack
+	if !full {
+		l.queue = append(l.queue, frame)
+	}
+	l.mu.Unlock()
+	if full {
+		l.once.Do(func() { close(l.dropped) })
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default: // the writer is awake already
+	}
 }
 
 // summary is a session as lists show it: a bounded summary of its info
@@ -35,8 +72,10 @@ func summary(si SessionInfo) protocol.SessionSummary {
 	return protocol.SessionSummary{ID: si.ID, Info: info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
-func (h *hub) addLister(owner string) *lister {
-	l := &lister{owner: owner, ch: make(chan []byte, subscriberSlack), dropped: make(chan struct{})}
+// addLister registers a lister of owner's sessions whose writer waits on
+// wake (a channel of capacity 1).
+func (h *hub) addLister(owner string, wake chan struct{}) *lister {
+	l := &lister{owner: owner, wake: wake, dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.listers == nil {
@@ -64,11 +103,7 @@ func (h *hub) sessionChangedSummary(owner string, sum protocol.SessionSummary) {
 		if l.owner != owner {
 			continue
 		}
-		select {
-		case l.ch <- frame:
-		default:
-			l.once.Do(func() { close(l.dropped) })
-		}
+		l.push(frame)
 	}
 }
 

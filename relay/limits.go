@@ -355,21 +355,7 @@ func (ll *loginLimiter) failed(key string, now time.Time, l Limits) int {
 // end that ping at once).
 func (s *Server) keepAlive(ctx context.Context, c *websocket.Conn, remote, endpoint string) (stop func()) {
 	l := s.Limits.withDefaults()
-	var (
-		mu      sync.Mutex
-		stopped bool
-		pinging sync.WaitGroup
-		t       *time.Timer
-	)
-	ping := func() {
-		mu.Lock()
-		if stopped {
-			mu.Unlock()
-			return
-		}
-		pinging.Add(1)
-		mu.Unlock()
-		defer pinging.Done()
+	return every(l.PingInterval, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, l.PingTimeout)
 		err := c.Ping(pctx)
 		timedOut := pctx.Err() != nil
@@ -378,25 +364,54 @@ func (s *Server) keepAlive(ctx context.Context, c *websocket.Conn, remote, endpo
 		case ctx.Err() != nil:
 		case err == nil:
 			s.pongs.Add(1)
-			mu.Lock()
-			if !stopped {
-				t.Reset(l.PingInterval)
-			}
-			mu.Unlock()
+			return true
 		case timedOut:
 			s.log.Info("connection closed: no pong", "addr", remote, "endpoint", endpoint, "timeout", l.PingTimeout)
 			c.CloseNow()
 		default: // the connection ended
 		}
+		return false
+	})
+}
+
+// every runs f once interval has passed, and again an interval after
+// each run that returns true, until stop. It runs on a timer, not on a
+// goroutine of its own, so an idle connection pays no stack for it. stop
+// prevents further runs and waits for one under way (end what it waits
+// on first, to end it at once).
+func every(interval time.Duration, f func() bool) (stop func()) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+		running sync.WaitGroup
+		t       *time.Timer
+	)
+	run := func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		running.Add(1)
+		mu.Unlock()
+		defer running.Done()
+		if !f() {
+			return
+		}
+		mu.Lock()
+		if !stopped {
+			t.Reset(interval)
+		}
+		mu.Unlock()
 	}
 	mu.Lock()
-	t = time.AfterFunc(l.PingInterval, ping)
+	t = time.AfterFunc(interval, run)
 	mu.Unlock()
 	return func() {
 		mu.Lock()
 		stopped = true
 		t.Stop()
 		mu.Unlock()
-		pinging.Wait()
+		running.Wait()
 	}
 }

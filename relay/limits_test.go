@@ -575,7 +575,7 @@ func TestAddrKey(t *testing.T) {
 func TestSubscriberSlack(t *testing.T) {
 	h := hub{subs: map[string]map[*subscriber]struct{}{}}
 	sub := h.add("s")
-	l := h.addLister("owner")
+	l := h.addLister("owner", make(chan struct{}, 1))
 	isClosed := func(ch chan struct{}) bool {
 		select {
 		case <-ch:

@@ -54,7 +54,7 @@ func TestRelayProcess(t *testing.T) {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		fmt.Printf("heap %d stack %d rss %d\n", ms.HeapInuse, ms.StackInuse, rss())
+		fmt.Printf("heap %d stack %d rss %d goroutines %d\n", ms.HeapInuse, ms.StackInuse, rss(), runtime.NumGoroutine())
 	}
 	os.Exit(0) // the connections die with the process
 }
@@ -82,7 +82,7 @@ type relayProcess struct {
 	out   *bufio.Scanner
 }
 
-type memStats struct{ heap, stack, rss int64 }
+type memStats struct{ heap, stack, rss, goroutines int64 }
 
 func startRelayProcess(tb testing.TB) *relayProcess {
 	tb.Helper()
@@ -116,14 +116,14 @@ func (p *relayProcess) stats(tb testing.TB) memStats {
 	if !p.out.Scan() {
 		tb.Fatal("relay process ended")
 	}
-	if _, err := fmt.Sscanf(p.out.Text(), "heap %d stack %d rss %d", &m.heap, &m.stack, &m.rss); err != nil {
+	if _, err := fmt.Sscanf(p.out.Text(), "heap %d stack %d rss %d goroutines %d", &m.heap, &m.stack, &m.rss, &m.goroutines); err != nil {
 		tb.Fatalf("stats %q: %v", p.out.Text(), err)
 	}
 	return m
 }
 
 // idleApps opens n app connections to the relay process, each offering
-// compression as browsers do; each lists the sessions and reads a session's
+// compression and asking for heartbeats as browsers do (web/static/js); each lists the sessions and reads a session's
 // history (compressed frames, so each connection has compressed at least
 // once), then idles. It returns the relay's memory growth.
 func idleApps(tb testing.TB, n int) (before, after memStats) {
@@ -153,7 +153,7 @@ func idleApps(tb testing.TB, n int) (before, after memStats) {
 	cli.Close(websocket.StatusNormalClosure, "")
 	before = p.stats(tb)
 	for range n {
-		c, _, err := websocket.Dial(ctx, "ws://"+p.addr+"/ws/app", &websocket.DialOptions{HTTPHeader: auth, CompressionMode: websocket.CompressionContextTakeover})
+		c, _, err := websocket.Dial(ctx, "ws://"+p.addr+"/ws/app?heartbeat=1", &websocket.DialOptions{HTTPHeader: auth, CompressionMode: websocket.CompressionContextTakeover})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -186,19 +186,29 @@ func idleApps(tb testing.TB, n int) (before, after memStats) {
 // the relay (heap and goroutine stacks): 1,000 apps in under 100 MB.
 const maxIdleAppBytes = 100 << 10
 
+// maxIdleAppGoroutines: an idle app that follows a session holds its
+// handler (the reader), its writer and its subscription; pings, heartbeats
+// and session-list changes take none of their own (a stack each was most
+// of an idle app's cost).
+const maxIdleAppGoroutines = 3
+
 // Idle app connections cost the relay a bounded amount each, compressed
 // or not (with the compression context kept, each held a 1.2 MB
-// compressor for as long as it was open).
+// compressor for as long as it was open), and a bounded number of
+// goroutines.
 func TestIdleAppMemory(t *testing.T) {
 	const n = 200
 	before, after := idleApps(t, n)
 	per := (after.heap + after.stack - before.heap - before.stack) / n
-	t.Logf("%d idle apps: heap+stack %d KB per app, RSS +%.1f MB", n, per>>10, float64(after.rss-before.rss)/(1<<20))
+	goroutines := float64(after.goroutines-before.goroutines) / n
+	t.Logf("%d idle apps: heap+stack %d KB per app (stacks %d KB), %.2f goroutines per app, RSS +%.1f MB",
+		n, per>>10, (after.stack-before.stack)/n>>10, goroutines, float64(after.rss-before.rss)/(1<<20))
+	if goroutines > maxIdleAppGoroutines {
+		t.Errorf("an idle app holds %.2f goroutines in the relay, want at most %d", goroutines, maxIdleAppGoroutines)
+	}
 	budget := int64(maxIdleAppBytes)
 	if raceEnabled {
-		// The race detector's larger stacks and allocations: without it
-		// an idle app measures about 75 KB (BenchmarkIdleApps, 1,000 apps:
-		// +84 MB RSS), with it about 100 KB.
+		// The race detector's larger stacks and allocations.
 		budget = budget * 3 / 2
 	}
 	if per > budget {
@@ -217,4 +227,6 @@ func BenchmarkIdleApps(b *testing.B) {
 	b.ReportMetric(float64(after.rss-before.rss)/(1<<20), "rss-MB")
 	b.ReportMetric(float64(after.heap+after.stack-before.heap-before.stack)/(1<<20), "heap+stack-MB")
 	b.ReportMetric(float64(after.heap+after.stack-before.heap-before.stack)/n/(1<<10), "KB/app")
+	b.ReportMetric(float64(after.heap+after.stack-before.heap-before.stack)/n, "bytes/conn")
+	b.ReportMetric(float64(after.goroutines-before.goroutines)/n, "goroutines/conn")
 }

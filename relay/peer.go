@@ -44,6 +44,8 @@ type peer struct {
 
 	dropOnce sync.Once
 	dropped  chan struct{} // the queue overflowed: the connection is dropped
+
+	list *lister // under mu: the session list changes run also writes
 }
 
 func newPeer(c *websocket.Conn, owner string) *peer {
@@ -90,10 +92,41 @@ func (p *peer) next() ([]byte, bool) {
 	return b, true
 }
 
+// listen makes run write l's changes too (nil: no more).
+func (p *peer) listen(l *lister) {
+	p.mu.Lock()
+	p.list = l
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}: // changes may wait already
+	default:
+	}
+}
+
+// nextChange takes the oldest waiting change of the session list, if
+// any; dropped reports that the list fell behind.
+func (p *peer) nextChange() (b []byte, ok, dropped bool) {
+	p.mu.Lock()
+	l := p.list
+	p.mu.Unlock()
+	if l == nil {
+		return nil, false, false
+	}
+	select {
+	case <-l.dropped:
+		return nil, false, true
+	default:
+	}
+	b, ok = l.next()
+	return b, ok, false
+}
+
 func (p *peer) drop() { p.dropOnce.Do(func() { close(p.dropped) }) }
 
-// run writes the queued frames until ctx ends, a write fails, or the
-// connection is dropped. Its caller (the connection's handler) owns it.
+// run writes the queued frames, and the changes of the session list it
+// listens to, until ctx ends, a write fails, or the connection is
+// dropped. Its caller (the connection's handler) owns it. One writer
+// serves both, so an idle connection pays one goroutine's stack for them.
 func (p *peer) run(ctx context.Context) {
 	for {
 		select {
@@ -104,7 +137,19 @@ func (p *peer) run(ctx context.Context) {
 			return
 		case <-p.wake:
 		}
-		for b, ok := p.next(); ok; b, ok = p.next() {
+		for {
+			b, ok := p.next()
+			if !ok {
+				var listDropped bool
+				b, ok, listDropped = p.nextChange()
+				if listDropped {
+					p.c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
+					return
+				}
+			}
+			if !ok {
+				break
+			}
 			select {
 			case <-p.dropped:
 				p.c.Close(websocket.StatusTryAgainLater, "the connection fell behind; connect again")

@@ -70,7 +70,7 @@ func TestRetentionPrunesOldSessions(t *testing.T) {
 	srv, st, path, old, fresh, now := retentionFixture(t, 1000, 30)
 	ctx := context.Background()
 	before := fileSize(t, st, path)
-	lister := srv.hub.addLister(OwnerID(testToken))
+	lister := srv.hub.addLister(OwnerID(testToken), make(chan struct{}, 1))
 	defer srv.hub.removeLister(lister)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -114,8 +114,7 @@ func TestRetentionPrunesOldSessions(t *testing.T) {
 		}
 	}
 	told := 0
-	for len(lister.ch) > 0 {
-		<-lister.ch
+	for _, ok := lister.next(); ok; _, ok = lister.next() {
 		told++
 	}
 	if told < min(len(old), subscriberSlack) {
