@@ -21,6 +21,8 @@ import (
 type setupFlags struct {
 	tailscale, lan bool
 	acme           string
+	acmeDirectory  string
+	listen         string
 	port           int
 	lanAddress     string
 	state          string
@@ -65,6 +67,8 @@ docs/deploy.md says what each exposes.`,
 	cmd.Flags().BoolVar(&f.tailscale, "tailscale", false, "reach the relay through tailscale serve (the default when tailscale is installed and logged in)")
 	cmd.Flags().BoolVar(&f.lan, "lan", false, "reach the relay on the local network with a certificate of this machine's own authority")
 	cmd.Flags().StringVar(&f.acme, "acme", "", "a public server: serve on port 443 with a Let's Encrypt certificate for this DNS name")
+	cmd.Flags().StringVar(&f.acmeDirectory, "acme-directory", "", "with --acme: the ACME server's directory URL (default: Let's Encrypt)")
+	cmd.Flags().StringVar(&f.listen, "listen", "", "with --acme: the address the relay listens on (default :443, where Let's Encrypt checks the name)")
 	cmd.Flags().IntVar(&f.port, "port", DefaultPort, "the relay's port (Tailscale and LAN)")
 	cmd.Flags().StringVar(&f.lanAddress, "lan-address", "", "the address or name the phone opens on the LAN (default: this machine's first network address)")
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder (default $XDG_STATE_HOME/ccrelay)")
@@ -94,6 +98,9 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 	}
 	if chosen > 1 {
 		return errors.New("choose one of --tailscale, --lan and --acme")
+	}
+	if f.acme == "" && (f.acmeDirectory != "" || f.listen != "") {
+		return errors.New("--acme-directory and --listen go with --acme (the other ways take --port)")
 	}
 	if f.port <= 0 || f.port > 65535 {
 		return fmt.Errorf("--port %d: give a port from 1 to 65535", f.port)
@@ -167,7 +174,7 @@ func setup(ctx context.Context, f setupFlags, out, errOut io.Writer) error {
 func chooseReach(ctx context.Context, f setupFlags, data string, out io.Writer) (reach, error) {
 	switch {
 	case f.acme != "":
-		return acmeReach(ctx, f.acme, data)
+		return acmeReach(ctx, f, data)
 	case f.lan:
 		return lanReach(f, data)
 	case f.tailscale:

@@ -212,17 +212,29 @@ func validName(h string) bool {
 	return true
 }
 
-// acmeReach serves the relay on port 443 with a Let's Encrypt certificate
-// for domain, checked first (the name resolves, Let's Encrypt answers, the
-// port can be listened on).
-func acmeReach(ctx context.Context, domain, data string) (reach, error) {
+// acmeReach serves the relay on f.listen (default :443) with a
+// certificate from Let's Encrypt (or the ACME server of
+// f.acmeDirectory) for f.acme, checked first (the name resolves, the ACME
+// server answers, the address can be listened on).
+func acmeReach(ctx context.Context, f setupFlags, data string) (reach, error) {
+	domain := f.acme
 	if !validName(domain) || !strings.Contains(domain, ".") {
 		return reach{}, fmt.Errorf("--acme %q: give the server's DNS name, e.g. relay.example.com", domain)
 	}
-	if _, err := (serveOptions{acme: domain}).prepare(ctx, data); err != nil {
+	listen := f.listen
+	if listen == "" {
+		listen = ":443"
+	}
+	if _, _, err := net.SplitHostPort(listen); err != nil {
+		return reach{}, fmt.Errorf("--listen %q: give an address and port, e.g. :443 or 203.0.113.7:443", listen)
+	}
+	if _, err := (serveOptions{acme: domain, acmeDirectory: f.acmeDirectory}).prepare(ctx, data); err != nil {
 		return reach{}, err
 	}
+	serve := []string{"--listen", listen, "--acme", domain}
+	if f.acmeDirectory != "" {
+		serve = append(serve, "--acme-directory", f.acmeDirectory)
+	}
 	url := "https://" + domain
-	return reach{how: "Let's Encrypt", phone: url, local: url, listen: ":443",
-		serve: []string{"--listen", ":443", "--acme", domain}}, nil
+	return reach{how: "Let's Encrypt", phone: url, local: url, listen: listen, serve: serve}, nil
 }

@@ -307,6 +307,8 @@ func TestSetupFailuresSayWhatToDo(t *testing.T) {
 		{"two ways", "", []string{"--lan", "--tailscale"}, "choose one of --tailscale, --lan and --acme"},
 		{"acme without a name", "", []string{"--acme", "relay"}, "give the server's DNS name"},
 		{"acme for a name that does not resolve", "", []string{"--acme", "relay.invalid"}, "point its DNS at this machine first"},
+		{"acme's options without --acme", "", []string{"--listen", ":443"}, "--acme-directory and --listen go with --acme"},
+		{"acme with a listen address without a port", "", []string{"--acme", "relay.example.com", "--listen", "relay.example.com"}, "give an address and port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newSetupRig(t, tc.status)
