@@ -40,6 +40,14 @@ const (
 // PushKinds lists the kinds, in the order apps show them.
 var PushKinds = []string{PushPermission, PushTurn, PushFailed, PushAgent}
 
+// PushAnswered is pushed, to the devices that chose PushPermission, when a
+// permission request notified before is no longer waiting (answered in
+// the app, on another device or in the terminal, or cancelled): their
+// service worker replaces the notification that said Claude waits. It is
+// not a kind a device chooses, and goes to devices that show the session
+// too (they may hold the notification from before).
+const PushAnswered = "answered"
+
 // Limits of notifications.
 const (
 	// MaxPushDevices is how many devices of one token may be subscribed;
@@ -385,6 +393,15 @@ func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.Ra
 	if now.err != "" && now.err != was.err {
 		s.pushEvent(ctx, owner, si.ID, PushFailed, si.LastSeq, "")
 	}
+	// Requests notified before that no longer wait.
+	for _, id := range was.perms {
+		if !slices.Contains(now.perms, id) {
+			s.pushEvent(ctx, owner, si.ID, PushAnswered, si.LastSeq, "request:"+id)
+		}
+	}
+	if was.waiting && len(was.perms) == 0 && !now.waiting {
+		s.pushEvent(ctx, owner, si.ID, PushAnswered, si.LastSeq, "")
+	}
 }
 
 func (s *Server) pushOn() bool {
@@ -453,16 +470,25 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 	var targets []target
 	p.mu.Lock()
 	for dev, d := range devices {
+		if kind == PushAnswered {
+			if slices.Contains(d.Kinds, PushPermission) {
+				targets = append(targets, target{dev, d.Sub})
+			}
+			continue
+		}
 		if slices.Contains(d.Kinds, kind) && !elsewhere[dev] && !p.shownTo(owner, dev, session) {
 			targets = append(targets, target{dev, d.Sub})
 		}
 	}
-	ntfy := opts.Ntfy != nil && len(elsewhere) == 0 && !p.shownTo(owner, "", session)
+	// ntfy's posts cannot be replaced: nothing is posted for an answer.
+	ntfy := opts.Ntfy != nil && kind != PushAnswered && len(elsewhere) == 0 && !p.shownTo(owner, "", session)
 	p.mu.Unlock()
 
 	payload, _ := json.Marshal(pushPayload{Session: session, Kind: kind, Seq: seq})
 	urgency := push.UrgencyNormal
-	if kind == PushPermission {
+	if kind == PushPermission || kind == PushAnswered {
+		// An answer replaces a notification that says Claude waits: as
+		// soon as the request's.
 		urgency = push.UrgencyHigh
 	}
 	for _, t := range targets {

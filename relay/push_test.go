@@ -183,7 +183,8 @@ func (r *pushRelay) until(t *testing.T, marker got) []got {
 
 // A scripted session: a permission request, turns that end, a failure, a
 // background agent. Exactly the expected pushes arrive, each once, none
-// while the device shows the session.
+// while the device shows the session but the answer to a request (which
+// replaces its notification).
 func TestPushScriptedSession(t *testing.T) {
 	r := startPushRelay(t)
 	r.subscribe(t, "phone", PushKinds...)
@@ -232,6 +233,10 @@ func TestPushScriptedSession(t *testing.T) {
 	s = cli.batch(cli.env(turn3, "", protocol.Event{T: protocol.KindTurnStart}))
 	cli.announce(`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"toolu_02","tool":"Edit"}]}`)
 	all = append(all, r.until(t, got{"laptop", session, PushPermission, s[0]})...)
+	// Answered in the app the phone shows: both hear it (the phone may
+	// hold the request's notification from before).
+	cli.announce(`{"mode":"remote","status":"busy"}`)
+	all = append(all, r.until(t, got{"laptop", session, PushAnswered, s[0]})...)
 
 	// Hidden again: the background agent's stop (in a later turn), a
 	// failed turn and Claude's error right after it (the same event: one
@@ -253,8 +258,12 @@ func TestPushScriptedSession(t *testing.T) {
 
 	want := []got{
 		{"phone", session, PushPermission, 1}, {"laptop", session, PushPermission, 1},
+		// The request answered (no longer announced): both devices that
+		// chose permissions hear it.
+		{"phone", session, PushAnswered, 1}, {"laptop", session, PushAnswered, 1},
 		{"phone", session, PushTurn, 5},
 		{"laptop", session, PushPermission, 8},
+		{"phone", session, PushAnswered, 8}, {"laptop", session, PushAnswered, 8},
 		{"phone", session, PushAgent, 9}, {"phone", session, PushFailed, 10},
 		{"phone", session, PushTurn, 14},
 	}
