@@ -105,6 +105,31 @@ func watchWorker(t *testing.T, ctx context.Context, base string) func() servicew
 // running, so the count is not lost with it.
 func followShows(t *testing.T, ctx context.Context, base string) func(tag string) int {
 	t.Helper()
+	sw := workerContext(t, ctx, base)
+	if _, err := chromedp.Run(sw, chromedp.Evaluate[bool](`(() => {
+		if (self.shownTags) return true;
+		self.shownTags = [];
+		const show = ServiceWorkerRegistration.prototype.showNotification;
+		ServiceWorkerRegistration.prototype.showNotification = function (title, options) {
+			return show.call(this, title, options).then((r) => { shownTags.push(options?.tag ?? ''); return r; });
+		};
+		return true; })()`)); err != nil {
+		t.Fatalf("follow the service worker: %v", err)
+	}
+	return func(tag string) int {
+		t.Helper()
+		n, err := chromedp.Run(sw, chromedp.Evaluate[int](fmt.Sprintf(`shownTags.filter((t) => t === %q).length`, tag)))
+		if err != nil {
+			t.Fatalf("the service worker's notifications: %v", err)
+		}
+		return n
+	}
+}
+
+// workerContext attaches to the service worker of the app at base: a
+// context that evaluates in the worker.
+func workerContext(t *testing.T, ctx context.Context, base string) context.Context {
+	t.Helper()
 	var id target.ID
 	for deadline := time.Now().Add(30 * time.Second); id == ""; {
 		tis, err := chromedp.Targets(ctx)
@@ -125,24 +150,7 @@ func followShows(t *testing.T, ctx context.Context, base string) func(tag string
 	}
 	sw, cancel := chromedp.NewContext(ctx, chromedp.WithTargetID(id), chromedp.WithDetachOnCancel())
 	t.Cleanup(cancel)
-	if _, err := chromedp.Run(sw, chromedp.Evaluate[bool](`(() => {
-		if (self.shownTags) return true;
-		self.shownTags = [];
-		const show = ServiceWorkerRegistration.prototype.showNotification;
-		ServiceWorkerRegistration.prototype.showNotification = function (title, options) {
-			return show.call(this, title, options).then((r) => { shownTags.push(options?.tag ?? ''); return r; });
-		};
-		return true; })()`)); err != nil {
-		t.Fatalf("follow the service worker: %v", err)
-	}
-	return func(tag string) int {
-		t.Helper()
-		n, err := chromedp.Run(sw, chromedp.Evaluate[int](fmt.Sprintf(`shownTags.filter((t) => t === %q).length`, tag)))
-		if err != nil {
-			t.Fatalf("the service worker's notifications: %v", err)
-		}
-		return n
-	}
+	return sw
 }
 
 // waitShown waits until the worker followed by shows has shown n

@@ -8,7 +8,9 @@
 // the relay (GET /push/session, with the credential the app keeps in
 // IndexedDB) what it needs to write the text. A permission request shows
 // Allow and Deny, which send the command over a websocket of their own;
-// tapping a notification opens the session.
+// tapping a notification opens the session. A request answered elsewhere
+// (an answered push, or a late push for it) never says Claude waits: its
+// notification is replaced by one that says it was answered.
 
 const CACHE = 'ccrelay-shell-3';
 // The app shell: every file of the app (web_test.go checks the list).
@@ -85,7 +87,9 @@ self.addEventListener('fetch', (event) => {
 
 // --- the shared database -------------------------------------------------------
 
-function kvGet(key) {
+// kv runs op on the database's kv store (mode 'readonly' or 'readwrite')
+// and resolves to its request's result (undefined when it fails).
+function kv(mode, op) {
   return new Promise((resolve) => {
     const open = indexedDB.open(DB_NAME, DB_VERSION);
     open.onupgradeneeded = () => {
@@ -96,13 +100,13 @@ function kvGet(key) {
     };
     open.onerror = () => resolve(undefined);
     open.onsuccess = () => {
-      // Closed after each read: a device that signs out deletes the
+      // Closed after each use: a device that signs out deletes the
       // database, which an open connection would hold up.
       const db = open.result;
       db.onversionchange = () => db.close();
       let r;
       try {
-        r = db.transaction('kv').objectStore('kv').get(key);
+        r = op(db.transaction('kv', mode).objectStore('kv'));
       } catch {
         db.close();
         resolve(undefined);
@@ -114,6 +118,9 @@ function kvGet(key) {
   });
 }
 
+const kvGet = (key) => kv('readonly', (st) => st.get(key));
+const kvPut = (key, value) => kv('readwrite', (st) => st.put(value, key));
+
 // --- notifications ---------------------------------------------------------------
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -124,11 +131,19 @@ const KINDS = {
   agent: 'A background agent finished',
 };
 
+// ANSWERED: a permission request notified before no longer waits (answered
+// elsewhere, or cancelled): its notification is replaced.
+const ANSWERED = 'answered';
+
+// Pushes handled so far (for people and tests poking at the worker).
+self.pushesHandled = 0;
+
 self.addEventListener('push', (event) => {
   let p = null;
   try { p = event.data?.json(); } catch { /* not JSON */ }
-  if (!p || typeof p.session !== 'string' || !UUID.test(p.session) || !Object.hasOwn(KINDS, p.kind)) return;
-  event.waitUntil(notify(p));
+  if (!p || typeof p.session !== 'string' || !UUID.test(p.session) || !(Object.hasOwn(KINDS, p.kind) || p.kind === ANSWERED)) return;
+  if (!Number.isSafeInteger(p.seq)) p.seq = 0;
+  event.waitUntil((p.kind === ANSWERED ? answered(p) : notify(p)).finally(() => { self.pushesHandled++; }));
 });
 
 function oneLine(s, n) {
@@ -140,18 +155,23 @@ function oneLine(s, n) {
 // permission request, what waits (fetched from the relay; without it, a
 // generic text).
 async function notify(p) {
-  const token = await kvGet('token');
-  let s = null;
-  if (token) {
-    try {
-      const res = await fetch('/push/session?id=' + encodeURIComponent(p.session), { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' });
-      if (res.ok) s = await res.json();
-    } catch { /* offline: a generic text */ }
-  }
+  const s = await sessionNow(p.session);
   const info = (s && typeof s.info === 'object' && s.info) || {};
   const title = oneLine(info.title || s?.prompt || 'a Claude session', 80);
   const base = { icon: 'icon-192.png', badge: 'icon-192.png', timestamp: Date.now(), data: { session: p.session, kind: p.kind, seq: p.seq } };
-  const perms = p.kind === 'permission' && Array.isArray(info.permissions) ? info.permissions.filter((q) => q && typeof q.id === 'string') : [];
+  const perms = p.kind === 'permission' ? waitingRequests(s) : [];
+  if (p.kind === 'permission') {
+    // A push may come late (push services hold them for hours): what the
+    // relay says now decides, and a request it no longer lists is not
+    // said to wait. Without the relay, an answer this device already had
+    // for a later point of the session does.
+    if (s) {
+      await replaceAnswered(p.session, s, title);
+      if (!perms.length && info.status !== 'waiting-for-permission') return;
+    } else if (p.seq <= ((await kvGet('answered:' + p.session)) ?? -1)) {
+      return;
+    }
+  }
   // A device paired with machines sends to a plaintext session only once
   // the person confirms it in the page (it is not encrypted): no Allow or
   // Deny here either.
@@ -174,6 +194,54 @@ async function notify(p) {
     return;
   }
   await self.registration.showNotification(KINDS[p.kind], { ...base, tag: p.kind + ':' + p.session, body: title });
+}
+
+// sessionNow asks the relay for the session as lists show it now (null:
+// no credential, or the relay did not answer).
+async function sessionNow(session) {
+  const token = await kvGet('token');
+  if (!token) return null;
+  try {
+    const res = await fetch('/push/session?id=' + encodeURIComponent(session), { headers: { Authorization: 'Bearer ' + token }, cache: 'no-store' });
+    if (res.ok) return await res.json();
+  } catch { /* offline */ }
+  return null;
+}
+
+// waitingRequests: the permission requests a session (as sessionNow
+// gives it) lists as waiting.
+function waitingRequests(s) {
+  const info = (s && typeof s.info === 'object' && s.info) || {};
+  return Array.isArray(info.permissions) ? info.permissions.filter((q) => q && typeof q.id === 'string') : [];
+}
+
+// answered handles an answered push: the session's permission
+// notifications that no longer wait are replaced (without the relay, all of
+// them: the push says one was answered, and the app shows what still waits).
+async function answered(p) {
+  const prev = (await kvGet('answered:' + p.session)) ?? -1;
+  if (p.seq > prev) await kvPut('answered:' + p.session, p.seq);
+  const s = await sessionNow(p.session);
+  const info = (s && typeof s.info === 'object' && s.info) || {};
+  await replaceAnswered(p.session, s, oneLine(info.title || s?.prompt || 'a Claude session', 80));
+}
+
+// replaceAnswered replaces each permission notification of session whose
+// request s (sessionNow's; null: unknown, none waits) no longer lists by a
+// quiet one with the same tag, which says it was answered.
+async function replaceAnswered(session, s, title) {
+  const ids = waitingRequests(s).map((q) => q.id);
+  const generic = s?.info?.status === 'waiting-for-permission';
+  for (const n of await self.registration.getNotifications()) {
+    const d = n.data || {};
+    if (d.session !== session || d.kind !== 'permission' || d.answered) continue;
+    if (typeof d.request === 'string' ? ids.includes(d.request) : generic) continue;
+    await self.registration.showNotification('Answered', {
+      tag: n.tag, icon: 'icon-192.png', badge: 'icon-192.png', timestamp: Date.now(), silent: true,
+      body: oneLine('No longer waiting — ' + title, 180),
+      data: { ...d, answered: true },
+    });
+  }
 }
 
 self.addEventListener('notificationclick', (event) => {
