@@ -65,6 +65,10 @@ type Frame struct {
 	Acks []Ack `json:"acks,omitempty"`
 	// After (FrameSubscribe): send envelopes with a greater sequence number.
 	After int64 `json:"after,omitempty"`
+	// Before (FrameSubscribe), when above 0: send only envelopes with a
+	// smaller sequence number, then caught-up, and nothing live (a part
+	// of history, read up to where what is shown starts).
+	Before int64 `json:"before,omitempty"`
 	// Payload (FrameLive): any JSON object, passed to the apps as is.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Info (FrameAnnounce): the session's description, a JSON object with

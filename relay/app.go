@@ -110,8 +110,25 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if f.After < 0 {
 				return writeFrame(ctx, c, errorFrame("bad-subscribe", "after %d is negative", f.After))
 			}
+			if f.Before < 0 {
+				return writeFrame(ctx, c, errorFrame("bad-subscribe", "before %d is negative", f.Before))
+			}
 			if err := s.mine(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
+			}
+			if f.Before > 0 {
+				// A part of history: no live envelopes, no statuses.
+				wg.Go(func() {
+					if err := s.streamPart(ctx, c, f.Session, f.After, f.Before); err != nil && ctx.Err() == nil {
+						if errors.Is(err, errStore) {
+							s.storeFailed("read", f.Session, err)
+							c.Close(websocket.StatusInternalError, "the relay's store failed reading this session; see the relay's log")
+							return
+						}
+						s.log.Debug("subscription ended", "session", f.Session, "err", err)
+					}
+				})
+				return nil
 			}
 			s.follow(me, f.Session) // statuses of its commands and its key, too
 			if err := s.sendSessionKey(ctx, c, me.device, f.Session); err != nil {
@@ -283,6 +300,28 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 			}
 		}
 	}
+}
+
+// streamPart sends a session's stored envelopes with a sequence number
+// above after and below before, then caught-up at the last one sent (at
+// after when none is), and ends: a part of history read apart from the
+// subscription that follows the session.
+func (s *Server) streamPart(ctx context.Context, c *websocket.Conn, session string, after, before int64) error {
+	last := after
+	for last+1 < before {
+		page, err := s.store.Read(ctx, session, last, int(min(historyPage, before-1-last)))
+		if err != nil {
+			return fmt.Errorf("%w: %w", errStore, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
+			return err
+		}
+		last = page[len(page)-1].Seq
+	}
+	return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameCaughtUp, Session: session, Seq: last})
 }
 
 // Why a subscription ended.

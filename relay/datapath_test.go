@@ -786,3 +786,71 @@ func TestDaemonCommandsWaitForTheMachine(t *testing.T) {
 		}
 	}
 }
+
+// subscribe with before sends the stored envelopes between after and
+// before only (across history pages), then caught-up at the last one sent,
+// and no live envelopes after it; before at or below after+1 sends none.
+func TestSubscribeBefore(t *testing.T) {
+	r := startTestRelay(t)
+	cli := r.dial(t, testToken, "/ws/cli")
+	const stored = 1300 // more than two history pages
+	for from := 0; from < stored; from += 100 {
+		send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, from, from+100)})
+		recv(t, cli)
+	}
+	for _, c := range []struct {
+		after, before int64
+		last          int64 // caught-up's seq
+		n             int   // envelopes sent
+	}{
+		{0, 1101, 1100, 1100},
+		{10, 600, 599, 589},
+		{0, 2, 1, 1},
+		{5, 6, 5, 0},
+		{5, 3, 5, 0},
+		{0, 9999, stored, stored},
+	} {
+		app := r.dial(t, testToken, "/ws/app")
+		send(t, app, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, After: c.after, Before: c.before})
+		next := c.after + 1
+		for {
+			f := recvType(t, app, protocol.FrameBatch, protocol.FrameCaughtUp)
+			if f.Type == protocol.FrameCaughtUp {
+				if f.Seq != c.last || next-1-c.after != int64(c.n) {
+					t.Fatalf("after %d before %d: caught-up at %d after %d envelopes, want %d after %d", c.after, c.before, f.Seq, next-1-c.after, c.last, c.n)
+				}
+				break
+			}
+			for _, it := range f.Items {
+				if it.Seq != next || it.Seq >= c.before {
+					t.Fatalf("after %d before %d: seq %d, want %d (below %d)", c.after, c.before, it.Seq, next, c.before)
+				}
+				next++
+			}
+		}
+		app.Close(websocket.StatusNormalClosure, "")
+	}
+	// A bounded subscription is not followed live: an envelope stored after
+	// its caught-up is not sent to it, while an open subscription gets it.
+	bounded := r.dial(t, testToken, "/ws/app")
+	send(t, bounded, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, After: stored - 1, Before: stored + 10})
+	recvType(t, bounded, protocol.FrameBatch)
+	recvType(t, bounded, protocol.FrameCaughtUp)
+	open := r.dial(t, testToken, "/ws/app")
+	send(t, open, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, After: stored})
+	recvType(t, open, protocol.FrameCaughtUp)
+	send(t, cli, protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: envelopes(s1, stored, stored+1)})
+	recv(t, cli)
+	if f := recvType(t, open, protocol.FrameBatch); f.Items[0].Seq != stored+1 {
+		t.Fatalf("%+v", f)
+	}
+	// The bounded one answers a bad subscribe next, with no batch before it.
+	send(t, bounded, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, After: -1})
+	if f := recv(t, bounded); f.Type != protocol.FrameError || f.Code != "bad-subscribe" {
+		t.Fatalf("after the bound: %+v", f)
+	}
+	send(t, bounded, protocol.Frame{Type: protocol.FrameSubscribe, Session: s1, Before: -1})
+	if f := recv(t, bounded); f.Type != protocol.FrameError || f.Code != "bad-subscribe" {
+		t.Fatalf("before -1: %+v", f)
+	}
+}
