@@ -11,7 +11,7 @@ import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextCount, contextUse, toolName } from './view.js';
 import { ago, baseName, oneLine, shortPath, tokens } from './format.js';
 import { permissionExtras, permissionLabels, taskStrip, toolInput } from './tools.js';
-import { listFilter } from './listfilter.js';
+import { listFilter, listQuery } from './listfilter.js';
 import { outsideProject } from './paths.js';
 import { findBar } from './find.js';
 import { deviceBar, showPairPage, takePairing } from './pairing.js';
@@ -98,7 +98,8 @@ function start() {
     if (e.data?.type === 'open' && typeof e.data.hash === 'string' && /^#\/s\/[0-9a-f-]{36}(\?request=[^#]*)?$/.test(e.data.hash)) location.hash = e.data.hash;
   });
   // Sealed sessions are opened before the app sees them (e2e.js).
-  app.conn = new Connection(token, { timing, visibility, open: (f) => e2e.openFrame(f), prepare: (f) => e2e.prepareFrame(f) });
+  listing.filter = listQuery();
+  app.conn = new Connection(token, { timing, visibility, list: firstPage, open: (f) => e2e.openFrame(f), prepare: (f) => e2e.prepareFrame(f) });
   app.conn.openBlob = (session, id, b64) => e2e.openBlob(session, id, b64);
   e2e.setAsk((session) => app.conn.send({ type: 'session-key', session }));
   // A key that comes after the session was shown without it (this device
@@ -106,7 +107,7 @@ function start() {
   // opens its summary; the session's page, if shown, reads it again.
   e2e.setOnKey((session, late) => {
     if (!late) return;
-    app.conn.send({ type: 'list' });
+    app.conn.send(firstPage());
     if (app.route.name === 'session' && app.route.id === session) {
       app.models.delete(session);
       navigate();
@@ -156,6 +157,75 @@ function navigate() {
   app.conn.sendVisibility();
 }
 
+// The session list comes a page at a time (docs/protocol.md, "A paged
+// list"): the newest LIST_PAGE sessions, then the next page as the list's
+// end nears. The relay filters by the list's search where it can read a
+// summary; a sealed one it cannot read comes anyway and the list's own
+// filter judges it once opened.
+const LIST_PAGE = 50;
+// NEAR_END_PX: the next page is asked when the list's end is this close
+// below the screen; SEARCH_SETTLE_MS: a search is sent once typing pauses.
+const NEAR_END_PX = 800;
+const SEARCH_SETTLE_MS = 250;
+// listing is where the list stands: the ref of the list frame awaited, the
+// filter it was asked with, where the next page starts ('': no more) and
+// whether a page is awaited.
+const listing = { n: 0, ref: '', filter: null, next: '', pending: false };
+
+// firstPage is the list frame for the first page (a new ref: an answer to
+// an earlier one no longer moves the cursor).
+function firstPage() {
+  listing.ref = 'list-' + ++listing.n;
+  listing.next = '';
+  listing.pending = true;
+  return listFrame('');
+}
+
+function listFrame(cursor) {
+  const f = { type: 'list', limit: LIST_PAGE, ref: listing.ref };
+  if (listing.filter) f.filter = listing.filter;
+  if (cursor) f.cursor = cursor;
+  return f;
+}
+
+// askMore asks for the next page, once.
+function askMore() {
+  if (!listing.next || listing.pending) return;
+  if (app.conn.send(listFrame(listing.next))) listing.pending = true;
+}
+
+// listed takes a page of the list (f.next set) or the whole list (a relay
+// from before paging).
+function listed(f) {
+  const paged = typeof f.next === 'string';
+  const mine = !paged || f.ref === listing.ref;
+  const first = !f.cursor;
+  // An unfiltered first page is the newest sessions: it replaces the list,
+  // and a session kept here that is as recent but not on it was deleted.
+  const replaces = mine && first && !(paged && listing.filter);
+  const before = replaces ? [...app.sessions.values()] : [];
+  if (replaces) app.sessions.clear();
+  addSessions(f.sessions || []);
+  if (mine) {
+    listing.next = paged ? f.next : '';
+    listing.pending = false;
+    app.listed = true;
+    app.staleSince = 0;
+  }
+  if (!replaces) {
+    saveListSoon();
+    return;
+  }
+  saveList([...app.sessions.values()]).catch(() => {});
+  if (!paged || !f.next) {
+    keepOnly(new Set(app.sessions.keys())).catch(() => {});
+    return;
+  }
+  const times = (f.sessions || []).filter((s) => s && s.info?.mode !== 'machine' && Number.isFinite(s.updated)).map((s) => s.updated);
+  const oldest = times.length ? Math.min(...times) : Infinity;
+  for (const s of before) if (!app.sessions.has(s.id) && s.updated >= oldest) forgetSession(s.id).catch(() => {});
+}
+
 // The session list is saved (for offline reading) at most this often.
 const SAVE_LIST_MS = 2000;
 let saveListTimer = null;
@@ -179,12 +249,8 @@ function onFrame(f) {
       case 'sessions':
         // An empty list comes without its field (omitted when empty).
         if (f.sessions !== undefined && !Array.isArray(f.sessions)) throw new BadEnvelope('a session list that is not a list');
-        app.sessions.clear();
-        addSessions(f.sessions || []);
-        app.listed = true;
-        app.staleSince = 0;
-        saveList([...app.sessions.values()]).catch(() => {});
-        keepOnly(new Set(app.sessions.keys())).catch(() => {});
+        if (f.next !== undefined && typeof f.next !== 'string') throw new BadEnvelope('a page of the session list without a cursor');
+        listed(f);
         app.page?.onSessions?.();
         break;
       case 'e2e-note':
@@ -529,7 +595,27 @@ function listPage() {
   const note = skipNote();
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });
   const list = h('ul', { class: 'sessions', 'aria-label': 'Sessions' });
-  const filter = listFilter(() => render());
+  // The list's search is served by the relay page by page: a changed
+  // search asks for its first page (typing settles first).
+  let searchTimer = null;
+  const filter = listFilter(() => {
+    render();
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => {
+      const q = filter.query();
+      if (JSON.stringify(q) === JSON.stringify(listing.filter)) return;
+      listing.filter = q;
+      app.conn.send(firstPage());
+    }, SEARCH_SETTLE_MS);
+  });
+  // The end of the list: when it nears the screen, the next page is asked.
+  const moreText = h('span', { role: 'status' });
+  const more = h('li', { class: 'more' }, moreText);
+  function nearEnd() {
+    if (!listing.next || listing.pending || hidden() || !more.isConnected) return;
+    if (more.getBoundingClientRect().top < innerHeight + NEAR_END_PX) askMore();
+  }
+  addEventListener('scroll', nearEnd, { passive: true });
   const main = h('main', { class: 'list-page' }, filter.el, list, deviceBar(app.conn.token));
   root.replaceChildren(bar, banner.el, staleNote, note.el, main, dialog);
   window.scrollTo(0, 0);
@@ -545,10 +631,13 @@ function listPage() {
     const all = [...app.sessions.values()].filter((s) => s.info.mode !== 'machine').sort((a, b) => b.updated - a.updated || (a.id < b.id ? -1 : 1));
     filter.update(all);
     const items = filter.filter(all);
+    const paging = !!listing.next || (listing.pending && app.listed);
+    moreText.textContent = filter.active() ? 'Searching older sessions…' : 'Loading older sessions…';
     if (all.length && !items.length) {
-      list.replaceChildren(h('li', { class: 'empty' },
+      list.replaceChildren(paging ? more : h('li', { class: 'empty' },
         h('div', { class: 'empty-title', text: 'No session matches' }),
         h('button', { class: 'link', type: 'button', text: 'Show all sessions', onclick: () => filter.clear() })));
+      nearEnd();
       return;
     }
     if (!items.length) {
@@ -567,6 +656,8 @@ function listPage() {
         return null;
       }
     }).filter(Boolean));
+    if (paging) list.append(more);
+    nearEnd();
   }
   function sessionRow(s) {
       const info = s.info || {};
@@ -591,7 +682,13 @@ function listPage() {
               h('span', { class: 'status-dot ' + status, title: status })))));
   }
   render();
-  return { onSessions: render, tick: render, onConn: (s) => banner.set(s), onSkip: note.update, onVisible: () => { if (stale) render(); } };
+  return {
+    onSessions: render, tick: render, onConn: (s) => banner.set(s), onSkip: note.update, onVisible: () => { if (stale) render(); },
+    leave() {
+      clearTimeout(searchTimer);
+      removeEventListener('scroll', nearEnd);
+    },
+  };
 }
 
 // --- one session -----------------------------------------------------------------

@@ -116,6 +116,9 @@ export class Connection extends EventTarget {
     this.blobs = new Map(); // ref -> waiter of fetchBlob
     // open, when set, turns a frame into what the app reads (end-to-end
     // encryption: e2e.openFrame), or null; frames pass through it in order.
+    // list: the list frame to send at every (re)connection (app.js
+    // pages the list); a whole list when not given.
+    this.list = opts.list || null;
     this.open = opts.open || null;
     // prepare, when set, starts on a frame as soon as it comes what open
     // will do with it (opening its sealed envelopes), while the frames
@@ -171,7 +174,7 @@ export class Connection extends EventTarget {
       this.lastMessage = Date.now();
       this.setState('open');
       this.watch();
-      this.send({ type: 'list' });
+      this.send(this.list ? this.list() : { type: 'list' });
       this.sendVisibility();
       if (this.subscription) this.sendSubscribe();
       for (const f of this.pending.values()) this.send(f);

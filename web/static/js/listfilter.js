@@ -34,6 +34,14 @@ export function matches(s, f) {
   return words.every((w) => hay.includes(w));
 }
 
+/** listQuery is what is chosen as a list frame's filter (docs/protocol.md), or null. */
+export function listQuery() {
+  const f = {};
+  if (chosen.q.trim()) f.q = chosen.q.trim();
+  for (const k of ['state', 'machine', 'folder']) if (chosen[k]) f[k] = chosen[k];
+  return Object.keys(f).length ? f : null;
+}
+
 /**
  * listFilter is the list's search form. onChange is called when a filter
  * changes; update(sessions) redraws the choices from the sessions listed;
@@ -69,6 +77,8 @@ export function listFilter(onChange) {
   return {
     el,
     active: () => !!(chosen.q.trim() || chosen.state || chosen.machine || chosen.folder),
+    /** query is the filter as a list frame carries it, or null for none. */
+    query: () => listQuery(),
     clear() {
       Object.assign(chosen, { q: '', state: '', machine: '', folder: '' });
       search.value = '';
