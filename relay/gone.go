@@ -224,6 +224,7 @@ func (s *Server) markCLIGone(ctx context.Context, session string) error {
 		return err
 	}
 	s.log.Info("a session's CLI did not come back: the lists say so", "session", session)
+	s.pushCLIGone(ctx, si)
 	s.hub.sessionChanged(si)
 	s.fanSend(ctx, fanMsg{Kind: "s", Session: session, Owner: si.Owner})
 	s.told(session)

@@ -393,7 +393,13 @@ func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.Ra
 	if now.err != "" && now.err != was.err {
 		s.pushEvent(ctx, owner, si.ID, PushFailed, si.LastSeq, "")
 	}
-	// Requests notified before that no longer wait.
+	s.pushNoLongerWaiting(ctx, owner, si, was, now)
+}
+
+// pushNoLongerWaiting pushes PushAnswered for what was announced as
+// waiting (was) and no longer is (now): each request by its id, and a wait
+// notified without requests.
+func (s *Server) pushNoLongerWaiting(ctx context.Context, owner string, si SessionInfo, was, now *pushAnnounced) {
 	for _, id := range was.perms {
 		if !slices.Contains(now.perms, id) {
 			s.pushEvent(ctx, owner, si.ID, PushAnswered, si.LastSeq, "request:"+id)
@@ -401,6 +407,26 @@ func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.Ra
 	}
 	if was.waiting && len(was.perms) == 0 && !now.waiting {
 		s.pushEvent(ctx, owner, si.ID, PushAnswered, si.LastSeq, "")
+	}
+}
+
+// pushCLIGone: the session's CLI is gone for good (markCLIGone), so the
+// requests notified before no longer wait: nothing will answer them.
+func (s *Server) pushCLIGone(ctx context.Context, si SessionInfo) {
+	if !s.pushOn() {
+		return
+	}
+	p := &s.push
+	p.mu.Lock()
+	was, ok := p.ann.get(si.ID)
+	now := &pushAnnounced{}
+	if ok {
+		now.err = was.err
+		p.ann.put(si.ID, now, maxPushTracked)
+	}
+	p.mu.Unlock()
+	if ok {
+		s.pushNoLongerWaiting(ctx, si.Owner, si, was, now)
 	}
 }
 

@@ -45,11 +45,16 @@ func (r *pushRelay) devices(t *testing.T, owner string) map[string]pushDevice {
 	return d
 }
 
-func startPushRelay(t *testing.T) *pushRelay {
+// startPushRelay starts a relay with notifications on; with, if given,
+// changes the Server before it serves.
+func startPushRelay(t *testing.T, with ...func(*Server)) *pushRelay {
 	t.Helper()
 	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rs := NewServer(st, log, testToken)
+	for _, f := range with {
+		f(rs)
+	}
 	keys, err := push.NewKeys()
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +285,21 @@ func TestPushScriptedSession(t *testing.T) {
 	if e := r.svc.Errors(); len(e) > 0 {
 		t.Errorf("the push service refused: %v", e)
 	}
+}
+
+// A session whose CLI is gone for good (not back within CLIGoneAfter) has
+// nothing to answer its requests: the devices notified of them hear they
+// no longer wait.
+func TestPushAnsweredWhenCLIGone(t *testing.T) {
+	r := startPushRelay(t, func(rs *Server) { rs.Limits.CLIGoneAfter = 200 * time.Millisecond })
+	r.subscribe(t, "phone", PushPermission)
+	const session = "fc141a3b-0000-4000-8000-000000000002"
+	cli := &script{t: t, c: r.dial(t, "/ws/cli"), session: session}
+	s := cli.batch(cli.env(protocol.DeriveID(session, "t1"), "", protocol.Event{T: protocol.KindTurnStart}))
+	cli.announce(`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"toolu_01","tool":"Bash"}]}`)
+	r.until(t, got{"phone", session, PushPermission, s[0]})
+	cli.c.Close(websocket.StatusNormalClosure, "")
+	r.until(t, got{"phone", session, PushAnswered, s[0]})
 }
 
 // A subscription its push service answers 404 or 410 for is removed.
