@@ -53,11 +53,15 @@ when nothing else changed in it meanwhile.
 ccrelay follow says whether the hook is installed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			line, err := followState()
+			followed, path, err := followState()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), line)
+			if followed {
+				fmt.Fprintf(cmd.OutOrStdout(), "Sessions of plain claude are followed: the hook is in %s (ccrelay follow uninstall takes it out).\n", path)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "Sessions of plain claude are not followed (ccrelay follow install adds the hook to %s).\n", path)
+			}
 			return nil
 		},
 	}
@@ -88,24 +92,21 @@ func claudeSettingsPath() (string, error) {
 }
 
 // followState says whether sessions of plain claude are followed: whether
-// Claude Code's user settings hold the hook.
-func followState() (string, error) {
-	path, err := claudeSettingsPath()
+// Claude Code's user settings, at path, hold the hook.
+func followState() (followed bool, path string, err error) {
+	path, err = claudeSettingsPath()
 	if err != nil {
-		return "", err
+		return false, "", err
 	}
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read Claude Code's settings: %w", err)
+		return false, path, fmt.Errorf("read Claude Code's settings: %w", err)
 	}
 	s, err := hooksettings.Parse(b)
 	if err != nil {
-		return "", fmt.Errorf("Claude Code's settings %s is %v", path, err)
+		return false, path, fmt.Errorf("Claude Code's settings %s is %v", path, err)
 	}
-	if s.Count("SessionStart", isFollowHook) > 0 {
-		return fmt.Sprintf("Sessions of plain claude are followed: the hook is in %s (ccrelay follow uninstall takes it out).", path), nil
-	}
-	return fmt.Sprintf("Sessions of plain claude are not followed (ccrelay follow install adds the hook to %s).", path), nil
+	return s.Count("SessionStart", isFollowHook) > 0, path, nil
 }
 
 // followHookArgs are the hook's arguments after ccrelay's path.

@@ -76,7 +76,8 @@ func TestFollowInstallCommand(t *testing.T) {
 				out, _ := cmd.CombinedOutput()
 				return string(out)
 			}
-			if out := status(); !strings.Contains(out, "plain claude: Sessions of plain claude are followed") {
+			// One line, said once: "plain claude: followed (…)".
+			if out := status(); !strings.Contains(out, "plain claude: followed (the hook is in "+settings) || strings.Count(out, "plain claude") != 1 {
 				t.Errorf("ccrelay status after install:\n%s", out)
 			}
 			if out, err := follow("uninstall"); err != nil || !strings.Contains(out, "as it was") {
@@ -93,7 +94,7 @@ func TestFollowInstallCommand(t *testing.T) {
 			if out, _ := follow(); !strings.Contains(out, "not followed") {
 				t.Errorf("ccrelay follow after uninstall: %s", out)
 			}
-			if out := status(); !strings.Contains(out, "plain claude: Sessions of plain claude are not followed") {
+			if out := status(); !strings.Contains(out, "plain claude: not followed (ccrelay follow install adds the hook to "+settings) || strings.Count(out, "plain claude") != 1 {
 				t.Errorf("ccrelay status after uninstall:\n%s", out)
 			}
 		})
@@ -141,5 +142,24 @@ func TestIsFollowHook(t *testing.T) {
 		if got := isFollowHook(tc.hook); got != tc.want {
 			t.Errorf("isFollowHook(%v) = %v, want %v", tc.hook, got, tc.want)
 		}
+	}
+}
+
+// ccrelay --help says where a session goes without a relay and without
+// --out: one file per session in the folder's state, as the start line
+// says, not the single outbox.jsonl of earlier versions.
+func TestOutFlagHelpNamesTheDefault(t *testing.T) {
+	r := run(t, "--help")
+	var line string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(l, "--out ") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no --out in the help:\n%s", r.stdout)
+	}
+	if strings.Contains(line, "outbox.jsonl") || !strings.Contains(line, "<state>/projects/<folder>/sessions") {
+		t.Errorf("--out's help does not name the real default (one file per session in <state>/projects/<folder>/sessions):\n%s", line)
 	}
 }

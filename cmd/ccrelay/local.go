@@ -57,7 +57,7 @@ type localFlags struct {
 func addLocalFlags(cmd *cobra.Command, f *localFlags) {
 	cmd.Flags().StringVar(&f.claude, "claude", "claude", "the claude binary to run")
 	cmd.Flags().StringVar(&f.state, "state", "", "state folder: cursors, outbox and log (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
-	cmd.Flags().StringVar(&f.out, "out", "", "append the session's envelopes to this JSONL file (default <state>/outbox.jsonl; not with --relay)")
+	cmd.Flags().StringVar(&f.out, "out", "", "with no relay, append the envelopes to this one JSONL file (default: one file per session in <state>/projects/<folder>/sessions; ignored with --relay)")
 	cmd.Flags().StringVar(&f.relay, "relay", "", "send the session to the relay at this URL (default $CCRELAY_RELAY, or the relay ccrelay pair or ccrelay login remembered)")
 	cmd.Flags().StringVar(&f.relayToken, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")

@@ -63,11 +63,15 @@ func status(ctx context.Context, relayFlag, stateFlag, data string, out io.Write
 // plainClaude says whether sessions of plain claude are followed (ccrelay
 // follow install).
 func plainClaude(out io.Writer) {
-	line, err := followState()
-	if err != nil {
-		line = err.Error()
+	followed, path, err := followState()
+	switch {
+	case err != nil:
+		fmt.Fprintf(out, "plain claude: %v\n", err)
+	case followed:
+		fmt.Fprintf(out, "plain claude: followed (the hook is in %s; ccrelay follow uninstall takes it out)\n", path)
+	default:
+		fmt.Fprintf(out, "plain claude: not followed (ccrelay follow install adds the hook to %s)\n", path)
 	}
-	fmt.Fprintf(out, "plain claude: %s\n", line)
 }
 
 // relayAnswers asks the relay's /healthz and says what came back.
