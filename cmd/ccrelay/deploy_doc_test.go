@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -66,11 +70,18 @@ func needOpenSSL(t *testing.T) {
 	}
 }
 
+// loginLineRe is the line ccrelay pair --machine prints for the other
+// machine; its match is the code.
+var loginLineRe = regexp.MustCompile(`(?m)^\s*ccrelay login \S+ (\S+)\s*$`)
+
 // followRecipe runs the sh blocks of docs/deploy.md's section heading as
 // written, with sub's changes only (the address and the port, to keep off
 // other tests' port), in a fresh HOME (r) with ccrelay and Claude Code
-// (the fake) on PATH: a ccrelay serve block runs in the background until
-// it listens on r.port; a ccrelay pair block in the background until the
+// (the fake) on PATH, each changed by r.wrap if set: a ccrelay serve
+// block runs in the background until it listens on r.port (or
+// r.listenAt); a ccrelay pair --machine block runs to its end, and the
+// code it prints replaces CODE in a ccrelay login block that follows; a
+// ccrelay pair block in the background until the
 // phone (Chromium with flags) opens its link, which must begin with
 // wantLink, taps Pair, and pair confirms its key; a block of plain
 // ccrelay runs a session, which the phone must then show; any other block
@@ -94,9 +105,17 @@ func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replac
 		cmd := exec.Command("bash", "-e", "-c", sub.Replace(block))
 		cmd.Dir = work
 		cmd.Env = r.env
+		if r.wrap != nil {
+			cmd = r.wrap(cmd)
+		}
 		return cmd
 	}
+	listenAt := r.listenAt
+	if listenAt == "" {
+		listenAt = net.JoinHostPort("127.0.0.1", port)
+	}
 	var ctx context.Context
+	var loginCode string // what a ccrelay pair --machine block printed
 	for _, block := range blocks {
 		switch first := strings.TrimSpace(block); {
 		case strings.HasPrefix(first, "ccrelay serve"):
@@ -108,15 +127,29 @@ func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replac
 			})
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+				c, err := net.Dial("tcp", listenAt)
 				if err == nil {
 					c.Close()
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("serve does not listen on %s:\n%s", port, run.output())
+					t.Fatalf("serve does not listen on %s:\n%s", listenAt, run.output())
 				}
 				time.Sleep(50 * time.Millisecond)
+			}
+		case strings.HasPrefix(first, "ccrelay pair --machine"):
+			out, err := shell(block).CombinedOutput()
+			m := loginLineRe.FindStringSubmatch(string(out))
+			if err != nil || m == nil {
+				t.Fatalf("%s: %v\n%s", block, err, out)
+			}
+			loginCode = m[1]
+		case strings.HasPrefix(first, "ccrelay login"):
+			if loginCode == "" || !strings.Contains(block, " CODE") {
+				t.Fatalf("%s: no code printed before, or no CODE in the line", block)
+			}
+			if out, err := shell(strings.Replace(block, " CODE", " "+loginCode, 1)).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", block, err, out)
 			}
 		case strings.HasPrefix(first, "ccrelay pair"):
 			pair := startRun(t, shell(block))
@@ -240,4 +273,57 @@ func TestDeployTailscaleRecipe(t *testing.T) {
 	if want := "serve --bg http://127.0.0.1:" + port + "\n"; string(ts) != want {
 		t.Errorf("tailscale was asked:\n%s\nwant:\n%s", ts, want)
 	}
+}
+
+// docs/deploy.md's public server recipe, with Pebble for Let's Encrypt:
+// serve at relay.example.com (resolving, in a mount namespace of the
+// recipe's own, to a loopback address whose port 443 it listens on) gets
+// its certificate from Pebble at the first connection; pair --machine's
+// code logs the laptop in; pair pairs the phone (Chromium trusting the
+// issued certificate) at the domain; plain ccrelay relays a session the
+// phone shows.
+func TestDeployACMERecipe(t *testing.T) {
+	const domain = "relay.example.com"
+	r := newSetupRig(t, "")
+	directory, pebbleClient, root := startPebble(t)
+	addr := loopbackAddr(t)
+	listen := net.JoinHostPort(addr, "443")
+	r.listenAt = listen
+	// Pebble's roots stand for the system's: the CLI remembers them with
+	// the relay, as it does any $SSL_CERT_FILE.
+	roots := pemFile(t, pebbleServerCert(t, directory, pebbleClient), root)
+	r.env = append(r.env, "SSL_CERT_FILE="+roots)
+	r.wrap = func(cmd *exec.Cmd) *exec.Cmd { return withHosts(t, cmd, domain, addr) }
+	data := filepath.Join(r.home, "relay-data")
+	sub := strings.NewReplacer(" :443", " "+listen, "--acme "+domain, "--acme "+domain+" --acme-directory "+directory, "/var/lib/ccrelay", data)
+	followRecipe(t, r, "## A public server with Let's Encrypt", sub, "https://"+domain+"/#pair=", 5,
+		func(string) chromedp.ExecAllocatorOption {
+			leaf := issuedCert(t, listen, domain, root)
+			sum := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
+			return chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(sum[:]))
+		},
+		func(string) chromedp.ExecAllocatorOption {
+			return chromedp.Flag("host-resolver-rules", "MAP "+domain+":443 "+listen)
+		})
+	if ents, _ := os.ReadDir(filepath.Join(data, "acme")); len(ents) == 0 {
+		t.Error("no certificate cached in the relay's data folder")
+	}
+	cfg, err := config.Load(filepath.Join(r.home, ".local", "state", "ccrelay"))
+	if err != nil || cfg.Relay != "https://"+domain || cfg.CAFile != roots {
+		t.Errorf("remembered %+v, %v; want %s with %s", cfg, err, "https://"+domain, roots)
+	}
+}
+
+// issuedCert is the certificate the relay at addr shows for domain, which
+// must chain to root (Pebble's).
+func issuedCert(t *testing.T, addr, domain string, root *x509.Certificate) *x509.Certificate {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(root)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Minute}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: domain})
+	if err != nil {
+		t.Fatalf("the relay's certificate for %s: %v", domain, err)
+	}
+	defer c.Close()
+	return c.ConnectionState().PeerCertificates[0]
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -25,39 +26,60 @@ import (
 const acmeDomain = "relay.ccrelay.test"
 
 // withHosts runs cmd in a mount namespace of its own where /etc/hosts
-// maps acmeDomain to addr (the machine's /etc/hosts is not touched; what
-// cmd starts inherits the namespace), and returns cmd changed so.
-func withHosts(t *testing.T, cmd *exec.Cmd, addr string) *exec.Cmd {
+// maps domain to addr (the machine's /etc/hosts is not touched; what cmd
+// starts inherits the namespace), and returns cmd changed so. Root makes
+// the namespace itself; another user makes it in a user namespace.
+func withHosts(t *testing.T, cmd *exec.Cmd, domain, addr string) *exec.Cmd {
 	t.Helper()
 	unshare, err1 := exec.LookPath("unshare")
 	mount, err2 := exec.LookPath("mount")
-	if err1 != nil || err2 != nil || os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the ACME setup test needs root, unshare and mount (%v, %v, uid %d)", err1, err2, os.Getuid())
+	ns := []string{"-m", "--propagation", "private"}
+	if os.Getuid() != 0 {
+		ns = append([]string{"-r"}, ns...)
+	}
+	var err3 error
+	if err1 == nil && err2 == nil {
+		if out, err := exec.Command(unshare, append(ns, "true")...).CombinedOutput(); err != nil {
+			err3 = fmt.Errorf("unshare %v: %v: %s", ns, err, out)
 		}
-		t.Skip("needs root, unshare and mount: the domain resolves in a mount namespace with its own /etc/hosts, and the relay listens on port 443")
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		needTool(t, "unshare and mount, for a mount namespace with its own /etc/hosts", err)
 	}
 	hosts := filepath.Join(t.TempDir(), "hosts")
-	writeFile(t, hosts, []byte("127.0.0.1 localhost\n"+addr+" "+acmeDomain+"\n"))
-	args := append([]string{"-m", "--propagation", "private", "sh", "-c", `"$0" --bind "$1" /etc/hosts && shift && exec "$@"`, mount, hosts, cmd.Path}, cmd.Args[1:]...)
+	writeFile(t, hosts, []byte("127.0.0.1 localhost\n"+addr+" "+domain+"\n"))
+	args := append(append(ns, "sh", "-c", `"$0" --bind "$1" /etc/hosts && shift && exec "$@"`, mount, hosts, cmd.Path), cmd.Args[1:]...)
 	c := exec.Command(unshare, args...)
 	c.Dir, c.Env = cmd.Dir, cmd.Env
 	return c
+}
+
+// needTool fails the test in CI, else skips it, for want missing (err).
+func needTool(t *testing.T, want string, err error) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the ACME tests need %s: %v", want, err)
+	}
+	t.Skipf("needs %s: %v", want, err)
 }
 
 // loopbackAddr is an address of 127/8 other than 127.0.0.1 where port 443
 // is free, so that the relay may listen on 443 beside anything else.
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
+	var err error
 	for range 20 {
 		addr := fmt.Sprintf("127.%d.%d.%d", 13+rand.IntN(200), rand.IntN(256), 1+rand.IntN(254))
-		ln, err := net.Listen("tcp", net.JoinHostPort(addr, "443"))
-		if err == nil {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", net.JoinHostPort(addr, "443")); err == nil {
 			ln.Close()
 			return addr
 		}
+		if errors.Is(err, os.ErrPermission) {
+			needTool(t, "port 443 (root, or sysctl net.ipv4.ip_unprivileged_port_start=443)", err)
+		}
 	}
-	t.Fatal("no loopback address with port 443 free")
+	t.Fatalf("no loopback address with port 443 free: %v", err)
 	return ""
 }
 
@@ -90,7 +112,7 @@ func TestSetupACMEWithPebble(t *testing.T) {
 
 	cmd := exec.Command(binary, "setup", "--acme", acmeDomain, "--acme-directory", directory, "--listen", net.JoinHostPort(addr, "443"))
 	cmd.Dir, cmd.Env = r.home, r.env
-	s := startRun(t, withHosts(t, cmd, addr))
+	s := startRun(t, withHosts(t, cmd, acmeDomain, addr))
 	m := s.waitFor(t, pairLinkRe, 2*time.Minute)
 	if !strings.HasPrefix(m[1], "https://"+acmeDomain+"/#pair=") {
 		t.Errorf("the link is not on the domain: %s", m[1])

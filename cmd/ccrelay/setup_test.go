@@ -32,6 +32,11 @@ type setupRig struct {
 	pidfile, log   string // the relay the fake systemd runs
 	port           int
 	env            []string
+	// wrap, when set, changes each command a recipe runs (e.g. to run it
+	// in a namespace of its own); listenAt, when set, is where a recipe's
+	// ccrelay serve listens (default 127.0.0.1:port).
+	wrap     func(*exec.Cmd) *exec.Cmd
+	listenAt string
 }
 
 // tsRunning is tailscale status --json of a machine logged in, with
