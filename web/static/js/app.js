@@ -1,5 +1,5 @@
 // ccrelay app: follow and steer Claude Code sessions through the relay.
-// Routes: #/ (sessions), #/s/<session id> (one session). The relay's token
+// Routes: #/ (sessions), #/s/<session id> (one session), #/usage (usage and cost). The relay's token
 // arrives once as #token=… (the URL `ccrelay serve` prints), is kept in
 // localStorage and removed from the address bar.
 
@@ -18,6 +18,7 @@ import { deviceBar, showPairPage, takePairing } from './pairing.js';
 import { signedOut, takeSignedOut } from './forget.js';
 import * as e2e from './e2e.js';
 import { cleanDaemon, machineOf, machines, newSessionSheet, stopButton } from './machines.js';
+import { usagePage } from './usage.js';
 
 const TOKEN_KEY = 'ccrelay.token';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -64,6 +65,7 @@ function readToken() {
 }
 
 function parseRoute() {
+  if (/^#\/usage\/?$/.test(location.hash)) return { name: 'usage' };
   const m = /^#\/s\/([^/?#]+)(?:\?request=([^&#]+))?/.exec(location.hash);
   return m ? { name: 'session', id: decodeURIComponent(m[1]), request: m[2] ? decodeURIComponent(m[2]) : '' } : { name: 'list' };
 }
@@ -152,7 +154,9 @@ function start() {
 function navigate() {
   app.page?.leave?.();
   app.route = parseRoute();
-  app.page = app.route.name === 'session' ? sessionPage(app.route.id) : listPage();
+  app.page = app.route.name === 'session' ? sessionPage(app.route.id)
+    : app.route.name === 'usage' ? usagePage(root, topBar({ back: true, title: 'Usage and cost', subtitle: 'Last 30 days, counted on this device' }).bar, () => app.sessions)
+      : listPage();
   app.page.onConn?.(app.conn.state);
   app.conn.sendVisibility();
 }
@@ -590,7 +594,7 @@ function listPage() {
   const bell = h('button', { class: 'icon-btn', type: 'button', 'aria-label': 'Notifications', onclick: () => openNotifications(dialog, { token: app.conn.token, device: app.device }) }, icon('bell'));
   const newBtn = h('button', { class: 'icon-btn new-session-btn', type: 'button', 'aria-label': 'New session', hidden: true,
     onclick: () => newSessionSheet(dialog, { list: machines(app.sessions), models: MODELS, modes: MODES, send: sendToMachine, started: openStarted }) }, icon('plus'));
-  const { bar } = topBar({ title: 'Sessions', subtitle: '', right: [newBtn, bell] });
+  const { bar } = topBar({ title: 'Sessions', subtitle: '', right: [newBtn, h('a', { class: 'icon-btn usage-btn', href: '#/usage', 'aria-label': 'Usage and cost' }, icon('chart')), bell] });
   const banner = connBanner();
   const note = skipNote();
   const staleNote = h('div', { class: 'stale-note', role: 'status', hidden: true });

@@ -1,0 +1,228 @@
+package main
+
+// The usage page: tokens and cost per project and per day, drawn by the
+// app from the sessions it keeps, checked against the envelopes the relay
+// stored.
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// usageEnv is an agent text envelope carrying an API message's usage.
+func usageEnv(id string, ms int64, turn string, in, out, cw, cr int64) string {
+	return fmt.Sprintf(`{"id":%q,"time":%d,"role":"agent","turn":%q,"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d},"ev":{"t":"text","text":"answer %s"}}`,
+		id, ms, turn, in, out, cw, cr, id)
+}
+
+// usageCell is what the page should show for a day and a project.
+type usageCell struct {
+	Day, Project                                 string
+	Input, Output, CacheWrite, CacheRead, Tokens int64
+	Cost                                         float64
+	Costed                                       bool
+	Uncosted                                     int64
+}
+
+// The usage page at 390×844: two projects over three days, one session on
+// a model with a list price (claude-sonnet-4-5, whose turns are estimated,
+// but for one turn whose cost Claude reported, which counts as reported),
+// one on a model without one (counted in tokens, with no cost), and usage
+// older than 30 days left out. Each bar's data-* and each table row say the
+// sums of the stored envelopes' usage; the estimate is labelled as one; the
+// per-session totals are one tap away; axe finds nothing in either theme.
+func TestAppUsagePage(t *testing.T) {
+	script := axeScript(t)
+	r := startAppRelay(t)
+	cli := dialCLI(t, r)
+	const known, unknown = "0c0c0c0c-7777-4222-8333-444444444441", "0c0c0c0c-7777-4222-8333-444444444442"
+	now := time.Now()
+	noon := func(daysAgo int) int64 {
+		return time.Date(now.Year(), now.Month(), now.Day()-daysAgo, 12, 0, 0, 0, time.Local).UnixMilli()
+	}
+	cli.envelopes(known,
+		env("cku0", noon(40), "user", "", textEv("long ago")),
+		usageEnv("cka0", noon(40)+1, "ctold", 9000, 9000, 9000, 9000),
+		env("cku1", noon(3), "user", "", textEv("first")),
+		usageEnv("cka1", noon(3)+1, "ctk1", 1200, 300, 5000, 20000),
+		usageEnv("cka2", noon(3)+2, "ctk1", 800, 150, 0, 25000),
+		env("cku2", noon(1), "user", "", textEv("second")),
+		usageEnv("cka3", noon(1)+1, "ctk2", 400, 900, 1000, 30000),
+		env("cku3", noon(1)+10, "user", "", textEv("third")),
+		usageEnv("cka4", noon(1)+11, "ctk3", 100, 50, 0, 1000),
+	)
+	const reported = 0.4321 // Claude's figure for turn ctk3
+	cli.announce(known, map[string]any{"cwd": "/home/dev/alpha", "machine": "laptop", "mode": "remote", "status": "idle",
+		"model": "claude-sonnet-4-5-20250929", "turnCosts": []map[string]any{{"turn": "ctk3", "usd": reported}}})
+	cli.envelopes(unknown,
+		env("cuu1", noon(2), "user", "", textEv("other")),
+		usageEnv("cua1", noon(2)+1, "ctu1", 700, 70, 7, 7000),
+		env("cuu2", noon(1), "user", "", textEv("other again")),
+		usageEnv("cua2", noon(1)+1, "ctu2", 10, 20, 30, 40),
+	)
+	cli.announce(unknown, map[string]any{"cwd": "/home/dev/beta", "machine": "laptop", "mode": "remote", "status": "idle", "model": "claude-opus-5-5"})
+
+	// What the page should say, from the envelopes as the relay stored them.
+	price := map[string][4]float64{known: {3, 15, 3.75, 0.3}}
+	project := map[string]string{known: "alpha", unknown: "beta"}
+	turnCost := map[string]float64{"ctk3": reported}
+	cutoff := time.Date(now.Year(), now.Month(), now.Day()-29, 0, 0, 0, 0, time.Local).UnixMilli()
+	want := map[string]*usageCell{}
+	perSession := map[string]*usageCell{}
+	counted := map[*usageCell]map[string]bool{} // the reported turns each cell counted
+	for _, id := range []string{known, unknown} {
+		perSession[id] = &usageCell{}
+		for _, l := range storedLines(t, r.data, id) {
+			var e struct {
+				Time  int64  `json:"time"`
+				Turn  string `json:"turn"`
+				Usage *struct {
+					In  int64 `json:"input_tokens"`
+					Out int64 `json:"output_tokens"`
+					CW  int64 `json:"cache_creation_input_tokens"`
+					CR  int64 `json:"cache_read_input_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(l), &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Usage == nil || e.Time < cutoff {
+				continue
+			}
+			day := time.UnixMilli(e.Time).Format("2006-01-02")
+			k := day + "/" + project[id]
+			if want[k] == nil {
+				want[k] = &usageCell{Day: day, Project: project[id]}
+			}
+			u := e.Usage
+			for _, c := range []*usageCell{want[k], perSession[id]} {
+				c.Input += u.In
+				c.Output += u.Out
+				c.CacheWrite += u.CW
+				c.CacheRead += u.CR
+				c.Tokens += u.In + u.Out + u.CW + u.CR
+				p, ok := price[id]
+				switch usd, rep := turnCost[e.Turn]; {
+				case rep:
+					if counted[c] == nil {
+						counted[c] = map[string]bool{}
+					}
+					if !counted[c][e.Turn] {
+						counted[c][e.Turn] = true
+						c.Cost += usd
+						c.Costed = true
+					}
+				case ok:
+					c.Cost += (float64(u.In)*p[0] + float64(u.Out)*p[1] + float64(u.CW)*p[2] + float64(u.CR)*p[3]) / 1e6
+					c.Costed = true
+				default:
+					c.Uncosted += u.In + u.Out + u.CW + u.CR
+				}
+			}
+		}
+	}
+	if len(want) != 4 {
+		t.Fatalf("the seed should give 4 day-project cells, got %d", len(want))
+	}
+
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	// The app counts the sessions it keeps: those read here.
+	for _, id := range []string{known, unknown} {
+		r.open(t, ctx, id)
+	}
+	waitJS(t, ctx, "both sessions kept", `(() => { const q = indexedDB.open('ccrelay'); q.onsuccess = () => {
+		const g = q.result.transaction('envelopes').objectStore('envelopes').count(); g.onsuccess = () => { window.keptCount = g.result; q.result.close(); }; };
+		return window.keptCount === 13 })()`)
+	must(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
+	waitJS(t, ctx, "the list", `!!document.querySelector('header a[href="#/usage"]')`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
+	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn'`)
+
+	var bars []usageCell
+	v := eval[string](t, ctx, `JSON.stringify([...document.querySelector('svg.usage-chart').querySelectorAll('rect.usage-bar')].map((b) => ({
+		Day: b.dataset.day, Project: b.dataset.project, Input: +b.dataset.input, Output: +b.dataset.output, CacheWrite: +b.dataset.cacheWrite,
+		CacheRead: +b.dataset.cacheRead, Tokens: +b.dataset.tokens, Cost: +b.dataset.cost, Costed: b.dataset.cost !== '', Uncosted: +b.dataset.uncosted })))`)
+	if err := json.Unmarshal([]byte(v), &bars); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(bars, func(i, j int) bool { return bars[i].Day+bars[i].Project < bars[j].Day+bars[j].Project })
+	if len(bars) != len(want) {
+		t.Errorf("the chart has %d bars, want %d: %+v", len(bars), len(want), bars)
+	}
+	for _, b := range bars {
+		w := want[b.Day+"/"+b.Project]
+		if w == nil {
+			t.Errorf("a bar for %s %s, which has no usage", b.Day, b.Project)
+			continue
+		}
+		if b.Input != w.Input || b.Output != w.Output || b.CacheWrite != w.CacheWrite || b.CacheRead != w.CacheRead || b.Tokens != w.Tokens ||
+			b.Costed != w.Costed || math.Abs(b.Cost-w.Cost) > 1e-6 || b.Uncosted != w.Uncosted {
+			t.Errorf("bar %s %s: %+v, the envelopes say %+v", b.Day, b.Project, b, *w)
+		}
+	}
+
+	// The table alternative says the same numbers.
+	rows := eval[[][]string](t, ctx, `[...document.querySelectorAll('.usage-table tbody tr')].map((r) => [...r.children].map((c) => c.textContent))`)
+	if len(rows) != len(want) {
+		t.Errorf("the table has %d rows, want %d: %q", len(rows), len(want), rows)
+	}
+	for _, row := range rows {
+		if len(row) != 7 {
+			t.Errorf("a table row %q", row)
+			continue
+		}
+		w := want[row[0]+"/"+row[1]]
+		if w == nil {
+			t.Errorf("a table row for %s %s, which has no usage", row[0], row[1])
+			continue
+		}
+		got := strings.Join(row[2:6], " ")
+		if exp := fmt.Sprintf("%d %d %d %d", w.Input, w.Output, w.CacheWrite, w.CacheRead); got != exp {
+			t.Errorf("table %s %s: tokens %s, want %s", row[0], row[1], got, exp)
+		}
+		switch {
+		case !w.Costed && row[6] != "no price":
+			t.Errorf("table %s %s: cost %q for a model without a price, want \"no price\"", row[0], row[1], row[6])
+		case w.Costed && !strings.HasPrefix(row[6], fmt.Sprintf("$%.2f", w.Cost)) && !strings.HasPrefix(row[6], fmt.Sprintf("$%.4f", w.Cost)):
+			t.Errorf("table %s %s: cost %q, want $%.4f", row[0], row[1], row[6], w.Cost)
+		}
+	}
+
+	// The estimate says it is one, with the prices' source and date.
+	label := eval[string](t, ctx, `(() => { const e = document.querySelector('.usage-estimate'); return e && e.checkVisibility() ? e.textContent : '' })()`)
+	if !strings.Contains(label, "estimates") || !strings.Contains(label, "published list prices") || !strings.Contains(label, "2025-") {
+		t.Errorf("the estimate's label: %q", label)
+	}
+
+	// Per-session totals, one tap away.
+	must(t, ctx, chromedp.Click(chromedp.CSS(".usage-per-session > summary")))
+	waitJS(t, ctx, "the sessions shown", `[...document.querySelectorAll('.usage-sessions li')].every((li) => li.checkVisibility()) && document.querySelectorAll('.usage-sessions li').length === 2`)
+	for _, id := range []string{known, unknown} {
+		w := perSession[id]
+		got := eval[[]string](t, ctx, fmt.Sprintf(`(() => { const li = document.querySelector('.usage-sessions li[data-session=%q]'); return li ? [li.dataset.tokens, li.dataset.cost] : [] })()`, id))
+		cost := ""
+		if w.Costed {
+			cost = fmt.Sprintf("%.6f", w.Cost)
+		}
+		if len(got) != 2 || got[0] != fmt.Sprint(w.Tokens) || got[1] != cost {
+			t.Errorf("session %s: tokens and cost %q, want %d %q", project[id], got, w.Tokens, cost)
+		}
+	}
+	screenshot(t, ctx, "usage")
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(".usage-table-wrap > summary")))
+	for _, th := range []string{"light", "dark"} {
+		must(t, ctx, theme(th))
+		for _, v := range runAxe(t, ctx, script) {
+			t.Errorf("the usage page, %s theme: %s (%s, %s):\n  %s", th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+		}
+	}
+}
