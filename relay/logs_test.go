@@ -97,3 +97,34 @@ func TestLogsHoldNoContent(t *testing.T) {
 		t.Fatalf("opened %d, closed %d, refused %d:\n%s", opened, closed, refused, out)
 	}
 }
+
+// The connection log grows by one line per connection at the default
+// level: the line written when it closes says who, from where, for how
+// long and why; the one when it opens is a debug line.
+func TestConnectionLogLinePerConnection(t *testing.T) {
+	var logs syncBuffer
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	rs := NewServer(st, slog.New(slog.NewJSONHandler(&logs, nil)), testToken)
+	srv := httptest.NewServer(rs.Handler())
+	defer srv.Close()
+	const n = 20
+	for i := range n {
+		path := "/ws/app"
+		if i%2 == 1 {
+			path = "/ws/cli"
+		}
+		dial(t, srv, path).Close(websocket.StatusNormalClosure, "")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.String(), `"msg":"connection closed"`) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d close lines:\n%s", n, logs.String())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the log, with a deadline
+	}
+	out := logs.String()
+	if lines := strings.Count(out, "\n"); lines != n {
+		t.Fatalf("%d connections wrote %d log lines, want %d:\n%s", n, lines, n, out)
+	}
+	t.Logf("%d bytes of log per connection", len(out)/n)
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ccrelay/ccrelay/internal/dirs"
+	"github.com/ccrelay/ccrelay/internal/logfile"
 	"github.com/ccrelay/ccrelay/relay"
 )
 
@@ -41,6 +42,8 @@ func newServeCmd() *cobra.Command {
 	var keep retainFlag
 	var metricsListen string
 	var logFormat string
+	var logPath string
+	logMax := logSize(DefaultRelayLogBytes)
 	var storeURL string
 	var migrateOnly bool
 	cmd := &cobra.Command{
@@ -58,7 +61,16 @@ carries the token in its #fragment, which browsers never send to a server.`,
 			if err != nil {
 				return err
 			}
-			log, err := newLogger(logFormat, cmd.ErrOrStderr())
+			var logTo io.Writer = cmd.ErrOrStderr()
+			if logPath != "" {
+				lf, err := logfile.Open(logPath, int64(logMax))
+				if err != nil {
+					return fmt.Errorf("--log-file: %w", err)
+				}
+				defer lf.Close()
+				logTo = lf
+			}
+			log, err := newLogger(logFormat, logTo)
 			if err != nil {
 				return err
 			}
@@ -118,6 +130,8 @@ carries the token in its #fragment, which browsers never send to a server.`,
 	cmd.Flags().BoolVar(&migrateOnly, "migrate-only", false, "bring the store's schema to this version, then exit (for deploys)")
 	cmd.Flags().StringVar(&data, "data", "", "data folder (default $XDG_DATA_HOME/ccrelay; %LocalAppData%\\ccrelay\\data on Windows)")
 	cmd.Flags().StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9707; off by default; never the public listener)")
+	cmd.Flags().StringVar(&logPath, "log-file", "", "write the log to this file instead of stderr; past --log-file-max it becomes FILE.1 (replacing the one before) and a new FILE starts")
+	cmd.Flags().Var(&logMax, "log-file-max", "the size at which --log-file turns over (e.g. 8MB, 512KB): the log takes at most twice this on disk")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log lines as text or json (one JSON object a line; json prints no link with the token: a log line says how to get it)")
 	cmd.Flags().Var(&keep, "retain", "delete sessions inactive for longer than this (e.g. 30d, 12h; default: keep everything)")
 	cmd.Flags().IntVar(&lim.MaxConns, "max-conns", relay.DefaultMaxConns, "open connections at most, in total")
@@ -425,6 +439,45 @@ func serveMetrics(addr string, rl *runningRelay) (func(), error) {
 	go func() { defer close(done); srv.Serve(ln) }()
 	return func() { srv.Close(); <-done }, nil
 }
+
+// DefaultRelayLogBytes is the size at which serve's --log-file turns over.
+const DefaultRelayLogBytes = 8 << 20
+
+// logSize is a size in bytes, given as a number with KB, MB or GB (powers
+// of 1024) or none.
+type logSize int64
+
+func (z *logSize) String() string {
+	switch n := int64(*z); {
+	case n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MB"
+	case n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KB"
+	default:
+		return strconv.FormatInt(n, 10)
+	}
+}
+
+func (z *logSize) Set(v string) error {
+	num, unit := strings.ToUpper(strings.TrimSpace(v)), int64(1)
+	for _, u := range []struct {
+		suffix string
+		n      int64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, unit = strings.TrimSpace(rest), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 || n > (1<<40)/unit {
+		return fmt.Errorf("%q: want a size such as 8MB or 512KB", v)
+	}
+	*z = logSize(n * unit)
+	return nil
+}
+
+func (z *logSize) Type() string { return "size" }
 
 // newLogger logs to w as text or JSON lines.
 func newLogger(format string, w io.Writer) (*slog.Logger, error) {
