@@ -140,7 +140,8 @@ func TestAppAccessible(t *testing.T) {
 // sessions in every state (4 in the list), and one (the id returned) with
 // turns completed, failed, cancelled and unfinished, a thinking block, a
 // failed tool, a subagent, Markdown with a table and a link, the todo
-// checklist, and a permission request offering "for this session".
+// checklist, a permission request offering "for this session", and a
+// link to the session it was forked from.
 func seedEverything(t *testing.T, r *appRelay) string {
 	t.Helper()
 	cli := dialCLI(t, r)
@@ -173,7 +174,7 @@ func seedEverything(t *testing.T, r *appRelay) string {
 		return strings.Replace(e, `"turn":"ctf"`, `"turn":"ctf","subagent":"csubagent"`, 1)
 	}
 	cli.envelopes(id, sub(env("csub2", t0+7, "agent", "ctf", textEv("Looking around"))), sub(env("csub3", t0+8, "agent", "ctf", `{"t":"stop"}`)))
-	cli.announce(id, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "remote", "status": "waiting-for-permission", "model": "opus",
+	cli.announce(id, map[string]any{"cwd": "/home/dev/project", "machine": "laptop", "mode": "remote", "status": "waiting-for-permission", "model": "opus", "forkedFrom": "0c0c0c0c-5551-4222-8333-444444444444",
 		"usage":       map[string]any{"input_tokens": 50000, "context_window": 200000},
 		"permissions": []map[string]any{{"id": "req-1", "tool": "Bash", "input": map[string]any{"command": "rm -rf build"}, "description": "Clean", "forSession": []string{"Bash(rm:*)"}}}})
 	for i, st := range []string{"busy", "idle"} {

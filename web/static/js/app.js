@@ -752,6 +752,10 @@ function sessionPage(id) {
   const recordingNote = h('div', { class: 'recording-note', role: 'note', hidden: true,
     text: 'A recording: this session was recorded from Claude Code and is replayed here for show. Nothing runs it.' });
   main.prepend(recordingNote);
+  // A fork's parent, at the top of the conversation (a link as tall as a
+  // thumb: the top bar's line below the title is too short for one).
+  const forkNote = h('div', { class: 'fork-note', hidden: true });
+  tasks.el.after(forkNote);
   root.replaceChildren(top.bar, finder.el, banner.el, machine, note.el, chainNote.el, main, dock, dialog);
   window.scrollTo(0, 0);
 
@@ -899,6 +903,11 @@ function sessionPage(id) {
     const bits = [i.cwd ? shortPath(i.cwd) : '', i.machine || ''].filter(Boolean);
     recordingNote.hidden = !i.recording;
     const parent = i.forkedFrom ? app.sessions.get(i.forkedFrom) : null;
+    forkNote.hidden = !i.forkedFrom;
+    const forkText = i.forkedFrom ? 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 60) : '';
+    if (forkNote.textContent !== forkText) {
+      fill(forkNote, i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom), text: forkText }) : null);
+    }
     const gone = machineGone(i);
     fill(top.subEl,
       h('span', { class: 'status-dot ' + (gone ? 'gone' : i.status || 'idle') }),
@@ -906,9 +915,6 @@ function sessionPage(id) {
       meter,
       rateLimitChip(i.rateLimit),
       protectionChip(s, { machine: true }),
-      // Before the folder and machine, which give way on a narrow screen.
-      i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom),
-        text: 'forked from ' + oneLine(parent ? sessionTitle(parent) : i.forkedFrom.slice(0, 8), 40) }) : null,
       bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
     const use = i.context ? contextCount(i.context) : contextUse(i.usage || model.usage);
     meter.hidden = !use || use.used === 0;
