@@ -100,7 +100,7 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 		return err
 	}
 	if f.relay == "" {
-		return errors.New("ccrelay daemon needs a relay, as the app reaches this machine through it: run ccrelay pair (or ccrelay login) once, or give --relay URL")
+		return errors.New("ccrelay daemon needs a relay, as the app reaches this machine through it: run ccrelay setup (or ccrelay login) once, or give --relay URL")
 	}
 	dir := filepath.Join(state, "daemon")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -188,7 +188,7 @@ func daemonInstall(cmd *cobra.Command, f *daemonFlags, out io.Writer) error {
 		return err
 	}
 	if f.relay == "" {
-		return errors.New("ccrelay daemon install needs a relay: run ccrelay pair (or ccrelay login) once, or give --relay URL")
+		return errors.New("ccrelay daemon install needs a relay: run ccrelay setup (or ccrelay login) once, or give --relay URL")
 	}
 	if f.relayToken != "" {
 		return errors.New("a service's command line is readable by every user: give the token with --relay-token-file, or run ccrelay login first")

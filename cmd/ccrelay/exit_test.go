@@ -120,7 +120,7 @@ func TestStartLineWithoutRelay(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("ccrelay: %v\n%s", err, se.String())
 	}
-	checkScreen(t, se.String(), "ccrelay: no relay set up: recording to "+r.out+"; run ccrelay pair (or ccrelay login) once to reach a phone")
+	checkScreen(t, se.String(), "ccrelay: no relay set up: recording to "+r.out+"; run ccrelay setup (or ccrelay login) once to reach a phone")
 	if !strings.HasSuffix(se.String(), "ccrelay: to go on with this session: ccrelay --resume "+session+"\n") {
 		t.Fatalf("no resume hint at the end:\n%s", se.String())
 	}

@@ -175,7 +175,7 @@ func followInstall(state string, out io.Writer) error {
 	}
 	switch {
 	case relayURL == "":
-		fmt.Fprintln(out, "No relay is set up yet: run ccrelay pair (or ccrelay login) once; until then sessions of plain claude are not relayed.")
+		fmt.Fprintln(out, "No relay is set up yet: run ccrelay setup (or ccrelay login) once; until then sessions of plain claude are not relayed.")
 	case followBlocked(st, relayURL) != nil:
 		fmt.Fprintf(out, "Sessions of plain claude cannot be relayed to %s yet: %v\n", relayURL, followBlocked(st, relayURL))
 	default:

@@ -163,3 +163,25 @@ func TestOutFlagHelpNamesTheDefault(t *testing.T) {
 		t.Errorf("--out's help does not name the real default (one file per session in <state>/projects/<folder>/sessions):\n%s", line)
 	}
 }
+
+// On a machine with no relay, every command that needs one names ccrelay
+// setup, the README's first step: ccrelay pair alone cannot work there, as
+// no relay runs yet to pair with.
+func TestNoRelayHintsNameSetup(t *testing.T) {
+	for _, args := range [][]string{
+		{"status"},
+		{"follow", "install"},
+		{"daemon"},
+		{"daemon", "install"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			home := t.TempDir()
+			cmd := exec.Command(binary, args...)
+			cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+			out, _ := cmd.CombinedOutput()
+			if !strings.Contains(string(out), "run ccrelay setup") {
+				t.Errorf("ccrelay %s with no relay set up does not name ccrelay setup:\n%s", strings.Join(args, " "), out)
+			}
+		})
+	}
+}

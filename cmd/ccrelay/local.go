@@ -128,7 +128,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 	}
 	if f.remote && f.relay == "" {
-		return errors.New("--remote needs a relay, as the prompts come from the app: run ccrelay pair (or ccrelay login) once, or give --relay URL")
+		return errors.New("--remote needs a relay, as the prompts come from the app: run ccrelay setup (or ccrelay login) once, or give --relay URL")
 	}
 	if f.session != "" && !launcher.ValidSessionID(f.session) {
 		return fmt.Errorf("--session %q is not a session id (a UUID, as Claude Code makes them)", f.session)
@@ -309,7 +309,7 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 		}
 		defer fo.Close()
 		defer tracker.hint(os.Stderr)
-		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; run ccrelay pair (or ccrelay login) once to reach a phone", recording)
+		startLine = fmt.Sprintf("ccrelay: no relay set up: recording to %s; run ccrelay setup (or ccrelay login) once to reach a phone", recording)
 		// Slots of runs that ended hold only their cursor: removed.
 		if _, err := slot.Leftovers(takeTurns); err != nil {
 			log.Warn("could not remove what an earlier run left", "err", err)

@@ -49,7 +49,7 @@ func status(ctx context.Context, relayFlag, stateFlag, data string, out io.Write
 	}
 	if url == "" {
 		fmt.Fprintf(out, "sessions: recorded to files in %s (no relay set up)\n", filepath.Join(state, "projects"))
-		fmt.Fprintln(out, "next: run ccrelay pair on the relay's machine (or ccrelay login on another), or set "+config.EnvRelay)
+		fmt.Fprintln(out, "next: run ccrelay setup (a relay here, and the phone paired), or ccrelay login with a code of ccrelay pair --machine from the relay's machine, or set "+config.EnvRelay)
 		plainClaude(out)
 		return nil
 	}
