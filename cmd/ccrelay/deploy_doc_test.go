@@ -28,6 +28,13 @@ import (
 // heading, in order, their indentation removed.
 func recipeBlocks(t *testing.T, heading string) []string {
 	t.Helper()
+	return docBlocks(t, heading, "sh")
+}
+
+// docBlocks are the ```lang blocks of docs/deploy.md's section headed
+// heading, in order, their indentation removed.
+func docBlocks(t *testing.T, heading, lang string) []string {
+	t.Helper()
 	b, err := os.ReadFile("../../docs/deploy.md")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +54,7 @@ func recipeBlocks(t *testing.T, heading string) []string {
 	for _, line := range strings.Split(section, "\n") {
 		trimmed := strings.TrimSpace(line)
 		switch {
-		case !in && trimmed == "```sh":
+		case !in && trimmed == "```"+lang:
 			in, cur = true, nil
 		case in && trimmed == "```":
 			in = false
