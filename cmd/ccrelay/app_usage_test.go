@@ -10,6 +10,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,11 @@ func usageEnv(id string, ms int64, turn string, in, out, cw, cr int64) string {
 	return fmt.Sprintf(`{"id":%q,"time":%d,"role":"agent","turn":%q,"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d},"ev":{"t":"text","text":"answer %s"}}`,
 		id, ms, turn, in, out, cw, cr, id)
 }
+
+// barsJS reads the numbers of the tokens chart's bars.
+const barsJS = `JSON.stringify([...document.querySelector('svg.usage-chart').querySelectorAll('rect.usage-bar')].map((b) => ({
+	Day: b.dataset.day, Project: b.dataset.project, Input: +b.dataset.input, Output: +b.dataset.output, CacheWrite: +b.dataset.cacheWrite,
+	CacheRead: +b.dataset.cacheRead, Tokens: +b.dataset.tokens, Cost: +b.dataset.cost, Costed: b.dataset.cost !== '', Uncosted: +b.dataset.uncosted })))`
 
 // usageCell is what the page should show for a day and a project.
 type usageCell struct {
@@ -37,7 +43,8 @@ type usageCell struct {
 // one on a model without one (counted in tokens, with no cost), and usage
 // older than 30 days left out. Each bar's data-* and each table row say the
 // sums of the stored envelopes' usage; the estimate is labelled as one; the
-// per-session totals are one tap away; axe finds nothing in either theme.
+// per-session totals are one tap away; axe finds nothing in either theme;
+// offline, from what the device keeps, the chart says the same.
 func TestAppUsagePage(t *testing.T) {
 	script := axeScript(t)
 	r := startAppRelay(t)
@@ -147,9 +154,7 @@ func TestAppUsagePage(t *testing.T) {
 	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn'`)
 
 	var bars []usageCell
-	v := eval[string](t, ctx, `JSON.stringify([...document.querySelector('svg.usage-chart').querySelectorAll('rect.usage-bar')].map((b) => ({
-		Day: b.dataset.day, Project: b.dataset.project, Input: +b.dataset.input, Output: +b.dataset.output, CacheWrite: +b.dataset.cacheWrite,
-		CacheRead: +b.dataset.cacheRead, Tokens: +b.dataset.tokens, Cost: +b.dataset.cost, Costed: b.dataset.cost !== '', Uncosted: +b.dataset.uncosted })))`)
+	v := eval[string](t, ctx, barsJS)
 	if err := json.Unmarshal([]byte(v), &bars); err != nil {
 		t.Fatal(err)
 	}
@@ -224,5 +229,16 @@ func TestAppUsagePage(t *testing.T) {
 		for _, v := range runAxe(t, ctx, script) {
 			t.Errorf("the usage page, %s theme: %s (%s, %s):\n  %s", th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
 		}
+	}
+
+	// Offline: the relay stops, the page loads from the service worker and
+	// draws the same numbers from what the device keeps.
+	waitJS(t, ctx, "the service worker controlling the page", `!!navigator.serviceWorker.controller`)
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	must(t, ctx, chromedp.Navigate(r.base+"/#/usage"), chromedp.Reload())
+	waitJS(t, ctx, "the chart drawn offline", `document.body.dataset.usage === 'drawn'`)
+	if off := eval[string](t, ctx, barsJS); off != v {
+		t.Errorf("offline, the chart says\n%s\nonline it said\n%s", off, v)
 	}
 }

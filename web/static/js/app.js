@@ -392,9 +392,11 @@ function cleanSession(s) {
       subagent: t.subagent, lastTool: typeof t.lastTool === 'string' ? t.lastTool : '',
       tokens: Number.isFinite(t.tokens) ? t.tokens : 0, toolUses: Number.isFinite(t.toolUses) ? t.toolUses : 0 }));
   }
-  // What each of the last turns cost (remote mode): turn id -> US dollars.
-  if (Array.isArray(raw.turnCosts)) {
-    info.turnCosts = new Map(raw.turnCosts.filter((c) => c && typeof c.turn === 'string' && Number.isFinite(c.usd) && c.usd >= 0).slice(-64).map((c) => [c.turn, c.usd]));
+  // What each of the last turns cost (remote mode): turn id -> US dollars;
+  // the list kept on the device holds them as the Map made here.
+  const turnCosts = raw.turnCosts instanceof Map ? [...raw.turnCosts].map(([turn, usd]) => ({ turn, usd })) : raw.turnCosts;
+  if (Array.isArray(turnCosts)) {
+    info.turnCosts = new Map(turnCosts.filter((c) => c && typeof c.turn === 'string' && Number.isFinite(c.usd) && c.usd >= 0).slice(-64).map((c) => [c.turn, c.usd]));
   }
   // The context window's use as Claude counts it (remote mode).
   if (raw.context && Number.isFinite(raw.context.usedTokens) && Number.isFinite(raw.context.maxTokens) && raw.context.maxTokens > 0) {
