@@ -173,6 +173,8 @@ func TestNoRelayHintsNameSetup(t *testing.T) {
 		{"follow", "install"},
 		{"daemon"},
 		{"daemon", "install"},
+		{"pair", "--no-wait"},
+		{"sessions", "ls"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			home := t.TempDir()

@@ -65,6 +65,9 @@ func relayToken(flag, file, data, state, relayURL string, stderr io.Writer) (str
 	if err != nil && elsewhere != "" {
 		return "", fmt.Errorf("no relay token for %s: this machine's login is for %s, and its credential goes to that relay only; run ccrelay login %s CODE (a code from ccrelay pair --machine), or give --relay-token-file", relayURL, elsewhere, relayURL)
 	}
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("no relay token: no relay has run on this machine (run ccrelay setup, or ccrelay serve); for a relay elsewhere, run ccrelay login, give --relay-token-file or set CCRELAY_TOKEN (%v)", err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("no relay token: run ccrelay login, give --relay-token-file, set CCRELAY_TOKEN, or run the relay on this machine (%v)", err)
 	}
