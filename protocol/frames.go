@@ -112,7 +112,11 @@ const MaxListQuery = 200
 // every word of Query in their title, first prompt, folder or machine. The
 // relay cannot read a sealed session's summary: it lists every sealed
 // session for the app to judge once opened.
+//
+// Session, instead, asks for that one session (a page of it alone, or
+// empty): an app opening a session it has not listed.
 type ListFilter struct {
+	Session string `json:"session,omitempty"`
 	Query   string `json:"q,omitempty"`
 	State   string `json:"state,omitempty"`
 	Machine string `json:"machine,omitempty"`

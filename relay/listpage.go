@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,6 +266,9 @@ func (s *Server) listFrame(ctx context.Context, f protocol.Frame) ([]byte, error
 	if f.Limit < 0 || f.Limit > MaxListLimit {
 		return nil, fmt.Errorf("%w: limit %d is not in 1…%d", errBadList, f.Limit, MaxListLimit)
 	}
+	if f.Filter != nil && f.Filter.Session != "" {
+		return s.listOne(ctx, f)
+	}
 	after, err := parseListCursor(f.Cursor)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errBadList, err)
@@ -289,4 +293,22 @@ func (s *Server) listFrame(ctx context.Context, f protocol.Frame) ([]byte, error
 		}
 	}
 	return sessionsPageFrame(page.sessions, f.Ref, f.Cursor, page.next, true), nil
+}
+
+// listOne answers a list of one session (Filter.Session): it alone if it
+// is the token's, else nothing.
+func (s *Server) listOne(ctx context.Context, f protocol.Frame) ([]byte, error) {
+	if err := checkSession(f.Filter.Session); err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadList, err)
+	}
+	var one []SessionInfo
+	si, err := s.store.session(ctx, f.Filter.Session)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return nil, err
+	case s.mine(ctx, si.ID) == nil:
+		one = append(one, si)
+	}
+	return sessionsPageFrame(one, f.Ref, f.Cursor, "", true), nil
 }

@@ -225,6 +225,16 @@ func TestListPaged(t *testing.T) {
 	if len(f.Sessions) != sessions/2+1 || f.Next != "" || f.Ref != "p1" { // 11 in /w/p1, and the machine
 		t.Fatalf("filtered page: %d sessions, next %q", len(f.Sessions), f.Next)
 	}
+	// One session, asked for by id; another token's or an unknown one: none.
+	one := "5e55a002-0000-4000-8000-000000000005"
+	send(t, app, protocol.Frame{Type: protocol.FrameList, Ref: "one", Limit: 1, Filter: &protocol.ListFilter{Session: one}})
+	if f := recvType(t, app, protocol.FrameSessions); len(f.Sessions) != 1 || f.Sessions[0].ID != one || f.Ref != "one" || f.Next != "" {
+		t.Fatalf("one session: %+v", f)
+	}
+	send(t, app, protocol.Frame{Type: protocol.FrameList, Limit: 1, Filter: &protocol.ListFilter{Session: "5e55a002-0000-4000-8000-000000000777"}})
+	if f := recvType(t, app, protocol.FrameSessions); len(f.Sessions) != 0 || f.Next != "" {
+		t.Fatalf("an unknown session: %+v", f)
+	}
 	send(t, app, protocol.Frame{Type: protocol.FrameList, Limit: 10, Cursor: "12.not-a-session"})
 	if f := recvType(t, app, protocol.FrameError); f.Code != "bad-list" {
 		t.Fatalf("bad cursor: %+v", f)

@@ -11,7 +11,8 @@ import (
 // the newest 50, asks for the next page as the person scrolls near the
 // end and shows each as it arrives, every session once; a new session
 // comes to the top while pages are loaded; a search finds a session on a
-// page not loaded yet (the relay serves the search page by page).
+// page not loaded yet (the relay serves the search page by page); a
+// session on no loaded page, opened by its link, shows its title.
 func TestAppPagesSessionList(t *testing.T) {
 	r := startAppRelay(t)
 	cli := dialCLI(t, r)
@@ -65,4 +66,10 @@ func TestAppPagesSessionList(t *testing.T) {
 	waitJS(t, ctx, "the old session found", fmt.Sprintf(`(() => { const r = [...document.querySelectorAll('.sessions li.session-row')]; return r.length === 1 && r[0].dataset.session === %q })()`, id(11)))
 	waitJS(t, ctx, "the search's pages done", `!document.querySelector('.sessions li.more')`)
 	checkAccessible(t, ctx, "a searched list")
+	// A session on no page loaded, opened by its link: the app asks for
+	// its summary and shows its title.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"), chromedp.Reload())
+	waitJS(t, ctx, "the first page once more", rows+` === 50`)
+	eval[bool](t, ctx, fmt.Sprintf(`(location.hash = '#/s/' + %q, true)`, id(5)))
+	waitJS(t, ctx, "the linked session's title", `document.querySelector('.top-title')?.textContent === 'paged task 005'`)
 }

@@ -179,6 +179,7 @@ const listing = { n: 0, ref: '', filter: null, next: '', pending: false };
 // firstPage is the list frame for the first page (a new ref: an answer to
 // an earlier one no longer moves the cursor).
 function firstPage() {
+  oneAsked.clear();
   listing.ref = 'list-' + ++listing.n;
   listing.next = '';
   listing.pending = true;
@@ -198,10 +199,25 @@ function askMore() {
   if (app.conn.send(listFrame(listing.next))) listing.pending = true;
 }
 
+// askOne asks for one session's summary, once per connection of the
+// list; it says whether the answer is still awaited.
+const oneAsked = new Map(); // session → 'asked' | 'answered'
+function askOne(id) {
+  const st = oneAsked.get(id);
+  if (st === 'answered') return false;
+  if (!st) {
+    if (!app.conn.send({ type: 'list', limit: 1, ref: 'one:' + id, filter: { session: id } })) return false;
+    oneAsked.set(id, 'asked');
+  }
+  return true;
+}
+
 // listed takes a page of the list (f.next set) or the whole list (a relay
 // from before paging).
 function listed(f) {
   const paged = typeof f.next === 'string';
+  if (typeof f.ref === 'string' && f.ref.startsWith('one:')) oneAsked.set(f.ref.slice(4), 'answered');
+  if (!paged) for (const k of oneAsked.keys()) oneAsked.set(k, 'answered');
   const mine = !paged || f.ref === listing.ref;
   const first = !f.cursor;
   // An unfiltered first page is the newest sessions: it replaces the list,
@@ -1262,6 +1278,9 @@ function sessionPage(id) {
   let subscribed = false;
   function subscribe() {
     if (subscribed || !app.listed) return;
+    // A session on no page loaded yet (a link, a notification): its summary
+    // is asked first, for its title and its length.
+    if (!app.sessions.has(id) && askOne(id)) return;
     subscribed = true;
     const total = summary().lastSeq || 0;
     // A session that may open sealed (its key asked with the list may not
