@@ -44,7 +44,7 @@ func TestAppShowsWithheldEnvelopes(t *testing.T) {
 	defer wdb.Close()
 	rows := storedLines(t, r.data, id)
 	const dropped, replayed, into = 8, 12, 15 // seqs
-	const sealedTail = 200                    // the envelopes a sealed session opens on (app.js, SEALED_TAIL)
+	const sealedTail = 200                    // the envelopes a session opens on (app.js, TAIL)
 	if len(rows) < 2*sealedTail {
 		t.Fatalf("%d envelopes, want a session that opens on its end", len(rows))
 	}

@@ -715,13 +715,12 @@ function listPage() {
 
 // --- one session -----------------------------------------------------------------
 
-// A session longer than this opens on its last TAIL envelopes; the earlier
-// part follows in the background (a 10,000-envelope session is ~9 MB).
-const TAIL = 2000;
-// A sealed session opens on fewer, its last screenfuls: each envelope is
-// opened (decrypted) before it is shown, so the end is drawn after
-// SEALED_TAIL openings, and the earlier ones are opened in the background.
-const SEALED_TAIL = 200;
+// A session longer than 1.5 × TAIL opens on its last TAIL envelopes, its
+// last screenfuls: sealed or not, the end is drawn after reading (and, if
+// sealed, opening) those only, and the earlier part follows in the
+// background on a connection of its own (a 10,000-envelope session is
+// ~9 MB).
+const TAIL = 200;
 
 function sessionPage(id) {
   let model = app.models.get(id);
@@ -882,8 +881,11 @@ function sessionPage(id) {
       }
       fetchingEarlier = false;
       renderHeader();
+      document.body.dataset.earlier = id;
     };
-    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0 }));
+    // Only up to the end shown (a relay that does not know before sends
+    // more, which is left unread).
+    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0, before: until + 1 }));
     ws.onmessage = (e) => {
       if (finished || left) return;
       let f;
@@ -1283,10 +1285,7 @@ function sessionPage(id) {
     if (!app.sessions.has(id) && askOne(id)) return;
     subscribed = true;
     const total = summary().lastSeq || 0;
-    // A session that may open sealed (its key asked with the list may not
-    // be answered yet) opens on fewer envelopes.
-    const tail = e2e.mayBeSealed(id, info()) ? SEALED_TAIL : TAIL;
-    if (model.lastSeq === 0 && total > tail * 1.5) model.first = model.lastSeq = total - tail;
+    if (model.lastSeq === 0 && total > TAIL * 1.5) model.first = model.lastSeq = total - TAIL;
     app.conn.subscribe(id, () => model.lastSeq);
   }
   subscribe();

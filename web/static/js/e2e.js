@@ -221,15 +221,6 @@ export function prefetchKey(session) {
   waitKey(session);
 }
 
-/**
- * mayBeSealed says, without waiting, whether the session may open sealed
- * here: this device holds its key, or is opening it, or asked for it and
- * has no answer yet, or knows it is sealed.
- */
-export function mayBeSealed(session, info = {}) {
-  return keys.has(session) || unwrapping.has(session) || waiting.has(session) || knownSealed(session, info);
-}
-
 // A session's chain as this page follows it (the envelopes it reads from
 // the relay, forward in seq order): end, the last sealed envelope seen
 // ({seq, id, n}); ids, the ids of those seen; start, the first one seen
