@@ -215,7 +215,7 @@ func runRelayService(ctx context.Context, r reach, self, data string, out io.Wri
 	answering := relayHealthy(ctx, r.local) == nil
 	switch {
 	case answering && same && !r.renewed:
-		fmt.Fprintf(out, "   The relay runs already (%s).\n", svc.Path)
+		fmt.Fprintf(out, "   A relay with the flags of %s answers already: using it as it is.\n", svc.Path)
 		return nil
 	case answering && old == nil:
 		// Not ours: pairing says whether phones can reach it.
