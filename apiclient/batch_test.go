@@ -62,9 +62,11 @@ func TestLargeEnvelopesBatchedByBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc := runClient(Config{URL: "http://" + r.addr, Token: token, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
-	// Everything stored within 10 s (measured: 0.6 s; 17 s under the race detector on a loaded machine); the race
-	// detector's build gets six times that.
-	limit := 10 * time.Second
+	// Everything stored within 30 s (measured: 0.6 s; under the race
+	// detector 17 to 53 s on the 2-core machine at load 25 to 35, once
+	// over 60 s); the race detector's build gets six times that. The bound
+	// catches a stall, not slowness.
+	limit := 30 * time.Second
 	if raceEnabled {
 		limit *= 6
 	}
