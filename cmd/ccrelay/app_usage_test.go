@@ -242,3 +242,46 @@ func TestAppUsagePage(t *testing.T) {
 		t.Errorf("offline, the chart says\n%s\nonline it said\n%s", off, v)
 	}
 }
+
+// A session longer than the app opens at first (app.js TAIL, 2,000) is
+// kept whole once its earlier part is read after the first paint, so the
+// usage page counts its first turns too: here its first and its last
+// envelope carry usage, 2,999 envelopes apart.
+func TestAppUsageCountsWholeLongSession(t *testing.T) {
+	r := startAppRelay(t)
+	cli := dialCLI(t, r)
+	const id = "0c0c0c0c-8888-4222-8333-444444444441"
+	const n = 3100
+	t0 := time.Now().Add(-2 * time.Hour).UnixMilli()
+	var envs []string
+	for i := range n {
+		switch i {
+		case 0:
+			envs = append(envs, usageEnv("clfirst", t0, "ctfirst", 1000, 200, 30, 4))
+		case n - 1:
+			envs = append(envs, usageEnv("cllast", t0+int64(i), "ctlast", 5, 6, 7, 8))
+		default:
+			envs = append(envs, env(fmt.Sprintf("cl%d", i), t0+int64(i), "user", "", textEv(fmt.Sprintf("prompt %d", i))))
+		}
+		if len(envs) == 500 || i == n-1 {
+			cli.envelopes(id, envs...)
+			envs = nil
+		}
+	}
+	cli.announce(id, map[string]any{"cwd": "/home/dev/long", "machine": "laptop", "mode": "remote", "status": "idle", "model": "claude-haiku-4-5"})
+
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	waitJS(t, ctx, "the whole session kept", fmt.Sprintf(`(() => { const q = indexedDB.open('ccrelay'); q.onsuccess = () => {
+		const g = q.result.transaction('sessions').objectStore('sessions').get(%q); g.onsuccess = () => { window.kept = g.result && [g.result.first, g.result.last]; q.result.close(); }; };
+		return JSON.stringify(window.kept) === '[1,%d]' })()`, id, n))
+	must(t, ctx, chromedp.Navigate(r.base+"/#/usage"))
+	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn'`)
+	got := eval[[]string](t, ctx, fmt.Sprintf(`(() => { const li = document.querySelector('.usage-sessions li[data-session=%q]'); return li ? [li.dataset.tokens, li.dataset.cost] : [] })()`, id))
+	tokens := 1000 + 200 + 30 + 4 + 5 + 6 + 7 + 8
+	cost := (1005*1.0 + 206*5.0 + 37*1.25 + 12*0.1) / 1e6
+	if len(got) != 2 || got[0] != fmt.Sprint(tokens) || got[1] != fmt.Sprintf("%.6f", cost) {
+		t.Errorf("the long session counts %q, want %d tokens and %.6f", got, tokens, cost)
+	}
+}

@@ -5,7 +5,7 @@
 
 import { fill, h, icon, prose } from './dom.js';
 import { Connection, newID, parseTiming } from './conn.js';
-import { forgetSession, keepOnly, loadList, loadSession, saveItems, saveList } from './offline.js';
+import { forgetSession, keepOnly, loadList, loadSession, saveEarlier, saveItems, saveList } from './offline.js';
 import { keepCredential, keepPaired, openNotifications, pushDevice, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
 import { ConversationView, contextCount, contextUse, toolName } from './view.js';
@@ -871,6 +871,8 @@ function sessionPage(id) {
       const s = document.scrollingElement;
       const fromBottom = s.scrollHeight - s.scrollTop;
       const shown = view ? model.blocks.length - view.from : 0;
+      // Kept for offline reading (and the usage page) with the end.
+      saveEarlier(id, earlier);
       model = model.withEarlier(earlier);
       app.models.set(id, model);
       userBlocks = model.prompts.length;

@@ -137,6 +137,40 @@ async function append(session, summary, items) {
   await evict(db, session);
 }
 
+/**
+ * saveEarlier adds envelopes ([[seq, envelope]], in order) that come just
+ * before the run kept of a session, ending at its first - 1: a session
+ * opened at its end (app.js, TAIL) keeps its beginning too once that is
+ * read, so what the device keeps of it (its usage included) is whole.
+ * Items that do not end there or have a gap are left out.
+ */
+export function saveEarlier(session, items) {
+  const prev = chains.get(session) || Promise.resolve();
+  const next = prev.then(() => prepend(session, items)).catch((e) => console.warn('offline copy not saved', e));
+  chains.set(session, next);
+  return next;
+}
+
+async function prepend(session, items) {
+  const db = await openDB();
+  if (!db || !items.length) return;
+  const from = items[0][0];
+  if (!items.every(([seq], i) => seq === from + i)) return;
+  const tx = db.transaction(['sessions', 'envelopes'], 'readwrite');
+  const ss = tx.objectStore('sessions');
+  const es = tx.objectStore('envelopes');
+  const meta = await result(ss.get(session));
+  if (!meta || meta.first !== from + items.length) return;
+  let bytes = meta.bytes || 0;
+  for (const [seq, envelope] of items) {
+    es.put({ session, seq, envelope });
+    bytes += JSON.stringify(envelope).length;
+  }
+  ss.put({ ...meta, first: from, bytes });
+  await done(tx);
+  await evict(db, session);
+}
+
 // evict drops the least recently saved sessions (never keep, the one being
 // read) until the kept ones weigh at most MAX_OFFLINE_BYTES.
 async function evict(db, keep, limit = MAX_OFFLINE_BYTES) {
