@@ -330,12 +330,14 @@ func TestRealClaudeDaemonKilledMidTool(t *testing.T) {
 			}
 			t.Logf("Claude Code %s, daemon SIGKILLed mid-command: the last Claude gone after %v, the last session's ccrelay after %v, the last command after %v",
 				inst.Version, claudesGone.Round(time.Millisecond), sessionsGone.Round(time.Millisecond), commandsGone.Round(time.Millisecond))
-			// Claude and its commands are gone within about 2 s (4 s on a
-			// loaded machine); the session's ccrelay waits for the end of
+			// Claude and its commands are gone within about 2 s (1.3 to
+			// 2.3 s measured; 4.5 s once at load 35 on 2 cores, so the
+			// bound, 8 s, catches a stop that never comes, not a slow
+			// machine); the session's ccrelay waits for the end of
 			// Claude's stdout, which 2.1.197 at times holds about 1 s past
 			// its SIGKILL (up to 5.3 s measured on a loaded machine).
-			if claudesGone > 4*time.Second || commandsGone > 4*time.Second || sessionsGone > 10*time.Second {
-				t.Errorf("after the kill: the last Claude gone after %v and the last command after %v (bound 4 s), the last session's ccrelay after %v (bound 10 s)",
+			if claudesGone > 8*time.Second || commandsGone > 8*time.Second || sessionsGone > 12*time.Second {
+				t.Errorf("after the kill: the last Claude gone after %v and the last command after %v (bound 8 s), the last session's ccrelay after %v (bound 12 s)",
 					claudesGone, commandsGone, sessionsGone)
 			}
 			for _, s := range sessions {
