@@ -36,6 +36,16 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() { me.run(ctx) })
 	defer s.unfollow(me)
 	s.addApp(me)
+	type subscription struct {
+		session string
+		sub     *subscriber
+	}
+	var subs []subscription // ended with the connection
+	defer func() {
+		for _, x := range subs {
+			s.hub.remove(x.session, x.sub)
+		}
+	}()
 	var listing *lister // one per connection, however many list frames come
 	defer func() {
 		if listing != nil {
@@ -134,10 +144,10 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if err := s.sendSessionKey(ctx, c, me.device, f.Session); err != nil {
 				s.storeFailed("read session key", f.Session, err)
 			}
-			sub := s.hub.add(f.Session)
-			wg.Go(func() {
-				defer s.hub.remove(f.Session, sub)
-				err := s.stream(ctx, c, f.Session, f.After, sub)
+			sub := s.hub.add(f.Session, me.wake)
+			subs = append(subs, subscription{f.Session, sub})
+			ended := func(err error) {
+				s.hub.remove(f.Session, sub)
 				switch {
 				case err == nil || ctx.Err() != nil:
 				case errors.Is(err, errFellBehind):
@@ -149,6 +159,14 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 				default:
 					s.log.Debug("subscription ended", "session", f.Session, "err", err)
 				}
+			}
+			wg.Go(func() { // the history; then the writer serves it
+				deliver, err := s.stream(ctx, c, f.Session, f.After)
+				if err != nil {
+					ended(err)
+					return
+				}
+				me.follow(&liveSub{sub: sub, deliver: deliver, end: ended})
 			})
 			return nil
 		default:
@@ -227,17 +245,19 @@ func (s *Server) heartbeat(ctx context.Context, c *websocket.Conn) (stop func())
 	})
 }
 
-// stream sends the history of session after `after`, then live envelopes,
-// with no gap and no duplicate between the two. The subscriber is
-// registered before the history is read, so nothing stored meanwhile is
-// missed; what both deliver is sent once.
+// stream sends the history of session after `after` and caught-up, and
+// returns deliver, which sends each published batch that follows (live
+// envelopes), with no gap and no duplicate between the two. The subscriber
+// is registered before the history is read, so nothing stored meanwhile is
+// missed; what both deliver is sent once. deliver runs on the connection's
+// writer (peer.run): an idle subscription holds no goroutine.
 //
 // An after beyond the session's end is clamped to it: caught-up says where
 // the session ends, and what is stored later follows.
-func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, after int64, sub *subscriber) error {
+func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, after int64) (deliver func(*published) error, err error) {
 	end, err := s.store.LastSeq(ctx, session)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errStore, err)
+		return nil, fmt.Errorf("%w: %w", errStore, err)
 	}
 	last := min(after, end)
 	sendFrom := func() error {
@@ -258,48 +278,37 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 		}
 	}
 	if err := sendFrom(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameCaughtUp, Session: session, Seq: last}); err != nil {
-		return err
+		return nil, err
 	}
-	for {
-		select {
-		case <-ctx.Done():
+	deliver = func(pub *published) error {
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-sub.dropped:
-			return errFellBehind
-		case pub := <-sub.ch:
-			if pub.live {
-				if err := writeRaw(ctx, c, pub.frame); err != nil {
-					return err
-				}
-				continue
-			}
-			if pub.wake {
-				if err := sendFrom(); err != nil {
-					return err
-				}
-				continue
-			}
-			if pub.rows[0].Seq == last+1 {
-				// The common case: encoded once for every app.
-				if err := writeRaw(ctx, c, pub.frame); err != nil {
-					return err
-				}
-				last = pub.rows[len(pub.rows)-1].Seq
-				continue
-			}
-			if pub.rows[len(pub.rows)-1].Seq <= last {
-				continue // already sent with the history
-			}
-			// Overlaps the history, or (should not happen) leaves a gap:
-			// send what follows last from the store.
-			if err := sendFrom(); err != nil {
+		}
+		if pub.live {
+			return writeRaw(ctx, c, pub.frame)
+		}
+		if pub.wake {
+			return sendFrom()
+		}
+		if pub.rows[0].Seq == last+1 {
+			// The common case: encoded once for every app.
+			if err := writeRaw(ctx, c, pub.frame); err != nil {
 				return err
 			}
+			last = pub.rows[len(pub.rows)-1].Seq
+			return nil
 		}
+		if pub.rows[len(pub.rows)-1].Seq <= last {
+			return nil // already sent with the history
+		}
+		// Overlaps the history, or (should not happen) leaves a gap:
+		// send what follows last from the store.
+		return sendFrom()
 	}
+	return deliver, nil
 }
 
 // streamPart sends a session's stored envelopes with a sequence number

@@ -107,14 +107,53 @@ func (h *hub) sessionChangedSummary(owner string, sum protocol.SessionSummary) {
 	}
 }
 
+// subscriber is an app connection's subscription to a session's stored
+// batches. Batches wait in a queue (none while idle: nothing is allocated
+// ahead) until the connection's writer takes them, woken through wake; a
+// subscriber that lets subscriberSlack batches pile up is dropped.
 type subscriber struct {
-	ch      chan *published // pointers: the buffer is allocated whole, and small elements keep an idle app cheap
+	wake    chan struct{} // the writer's: signalled after each batch
+	mu      sync.Mutex
+	queue   []*published
 	dropped chan struct{}
 	once    sync.Once
 }
 
-func (h *hub) add(session string) *subscriber {
-	sub := &subscriber{ch: make(chan *published, subscriberSlack), dropped: make(chan struct{})}
+// push queues p, or drops the subscriber when subscriberSlack wait.
+func (sub *subscriber) push(p *published) {
+	sub.mu.Lock()
+	full := len(sub.queue) >= subscriberSlack
+	if !full {
+		sub.queue = append(sub.queue, p)
+	}
+	sub.mu.Unlock()
+	if full {
+		sub.once.Do(func() { close(sub.dropped) })
+	}
+	select {
+	case sub.wake <- struct{}{}:
+	default: // the writer is awake already
+	}
+}
+
+// next takes the oldest waiting batch, if any.
+func (sub *subscriber) next() (*published, bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if len(sub.queue) == 0 {
+		sub.queue = nil // let the backing array go
+		return nil, false
+	}
+	p := sub.queue[0]
+	sub.queue[0] = nil
+	sub.queue = sub.queue[1:]
+	return p, true
+}
+
+// add subscribes to session's batches, for a writer that waits on wake (a
+// channel of capacity 1).
+func (h *hub) add(session string, wake chan struct{}) *subscriber {
+	sub := &subscriber{wake: wake, dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[session] == nil {
@@ -140,11 +179,7 @@ func (h *hub) publish(session string, batch published) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs[session] {
-		select {
-		case sub.ch <- p:
-		default:
-			sub.once.Do(func() { close(sub.dropped) })
-		}
+		sub.push(p)
 	}
 }
 

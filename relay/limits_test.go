@@ -574,7 +574,7 @@ func TestAddrKey(t *testing.T) {
 // a lister likewise with session changes.
 func TestSubscriberSlack(t *testing.T) {
 	h := hub{subs: map[string]map[*subscriber]struct{}{}}
-	sub := h.add("s")
+	sub := h.add("s", make(chan struct{}, 1))
 	l := h.addLister("owner", make(chan struct{}, 1))
 	isClosed := func(ch chan struct{}) bool {
 		select {

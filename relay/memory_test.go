@@ -187,10 +187,10 @@ func idleApps(tb testing.TB, n int) (before, after memStats) {
 const maxIdleAppBytes = 100 << 10
 
 // maxIdleAppGoroutines: an idle app that follows a session holds its
-// handler (the reader), its writer and its subscription; pings, heartbeats
-// and session-list changes take none of their own (a stack each was most
-// of an idle app's cost).
-const maxIdleAppGoroutines = 3
+// handler (the reader) and its writer, which also serves its subscriptions
+// once caught up and its session-list changes; pings and heartbeats run on
+// timers (a stack each was most of an idle app's cost).
+const maxIdleAppGoroutines = 2
 
 // Idle app connections cost the relay a bounded amount each, compressed
 // or not (with the compression context kept, each held a 1.2 MB

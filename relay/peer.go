@@ -45,7 +45,17 @@ type peer struct {
 	dropOnce sync.Once
 	dropped  chan struct{} // the queue overflowed: the connection is dropped
 
-	list *lister // under mu: the session list changes run also writes
+	list *lister    // under mu: the session list changes run also writes
+	subs []*liveSub // under mu: the caught-up subscriptions run also serves
+}
+
+// liveSub is a subscription past its history: run hands each batch to
+// deliver, and an error (or the subscriber falling behind) to end, after
+// which it serves the subscription no more.
+type liveSub struct {
+	sub     *subscriber
+	deliver func(*published) error
+	end     func(error)
 }
 
 func newPeer(c *websocket.Conn, owner string) *peer {
@@ -103,6 +113,63 @@ func (p *peer) listen(l *lister) {
 	}
 }
 
+// follow makes run serve l from now on.
+func (p *peer) follow(l *liveSub) {
+	p.mu.Lock()
+	p.subs = append(p.subs, l)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}: // batches may wait already
+	default:
+	}
+}
+
+// serveSubs hands every waiting batch of the live subscriptions to them;
+// it reports whether it handed any.
+func (p *peer) serveSubs() bool {
+	p.mu.Lock()
+	subs := p.subs
+	p.mu.Unlock()
+	served := false
+	for _, l := range subs {
+		for {
+			var err error
+			select {
+			case <-l.sub.dropped:
+				err = errFellBehind
+			default:
+			}
+			var pub *published
+			if err == nil {
+				var ok bool
+				if pub, ok = l.sub.next(); !ok {
+					break
+				}
+				served = true
+				err = l.deliver(pub)
+			}
+			if err != nil {
+				p.unfollow(l)
+				l.end(err)
+				break
+			}
+		}
+	}
+	return served
+}
+
+// unfollow: run serves l no more.
+func (p *peer) unfollow(l *liveSub) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, x := range p.subs {
+		if x == l {
+			p.subs = append(p.subs[:i:i], p.subs[i+1:]...)
+			return
+		}
+	}
+}
+
 // nextChange takes the oldest waiting change of the session list, if
 // any; dropped reports that the list fell behind.
 func (p *peer) nextChange() (b []byte, ok, dropped bool) {
@@ -148,6 +215,9 @@ func (p *peer) run(ctx context.Context) {
 				}
 			}
 			if !ok {
+				if p.serveSubs() {
+					continue // frames may have been queued meanwhile
+				}
 				break
 			}
 			select {
