@@ -95,11 +95,19 @@ var loginLineRe = regexp.MustCompile(`(?m)^\s*ccrelay login \S+ (\S+)\s*$`)
 // runs to its end. It returns the folder the blocks ran in.
 func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replacer, wantLink string, want int, flags ...func(work string) chromedp.ExecAllocatorOption) string {
 	t.Helper()
-	claudeBin := buildFakeClaude(t)
 	blocks := recipeBlocks(t, heading)
 	if len(blocks) != want {
 		t.Fatalf("%s has %d sh blocks, want %d:\n%q", heading, len(blocks), want, blocks)
 	}
+	return followBlocks(t, r, heading, blocks, sub, wantLink, flags...)
+}
+
+// followBlocks is followRecipe for blocks (of the recipe named name); a
+// caddy run block also runs in the background, until it shows a
+// certificate for r.proxyName at r.proxyAt.
+func followBlocks(t *testing.T, r *setupRig, name string, blocks []string, sub *strings.Replacer, wantLink string, flags ...func(work string) chromedp.ExecAllocatorOption) string {
+	t.Helper()
+	claudeBin := buildFakeClaude(t)
 	for name, target := range map[string]string{"ccrelay": binary, "claude": claudeBin} {
 		if err := os.Symlink(target, filepath.Join(r.bin, name)); err != nil {
 			t.Fatal(err)
@@ -123,26 +131,45 @@ func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replac
 	}
 	var ctx context.Context
 	var loginCode string // what a ccrelay pair --machine block printed
+	background := func(block, at string) {
+		server := shell("exec " + block)
+		run := startRun(t, server)
+		t.Cleanup(func() {
+			server.Process.Signal(syscall.SIGTERM)
+			run.wait(t, 30*time.Second)
+		})
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := net.Dial("tcp", at)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not listen on %s:\n%s", block, at, run.output())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	for _, block := range blocks {
 		switch first := strings.TrimSpace(block); {
 		case strings.HasPrefix(first, "ccrelay serve"):
-			serve := shell("exec " + block)
-			run := startRun(t, serve)
-			t.Cleanup(func() {
-				serve.Process.Signal(syscall.SIGTERM)
-				run.wait(t, 30*time.Second)
-			})
-			deadline := time.Now().Add(30 * time.Second)
+			background(block, listenAt)
+		case strings.HasPrefix(first, "caddy run"):
+			background(block, r.proxyAt)
+			// Caddy listens before it has the certificate: the recipe's
+			// next steps are for once it has.
+			deadline := time.Now().Add(time.Minute)
 			for {
-				c, err := net.Dial("tcp", listenAt)
+				c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", r.proxyAt, &tls.Config{ServerName: r.proxyName, InsecureSkipVerify: true})
 				if err == nil {
 					c.Close()
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("serve does not listen on %s:\n%s", listenAt, run.output())
+					t.Fatalf("caddy has no certificate for %s at %s: %v", r.proxyName, r.proxyAt, err)
 				}
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond)
 			}
 		case strings.HasPrefix(first, "ccrelay pair --machine"):
 			out, err := shell(block).CombinedOutput()
@@ -179,7 +206,7 @@ func followRecipe(t *testing.T, r *setupRig, heading string, sub *strings.Replac
 			if ctx == nil {
 				t.Fatal("plain ccrelay before pairing")
 			}
-			prompt := "a session from " + heading
+			prompt := "a session from " + name
 			b, _ := json.Marshal(map[string]any{"lines": []string{
 				`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","message":{"role":"user","content":` + jsString(prompt) + `}}`,
 			}})
@@ -321,16 +348,23 @@ func TestDeployACMERecipe(t *testing.T) {
 	}
 }
 
-// issuedCert is the certificate the relay at addr shows for domain, which
-// must chain to root (Pebble's).
+// issuedCert is the certificate the relay (or its proxy) at addr shows
+// for domain, which must chain to root (Pebble's).
 func issuedCert(t *testing.T, addr, domain string, root *x509.Certificate) *x509.Certificate {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AddCert(root)
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Minute}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: domain})
-	if err != nil {
-		t.Fatalf("the relay's certificate for %s: %v", domain, err)
+	// A proxy may still be getting it: asked again until a deadline.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Minute}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: domain})
+		if err == nil {
+			defer c.Close()
+			return c.ConnectionState().PeerCertificates[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the certificate at %s for %s: %v", addr, domain, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	defer c.Close()
-	return c.ConnectionState().PeerCertificates[0]
 }

@@ -37,6 +37,9 @@ type setupRig struct {
 	// ccrelay serve listens (default 127.0.0.1:port).
 	wrap     func(*exec.Cmd) *exec.Cmd
 	listenAt string
+	// proxyAt and proxyName: where a recipe's caddy run listens, and the
+	// name it gets a certificate for.
+	proxyAt, proxyName string
 }
 
 // tsRunning is tailscale status --json of a machine logged in, with
