@@ -210,6 +210,10 @@ func followUninstall(out io.Writer) error {
 	case !res.Changed:
 		fmt.Fprintf(out, "No hook of ccrelay follow in %s: nothing to take out.\n", path)
 	case res.Restored:
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(out, "Took the hook out: there was no %s before ccrelay follow install, and there is none again.\n", path)
+			break
+		}
 		fmt.Fprintf(out, "Took the hook out: %s is as it was before ccrelay follow install.\n", path)
 	default:
 		fmt.Fprintf(out, "Took the hook out of %s; the rest changed since the install and is kept (the file as it was then: %s).\n", path, res.Backup)

@@ -80,8 +80,13 @@ func TestFollowInstallCommand(t *testing.T) {
 			if out := status(); !strings.Contains(out, "plain claude: followed (the hook is in "+settings) || strings.Count(out, "plain claude") != 1 {
 				t.Errorf("ccrelay status after install:\n%s", out)
 			}
-			if out, err := follow("uninstall"); err != nil || !strings.Contains(out, "as it was") {
-				t.Fatalf("uninstall: %v\n%s", err, out)
+			// Said as it is: a file install made is removed, not "as it was".
+			want := "is as it was before ccrelay follow install"
+			if tc.settings == "" {
+				want = "there was no " + settings + " before ccrelay follow install, and there is none again"
+			}
+			if out, err := follow("uninstall"); err != nil || !strings.Contains(out, want) {
+				t.Fatalf("uninstall (%v), want %q:\n%s", err, want, out)
 			}
 			got, err := os.ReadFile(settings)
 			if tc.settings == "" {
