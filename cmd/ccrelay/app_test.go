@@ -188,9 +188,28 @@ func (r *appRelay) open(t *testing.T, ctx context.Context, session string) {
 }
 
 // showAll renders every earlier block (the app renders the newest first).
+//
+// It waits for progress, not for a time: each click renders an earlier
+// part, which a loaded machine does slowly (a 10,000-envelope session took
+// over 30 s of clicks at load 35 on 2 cores); a minute without a new row,
+// or three minutes in all, fails.
 func showAll(t *testing.T, ctx context.Context) {
 	t.Helper()
-	waitJS(t, ctx, "every block rendered", `(() => { const b = document.querySelector('.earlier'); if (!b || b.hidden) return true; b.click(); return false; })()`)
+	const click = `(() => { const b = document.querySelector('.earlier'); if (!b || b.hidden) return -1; b.click(); return document.querySelectorAll('.blocks [data-id]').length; })()`
+	began, last, moved := time.Now(), -1, time.Now()
+	for {
+		n := eval[int](t, ctx, click)
+		if n < 0 {
+			return
+		}
+		if n != last {
+			last, moved = n, time.Now()
+		}
+		if time.Since(moved) > time.Minute || time.Since(began) > 3*time.Minute {
+			t.Fatalf("not every block rendered: %d rows after %v of clicks; page says:\n%s", last, time.Since(began).Round(time.Second), eval[string](t, ctx, `document.body.innerText.slice(0, 2000)`))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // pageState is what the page shows, read from its DOM.
