@@ -201,6 +201,7 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 		done <- result{code, err}
 	}()
 	var next *Command
+	model := "" // the model announced last
 	for {
 		select {
 		case s := <-sessions:
@@ -210,7 +211,15 @@ func (l *loop) local(ctx context.Context) (int, *Command, error) {
 			}
 			l.o.Pipeline.SetRemote(s.SessionID, false)
 			l.o.Scanner.AddSessionPath(s.SessionID, s.TranscriptPath)
-			l.publish(SessionState{Mode: "local", Status: StatusIdle})
+			model = l.o.Pipeline.Model(s.SessionID)
+			l.publish(SessionState{Mode: "local", Status: StatusIdle, Model: model})
+		case <-l.o.Pipeline.ModelChanged():
+			// Claude in the terminal announces no model: its transcript's
+			// assistant records name it, and the app prices usage by it.
+			if m := l.o.Pipeline.Model(l.session); l.session != "" && m != model {
+				model = m
+				l.publish(SessionState{Mode: "local", Status: StatusIdle, Model: model})
+			}
 		case c := <-l.o.Commands:
 			if !l.fresh(c) {
 				continue

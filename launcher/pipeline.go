@@ -70,6 +70,10 @@ type Pipeline struct {
 	turnsLog  *slog.Logger
 	saved     map[string]mapper.OpenTurn
 	orphans   map[string]mapper.OpenTurn
+	// models is each session's latest model (pipeline_model.go);
+	// modelChanged signals a change (capacity 1).
+	models       map[string]string
+	modelChanged chan struct{}
 }
 
 // RemoteHoldWindow bounds how long the scanner's cursor of a remote
@@ -85,7 +89,8 @@ const RemoteHoldWindow = 5 * time.Second
 func NewPipeline(sessionID string, out Outbox) *Pipeline {
 	return &Pipeline{fixed: sessionID, mappers: map[string]*mapper.Mapper{}, outbox: out,
 		remote: map[string]bool{}, streamed: map[string]*claude.Dedupe{}, unsent: map[string][]protocol.Envelope{},
-		held: map[string]time.Time{}, passing: map[string]bool{}, now: time.Now, orphans: map[string]mapper.OpenTurn{}}
+		held: map[string]time.Time{}, passing: map[string]bool{}, now: time.Now, orphans: map[string]mapper.OpenTurn{},
+		models: map[string]string{}, modelChanged: make(chan struct{}, 1)}
 }
 
 // appendTo appends envs of session after what an earlier failed append of
@@ -146,6 +151,7 @@ func (p *Pipeline) Deliver(ctx context.Context, b scanner.Batch) error {
 		if !r.Replayed {
 			envs = append(envs, p.adoptBefore(session, m, r.Record)...)
 		}
+		p.noteModel(session, r.Record)
 		out := m.Map(r.Record)
 		if !r.Replayed {
 			envs = append(envs, out...)
@@ -239,6 +245,7 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 		if seen.Seen(r) {
 			continue
 		}
+		p.noteModel(session, r)
 		envs = append(envs, m.Map(r)...)
 	}
 	if err := p.appendTo(ctx, session, envs); err != nil {

@@ -465,11 +465,14 @@ func followSession(ctx context.Context, f followFlags) error {
 	go func() { scanDone <- sc.Run(scanCtx) }()
 	sc.AddSessionPath(f.session, f.transcript)
 	client.Announce(f.session, sessionInfo(f.cwd, launcher.SessionState{Mode: ModeFollowed, Status: launcher.StatusIdle}))
+	modelsDone := make(chan struct{})
+	go func() { defer close(modelsDone); announceModels(scanCtx, client, pipe, f.session, f.cwd) }()
 	log.Info("following", "cwd", f.cwd, "claude", f.pid, "relay", relayURL)
 
 	exited := waitExited(ctx, f.pid)
 	stopScan()
 	scanErr := <-scanDone
+	<-modelsDone
 	if exited {
 		if err := pipe.Close(context.WithoutCancel(ctx), protocol.StatusCompleted, time.Now().UnixMilli()); err != nil {
 			return err
@@ -495,6 +498,25 @@ func followSession(ctx context.Context, f followFlags) error {
 		log.Warn("relay", "err", err)
 	}
 	return scanErr
+}
+
+// announceModels announces the followed session again, with its model,
+// each time the model its transcript's assistant records name changes
+// (plain claude tells none otherwise, and the app prices usage by it),
+// until ctx ends.
+func announceModels(ctx context.Context, client appSender, pipe *launcher.Pipeline, session, cwd string) {
+	announced := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pipe.ModelChanged():
+			if m := pipe.Model(session); m != announced {
+				announced = m
+				client.Announce(session, sessionInfo(cwd, launcher.SessionState{Mode: ModeFollowed, Status: launcher.StatusIdle, Model: m}))
+			}
+		}
+	}
 }
 
 // refuseCommands answers every command from the app: a followed session

@@ -81,13 +81,16 @@ func TestFollowSessionLive(t *testing.T) {
 	}
 
 	appendLines(recLines(1, 4)...)
-	waitStored(t, data, session, 4)
+	appendLines(`{"type":"assistant","uuid":"a4","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:04.000Z","message":{"id":"m4","model":"claude-sonnet-4-5","content":[{"type":"text","text":"t4"}]}}`)
+	waitStored(t, data, session, 5)
 
 	// The app sees it as followed and can send it nothing.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	app := dialWSApp(t, ctx, base, token)
 	app.until("the session listed as followed", func() bool { return app.info(session)["mode"] == ModeFollowed })
+	// Its model, as the transcript names it, prices its usage in the app.
+	app.until("the followed session's model announced", func() bool { return app.info(session)["model"] == "claude-sonnet-4-5" })
 	if reason := app.command(session, protocol.Command{Kind: protocol.CommandPrompt, Text: "take over"}); !strings.Contains(reason, "only follows") ||
 		!strings.Contains(reason, "ccrelay --resume "+session) {
 		t.Fatalf("a prompt to a followed session: %q; want it rejected with how to steer it", reason)
