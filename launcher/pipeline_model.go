@@ -8,9 +8,10 @@ import "github.com/ccrelay/ccrelay/claude"
 
 // noteModel remembers the model rec names for session, if any, and signals
 // ModelChanged when it differs from the one before. Claude Code's own
-// messages (claude.SyntheticModel) name none. Called with mu held.
+// messages (claude.SyntheticModel) name none, and a subagent's records
+// (sidechain) name the subagent's own model. Called with mu held.
 func (p *Pipeline) noteModel(session string, rec *claude.Record) {
-	if rec == nil || rec.Type != claude.TypeAssistant || rec.Message == nil {
+	if rec == nil || rec.Type != claude.TypeAssistant || rec.Message == nil || rec.IsSidechain || rec.AgentID != "" {
 		return
 	}
 	m := rec.Message.Model
