@@ -75,8 +75,12 @@ func TestLoopFollowsClear(t *testing.T) {
 	}
 	untilSession(t, out, second, "the turn after /clear", has("A(two)", 1))
 
+	started := len(readArgLog(t, arglog))
 	keysW.Write([]byte("  "))
 	waitFor(t, "local mode", func() bool { return ev.last().Mode == "local" })
+	// The terminal's Claude writes its arguments as it starts, which may
+	// come after the loop says it is in local mode.
+	waitFor(t, "the terminal's Claude started", func() bool { return len(readArgLog(t, arglog)) > started })
 	argv := readArgLog(t, arglog)
 	if last := argv[len(argv)-1]; !slices.Contains(last, "--resume="+second) {
 		t.Fatalf("the terminal's Claude started with %q, want --resume=%s", last, second)
