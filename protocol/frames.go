@@ -107,6 +107,10 @@ type Frame struct {
 // Filter.Query).
 const MaxListQuery = 200
 
+// MaxListFilterField is the most bytes of a list filter's Machine or
+// Folder (a machine's name, a working directory).
+const MaxListFilterField = 4096
+
 // ListFilter is what a paged list holds (FrameList): sessions in State
 // (waiting, working, finished; "": any), on Machine, in Folder (a cwd), with
 // every word of Query in their title, first prompt, folder or machine. The

@@ -185,6 +185,9 @@ func listKeep(f *protocol.ListFilter) (func(SessionInfo) bool, error) {
 	if len(f.Query) > 4*protocol.MaxListQuery {
 		return nil, fmt.Errorf("%w: query of %d bytes", errBadFilter, len(f.Query))
 	}
+	if len(f.Machine) > protocol.MaxListFilterField || len(f.Folder) > protocol.MaxListFilterField {
+		return nil, fmt.Errorf("%w: machine or folder of over %d bytes", errBadFilter, protocol.MaxListFilterField)
+	}
 	switch f.State {
 	case "", "waiting", "working", "finished":
 	default:

@@ -168,8 +168,15 @@ func TestListKeep(t *testing.T) {
 	if keep, err := listKeep(&protocol.ListFilter{Query: "  "}); keep != nil || err != nil {
 		t.Fatalf("an empty filter filters: %v", err)
 	}
-	if _, err := listKeep(&protocol.ListFilter{State: "asleep"}); err == nil {
-		t.Fatal("an unknown state was taken")
+	for _, f := range []protocol.ListFilter{
+		{State: "asleep"},
+		{Query: strings.Repeat("w", 4*protocol.MaxListQuery+1)},
+		{Machine: strings.Repeat("m", protocol.MaxListFilterField+1)},
+		{Folder: "/" + strings.Repeat("f", protocol.MaxListFilterField)},
+	} {
+		if _, err := listKeep(&f); err == nil {
+			t.Errorf("a bad filter was taken: state %q, %d bytes of query, %d of machine, %d of folder", f.State, len(f.Query), len(f.Machine), len(f.Folder))
+		}
 	}
 }
 
