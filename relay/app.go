@@ -35,6 +35,14 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Go(func() { me.run(ctx) })
 	defer s.unfollow(me)
+	// A slot for each history read under way (subscribe, before pages):
+	// taken before its goroutine starts, given back when it ends.
+	reads := make(chan struct{}, MaxHistoryReads)
+	busy := func(f protocol.Frame) error {
+		e := errorFrame("busy", "%d reads of history are under way on this connection (at most %d): send the subscribe again once one has ended (its caught-up)", MaxHistoryReads, MaxHistoryReads)
+		e.Ref, e.Session, e.After, e.Before = f.Ref, f.Session, f.After, f.Before
+		return writeFrame(ctx, c, e)
+	}
 	s.addApp(me)
 	type subscription struct {
 		session string
@@ -126,9 +134,16 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if err := s.mine(ctx, f.Session); err != nil {
 				return writeFrame(ctx, c, errorFrame("not-found", "no session %s for this token", f.Session))
 			}
+			select {
+			case reads <- struct{}{}:
+			default:
+				return busy(f)
+			}
 			if f.Before > 0 {
 				// A part of history: no live envelopes, no statuses.
 				wg.Go(func() {
+					defer func() { <-reads }()
+					s.historyStarts()
 					if err := s.streamPart(ctx, c, f.Session, f.After, f.Before); err != nil && ctx.Err() == nil {
 						if errors.Is(err, errStore) {
 							s.storeFailed("read", f.Session, err)
@@ -161,6 +176,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			wg.Go(func() { // the history; then the writer serves it
+				defer func() { <-reads }()
+				s.historyStarts()
 				deliver, err := s.stream(ctx, c, f.Session, f.After)
 				if err != nil {
 					ended(err)
@@ -175,6 +192,23 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	})
 	cancel()
 	s.closeStatus(c, err)
+}
+
+// MaxHistoryReads bounds the reads of history (subscribe, and its before
+// pages) under way at once on one app connection: each is a goroutine and
+// a run of store queries, and an app that sends subscribes without waiting
+// for their caught-up would otherwise start as many as it sends. One over
+// the bound is answered with the error code busy (with its ref, session,
+// after and before) and not acted on; the app sends it again once one of
+// its reads has ended. The bundled app has at most two under way.
+const MaxHistoryReads = 4
+
+// historyStarts is called as each read of history starts (tests hold
+// reads there).
+func (s *Server) historyStarts() {
+	if s.historyHook != nil {
+		s.historyHook()
+	}
 }
 
 // sendBlob answers an app's FrameBlob with what is kept beside the

@@ -68,6 +68,8 @@ type Server struct {
 	gone gone // sessions whose CLI connection ended (gone.go)
 
 	metrics metrics // Prometheus metrics (metrics.go)
+
+	historyHook func() // called as each read of history starts (tests); nil
 }
 
 // Wait blocks until every websocket connection has ended. Cancel the
