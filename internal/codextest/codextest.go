@@ -22,12 +22,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/internal/fakeresponses"
 )
 
 // Version is the Codex CLI version the tests are written against; .ci/run
 // installs exactly this one.
-const Version = "0.169.0"
+const Version = codex.TestedVersion
 
 // BinEnv names the environment variable holding the codex binary to test
 // with.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/internal/fakeresponses"
 )
 
@@ -161,8 +162,8 @@ func TestCIPinsTestedCodexVersion(t *testing.T) {
 	if m == nil {
 		t.Fatal(".ci/run sets no CODEX_VERSION")
 	}
-	if string(m[1]) != Version {
-		t.Fatalf(".ci/run installs Codex %s, the tests are written for %s", m[1], Version)
+	if string(m[1]) != codex.TestedVersion {
+		t.Fatalf(".ci/run installs Codex %s, codex.TestedVersion is %s", m[1], codex.TestedVersion)
 	}
 	if !bytes.Contains(ci, []byte("export CCRELAY_TEST_CODEX\n")) {
 		t.Fatal(".ci/run does not export CCRELAY_TEST_CODEX")
