@@ -41,7 +41,7 @@ type Item struct {
 // fileReader yields the records of one file in order.
 type fileReader struct {
 	path    string
-	f       *os.File
+	f       io.Closer
 	lr      *lines.Reader
 	line    int
 	maxLine int
@@ -64,11 +64,16 @@ func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileRead
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, errors.Unwrap(err))
 	}
+	return newFileReader(path, f, f, fi.Size(), maxLine, read, skip), nil
+}
+
+// newFileReader reads the records of r, named path; c is closed with it.
+func newFileReader(path string, r io.Reader, c io.Closer, size int64, maxLine int, read *int64, skip func(Skip)) *fileReader {
 	// Small files get a small buffer: sessions often have many tiny
 	// subagent files.
-	bufSize := int(min(max(fi.Size()+1, 4<<10), 256<<10))
-	return &fileReader{path: path, f: f, lr: lines.NewReader(f, bufSize, maxLine), maxLine: maxLine,
-		read: read, skip: skip}, nil
+	bufSize := int(min(max(size+1, 4<<10), 256<<10))
+	return &fileReader{path: path, f: c, lr: lines.NewReader(r, bufSize, maxLine), maxLine: maxLine,
+		read: read, skip: skip}
 }
 
 func (fr *fileReader) close() { fr.f.Close() }
@@ -188,13 +193,21 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 		}
 		m.files = append(m.files, fr)
 	}
+	if err := m.start(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// start reads the first record of every file.
+func (m *Merger) start() error {
 	for _, fr := range m.files {
 		if err := fr.advance(); err != nil {
 			m.Close()
-			return nil, err
+			return err
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // Next returns the next record in merged order, or io.EOF.

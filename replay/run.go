@@ -106,7 +106,11 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 		return st, err
 	}
 	defer mg.Close()
+	return st, run(ctx, s, mg, st, opts, emit)
+}
 
+// run maps the records mg merges, counting in st.
+func run(ctx context.Context, s Session, mg *Merger, st *Stats, opts Options, emit func(*protocol.Envelope) error) error {
 	mp := mapper.New(s.ID)
 	var dd claude.Dedupe
 	send := func(envs []protocol.Envelope) error {
@@ -122,7 +126,7 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 	for n := 0; ; n++ {
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return st, err
+				return err
 			}
 		}
 		it, err := mg.Next()
@@ -130,7 +134,7 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 			break
 		}
 		if err != nil {
-			return st, err
+			return err
 		}
 		st.Lines++
 		r := it.Record
@@ -148,7 +152,7 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 			continue
 		}
 		if err := send(mp.Map(r)); err != nil {
-			return st, err
+			return err
 		}
 		if opts.Progress != nil && mg.Read-lastProgress > 1<<20 {
 			lastProgress = mg.Read
@@ -157,7 +161,7 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 	}
 	if opts.End != "" {
 		if err := send(mp.Close(opts.End)); err != nil {
-			return st, err
+			return err
 		}
 	}
 	st.Bytes = mg.Read
@@ -171,9 +175,9 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 		if len(st.Skipped) > 0 {
 			e.First = &st.Skipped[0]
 		}
-		return st, e
+		return e
 	}
-	return st, nil
+	return nil
 }
 
 // WriteSummary writes a human summary of st. maxSkips bounds how many
