@@ -49,6 +49,15 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 			out[k] = clip(s, SummaryStringBytes)
 		}
 	}
+	// The agent the session runs, where its model is (sealed with it):
+	// only a known one; its version, short.
+	var agent, agentVersion string
+	if json.Unmarshal(m["agent"], &agent) == nil && KnownAgent(agent) {
+		out["agent"] = agent
+		if json.Unmarshal(m["agentVersion"], &agentVersion) == nil && agentVersion != "" {
+			out["agentVersion"] = clip(agentVersion, maxAgentVersionBytes)
+		}
+	}
 	// Sealed end to end: the whole summary, which the relay cannot read.
 	var sealed string
 	if json.Unmarshal(m["sealed"], &sealed) == nil && sealed != "" && len(sealed) <= MaxSealedInfoChars && isBase64URL(sealed) {
@@ -223,6 +232,9 @@ type DaemonInfo struct {
 	OS            string `json:"os"`
 	Arch          string `json:"arch,omitempty"`
 	ClaudeVersion string `json:"claudeVersion,omitempty"`
+	// CodexVersion is the version of the Codex CLI the daemon can start
+	// sessions of ("": none installed).
+	CodexVersion string `json:"codexVersion,omitempty"`
 	// AllowBypass: the app may choose bypassPermissions.
 	AllowBypass bool `json:"allowBypass,omitempty"`
 	// Roots are the folders under which any folder may be started (--allow).
@@ -255,7 +267,8 @@ func summarizeDaemon(raw json.RawMessage) *DaemonInfo {
 	if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &d) != nil {
 		return nil
 	}
-	out := &DaemonInfo{OS: clip(d.OS, 32), Arch: clip(d.Arch, 32), ClaudeVersion: clip(d.ClaudeVersion, 64), AllowBypass: d.AllowBypass,
+	out := &DaemonInfo{OS: clip(d.OS, 32), Arch: clip(d.Arch, 32), ClaudeVersion: clip(d.ClaudeVersion, 64),
+		CodexVersion: clip(d.CodexVersion, 64), AllowBypass: d.AllowBypass,
 		Folders: []DaemonFolder{}}
 	for _, r := range d.Roots[:min(len(d.Roots), 16)] {
 		out.Roots = append(out.Roots, clip(r, SummaryStringBytes))

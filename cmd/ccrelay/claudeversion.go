@@ -10,6 +10,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // checkClaudeVersion reads the version of the Claude Code at bin and, when
@@ -40,14 +41,27 @@ func sessionInfoWith(cwd string, st launcher.SessionState, claudeVersion, versio
 // sessionInfoFork is sessionInfoWith for a session forked from another
 // (forkedFrom: the parent's id; "" for none).
 func sessionInfoFork(cwd string, st launcher.SessionState, claudeVersion, versionWarning, forkedFrom string) json.RawMessage {
+	return agentSessionInfo(cwd, st, protocol.AgentClaude, claudeVersion, versionWarning, forkedFrom)
+}
+
+// agentSessionInfo is the info of a session of agent (protocol.AgentClaude
+// or protocol.AgentCodex) at version ("": not known). A Claude session
+// says its version as claudeVersion too, as apps before agents read it.
+func agentSessionInfo(cwd string, st launcher.SessionState, agent, version, versionWarning, forkedFrom string) json.RawMessage {
 	host, _ := os.Hostname()
+	claudeVersion := ""
+	if agent == protocol.AgentClaude {
+		claudeVersion = version
+	}
 	b, _ := json.Marshal(struct {
 		Cwd            string `json:"cwd"`
 		Machine        string `json:"machine"`
+		Agent          string `json:"agent"`
+		AgentVersion   string `json:"agentVersion,omitempty"`
 		ClaudeVersion  string `json:"claudeVersion,omitempty"`
 		VersionWarning string `json:"versionWarning,omitempty"`
 		ForkedFrom     string `json:"forkedFrom,omitempty"`
 		launcher.SessionState
-	}{cwd, host, claudeVersion, versionWarning, forkedFrom, st})
+	}{cwd, host, agent, version, claudeVersion, versionWarning, forkedFrom, st})
 	return b
 }

@@ -58,6 +58,10 @@ func TestClaudeVersionWarning(t *testing.T) {
 			if gotV != v || gotW != w || info["mode"] != "local" || info["cwd"] != "/p" {
 				t.Fatalf("info %v", info)
 			}
+			// The agent, with its version where the version is known.
+			if gotA, _ := info["agentVersion"].(string); info["agent"] != "claude" || gotA != v {
+				t.Fatalf("info %v: want agent claude at %q", info, v)
+			}
 		})
 	}
 }

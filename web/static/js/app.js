@@ -23,6 +23,8 @@ import { usagePage } from './usage.js';
 const TOKEN_KEY = 'ccrelay.token';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MODELS = ['default', 'opus', 'sonnet', 'haiku'];
+// The coding agents a session can run, by the info's agent.
+const AGENTS = { claude: 'Claude', codex: 'Codex' };
 const MODES = [['default', 'Ask before edits'], ['acceptEdits', 'Accept edits'], ['plan', 'Plan only'], ['bypassPermissions', 'Bypass permissions']];
 
 const app = {
@@ -400,6 +402,9 @@ function cleanSession(s) {
   for (const k of ['title', 'cwd', 'machine', 'status', 'mode', 'model', 'permissionMode', 'error']) {
     if (typeof raw[k] === 'string') info[k] = raw[k];
   }
+  // The agent the session runs (absent from older machines: Claude Code).
+  info.agent = AGENTS[raw.agent] ? raw.agent : 'claude';
+  if (typeof raw.agentVersion === 'string') info.agentVersion = raw.agentVersion.slice(0, 64);
   if (Array.isArray(raw.permissions)) info.permissions = raw.permissions.filter((p) => p && typeof p === 'object' && typeof p.id === 'string');
   if (raw.usage && typeof raw.usage === 'object') info.usage = raw.usage;
   // What the running subagents do now (remote mode).
@@ -600,6 +605,18 @@ function connBanner() {
 
 // --- sessions ------------------------------------------------------------------
 
+// agentTitle says which agent runs the session, at which version.
+function agentTitle(info) {
+  const name = info.agent === 'codex' ? 'Codex CLI' : 'Claude Code';
+  return 'Runs ' + name + (info.agentVersion ? ' ' + info.agentVersion : '') + (info.model ? ', model ' + info.model : '');
+}
+
+// agentLabel names a session's agent and, when known, its model
+// ("Codex · gpt-5.5").
+function agentLabel(info) {
+  return [AGENTS[info.agent] || AGENTS.claude, info.model || ''].filter(Boolean).join(' · ');
+}
+
 function sessionTitle(s) {
   const info = s.info || {};
   if (info.locked && !info.title) return 'Encrypted session (this device has no key for it)';
@@ -691,7 +708,8 @@ function listPage() {
             h('div', { class: 'row-title', text: oneLine(sessionTitle(s), 140) }),
             h('div', { class: 'row-meta' },
               info.cwd ? h('span', { class: 'cwd', text: shortPath(info.cwd) }) : null,
-              info.machine ? h('span', { text: info.machine }) : null)),
+              info.machine ? h('span', { text: info.machine }) : null,
+              info.mode === 'machine' ? null : h('span', { class: 'agent agent-' + (info.agent || 'claude'), text: agentLabel(info), title: agentTitle(info) }))),
           h('div', { class: 'row-side' },
             h('span', { class: 'time', text: ago(s.updated) }),
             h('span', { class: 'chips' },
@@ -937,6 +955,7 @@ function sessionPage(id) {
       meter,
       rateLimitChip(i.rateLimit),
       protectionChip(s, { machine: true }),
+      h('span', { class: 'dim agent agent-' + (i.agent || 'claude'), text: ' · ' + agentLabel(i), title: agentTitle(i) }),
       bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
     const use = i.context ? contextCount(i.context) : contextUse(i.usage || model.usage);
     meter.hidden = !use || use.used === 0;
@@ -961,7 +980,7 @@ function sessionPage(id) {
     input.disabled = recording || followed;
     // Offline, a prompt waits in this page and is sent when the relay is back.
     input.placeholder = recording ? 'A recording: it takes no prompts' : followed ? 'Read-only: started with plain claude'
-      : app.conn.state !== 'open' ? 'Offline: sent when back online' : 'Message Claude…';
+      : app.conn.state !== 'open' ? 'Offline: sent when back online' : 'Message ' + (AGENTS[i.agent] || AGENTS.claude) + '…';
     if (recording || followed) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
