@@ -1,7 +1,6 @@
 package scanner
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/ccrelay/ccrelay/codex"
 )
 
 // A Codex rollout is one JSONL file per thread
@@ -28,9 +28,9 @@ import (
 
 // CodexLine is one line of a Codex rollout.
 type CodexLine struct {
+	*codex.Record
 	Thread  string // the thread id (the file's)
-	Ordinal int64
-	Data    []byte // the line without its newline (the follower's copy: it may be kept)
+	Ordinal int64  // the record's, or its line number from 0 when it has none
 	File    string
 	// Replayed marks a line delivered before a restart (at or before the
 	// durable cursor): consumers rebuild their state from it and need not
@@ -130,17 +130,8 @@ func (c *CodexCursor) touch(thread, file string) {
 	}
 }
 
-// rolloutName matches a rollout file's name and captures its thread id.
-var rolloutName = regexp.MustCompile(`^rollout-.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$`)
-
 // CodexThreadOf returns the thread id a rollout file's name carries.
-func CodexThreadOf(path string) (string, bool) {
-	m := rolloutName.FindStringSubmatch(filepath.Base(path))
-	if m == nil {
-		return "", false
-	}
-	return m[1], true
-}
+func CodexThreadOf(path string) (string, bool) { return codex.ThreadID(path) }
 
 // CodexFollower follows Codex rollout files. Run owns its only goroutine;
 // Follow and Flush may be called from any goroutine.
@@ -437,17 +428,22 @@ func (f *CodexFollower) read(cf *codexFile) {
 			f.log.Warn("a rollout line is longer than the limit; skipped", "file", cf.path, "line", l.Num, "bytes", l.Size)
 			return nil
 		}
-		o, ok := lineOrdinal(l.Data, l.Num)
-		if !ok {
-			f.log.Warn("a rollout line is not a record; skipped", "file", cf.path, "line", l.Num, "partial", l.Partial)
+		r, err := codex.Parse(l.Data)
+		if err != nil {
+			f.log.Warn("a rollout line is not a record; skipped", "file", cf.path, "line", l.Num, "partial", l.Partial, "err", err)
 			return nil
+		}
+		// A line without an ordinal (older Codex) counts as its line
+		// number from 0, as Codex counts.
+		o := int64(l.Num - 1)
+		if r.HasOrdinal {
+			o = r.Ordinal
 		}
 		if o <= cf.seen {
 			return nil // had (a file read again from the start)
 		}
 		cf.seen = o
-		cf.pending = append(cf.pending, CodexLine{Thread: cf.thread, Ordinal: o, Data: bytes.Clone(l.Data), File: cf.path,
-			Replayed: o <= cf.replayTo})
+		cf.pending = append(cf.pending, CodexLine{Record: r, Thread: cf.thread, Ordinal: o, File: cf.path, Replayed: o <= cf.replayTo})
 		bytesQueued += len(l.Data)
 		return nil
 	})
@@ -463,22 +459,6 @@ func (f *CodexFollower) read(cf *codexFile) {
 		f.log.Warn("cannot read a rollout; retrying", "file", cf.path, "err", err)
 		cf.errLog = true
 	}
-}
-
-// lineOrdinal is a rollout line's ordinal; a line without one (older
-// Codex) counts as its line number from 0, as Codex counts. ok is false
-// for a line that is not a JSON object.
-func lineOrdinal(data []byte, num int) (int64, bool) {
-	var l struct {
-		Ordinal *int64 `json:"ordinal"`
-	}
-	if len(bytes.TrimSpace(data)) == 0 || json.Unmarshal(data, &l) != nil {
-		return 0, false
-	}
-	if l.Ordinal == nil {
-		return int64(num - 1), true
-	}
-	return *l.Ordinal, true
 }
 
 // CodexRollouts lists the rollout files under a Codex sessions folder

@@ -129,7 +129,7 @@ func TestCodexThreadOf(t *testing.T) {
 		{"/a/b/rollout-x-" + codexThread + ".jsonl", codexThread, true},
 		{codexThread + ".jsonl", "", false},
 		{"rollout-2026-11-27T15-46-37-" + codexThread + ".json", "", false},
-		{"rollout-2026-11-27T15-46-37-01A21DAF-E89B-7892-97C7-2FEE8A1B050D.jsonl", "", false},
+		{"rollout-2026-11-27T15-46-37-01A21DAF-E89B-7892-97C7-2FEE8A1B050D.jsonl", codexThread, true},
 	} {
 		got, ok := CodexThreadOf(tc.name)
 		if got != tc.want || ok != tc.ok {
@@ -163,8 +163,8 @@ func TestCodexFollowAppendWhileWatching(t *testing.T) {
 			t.Fatalf("line %+v", l)
 		}
 	}
-	if string(got[5].Data) != rolloutLine(5, "response_item")[:len(rolloutLine(5, "response_item"))-1] {
-		t.Fatalf("data %q", got[5].Data)
+	if got[5].Record == nil || got[5].Type != "response_item" || got[5].Timestamp == 0 || got[0].Type != "session_meta" {
+		t.Fatalf("records %+v %+v", got[0].Record, got[5].Record)
 	}
 }
 
@@ -188,8 +188,8 @@ func TestCodexFollowTornLine(t *testing.T) {
 	}
 	appendFile(t, path, whole[20:])
 	got := sink.waitLines(t, 2)
-	if string(got[1].Data)+"\n" != whole {
-		t.Fatalf("line %q", got[1].Data)
+	if got[1].Type != "event_msg" || !got[1].HasOrdinal || got[1].Record.Ordinal != 1 {
+		t.Fatalf("line %+v", got[1].Record)
 	}
 	// Stopping with a whole record without its newline, then a torn one.
 	last := rolloutLine(2, "event_msg")
