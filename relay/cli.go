@@ -37,7 +37,11 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	wg.Go(func() { me.run(ctx) })
 	defer wg.Wait()
 	defer cancel()
-	defer func() { s.cliGone(me.owner, s.disown(context.WithoutCancel(ctx), me)) }()
+	// A CLI that closes its connection itself (ccrelay stopping) is told
+	// apart from one whose connection was lost (its machine off or offline).
+	defer func() {
+		s.cliGone(me.owner, s.disown(context.WithoutCancel(ctx), me), websocket.CloseStatus(err) == websocket.StatusNormalClosure)
+	}()
 	// Sessions this connection claimed: a session's owner never changes,
 	// so its next batches skip the claim (a deletion since is still found:
 	// the append checks the tombstone in its own transaction).

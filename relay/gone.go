@@ -50,10 +50,13 @@ type gone struct {
 	wake     chan struct{}
 }
 
-// goneMark is a session waiting to be marked as having no CLI.
+// goneMark is a session waiting to be marked as having no CLI; stopped:
+// its CLI closed the connection itself (ccrelay stopped), rather than
+// the connection being lost (its machine off or offline, ccrelay killed).
 type goneMark struct {
-	owner string
-	due   time.Time
+	owner   string
+	due     time.Time
+	stopped bool
 }
 
 func (g *gone) init() {
@@ -70,10 +73,11 @@ func (s *Server) stopGone() {
 }
 
 // cliGone watches sessions, which the CLI connection of owner held until it
-// ended: those that no CLI holds again within Limits.CLIGoneAfter are
-// marked (markCLIGone). A session already watched is watched from this end
-// on; a CLI that reconnects again and again adds no watcher.
-func (s *Server) cliGone(owner string, sessions []string) {
+// ended (stopped: closed by the CLI, a normal closure): those that no CLI
+// holds again within Limits.CLIGoneAfter are marked (markCLIGone). A
+// session already watched is watched from this end on; a CLI that
+// reconnects again and again adds no watcher.
+func (s *Server) cliGone(owner string, sessions []string, stopped bool) {
 	if len(sessions) == 0 || s.store == nil {
 		return
 	}
@@ -86,7 +90,7 @@ func (s *Server) cliGone(owner string, sessions []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, session := range sessions {
-		g.pending[session] = goneMark{owner: owner, due: due}
+		g.pending[session] = goneMark{owner: owner, due: due, stopped: stopped}
 	}
 	if g.watching {
 		select {
@@ -108,12 +112,12 @@ func (s *Server) watchGone() {
 	for {
 		now := time.Now()
 		var due []string
-		var owners []string
+		var marks []goneMark
 		var next time.Time
 		g.mu.Lock()
 		for session, m := range g.pending {
 			if !m.due.After(now) {
-				due, owners = append(due, session), append(owners, m.owner)
+				due, marks = append(due, session), append(marks, m)
 				delete(g.pending, session)
 			} else if next.IsZero() || m.due.Before(next) {
 				next = m.due
@@ -129,7 +133,7 @@ func (s *Server) watchGone() {
 			if g.ctx.Err() != nil {
 				return
 			}
-			if err := s.markCLIGone(withOwner(g.ctx, owners[i]), session); err != nil && g.ctx.Err() == nil {
+			if err := s.markCLIGone(withOwner(g.ctx, marks[i].owner), session, marks[i].stopped); err != nil && g.ctx.Err() == nil {
 				s.storeFailed("mark a session whose CLI is gone", session, err)
 			}
 		}
@@ -148,7 +152,7 @@ func (s *Server) watchGone() {
 }
 
 // sweepGone, once the relay serves (HTTPServer), marks the sessions the
-// store lists as working, and the machines, that no CLI holds within
+// store lists (working or not), and the machines, that no CLI holds within
 // Limits.CLIGoneAfter of the start: their CLI went away while no relay
 // ran (or this one restarted), which no connection's end will tell.
 func (s *Server) sweepGone() {
@@ -176,7 +180,7 @@ func (s *Server) sweepGone() {
 			if s.gone.ctx.Err() != nil {
 				return
 			}
-			if _, ok := cliGoneInfo(si.Info, 0); !ok {
+			if _, ok := cliGoneInfo(si.Info, 0, false); !ok {
 				continue
 			}
 			// A CLI that held the session here and left is given its own
@@ -187,7 +191,7 @@ func (s *Server) sweepGone() {
 			if pending {
 				continue
 			}
-			if err := s.markCLIGone(withOwner(s.gone.ctx, si.Owner), si.ID); err != nil && s.gone.ctx.Err() == nil {
+			if err := s.markCLIGone(withOwner(s.gone.ctx, si.Owner), si.ID, false); err != nil && s.gone.ctx.Err() == nil {
 				s.storeFailed("mark a session whose CLI is gone", si.ID, err)
 			}
 		}
@@ -196,11 +200,12 @@ func (s *Server) sweepGone() {
 
 // markCLIGone says in session's summary that its CLI is gone, unless a
 // CLI holds it again (here or on another relay): a session that was
-// working or waiting for an answer becomes idle with the reason; a
-// machine's daemon is shown gone and running nothing. The summary is
-// replaced only if it is still the one read: a CLI that announced itself
-// meanwhile is right, and its next announcement replaces this one.
-func (s *Server) markCLIGone(ctx context.Context, session string) error {
+// working or waiting for an answer becomes idle with the reason; an idle
+// one is marked as it is; a machine's daemon is shown gone and running
+// nothing. The summary is replaced only if it is still the one read: a
+// CLI that announced itself meanwhile is right, and its next announcement
+// replaces this one.
+func (s *Server) markCLIGone(ctx context.Context, session string, stopped bool) error {
 	s.peersMu.Lock()
 	_, held := s.owners[session]
 	s.peersMu.Unlock()
@@ -215,7 +220,7 @@ func (s *Server) markCLIGone(ctx context.Context, session string) error {
 		}
 		return err
 	}
-	marked, ok := cliGoneInfo(si.Info, s.store.clock().UnixMilli())
+	marked, ok := cliGoneInfo(si.Info, s.store.clock().UnixMilli(), stopped)
 	if !ok {
 		return nil
 	}
@@ -232,12 +237,16 @@ func (s *Server) markCLIGone(ctx context.Context, session string) error {
 }
 
 // cliGoneInfo is a session summary marked as having no CLI (cliGone: when
-// it was marked, Unix ms), and whether there is anything to mark: a
+// it was marked, Unix ms; cliStopped: its CLI closed its connection
+// itself, ccrelay stopped), and whether there is anything to mark: a
 // session working or waiting for a permission answer (status idle, the
-// permission requests dropped, error the reason), or a machine (error the
-// reason, its running sessions none). A sealed summary keeps its sealed
-// part, which the relay cannot read: its readable status and error say it.
-func cliGoneInfo(info json.RawMessage, now int64) (json.RawMessage, bool) {
+// permission requests dropped, error the reason), an idle session (marked
+// only: its status and error stay), or a machine (error the reason, its
+// running sessions none). A summary without a mode (a session no ccrelay
+// announced) or a recording has nothing to mark. A sealed summary keeps
+// its sealed part, which the relay cannot read: its readable status and
+// error say it.
+func cliGoneInfo(info json.RawMessage, now int64, stopped bool) (json.RawMessage, bool) {
 	var m map[string]any
 	if json.Unmarshal(info, &m) != nil || m == nil {
 		return nil, false
@@ -251,14 +260,21 @@ func cliGoneInfo(info json.RawMessage, now int64) (json.RawMessage, bool) {
 		if d, ok := m["daemon"].(map[string]any); ok {
 			d["running"] = []string{}
 		}
+	case m["recording"] == true:
+		return nil, false
 	case m["status"] == "busy" || m["status"] == "waiting-for-permission":
 		m["status"] = "idle"
 		m["error"] = CLIGoneWorking
 		delete(m, "permissions")
 	default:
-		return nil, false
+		if mode, _ := m["mode"].(string); mode == "" {
+			return nil, false
+		}
 	}
 	m["cliGone"] = now
+	if stopped && m["mode"] != "machine" {
+		m["cliStopped"] = true
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, false

@@ -37,9 +37,13 @@ func dialAddr(t *testing.T, addr, path string) *websocket.Conn {
 // CLIGoneAfter is never left working in the lists: working or waiting for
 // a permission answer, it becomes idle with the reason (sealed: its
 // readable status and error); a machine's daemon is shown gone, running
-// nothing; an idle session is left as it is; a CLI back in time keeps its
-// state, and a CLI back later replaces the mark with what it announces.
-// The listing app hears each change.
+// nothing; an idle session is marked too, its status and error kept (the
+// list shows it without its machine); a session no ccrelay announced (no
+// mode) or a recording is left as it is; a CLI back in time keeps its
+// state, and a CLI back later replaces the mark with what it announces. A
+// CLI that closed its connection itself (ccrelay stopped) is told apart
+// from one whose connection was lost (cliStopped). The listing app hears
+// each change.
 func TestCLIGoneMarksTheList(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	sealedText := strings.Repeat("QUJD", 15) // a sealed summary's size, in strict base64url
@@ -48,6 +52,7 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 	type want struct {
 		status, errText string
 		marked          bool
+		stopped         bool // cliStopped
 		noPermissions   bool
 		running         int // a machine's running sessions (-1: not a machine)
 	}
@@ -57,21 +62,30 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 		info    string
 		back    bool // the CLI comes back within the grace, announcing the same
 		want    want
+		lost    bool // the connection is lost (no close frame), not closed by the CLI
 	}{
 		{"working", "a0000000-0000-4000-8000-000000000001", `{"mode":"remote","status":"busy","cwd":"/w"}`, false,
-			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}},
+			want{status: "idle", errText: CLIGoneWorking, marked: true, stopped: true, running: -1}, false},
 		{"waiting for a permission", "a0000000-0000-4000-8000-000000000002",
 			`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"p1","tool":"Bash","input":{"command":"ls"}}]}`, false,
-			want{status: "idle", errText: CLIGoneWorking, marked: true, noPermissions: true, running: -1}},
+			want{status: "idle", errText: CLIGoneWorking, marked: true, noPermissions: true, running: -1}, true},
 		{"sealed and working", "a0000000-0000-4000-8000-000000000003", `{"mode":"remote","status":"busy","sealed":"` + sealedText + `","error":"sealed:abcd"}`, false,
-			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}},
+			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}, true},
 		{"machine", "a0000000-0000-4000-8000-000000000004",
 			`{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["a0000000-0000-4000-8000-000000000001"]}}`, false,
-			want{status: "idle", errText: CLIGoneMachine, marked: true, running: 0}},
-		{"idle", "a0000000-0000-4000-8000-000000000005", `{"mode":"remote","status":"idle"}`, false,
-			want{status: "idle", running: -1}},
+			want{status: "idle", errText: CLIGoneMachine, marked: true, running: 0}, false},
+		{"idle, its connection lost", "a0000000-0000-4000-8000-000000000005", `{"mode":"remote","status":"idle","error":"Claude stopped: exit 1"}`, false,
+			want{status: "idle", errText: "Claude stopped: exit 1", marked: true, running: -1}, true},
+		{"idle in local mode, ccrelay stopped", "a0000000-0000-4000-8000-000000000007", `{"mode":"local","status":"idle"}`, false,
+			want{status: "idle", marked: true, stopped: true, running: -1}, false},
+		{"followed and sealed, idle", "a0000000-0000-4000-8000-000000000008", `{"mode":"followed","status":"idle","sealed":"` + sealedText + `"}`, false,
+			want{status: "idle", marked: true, running: -1}, true},
+		{"no mode", "a0000000-0000-4000-8000-000000000009", `{"status":"idle"}`, false,
+			want{status: "idle", running: -1}, false},
+		{"a recording", "a0000000-0000-4000-8000-00000000000a", `{"mode":"remote","status":"idle","recording":true}`, false,
+			want{status: "idle", running: -1}, false},
 		{"back in time", "a0000000-0000-4000-8000-000000000006", `{"mode":"remote","status":"busy"}`, true,
-			want{status: "busy", running: -1}},
+			want{status: "busy", running: -1}, false},
 	}
 	app := dialAddr(t, addr, "/ws/app")
 	send(t, app, protocol.Frame{Type: protocol.FrameList})
@@ -87,7 +101,11 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 	}
 	closed := time.Now()
 	for i, tc := range cases {
-		clis[i].Close(websocket.StatusNormalClosure, "")
+		if tc.lost {
+			clis[i].CloseNow()
+		} else {
+			clis[i].Close(websocket.StatusNormalClosure, "")
+		}
 		if tc.back {
 			cli := dialAddr(t, addr, "/ws/cli")
 			send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: tc.session, Info: json.RawMessage(tc.info)})
@@ -128,7 +146,7 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 		json.Unmarshal(si.Info, &m)
 		_, marked := m["cliGone"]
 		errText, _ := m["error"].(string)
-		if m["status"] != tc.want.status || marked != tc.want.marked || (tc.want.errText != "" && errText != tc.want.errText) {
+		if m["status"] != tc.want.status || marked != tc.want.marked || errText != tc.want.errText || (m["cliStopped"] == true) != tc.want.stopped {
 			t.Errorf("%s: listed as %s", tc.name, si.Info)
 		}
 		if tc.want.noPermissions && m["permissions"] != nil {
@@ -183,16 +201,18 @@ func serveServer(t *testing.T, s *Server) (string, func()) {
 }
 
 // A relay that stops marks nothing (its CLIs come back to the next one);
-// the next relay marks what the store lists as working, and the machines,
-// when no CLI holds them within CLIGoneAfter of its start (the CLI died
+// the next relay marks what the store lists (working or idle), and the
+// machines, when no CLI holds them within CLIGoneAfter of its start (the CLI died
 // while no relay ran), and leaves alone a session whose CLI came back.
 func TestCLIGoneAfterARelayRestart(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const dies, back, machine = "b0000000-0000-4000-8000-000000000001", "b0000000-0000-4000-8000-000000000002", "b0000000-0000-4000-8000-000000000003"
+	const idle = "b0000000-0000-4000-8000-000000000004"
 	infos := map[string]string{
 		dies:    `{"mode":"remote","status":"busy"}`,
+		idle:    `{"mode":"remote","status":"idle"}`,
 		back:    `{"mode":"remote","status":"busy"}`,
 		machine: `{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["b0000000-0000-4000-8000-000000000001"]}}`,
 	}
@@ -229,9 +249,9 @@ func TestCLIGoneAfterARelayRestart(t *testing.T) {
 	cli = dialAddr(t, addr, "/ws/cli")
 	send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Session: back, Info: json.RawMessage(infos[back])})
 	recv(t, cli)
-	for deadline := time.Now().Add(20 * time.Second); status(dies)["cliGone"] == nil || status(machine)["cliGone"] == nil; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); status(dies)["cliGone"] == nil || status(machine)["cliGone"] == nil || status(idle)["cliGone"] == nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("never marked: %v, %v", status(dies), status(machine))
+			t.Fatalf("never marked: %v, %v, %v", status(dies), status(machine), status(idle))
 		}
 	}
 	if since := time.Since(started); since < 500*time.Millisecond {
@@ -242,6 +262,10 @@ func TestCLIGoneAfterARelayRestart(t *testing.T) {
 	}
 	if m := status(machine); m["error"] != CLIGoneMachine || len(m["daemon"].(map[string]any)["running"].([]any)) != 0 {
 		t.Fatalf("the machine: %v", m)
+	}
+	// Why its CLI went is not known here: not said to have stopped.
+	if m := status(idle); m["status"] != "idle" || m["error"] != nil || m["cliStopped"] != nil {
+		t.Fatalf("the idle session whose CLI died: %v", m)
 	}
 	if m := status(back); m["status"] != "busy" || m["cliGone"] != nil {
 		t.Fatalf("the session whose CLI came back: %v", m)

@@ -282,8 +282,8 @@ func TestAppHeaderSaysTheTruth(t *testing.T) {
 	}
 	screenshot(t, ctx, "thumb-header")
 
-	// Both machines go away; the relay marks the working session (an idle
-	// one it leaves as it is).
+	// Both machines go away; the relay marks both sessions (the working
+	// one becomes idle with the reason).
 	cli1.c.CloseNow()
 	cli2.c.CloseNow()
 	waitJS(t, ctx, "the relay's mark", fmt.Sprintf(`ccrelay.sessions.get(%q).info.cliGone > 0`, working))
@@ -293,8 +293,8 @@ func TestAppHeaderSaysTheTruth(t *testing.T) {
 		t.Errorf("the machine gone, the top bar says %q", s)
 	}
 
-	// The idle session, opened afresh: the relay answers that no ccrelay
-	// holds it; the top bar says the same as the note.
+	// The idle session, opened afresh: no ccrelay holds it (the relay's
+	// mark, or its answer when asked); the top bar says the same as the note.
 	must(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#/s/"+idle))
 	waitJS(t, ctx, "the page saying the machine is offline", note)
 	if s := statusText(); s == "Remote · idle" || !strings.Contains(strings.ToLower(s), "offline") {
@@ -302,11 +302,15 @@ func TestAppHeaderSaysTheTruth(t *testing.T) {
 	}
 	screenshot(t, ctx, "thumb-header-offline")
 
-	// The list marks the session whose machine the relay found gone.
+	// The list marks the sessions whose machine the relay found gone,
+	// working or idle.
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
 	waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 2`)
-	if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q] .chip.gone')?.textContent || ''`, working)); !strings.Contains(strings.ToLower(got), "offline") {
-		t.Errorf("the list does not mark the session without its machine (%q)", eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q]').innerText`, working)))
+	for _, id := range []string{working, idle} {
+		waitJS(t, ctx, "the mark of "+id, fmt.Sprintf(`!!document.querySelector('li[data-session=%q] .chip.gone')`, id))
+		if got := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q] .chip.gone')?.textContent || ''`, id)); !strings.Contains(strings.ToLower(got), "offline") {
+			t.Errorf("the list does not mark the session without its machine (%q)", eval[string](t, ctx, fmt.Sprintf(`document.querySelector('li[data-session=%q]').innerText`, id)))
+		}
 	}
 	screenshot(t, ctx, "thumb-list")
 }

@@ -33,6 +33,7 @@ const SHELL = [
   'js/find.js',
   'js/forget.js',
   'js/format.js',
+  'js/gone.js',
   'js/highlight.js',
   'js/listfilter.js',
   'js/machines.js',

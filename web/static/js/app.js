@@ -18,6 +18,7 @@ import { deviceBar, showPairPage, takePairing } from './pairing.js';
 import { signedOut, takeSignedOut } from './forget.js';
 import * as e2e from './e2e.js';
 import { cleanDaemon, machineOf, machines, newSessionSheet, stopButton } from './machines.js';
+import { goneChip, goneState } from './gone.js';
 import { usagePage } from './usage.js';
 
 const TOKEN_KEY = 'ccrelay.token';
@@ -441,6 +442,8 @@ function cleanSession(s) {
   // The relay's mark: this session's ccrelay (a machine's daemon) left and
   // did not come back; a machine whose daemon is gone runs nothing.
   if (Number.isFinite(raw.cliGone) && raw.cliGone > 0) info.cliGone = raw.cliGone;
+  // Its ccrelay closed its connection itself (it stopped), not lost it.
+  if (info.cliGone && raw.cliStopped === true) info.cliStopped = true;
   if (info.mode === 'machine') {
     info.daemon = cleanDaemon(raw.daemon);
     if (info.daemon && info.cliGone) info.daemon.running.clear();
@@ -714,12 +717,12 @@ function listPage() {
             h('span', { class: 'time', text: ago(s.updated) }),
             h('span', { class: 'chips' },
               waiting ? h('span', { class: 'chip warn', text: waiting + ' waiting' }) : null,
-              // The relay found no ccrelay holding it (it was working).
-              info.cliGone && info.mode !== 'machine' ? h('span', { class: 'chip warn gone', text: 'Machine offline', title: info.error || 'No ccrelay is connected for this session' }) : null,
+              // The relay found no ccrelay holding it (its machine gone, or ccrelay stopped).
+              goneChip(info),
               protectionChip(s),
               info.recording ? h('span', { class: 'chip recording', text: 'Recording' }) : null,
               info.mode ? h('span', { class: 'chip mode-' + info.mode, text: info.mode }) : null,
-              h('span', { class: 'status-dot ' + status, title: status })))));
+              h('span', { class: 'status-dot ' + (goneState(info) ? 'gone' : status), title: goneState(info)?.text || status })))));
   }
   render();
   return {
@@ -781,8 +784,7 @@ function sessionPage(id) {
   const dock = h('section', { class: 'dock', 'aria-label': 'Requests and prompt' }, newPill, perms, staleNote, sealNote, form, hint);
   const dialog = h('dialog', { class: 'sheet' });
   // Said when the relay answers but no CLI is connected for this session.
-  const machine = h('div', { class: 'machine-note', role: 'status', hidden: true,
-    text: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).' });
+  const machine = h('div', { class: 'machine-note', role: 'status', hidden: true });
   // Said of a recording (the demo's session): nothing runs it.
   const recordingNote = h('div', { class: 'recording-note', role: 'note', hidden: true,
     text: 'A recording: this session was recorded from Claude Code and is replayed here for show. Nothing runs it.' });
@@ -949,6 +951,7 @@ function sessionPage(id) {
       fill(forkNote, i.forkedFrom ? h('a', { class: 'fork-link', href: '#/s/' + encodeURIComponent(i.forkedFrom), text: forkText }) : null);
     }
     const gone = machineGone(i);
+    machineText();
     fill(top.subEl,
       h('span', { class: 'status-dot ' + (gone ? 'gone' : i.status || 'idle') }),
       h('span', { class: 'status-text', text: statusText(i) }),
@@ -984,7 +987,7 @@ function sessionPage(id) {
     if (recording || followed) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
-    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' ? 'Sending a message moves this session from the terminal to your phone.'
+    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' && !gone ? 'Sending a message moves this session from the terminal to your phone.'
       : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '');
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
@@ -997,7 +1000,7 @@ function sessionPage(id) {
   const machineGone = (i) => !i.recording && !!i.mode && (!!i.cliGone || !machine.hidden);
   function statusText(i) {
     if (i.recording) return 'Recording';
-    if (machineGone(i)) return 'Machine offline';
+    if (machineGone(i)) return goneState(i, true)?.text || 'Machine offline';
     if (i.status === 'waiting-for-permission') return 'Waiting for you';
     if (i.status === 'busy') return 'Working';
     if (i.mode === 'remote') return 'Remote · idle';
@@ -1355,7 +1358,13 @@ function sessionPage(id) {
   function showMachine(on) {
     if (machine.hidden !== on) return;
     machine.hidden = !on;
+    machineText();
     renderHeader();
+  }
+  // What the note says: the machine offline, or ccrelay stopped there.
+  function machineText() {
+    const note = goneState(info(), true)?.note || '';
+    if (machine.textContent !== note) machine.textContent = note;
   }
   let machineCheck = 0;
   let machineChecked = false;

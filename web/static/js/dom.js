@@ -75,6 +75,10 @@ const ICONS = {
   search: 'M10.5 17a6.5 6.5 0 1 0 0-13 6.5 6.5 0 0 0 0 13zM15.5 15.5L20 20',
   up: 'M12 19V5M5 12l7-7 7 7',
   plus: 'M12 5v14M5 12h14',
+  // A session whose machine is gone: a cloud struck through.
+  offline: 'M7 18h9.5a3.5 3.5 0 0 0 .9-6.9A5.5 5.5 0 0 0 8.2 8.4 4.5 4.5 0 0 0 7 18zM4 4l16 16',
+  // A session whose ccrelay stopped: a plug, pulled out.
+  unplug: 'M9 3v4M15 3v4M7 7h10v3a5 5 0 0 1-10 0zM12 15v6',
   chart: 'M4 20h16M7 16v-5M12 16V6M17 16v-8',
   brain: 'M9 4a3 3 0 0 0-3 3 3 3 0 0 0-2 5 3 3 0 0 0 2 5 3 3 0 0 0 6 0V4M15 4a3 3 0 0 1 3 3 3 3 0 0 1 2 5 3 3 0 0 1-2 5 3 3 0 0 1-6 0',
 };

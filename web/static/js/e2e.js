@@ -341,7 +341,12 @@ export async function openInfo(session, info) {
   if (!key) { locked.add(session); return { ...info, sealed: undefined, locked: true, e2e: true }; }
   try {
     const inner = JSON.parse(await S.openText(key, { session, id: 'announce', direction: S.FROM_MACHINE }, info.sealed));
-    const gone = Number.isFinite(info.cliGone) ? { cliGone: info.cliGone, error: info.error } : {};
+    // An idle session marked keeps the error it had (the readable one is
+    // only a digest of the sealed one's).
+    const gone = !Number.isFinite(info.cliGone) ? {} : {
+      cliGone: info.cliGone, cliStopped: info.cliStopped,
+      ...(typeof info.error === 'string' && !info.error.startsWith('sealed:') ? { error: info.error } : {}),
+    };
     if (inner && typeof inner.machine === 'string') learnMachineName(keyMachine.get(session), inner.machine);
     learnEnd(session, inner?.chainEnd);
     return { ...inner, status: info.status ?? inner.status, mode: info.mode ?? inner.mode, sealed: undefined, ...gone, e2e: true };

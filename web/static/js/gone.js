@@ -1,0 +1,37 @@
+// What the app says of a session no ccrelay holds: the relay marks it
+// (cliGone) when its CLI's connection ended and did not come back, and
+// tells a ccrelay that stopped (it closed its connection itself:
+// cliStopped) from a connection lost (the machine off or offline, ccrelay
+// killed). The mark goes when the CLI is back and announces itself.
+
+import { h, icon } from './dom.js';
+
+/**
+ * goneState says what is true of a session the relay marked, or that the
+ * page found without its CLI (live: the relay answered /status so):
+ * null while a ccrelay holds it (or it never ran: a recording, a session
+ * no ccrelay announced, a machine, which says it itself).
+ */
+export function goneState(info, live = false) {
+  if (!info || info.recording || !info.mode || info.mode === 'machine') return null;
+  if (!info.cliGone && !live) return null;
+  if (info.cliGone && info.cliStopped) {
+    return {
+      kind: 'stopped',
+      text: 'ccrelay stopped',
+      note: 'ccrelay stopped on ' + (info.machine || 'its machine') + ': nothing runs this session now. What you send waits on the relay until ccrelay runs it again (ccrelay --resume in its folder).',
+    };
+  }
+  return {
+    kind: 'offline',
+    text: 'Machine offline',
+    note: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).',
+  };
+}
+
+/** goneChip is the list's mark of a session the relay marked: an icon and words, never a colour alone. */
+export function goneChip(info) {
+  const g = goneState(info);
+  if (!g) return null;
+  return h('span', { class: 'chip warn gone', 'data-gone': g.kind, title: info.error && g.kind === 'offline' ? info.error : g.note }, icon(g.kind === 'stopped' ? 'unplug' : 'offline', 'chip-icon'), g.text);
+}
