@@ -1,0 +1,137 @@
+package launcher
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// CodexMapper maps the rollout records of one Codex thread into envelopes
+// (mapper.Codex).
+type CodexMapper interface {
+	Map(r *codex.Record) []protocol.Envelope
+	Close(status protocol.TurnStatus) []protocol.Envelope
+}
+
+// CodexPipeline maps the rollout lines a scanner.CodexFollower delivers
+// into envelopes and puts them in the outbox: it is the follower's sink,
+// whose cursor moves only once Append succeeded. Each thread has its own
+// mapper and is its own relay session (the thread id is the session id),
+// so live ids equal those of `ccrelay replay` of the rollout.
+type CodexPipeline struct {
+	mu        sync.Mutex
+	newMapper func(thread string) CodexMapper
+	mappers   map[string]CodexMapper
+	order     []string
+	outbox    Outbox
+	// unsent holds a thread's envelopes whose append failed: the follower
+	// delivers the same batch again (Retry), which must not be mapped
+	// twice.
+	unsent  map[string][]protocol.Envelope
+	models  map[string]string
+	onModel func(thread, model string)
+}
+
+// NewCodexPipeline returns a pipeline writing to out, with a mapper per
+// thread from newMapper.
+func NewCodexPipeline(out Outbox, newMapper func(thread string) CodexMapper) *CodexPipeline {
+	return &CodexPipeline{newMapper: newMapper, mappers: map[string]CodexMapper{}, outbox: out,
+		unsent: map[string][]protocol.Envelope{}, models: map[string]string{}}
+}
+
+// OnModel sets what is called, outside the pipeline's lock, when a
+// thread's model is first known or changes (its turn_context records);
+// set it before delivering.
+func (p *CodexPipeline) OnModel(f func(thread, model string)) { p.onModel = f }
+
+// Model is the thread's model as its latest turn_context names it.
+func (p *CodexPipeline) Model(thread string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.models[thread]
+}
+
+func (p *CodexPipeline) mapperFor(thread string) CodexMapper {
+	m := p.mappers[thread]
+	if m == nil {
+		m = p.newMapper(thread)
+		p.mappers[thread] = m
+		p.order = append(p.order, thread)
+	}
+	return m
+}
+
+// DeliverCodex implements scanner.CodexSink. Lines marked Replayed rebuild
+// the mapper's state; their envelopes were stored before a restart and are
+// not appended again.
+func (p *CodexPipeline) DeliverCodex(ctx context.Context, b scanner.CodexBatch) error {
+	p.mu.Lock()
+	if b.Retry && len(p.unsent[b.Thread]) > 0 {
+		err := p.appendTo(ctx, b.Thread, nil)
+		p.mu.Unlock()
+		return err
+	}
+	m := p.mapperFor(b.Thread)
+	var envs []protocol.Envelope
+	model := p.models[b.Thread]
+	for _, l := range b.Lines {
+		out := m.Map(l.Record)
+		if tc := l.TurnContext; tc != nil && tc.Model != "" {
+			model = tc.Model
+		}
+		if !l.Replayed {
+			envs = append(envs, out...)
+		}
+	}
+	changed := model != p.models[b.Thread]
+	p.models[b.Thread] = model
+	err := p.appendTo(ctx, b.Thread, envs)
+	onModel := p.onModel
+	p.mu.Unlock()
+	if changed && onModel != nil {
+		onModel(b.Thread, model)
+	}
+	return err
+}
+
+// appendTo appends envs of thread after what an earlier failed append
+// left; on failure it keeps them all for the next try. Called with mu held.
+func (p *CodexPipeline) appendTo(ctx context.Context, thread string, envs []protocol.Envelope) error {
+	if held := p.unsent[thread]; len(held) > 0 {
+		envs = append(slices.Clip(held), envs...)
+	}
+	if len(envs) == 0 {
+		return nil
+	}
+	if err := p.outbox.Append(ctx, thread, envs); err != nil {
+		p.unsent[thread] = envs
+		return err
+	}
+	delete(p.unsent, thread)
+	return nil
+}
+
+// Close ends the turn each thread has open with status (Codex exited in
+// the middle of it) and appends what is left.
+func (p *CodexPipeline) Close(ctx context.Context, status protocol.TurnStatus) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first error
+	for _, thread := range p.order {
+		if err := p.appendTo(ctx, thread, p.mappers[thread].Close(status)); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Threads lists the threads mapped so far, in the order they came.
+func (p *CodexPipeline) Threads() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.order)
+}
