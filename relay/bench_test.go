@@ -73,7 +73,7 @@ func BenchmarkRelayNodes(b *testing.B) {
 func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 	total := max(b.N, 100)
 	b.ResetTimer()
-	rate, lat := flood(b, cliBase, appBase, apps, total, paced)
+	rate, lat := flood(b, cliBase, appBase, apps, total, paced, nil)
 	b.StopTimer()
 	b.ReportMetric(rate, "envelopes/s")
 	if len(lat) > 0 {
@@ -84,8 +84,13 @@ func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 
 // flood sends total envelopes from a CLI on cliBase, in batches of 100
 // (paced: 10 every 10 ms), to apps following on appBase; it returns the
-// envelopes stored per second and every app's latencies, sorted.
-func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool) (float64, []time.Duration) {
+// envelopes stored per second and every app's latencies, sorted. With
+// items, those are the envelopes (total is their number) and no latency
+// is measured.
+func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool, items []Item) (float64, []time.Duration) {
+	if items != nil {
+		total = len(items)
+	}
 	ctx := context.Background()
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
 	url := "ws" + cliBase[len("http"):]
@@ -137,6 +142,10 @@ func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool) (
 				if !bytes.Contains(data, []byte(`"type":"`+protocol.FrameBatch+`"`)) {
 					continue
 				}
+				if items != nil {
+					got += bytes.Count(data, []byte(`{"seq":`))
+					continue
+				}
 				for rest := data; ; {
 					i := bytes.Index(rest, []byte(`"text":"`))
 					if i < 0 {
@@ -181,6 +190,10 @@ func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool) (
 		n := min(batch, total-i)
 		envs := make([]json.RawMessage, n)
 		for k := range n {
+			if items != nil {
+				envs[k] = items[i+k].Body
+				continue
+			}
 			e := protocol.Envelope{ID: protocol.DeriveID(session, strconv.Itoa(i+k)), Time: 1, Role: protocol.RoleUser, Ev: protocol.Event{T: protocol.KindText, Text: stamp}}
 			envs[k], _ = e.AppendJSON(nil)
 		}

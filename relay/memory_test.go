@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,10 +30,14 @@ import (
 // with its database in the folder it names.
 const relayProcessEnv = "CCRELAY_TEST_RELAY_PROCESS"
 
+// relayProfileEnv, set when a benchmark starts a relay process, names the
+// file where that process writes its CPU profile (the relay's work alone).
+const relayProfileEnv = "CCRELAY_TEST_RELAY_CPUPROFILE"
+
 // TestRelayProcess is not a test: run with relayProcessEnv set (by
 // startRelayProcess), it serves a relay on 127.0.0.1, prints "addr ADDR",
-// answers each "stats" line on stdin with its memory after a GC, and exits
-// when stdin closes. The memory figures are then the relay's alone.
+// answers each "stats" line on stdin with its memory after a GC (and the
+// CPU time it used so far), and exits when stdin closes. The memory figures are then the relay's alone.
 func TestRelayProcess(t *testing.T) {
 	dir := os.Getenv(relayProcessEnv)
 	if dir == "" {
@@ -50,14 +55,26 @@ func TestRelayProcess(t *testing.T) {
 	}
 	srv := s.HTTPServer(context.Background())
 	go srv.Serve(s.Listener(ln))
+	if path := os.Getenv(relayProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	fmt.Printf("addr %s\n", ln.Addr())
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
+		cpu := cpuTime() // before the GC, which is the stats' own work
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		fmt.Printf("heap %d stack %d rss %d goroutines %d\n", ms.HeapInuse, ms.StackInuse, rss(), runtime.NumGoroutine())
+		fmt.Printf("heap %d stack %d rss %d goroutines %d cpu %d\n", ms.HeapInuse, ms.StackInuse, rss(), runtime.NumGoroutine(), cpu)
 	}
+	pprof.StopCPUProfile()
 	os.Exit(0) // the connections die with the process
 }
 
@@ -84,7 +101,7 @@ type relayProcess struct {
 	out   *bufio.Scanner
 }
 
-type memStats struct{ heap, stack, rss, goroutines int64 }
+type memStats struct{ heap, stack, rss, goroutines, cpu int64 }
 
 func startRelayProcess(tb testing.TB) *relayProcess {
 	tb.Helper()
@@ -118,7 +135,7 @@ func (p *relayProcess) stats(tb testing.TB) memStats {
 	if !p.out.Scan() {
 		tb.Fatal("relay process ended")
 	}
-	if _, err := fmt.Sscanf(p.out.Text(), "heap %d stack %d rss %d goroutines %d", &m.heap, &m.stack, &m.rss, &m.goroutines); err != nil {
+	if _, err := fmt.Sscanf(p.out.Text(), "heap %d stack %d rss %d goroutines %d cpu %d", &m.heap, &m.stack, &m.rss, &m.goroutines, &m.cpu); err != nil {
 		tb.Fatalf("stats %q: %v", p.out.Text(), err)
 	}
 	return m

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -27,32 +29,63 @@ func perfBody(session string, i int) (string, []byte) {
 	return id, b
 }
 
+// realItems are n envelopes of the golden files' mix of tool calls,
+// results, thinking and text (about 1 KB each on average), in order and
+// again, each under an id of its own in session.
+func realItems(tb testing.TB, session string, n int) []Item {
+	tb.Helper()
+	gold := goldenItems(tb)
+	items := make([]Item, n)
+	for i := range items {
+		g := gold[i%len(gold)]
+		id := protocol.DeriveID(session, strconv.Itoa(i))
+		rest, ok := bytes.CutPrefix(g.Body, []byte(`{"id":"`+g.ID+`"`))
+		if !ok {
+			tb.Fatalf("golden envelope %s does not start with its id", g.ID)
+		}
+		items[i] = Item{ID: id, Body: append([]byte(`{"id":"`+id+`"`), rest...)}
+	}
+	return items
+}
+
 // BenchmarkSingleNode measures, in one run, the single relay against the
-// database under it: raw modernc SQLite inserts of the same rows in the
-// same table (WAL, synchronous=NORMAL, transactions of 100), the store's appends, and the
-// whole relay (a CLI flooding batches of 100, one app and ten apps
-// following), each as envelopes/s and as a ratio to the raw rate; and the
-// bytes a stored envelope costs on disk against its JSON.
+// database under it, with the same 20,000 real envelopes (realItems, about
+// 1 KB each) in batches of 100: raw modernc SQLite inserts of the rows the
+// store writes (encoded bodies) in the store's table, at the store's
+// durability for envelopes (WAL, synchronous=FULL: fsynced at each
+// commit), one transaction a batch; the store's appends; and the whole
+// relay (a CLI sending batches as fast as acks come, one app and ten apps
+// following), each as envelopes/s and as a ratio to the raw rate; the
+// relay's CPU time per envelope stored and sent to one app, in a process
+// of its own (relay-cpu-us/envelope: the relay's work alone, not the
+// CLI's or the app's); and the bytes a stored envelope costs on disk
+// against its JSON.
 func BenchmarkSingleNode(b *testing.B) {
 	const n = 20000
 	session := s1
+	items := realItems(b, session, n)
+	var jsonBytes int64
+	for _, it := range items {
+		jsonBytes += int64(len(it.Body))
+	}
 	rate := func(start time.Time) float64 { return n / time.Since(start).Seconds() }
 	for b.Loop() {
 		// Raw inserts.
-		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "raw.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "raw.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 		if err != nil {
 			b.Fatal(err)
 		}
 		db.SetMaxOpenConns(1)
 		// The rows the store writes, in its table (migrate.go, version 6).
-		db.Exec(`CREATE TABLE envelopes (k INTEGER PRIMARY KEY, sn INTEGER NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, UNIQUE (sn, id))`)
+		if _, err := db.Exec(`CREATE TABLE envelopes (k INTEGER PRIMARY KEY, sn INTEGER NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, UNIQUE (sn, id))`); err != nil {
+			b.Fatal(err)
+		}
 		start := time.Now()
 		for i := 0; i < n; i += 100 {
 			tx, _ := db.Begin()
 			st, _ := tx.Prepare(`INSERT INTO envelopes (k, sn, id, body) VALUES (?, ?, ?, ?)`)
 			for k := i; k < i+100; k++ {
-				id, body := perfBody(session, k)
-				if _, err := st.Exec(envelopeKey(1, int64(k+1)), 1, id, encodeBody(id, body)); err != nil {
+				if _, err := st.Exec(envelopeKey(1, int64(k+1)), 1, items[k].ID, encodeBody(items[k].ID, items[k].Body)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -69,41 +102,14 @@ func BenchmarkSingleNode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var jsonBytes int64
 		start = time.Now()
 		for i := 0; i < n; i += 100 {
-			items := make([]Item, 100)
-			for k := range items {
-				id, body := perfBody(session, i+k)
-				items[k] = Item{ID: id, Body: body}
-				jsonBytes += int64(len(body))
-			}
-			if _, err := st.Append(context.Background(), session, items); err != nil {
+			if _, err := st.Append(context.Background(), session, items[i:i+100]); err != nil {
 				b.Fatal(err)
 			}
 		}
 		store := rate(start)
 		used := envelopeBytes(b, st)
-		st.Close()
-
-		// Real envelopes (the golden files' mix of tool calls, results
-		// and text) on disk against their JSON.
-		st, err = OpenStore(filepath.Join(b.TempDir(), "real.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		real := goldenItems(b)
-		var realBytes int64
-		for i := 0; i < len(real); i += 100 {
-			batch := real[i:min(i+100, len(real))]
-			for _, it := range batch {
-				realBytes += int64(len(it.Body))
-			}
-			if _, err := st.Append(context.Background(), session, batch); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(float64(envelopeBytes(b, st))/float64(realBytes), "disk/json-real")
 		st.Close()
 
 		b.ReportMetric(raw, "raw-insert/s")
@@ -116,12 +122,19 @@ func BenchmarkSingleNode(b *testing.B) {
 				b.Fatal(err)
 			}
 			srv := httptest.NewServer(NewServer(st, slog.New(slog.DiscardHandler), testToken).Handler())
-			got, _ := flood(b, srv.URL, srv.URL, apps, n, false)
+			got, _ := flood(b, srv.URL, srv.URL, apps, n, false, items)
 			srv.Close()
 			st.Close()
 			b.ReportMetric(got, fmt.Sprintf("relay-%dapp/s", apps))
 			b.ReportMetric(got/raw, fmt.Sprintf("relay-%dapp/raw", apps))
 		}
+
+		// The relay's own CPU time, in a process of its own.
+		p := startRelayProcess(b)
+		before := p.stats(b)
+		flood(b, "http://"+p.addr, "http://"+p.addr, 1, n, false, items)
+		after := p.stats(b)
+		b.ReportMetric(float64(after.cpu-before.cpu)/1e3/n, "relay-cpu-us/envelope")
 	}
 }
 
@@ -135,7 +148,11 @@ func envelopeBytes(b *testing.B, st *Store) int64 {
 }
 
 // BenchmarkSubscribeFrom0: an app subscribes from 0 to a session of
-// 100,000 stored envelopes; the time until it is caught up.
+// 100,000 stored real envelopes (realItems, about 1 KB each); the time
+// until it is caught up (every frame received whole, not decoded: the
+// app's decoding is not the relay's work), against a raw SELECT of the
+// same rows (their key, id and stored body, in order) on the same store in
+// the same run: catchup/raw.
 func BenchmarkSubscribeFrom0(b *testing.B) {
 	st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
 	if err != nil {
@@ -146,26 +163,48 @@ func BenchmarkSubscribeFrom0(b *testing.B) {
 	if err := st.Claim(context.Background(), s1, OwnerID(testToken)); err != nil {
 		b.Fatal(err)
 	}
+	items := realItems(b, s1, n)
 	for i := 0; i < n; i += 1000 {
-		items := make([]Item, 1000)
-		for k := range items {
-			id, body := perfBody(s1, i+k)
-			items[k] = Item{ID: id, Body: body}
-		}
-		if _, err := st.Append(context.Background(), s1, items); err != nil {
+		if _, err := st.Append(context.Background(), s1, items[i:i+1000]); err != nil {
 			b.Fatal(err)
 		}
 	}
-	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
 	ctx := context.Background()
+	raw := func() int {
+		rows, err := st.r.QueryContext(ctx, `SELECT e.k, e.id, e.body FROM sessions s, envelopes e
+			WHERE s.id = ? AND e.k > s.no * 4294967296 AND e.k <= s.no * 4294967296 + 4294967295 ORDER BY e.k`, s1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rows.Close()
+		got := 0
+		var k int64
+		var id string
+		var body []byte
+		for rows.Next() {
+			if err := rows.Scan(&k, &id, &body); err != nil {
+				b.Fatal(err)
+			}
+			got++
+		}
+		return got
+	}
+	srv := httptestServer(b, NewServer(st, nil, testToken).Handler())
 	hdr := &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}}
+	f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameSubscribe, Session: s1})
+	var rawTime, catchup time.Duration
+	var frames, bytesIn int
 	for b.Loop() {
+		t0 := time.Now()
+		if got := raw(); got != n {
+			b.Fatalf("raw select: %d rows, want %d", got, n)
+		}
+		t1 := time.Now()
 		c, _, err := websocket.Dial(ctx, "ws"+srv[len("http"):]+"/ws/app", hdr)
 		if err != nil {
 			b.Fatal(err)
 		}
 		c.SetReadLimit(MaxFrameBytes)
-		f, _ := json.Marshal(protocol.Frame{V: 1, Type: protocol.FrameSubscribe, Session: s1})
 		c.Write(ctx, websocket.MessageText, f)
 		got := 0
 		for {
@@ -173,21 +212,31 @@ func BenchmarkSubscribeFrom0(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var fr protocol.Frame
-			json.Unmarshal(data, &fr)
-			got += len(fr.Items)
-			if fr.Type == protocol.FrameError {
-				b.Fatalf("subscribe: %s", fr.Message)
+			frames++
+			bytesIn += len(data)
+			if bytes.Contains(data[:min(len(data), 64)], []byte(`"type":"`+protocol.FrameBatch+`"`)) {
+				got += bytes.Count(data, []byte(`{"seq":`))
+				continue
 			}
-			if fr.Type == protocol.FrameCaughtUp {
+			if bytes.Contains(data, []byte(`"type":"`+protocol.FrameCaughtUp+`"`)) {
 				break
 			}
+			if bytes.Contains(data, []byte(`"type":"`+protocol.FrameError+`"`)) {
+				b.Fatalf("subscribe: %s", data)
+			}
 		}
+		catchup += time.Since(t1)
+		rawTime += t1.Sub(t0)
 		c.CloseNow()
 		if got != n {
 			b.Fatalf("%d envelopes before caught-up, want %d", got, n)
 		}
 	}
+	b.ReportMetric(float64(catchup.Microseconds())/1000/float64(b.N), "catchup-ms")
+	b.ReportMetric(float64(rawTime.Microseconds())/1000/float64(b.N), "raw-ms")
+	b.ReportMetric(float64(catchup)/float64(rawTime), "catchup/raw")
+	b.ReportMetric(float64(frames)/float64(b.N), "frames")
+	b.ReportMetric(float64(bytesIn)/float64(b.N)/(1<<20), "MB")
 }
 
 // BenchmarkList10k: the list frame with 10,000 sessions, each announced
