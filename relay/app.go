@@ -295,18 +295,19 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 	}
 	last := min(after, end)
 	sendFrom := func() error {
+		var buf []byte // one frame's memory, for each frame in turn
 		for {
-			page, err := s.store.Read(ctx, session, last, historyPage)
+			frame, l, more, err := s.store.historyFrame(ctx, buf, session, last, 0)
 			if err != nil {
 				return fmt.Errorf("%w: %w", errStore, err)
 			}
-			if len(page) > 0 {
-				if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
+			if frame != nil {
+				if err := writeRaw(ctx, c, frame); err != nil {
 					return err
 				}
-				last = page[len(page)-1].Seq
+				buf, last = frame, l
 			}
-			if len(page) < historyPage {
+			if !more {
 				return nil
 			}
 		}
@@ -351,18 +352,19 @@ func (s *Server) stream(ctx context.Context, c *websocket.Conn, session string, 
 // subscription that follows the session.
 func (s *Server) streamPart(ctx context.Context, c *websocket.Conn, session string, after, before int64) error {
 	last := after
-	for last+1 < before {
-		page, err := s.store.Read(ctx, session, last, int(min(historyPage, before-1-last)))
+	var buf []byte // one frame's memory, for each frame in turn
+	for more := true; more; {
+		frame, l, m, err := s.store.historyFrame(ctx, buf, session, last, before)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errStore, err)
 		}
-		if len(page) == 0 {
-			break
+		if frame != nil {
+			if err := writeRaw(ctx, c, frame); err != nil {
+				return err
+			}
+			buf, last = frame, l
 		}
-		if err := writeRaw(ctx, c, batchFrame(session, page)); err != nil {
-			return err
-		}
-		last = page[len(page)-1].Seq
+		more = m
 	}
 	return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameCaughtUp, Session: session, Seq: last})
 }

@@ -162,7 +162,17 @@ func decodeBody(id string, stored []byte) ([]byte, error) {
 	if stored[0] == formatRaw {
 		return stored[1:], nil
 	}
-	out := make([]byte, 0, len(stored)*2+len(id)+8)
+	return appendBody(make([]byte, 0, len(stored)*2+len(id)+8), id, stored)
+}
+
+// appendBody appends to out the envelope stored as stored for id.
+func appendBody(out []byte, id string, stored []byte) ([]byte, error) {
+	if len(stored) == 0 || stored[0] > formatRaw {
+		return append(out, stored...), nil
+	}
+	if stored[0] == formatRaw {
+		return append(out, stored[1:]...), nil
+	}
 	out = append(out, `{"id":"`...)
 	out = append(out, id...)
 	out = append(out, '"')
