@@ -243,6 +243,9 @@ type Session struct {
 	ID        string
 	Main      string
 	Subagents []string
+	// Codex marks a Codex rollout (its first line is a session_meta): ID is
+	// its thread id and it has no other files.
+	Codex bool
 }
 
 // Files lists the main transcript first, then the subagent transcripts.
@@ -260,6 +263,12 @@ func FindSession(paths []string) (Session, error) {
 	s.ID = strings.TrimSuffix(filepath.Base(s.Main), filepath.Ext(s.Main))
 	if err := checkTranscriptFile(s.Main); err != nil {
 		return Session{}, err
+	}
+	if id, ok := CodexThread(s.Main); ok {
+		if len(paths) > 1 {
+			return Session{}, fmt.Errorf("%s is a Codex rollout: it is replayed alone (a Codex subagent is a thread of its own, in a rollout of its own)", s.Main)
+		}
+		return Session{ID: id, Main: s.Main, Codex: true}, nil
 	}
 	// Subagent transcripts live in <session>/subagents beside the main
 	// file; a file that is not a transcript has no such folder.

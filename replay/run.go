@@ -96,6 +96,9 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 		st.Elapsed = time.Since(began)
 		st.PeakRSS = PeakRSS()
 	}()
+	if s.Codex {
+		return runCodex(ctx, s, opts, st, emit)
+	}
 	for _, p := range s.Files() {
 		if fi, err := os.Stat(p); err == nil {
 			st.TotalBytes += fi.Size()

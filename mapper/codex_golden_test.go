@@ -1,0 +1,130 @@
+package mapper
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+var updateCodex = flag.Bool("update", false, "rewrite the golden files of the Codex mapping")
+
+// codexFixtures are the rollouts the Codex goldens cover: the samples, and
+// the fixtures generated with the real Codex for its tested version.
+func codexFixtures(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	for _, dir := range []string{"samples", codex.TestedVersion} {
+		m, err := filepath.Glob(filepath.Join("..", "codex", "testdata", dir, "*.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) == 0 {
+		t.Fatal("no Codex rollouts to map")
+	}
+	return files
+}
+
+// mapRollout maps a rollout file as replay does: each line in order, the
+// session id from its session_meta, and the open turn closed at the end.
+func mapRollout(t *testing.T, path string) []protocol.Envelope {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c *Codex
+	var out []protocol.Envelope
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, codex.MaxLineBytes)
+	for sc.Scan() {
+		r, err := codex.Parse(sc.Bytes())
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if c == nil {
+			if r.SessionMeta == nil {
+				t.Fatalf("%s does not start with session_meta", path)
+			}
+			c = NewCodex(r.SessionMeta.ID)
+		}
+		out = append(out, c.Map(r)...)
+	}
+	return append(out, c.Flush()...)
+}
+
+func encodeAll(t *testing.T, envs []protocol.Envelope) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	for i := range envs {
+		if err := envs[i].Validate(); err != nil {
+			t.Fatalf("envelope %d invalid: %v\n%+v", i, err, envs[i])
+		}
+		b, err := envs[i].MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
+	}
+	return buf.Bytes()
+}
+
+// TestCodexGolden maps every Codex rollout fixture and compares the
+// envelopes with its golden file (-update rewrites them). Every envelope
+// is valid, and mapping the same rollout again gives the same bytes.
+func TestCodexGolden(t *testing.T) {
+	for _, f := range codexFixtures(t) {
+		name := filepath.Base(filepath.Dir(f)) + "_" + strings.TrimSuffix(filepath.Base(f), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			got := encodeAll(t, mapRollout(t, f))
+			if again := encodeAll(t, mapRollout(t, f)); !bytes.Equal(got, again) {
+				t.Fatal("mapping the same rollout twice gave different envelopes")
+			}
+			golden := filepath.Join("testdata", "codex", name+".golden")
+			if *updateCodex {
+				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to write it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("envelopes differ from %s (run with -update and read the diff): %s", golden, firstDiff(got, want))
+			}
+		})
+	}
+}
+
+// firstDiff says where two envelope streams first differ.
+func firstDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := 0; i < max(len(g), len(w)); i++ {
+		var a, b string
+		if i < len(g) {
+			a = g[i]
+		}
+		if i < len(w) {
+			b = w[i]
+		}
+		if a != b {
+			return fmt.Sprintf("line %d:\n got %s\nwant %s", i+1, a, b)
+		}
+	}
+	return "same lines"
+}
