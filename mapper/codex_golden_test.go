@@ -26,7 +26,12 @@ func codexFixtures(t *testing.T) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, m...)
+		for _, f := range m {
+			// <scenario>.rpc.jsonl is an app-server exchange, not a rollout.
+			if !strings.HasSuffix(f, ".rpc.jsonl") {
+				files = append(files, f)
+			}
+		}
 	}
 	if len(files) == 0 {
 		t.Fatal("no Codex rollouts to map")

@@ -159,7 +159,7 @@ func TestCodexRules(t *testing.T) {
 		{"a command that yields runs on: not an error", func(b *cx) {
 			b.started(T1).prompt(T1, "u1", "run").shell("call_1", "sleep 30").usage(10, 0, 1).
 				output("call_1", "Chunk ID: 1\nWall time: 10.0 seconds\nProcess running with session ID 7\nOriginal token count: 0\nOutput:\n").complete(T1)
-		}, "text:run | turn-start | tool-call-start:Bash+usage | tool-call-end:Chunk ID: 1\nWall time: 10.0 seconds\nProcess running with session ID 7\nOriginal token count: 0\nOutput:\n | turn-end:completed"},
+		}, "text:run | turn-start | tool-call-start:Bash+usage | tool-call-end:\n[Process running with session ID 7] | turn-end:completed"},
 		{"a call ends once", func(b *cx) {
 			b.started(T1).prompt(T1, "u1", "run").shell("call_1", "ls").usage(10, 0, 1).
 				output("call_1", "Process exited with code 0\nOutput:\nx").output("call_1", "Process exited with code 0\nOutput:\nx").complete(T1)

@@ -189,7 +189,7 @@ func (c *Codex) toolOutput(r *codex.Record, it *codex.ResponseItem) {
 // execInfo is what unified exec's output header says.
 type execInfo struct {
 	exit    *int64
-	running bool // the command yielded: it runs on in a session
+	running string // the command yielded: the header line naming its session
 }
 
 var execHeader = regexp.MustCompile(`^(Chunk ID|Wall time|Process exited with code|Process running with session ID|Original token count|Exit code|Total output lines)\b:?`)
@@ -225,7 +225,7 @@ func execOutput(text string) (execInfo, string, bool) {
 				info.exit = &n
 			}
 		case strings.HasPrefix(line, "Process running with session ID"):
-			info.running = true
+			info.running = line
 		}
 		if !found {
 			break
@@ -262,8 +262,9 @@ func (c *Codex) execResult(call, text string) (string, bool) {
 	if exit == nil {
 		exit = info.exit
 	}
-	if info.running && exit == nil {
-		return text, false // it yielded and runs on: its output comes later
+	if info.running != "" && exit == nil {
+		// It yielded and runs on: what it printed so far, and that it runs.
+		return body + "\n[" + info.running + "]", false
 	}
 	if exit != nil && *exit != 0 {
 		return "Exit code " + strconv.FormatInt(*exit, 10) + "\n" + out, true

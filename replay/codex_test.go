@@ -18,7 +18,11 @@ func codexRollouts(t *testing.T) []string {
 	var files []string
 	for _, dir := range []string{"samples", codex.TestedVersion} {
 		m, _ := filepath.Glob(filepath.Join("..", "codex", "testdata", dir, "*.jsonl"))
-		files = append(files, m...)
+		for _, f := range m {
+			if !strings.HasSuffix(f, ".rpc.jsonl") {
+				files = append(files, f)
+			}
+		}
 	}
 	if len(files) == 0 {
 		t.Fatal("no Codex rollouts")
