@@ -3,7 +3,10 @@ package claude
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"strings"
+
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
 
 // Key is the dedupe key of a record: its uuid for user, assistant and system
@@ -104,31 +107,117 @@ func ToolResultText(content json.RawMessage) string {
 	}
 	switch content[0] {
 	case '"':
-		var s string
-		if json.Unmarshal(content, &s) == nil {
-			return s
-		}
+		s, _ := jsonscan.String(content)
+		return s
 	case '[':
-		var blocks []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
+		if text, ok := blocksText(content); ok {
+			return text
 		}
-		if json.Unmarshal(content, &blocks) != nil {
-			return ""
-		}
-		var sb strings.Builder
-		for i, b := range blocks {
-			if i > 0 {
-				sb.WriteByte('\n')
-			}
-			switch {
-			case b.Text != nil:
-				sb.WriteString(*b.Text)
-			case b.Type != "":
-				sb.WriteString("[" + b.Type + "]")
-			}
-		}
-		return sb.String()
+		return blocksTextDecoded(content)
 	}
 	return ""
+}
+
+// blocksText is ToolResultText of a list of blocks read by a scan: the
+// same text as the decode of blocksTextDecoded gives. ok is false for what
+// the scan leaves to that decode (invalid JSON, a value of the wrong type).
+func blocksText(content []byte) (string, bool) {
+	if !jsonscan.Valid(content) {
+		return "", false
+	}
+	var sb strings.Builder
+	n := 0
+	err := jsonscan.EachElem(content, func(v []byte) error {
+		if n > 0 {
+			sb.WriteByte('\n')
+		}
+		n++
+		if string(v) == "null" {
+			return nil
+		}
+		if v[0] != '{' {
+			return errWrongType
+		}
+		var typ, text string
+		hasText := false
+		err := jsonscan.EachMember(v, func(k, v []byte) error {
+			switch {
+			case foldEq(k, "type"):
+				if string(v) == "null" {
+					return nil
+				}
+				s, ok := jsonscan.String(v)
+				if !ok {
+					return errWrongType
+				}
+				typ = s
+			case foldEq(k, "text"):
+				if string(v) == "null" {
+					hasText = false
+					return nil
+				}
+				s, ok := jsonscan.String(v)
+				if !ok {
+					return errWrongType
+				}
+				text, hasText = s, true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case hasText:
+			sb.WriteString(text)
+		case typ != "":
+			sb.WriteString("[" + typ + "]")
+		}
+		return nil
+	})
+	if err != nil {
+		return "", false
+	}
+	return sb.String(), true
+}
+
+var errWrongType = errors.New("a value of another type")
+
+// foldEq reports whether key matches name as encoding/json matches a key to
+// a field: exactly or without regard to ASCII case (name is lower-case
+// ASCII without k or s, the letters with non-ASCII folds).
+func foldEq(key []byte, name string) bool {
+	if len(key) != len(name) {
+		return false
+	}
+	for i := range key {
+		if c := key[i] | 0x20; c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// blocksTextDecoded is ToolResultText of a list of blocks by a full decode.
+func blocksTextDecoded(content []byte) string {
+	var blocks []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(content, &blocks) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	for i, b := range blocks {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		switch {
+		case b.Text != nil:
+			sb.WriteString(*b.Text)
+		case b.Type != "":
+			sb.WriteString("[" + b.Type + "]")
+		}
+	}
+	return sb.String()
 }

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
 
 // Record types that carry conversation. Every other type (attachment,
@@ -521,11 +523,21 @@ func jsonInt(v []byte) int64 {
 }
 
 func jsonIntOK(v []byte) (int64, bool) {
-	var f float64
-	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &f) != nil || f < 0 || f > 1<<53 {
+	f, ok := jsonNumber(v)
+	if !ok || f < 0 || f > 1<<53 {
 		return 0, false
 	}
 	return int64(f), true
+}
+
+// jsonNumber is the value of the JSON number v as json.Unmarshal into a
+// float64 gives it; ok is false when v is not a number it can decode.
+func jsonNumber(v []byte) (float64, bool) {
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || !jsonscan.Valid(v) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return f, err == nil
 }
 
 // jsonStr is the string value of v, or "" when v is not a string.
@@ -534,31 +546,8 @@ func jsonStr(v []byte) string {
 	return s
 }
 
-// unquote decodes a JSON string value. The fast path copies strings with no
-// escapes and valid UTF-8; others go through encoding/json.
-func unquote(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
-		return "", false
-	}
-	inner := v[1 : len(v)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) && !hasControl(inner) {
-		return string(inner), true
-	}
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-func hasControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}
+// unquote decodes a JSON string value as json.Unmarshal does.
+func unquote(v []byte) (string, bool) { return jsonscan.String(v) }
 
 // truthy follows JavaScript truthiness for the flag fields Claude writes.
 func truthy(v []byte) bool {
@@ -584,8 +573,7 @@ func parseTime(v []byte) int64 {
 		}
 		return t.UnixMilli()
 	}
-	var f float64
-	if json.Unmarshal(v, &f) == nil && f > 0 {
+	if f, ok := jsonNumber(v); ok && f > 0 {
 		return int64(f)
 	}
 	return 0
