@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
 
 // Role is who an envelope speaks for.
@@ -455,15 +457,11 @@ func (u Usage) MarshalJSON() ([]byte, error) { return u.appendJSON(nil), nil }
 // UnmarshalJSON decodes usage strictly: input_tokens and output_tokens are
 // required non-negative integers; service_tier null is accepted as absent.
 func (u *Usage) UnmarshalJSON(data []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("usage: %w", err)
-	}
-	if m == nil {
-		return invalid("usage is not an object")
+	m, err := usageMembers(data)
+	if err != nil {
+		return err
 	}
 	*u = Usage{}
-	var err error
 	if u.InputTokens, err = reqInt(m, "input_tokens"); err != nil {
 		return err
 	}
@@ -516,8 +514,8 @@ func optInt(m map[string]json.RawMessage, key string) (*int64, error) {
 	if !ok || isNull(raw) {
 		return nil, nil
 	}
-	var f float64
-	if err := json.Unmarshal(raw, &f); err != nil {
+	f, ok := jsonNumber(raw)
+	if !ok {
 		return nil, invalid("usage %s is not a number", key)
 	}
 	v := int64(f)
@@ -701,6 +699,9 @@ func getBool(m map[string]json.RawMessage, key string, dst *bool) error {
 // writes a json.RawMessage (<, >, &, U+2028 and U+2029 escaped), so an
 // envelope re-encoded by any encoding/json user keeps the same bytes.
 func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
+	if jsonscan.Valid(raw) {
+		return appendCompactHTML(b, raw), nil
+	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
 		return b, err
