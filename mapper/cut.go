@@ -1,7 +1,6 @@
 package mapper
 
 import (
-	"slices"
 	"strconv"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -140,10 +139,8 @@ func (m *Mapper) openCalls(topLevel bool) bool {
 // again with the id of one that had its end is a new call, whose result
 // counts.
 func (m *Mapper) started(id, parent string, hidden bool) {
-	if _, done := m.endedSet[id]; done {
-		delete(m.endedSet, id)
-		m.endedQ = slices.DeleteFunc(m.endedQ, func(e string) bool { return e == id })
-	}
+	// Its entry in endedQ goes stale: ended skips it.
+	delete(m.endedSet, id)
 	for _, c := range m.calls {
 		if c.id == id {
 			return
@@ -166,11 +163,31 @@ func (m *Mapper) ended(id string) {
 	if _, ok := m.endedSet[id]; ok {
 		return
 	}
-	m.endedSet[id] = struct{}{}
-	m.endedQ = append(m.endedQ, id)
-	if len(m.endedQ) > MaxEndedCalls {
-		delete(m.endedSet, m.endedQ[0])
-		m.endedQ = append(m.endedQ[:0], m.endedQ[1:]...)
+	m.endedSeq++
+	m.endedSet[id] = m.endedSeq
+	m.endedQ = append(m.endedQ, endedCall{id, m.endedSeq})
+	if len(m.endedSet) > MaxEndedCalls {
+		// Forget the oldest call still remembered.
+		for m.endedHead < len(m.endedQ) {
+			e := m.endedQ[m.endedHead]
+			m.endedQ[m.endedHead] = endedCall{}
+			m.endedHead++
+			if seq, ok := m.endedSet[e.id]; ok && seq == e.seq {
+				delete(m.endedSet, e.id)
+				break
+			}
+		}
+	}
+	if m.endedHead > MaxEndedCalls || len(m.endedQ)-m.endedHead > 2*MaxEndedCalls {
+		// Drop what was forgotten and the stale entries.
+		q := m.endedQ[:0]
+		for _, e := range m.endedQ[m.endedHead:] {
+			if seq, ok := m.endedSet[e.id]; ok && seq == e.seq {
+				q = append(q, e)
+			}
+		}
+		clear(m.endedQ[len(q):])
+		m.endedQ, m.endedHead = q, 0
 	}
 }
 
@@ -226,7 +243,7 @@ func (m *Mapper) repair(r *claude.Record) bool {
 		if _, done := m.endedSet[b.ToolUseID]; done {
 			continue
 		}
-		t := claude.ToolResultText(b.Content)
+		t := m.resultText(b)
 		if !claude.IsSessionEndedResult(t) {
 			return false
 		}

@@ -3,11 +3,14 @@ package mapper
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -175,6 +178,87 @@ type hunkJSON struct {
 	Lines    []string `json:"lines"`
 }
 
+// decodePatch decodes a structuredPatch as json.Unmarshal into []hunkJSON
+// does, by a scan; what the scan leaves (a value of another type, a key
+// that is not ASCII) goes to json.Unmarshal. ok is false when that fails.
+func decodePatch(raw []byte) ([]hunkJSON, bool) {
+	if patch, ok := scanPatch(raw); ok {
+		return patch, true
+	}
+	var patch []hunkJSON
+	return patch, json.Unmarshal(raw, &patch) == nil
+}
+
+var errScan = errors.New("left to a full decode")
+
+func scanPatch(raw []byte) ([]hunkJSON, bool) {
+	if len(raw) == 0 || raw[0] != '[' || !jsonscan.Valid(raw) {
+		return nil, false
+	}
+	patch := []hunkJSON{}
+	err := jsonscan.EachElem(raw, func(v []byte) error {
+		var h hunkJSON
+		if v[0] != '{' {
+			return errScan
+		}
+		err := jsonscan.EachMember(v, func(k, v []byte) error {
+			for _, c := range k {
+				if c >= utf8.RuneSelf {
+					return errScan
+				}
+			}
+			var dst *int64
+			switch strings.ToLower(string(k)) {
+			case "oldstart":
+				dst = &h.OldStart
+			case "oldlines":
+				dst = &h.OldLines
+			case "newstart":
+				dst = &h.NewStart
+			case "newlines":
+				dst = &h.NewLines
+			case "lines":
+				if string(v) == "null" {
+					h.Lines = nil
+					return nil
+				}
+				if v[0] != '[' {
+					return errScan
+				}
+				h.Lines = h.Lines[:0]
+				if h.Lines == nil {
+					h.Lines = []string{}
+				}
+				return jsonscan.EachElem(v, func(v []byte) error {
+					s, ok := jsonscan.String(v)
+					if !ok {
+						return errScan
+					}
+					h.Lines = append(h.Lines, s)
+					return nil
+				})
+			default:
+				return nil
+			}
+			if string(v) == "null" {
+				return nil
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return errScan
+			}
+			*dst = n
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		patch = append(patch, h)
+		return nil
+	})
+	return patch, err == nil
+}
+
 // diffOf is the bounded diff of a file edit's result (D20), nil when the
 // record's toolUseResult is not one.
 func diffOf(r *claude.Record) *protocol.Diff {
@@ -186,8 +270,8 @@ func diffOf(r *claude.Record) *protocol.Diff {
 	if !ok {
 		return nil
 	}
-	var patch []hunkJSON
-	if json.Unmarshal(fe.Patch, &patch) != nil {
+	patch, ok := decodePatch(fe.Patch)
+	if !ok {
 		return nil
 	}
 	path, cut := Preview(fe.FilePath, protocol.MaxDetailBytes)

@@ -75,9 +75,13 @@ type Mapper struct {
 	// calls are the tool calls without a result yet, in the order they
 	// started; endedSet (endedQ, oldest first) the last MaxEndedCalls
 	// calls that had their end (cut.go).
-	calls    []openCall
-	endedSet map[string]struct{}
-	endedQ   []string
+	calls []openCall
+	// endedSet maps each to the number of its end; endedQ[endedHead:] are
+	// the ends in order, those whose number endedSet no longer holds stale.
+	endedSet  map[string]uint64
+	endedQ    []endedCall
+	endedHead int
+	endedSeq  uint64
 	// unanswered is the source of the last prompt while no turn answered
 	// it; waiting is set while the open turn's last main-chain message is
 	// the user's (results the model has not answered).
@@ -91,6 +95,31 @@ type Mapper struct {
 	own []bool
 	// depth > 0 while buffered records are replayed inside another record.
 	depth int
+	// texts holds the text of the tool results read while mapping the
+	// record (resultText), so that each is decoded once.
+	texts []resultText
+}
+
+type endedCall struct {
+	id  string
+	seq uint64
+}
+
+type resultText struct {
+	block *claude.Block
+	text  string
+}
+
+// resultText is claude.ToolResultText of b, decoded once per Map.
+func (m *Mapper) resultText(b *claude.Block) string {
+	for _, t := range m.texts {
+		if t.block == b {
+			return t.text
+		}
+	}
+	t := claude.ToolResultText(b.Content)
+	m.texts = append(m.texts, resultText{b, t})
+	return t
 }
 
 type subagent struct {
@@ -107,7 +136,7 @@ type subagent struct {
 
 // New returns a mapper for the session with the given id.
 func New(sessionID string) *Mapper {
-	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, endedSet: map[string]struct{}{}}
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, endedSet: map[string]uint64{}}
 	m.reset()
 	return m
 }
@@ -159,6 +188,8 @@ func (m *Mapper) Map(r *claude.Record) []protocol.Envelope {
 	}
 	m.out, m.own = m.out[:0], m.own[:0]
 	m.mapRecord(r, false)
+	clear(m.texts)
+	m.texts = m.texts[:0]
 	return m.result()
 }
 
@@ -806,7 +837,7 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 	}
 	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}
 	var full []byte
-	if text := claude.ToolResultText(b.Content); text != "" {
+	if text := m.resultText(b); text != "" {
 		preview, cut := Preview(text, protocol.MaxResultBytes)
 		ev.Result, ev.Truncated = &preview, cut
 		if cut {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -16,29 +17,34 @@ const (
 	cutTitleRunes = 77
 )
 
-// input is a decoded tool input object; nil for non-objects.
-type input map[string]json.RawMessage
+// input is a tool input object, valid JSON; nil for anything else. Its
+// values are read where they are used, without decoding the rest.
+type input []byte
 
 func decodeInput(raw json.RawMessage) input {
-	if len(raw) == 0 || raw[0] != '{' {
+	if len(raw) == 0 || raw[0] != '{' || !jsonscan.Valid(raw) {
 		return nil
 	}
-	var in input
-	if json.Unmarshal(raw, &in) != nil {
-		return nil
-	}
-	return in
+	return input(raw)
 }
 
+// str is the string value of key (the last, if the key is there twice, as
+// a decode into a map keeps it), "" when it is missing or not a string.
 func (in input) str(key string) string {
-	raw, ok := in[key]
-	if !ok || len(raw) == 0 || raw[0] != '"' {
+	if in == nil {
 		return ""
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
+	var val []byte
+	_ = jsonscan.EachMember(in, func(k, v []byte) error {
+		if string(k) == key {
+			val = v
+		}
+		return nil
+	})
+	if len(val) == 0 || val[0] != '"' {
 		return ""
 	}
+	s, _ := jsonscan.String(val)
 	return s
 }
 
@@ -134,7 +140,7 @@ func wrapArgs(raw json.RawMessage) json.RawMessage {
 	if len(t) == 0 {
 		return json.RawMessage("{}")
 	}
-	if !json.Valid(t) {
+	if !jsonscan.Valid(t) {
 		// The parser keeps values it does not need as raw bytes; a broken
 		// input is passed on as text rather than as broken JSON.
 		s, _ := json.Marshal(string(t))
@@ -163,8 +169,8 @@ func asyncLaunch(r *claude.Record, b *claude.Block) (string, bool) {
 	if b.IsError {
 		return "", false
 	}
-	if strings.HasPrefix(strings.TrimSpace(claude.ToolResultText(b.Content)), "Async agent launched") {
-		return agentIDFromText(claude.ToolResultText(b.Content)), true
+	if text := claude.ToolResultText(b.Content); strings.HasPrefix(strings.TrimSpace(text), "Async agent launched") {
+		return agentIDFromText(text), true
 	}
 	return "", false
 }
