@@ -643,7 +643,7 @@ func (m *Mapper) toolUse(r *claude.Record, src string, i int, b *claude.Block, s
 	m.started(id, parent, name == toolTask || name == toolAgent)
 	if name == toolTask || name == toolAgent {
 		s.hidden = true
-		input := decodeInput(b.Input)
+		input := scanInput(b.Input)
 		if p := strings.TrimSpace(input.str("prompt")); p != "" {
 			q := m.prompts[p]
 			dup := false
@@ -658,7 +658,7 @@ func (m *Mapper) toolUse(r *claude.Record, src string, i int, b *claude.Block, s
 		m.replay(id)
 		return
 	}
-	title := toolTitle(name, decodeInput(b.Input))
+	title := toolTitle(name, scanInput(b.Input))
 	m.emitOwn(protocol.RoleAgent, blockID(m.session, src, i, "tool-call-start"), sub, "",
 		protocol.Event{T: protocol.KindToolCallStart, Call: id, Name: name, Title: title,
 			Description: title, Args: toolArgs(b.Input)})

@@ -17,20 +17,47 @@ const (
 	cutTitleRunes = 77
 )
 
-// input is a tool input object, valid JSON; nil for anything else. Its
-// values are read where they are used, without decoding the rest.
-type input []byte
+// input is a decoded tool input object; nil for non-objects.
+type input map[string]json.RawMessage
 
 func decodeInput(raw json.RawMessage) input {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil
+	}
+	var in input
+	if json.Unmarshal(raw, &in) != nil {
+		return nil
+	}
+	return in
+}
+
+func (in input) str(key string) string {
+	raw, ok := in[key]
+	if !ok || len(raw) == 0 || raw[0] != '"' {
+		return ""
+	}
+	s, _ := jsonscan.String(raw)
+	return s
+}
+
+// fields are a tool input's values by key: an input, or a rawInput.
+type fields interface{ str(key string) string }
+
+// rawInput is a tool input object, valid JSON; nil for anything else. Its
+// values are read where they are used, without decoding the rest: what
+// decodeInput gives, without a map per tool call.
+type rawInput []byte
+
+func scanInput(raw json.RawMessage) rawInput {
 	if len(raw) == 0 || raw[0] != '{' || !jsonscan.Valid(raw) {
 		return nil
 	}
-	return input(raw)
+	return rawInput(raw)
 }
 
 // str is the string value of key (the last, if the key is there twice, as
 // a decode into a map keeps it), "" when it is missing or not a string.
-func (in input) str(key string) string {
+func (in rawInput) str(key string) string {
 	if in == nil {
 		return ""
 	}
@@ -50,7 +77,7 @@ func (in input) str(key string) string {
 
 // toolTitle: a non-blank input.description (cut to 77 characters + "..."
 // when longer than 80), else "<name> call".
-func toolTitle(name string, in input) string {
+func toolTitle(name string, in fields) string {
 	d := in.str("description")
 	if strings.TrimSpace(d) == "" {
 		return name + " call"
@@ -64,7 +91,7 @@ func toolTitle(name string, in input) string {
 
 // subagentTitle: the first non-blank of description, title, subagent_type
 // (trimmed), else the trimmed prompt.
-func subagentTitle(in input) string {
+func subagentTitle(in fields) string {
 	for _, k := range []string{"description", "title", "subagent_type", "prompt"} {
 		if v := strings.TrimSpace(in.str(k)); v != "" {
 			return v
