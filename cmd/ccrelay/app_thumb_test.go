@@ -31,8 +31,11 @@ const MinTarget = 44
 // how far left, right, up and down a tap still lands on it (the browser's
 // own hit test, elementFromPoint: padding, an enlarging ::before or
 // ::after count; a neighbour over it does not). It returns each control's
-// name and its hit width and height (capped at 80).
-const hitTargets = `((rootSel) => {
+// name and its hit width and height (capped at 80), and the other controls
+// a tap lands on within half a target of its centre (a square of
+// 2·half+1 px, probed every 3 px, diagonals included): a thumb aimed at
+// the control and off by up to that much must not hit a neighbour.
+const hitTargets = `((rootSel, half) => {
 	const root = document.querySelector(rootSel);
 	if (!root) return [{ name: 'no ' + rootSel, w: 0, h: 0 }];
 	const sel = 'button, a[href], summary, input:not([type=hidden]), select, textarea, [role=button], [tabindex]:not([tabindex="-1"])';
@@ -77,27 +80,45 @@ const hitTargets = `((rootSel) => {
 			continue;
 		}
 		const reach = (dx, dy) => { let n = 0; while (n < 40 && hits(cx + dx * (n + 1), cy + dy * (n + 1))) n++; return n; };
-		out.push({ name: name(el), w: reach(-1, 0) + reach(1, 0) + 1, h: reach(0, -1) + reach(0, 1) + 1 });
+		// Neighbours within reach of a thumb aimed at this one: another
+		// control (not one holding this one, nor a link in prose).
+		const near = new Set();
+		for (let dy = -half; dy <= half; dy += 3) {
+			for (let dx = -half; dx <= half; dx += 3) {
+				const e = document.elementFromPoint(cx + dx, cy + dy);
+				if (!e || target.contains(e)) continue;
+				const c = e.closest(sel);
+				if (!c || c.contains(target) || (c.matches('a') && c.closest('.md'))) continue;
+				near.add(name(c));
+			}
+		}
+		out.push({ name: name(el), w: reach(-1, 0) + reach(1, 0) + 1, h: reach(0, -1) + reach(0, 1) + 1, near: [...near] });
 	}
 	return out;
 })`
 
-// hitArea is one control's measured hit area.
+// hitArea is one control's measured hit area, and the neighbours a tap
+// aimed at it may land on.
 type hitArea struct {
-	Name string  `json:"name"`
-	W    float64 `json:"w"`
-	H    float64 `json:"h"`
+	Name string   `json:"name"`
+	W    float64  `json:"w"`
+	H    float64  `json:"h"`
+	Near []string `json:"near"`
 }
 
 // smallTargets measures the controls under root and returns those under
-// MinTarget either way, and how many were measured.
+// MinTarget either way or with a neighbour within MinTarget/2 of their
+// centre, and how many were measured.
 func smallTargets(t *testing.T, ctx context.Context, root string) ([]string, int) {
 	t.Helper()
-	all := eval[[]hitArea](t, ctx, hitTargets+fmt.Sprintf("(%q)", root))
+	all := eval[[]hitArea](t, ctx, hitTargets+fmt.Sprintf("(%q, %d)", root, MinTarget/2-1))
 	var small []string
 	for _, a := range all {
 		if a.W < MinTarget || a.H < MinTarget {
 			small = append(small, fmt.Sprintf("%s: %.0f×%.0f", a.Name, a.W, a.H))
+		}
+		if len(a.Near) > 0 {
+			small = append(small, fmt.Sprintf("%s: a tap within %d px of its centre lands on %s", a.Name, MinTarget/2-1, strings.Join(a.Near, ", ")))
 		}
 	}
 	return small, len(all)
@@ -106,13 +127,29 @@ func smallTargets(t *testing.T, ctx context.Context, root string) ([]string, int
 // Every control the app shows at a phone's size can be hit with a thumb:
 // a hit area of at least 44×44 CSS px (where the drawing is smaller,
 // padding or a pseudo-element makes it up), not overlapped by a
-// neighbour's. One walk measures every control of the list, a session
+// neighbour's, and no other control within 21 px of its centre, diagonals
+// included (a thumb aimed at it and off by that much hits nothing else).
+// One walk measures every control of the list, the notifications sheet,
+// the new-session sheet (a machine's daemon) on both its tabs, a session
 // (tool cards, thinking, subagents, Markdown, the todo strip, copy
 // buttons, the composer), a permission card with its forms open, the find
-// bar and the settings sheet, and names each one that is smaller.
+// bar, the settings sheet, the usage page with its table and per-session
+// totals open, and the pages a device sees before it is paired (the token
+// page, the pairing page), and names each one that is too small or too
+// near another.
 func TestAppTapTargets(t *testing.T) {
 	r := startAppRelay(t)
 	id := seedEverything(t, r)
+	usage := seedUsageShots(t, r)
+	// A machine's daemon, for the new-session sheet: two folders, one
+	// with a past session to resume.
+	const machine = "0c0c0c0c-aaaa-4222-8333-444444444444"
+	now := time.Now().UnixMilli()
+	dialCLI(t, r).announce(machine, map[string]any{"mode": "machine", "status": "idle", "machine": "laptop", "title": "laptop",
+		"daemon": map[string]any{"os": "linux", "arch": "amd64", "roots": []string{"/home/dev"}, "running": []string{},
+			"folders": []map[string]any{
+				{"dir": "/home/dev/project", "at": now, "sessions": []map[string]any{{"id": "0c0c0c0c-bbbb-4222-8333-444444444444", "prompt": "Fix the flaky test", "at": now}}},
+				{"dir": "/home/dev/other", "at": now - 3600_000}}}})
 	ctx := newBrowser(t)
 	must(t, ctx, phoneThumb())
 	var small []string
@@ -128,9 +165,35 @@ func TestAppTapTargets(t *testing.T) {
 		}
 	}
 
+	// The usage page counts the sessions the device keeps: those read here.
+	for _, u := range usage {
+		r.open(t, ctx, u)
+	}
 	must(t, ctx, chromedp.Navigate(r.base+"/#token="+r.token))
-	waitJS(t, ctx, "the list", `document.querySelectorAll('.session-row').length === 4`)
+	waitJS(t, ctx, "the list", fmt.Sprintf(`document.querySelectorAll('.session-row').length === %d && !document.querySelector('.new-session-btn').hidden`, 4+len(usage)))
 	measure("the list", "body", 12)
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Notifications"]`)))
+	waitJS(t, ctx, "the notifications sheet", `(() => { const d = document.querySelector('dialog.sheet[open] .notify-sheet'); return !!d && !d.querySelector('[role=status]').textContent.startsWith('Asking') })()`)
+	measure("the notifications sheet", "dialog.sheet", 4)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+	waitJS(t, ctx, "the sheet closed", `!document.querySelector('dialog.sheet[open]')`)
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button.new-session-btn`)))
+	waitJS(t, ctx, "the new-session sheet", `!!document.querySelector('dialog.sheet[open] .new-session .folder, dialog.sheet[open] .new-session li button')`)
+	measure("the new-session sheet", "dialog.sheet", 8)
+	eval[bool](t, ctx, `(() => { document.querySelector('dialog.sheet[open] .new-session li.folder').click(); return true })()`)
+	eval[bool](t, ctx, `(() => { [...document.querySelectorAll('dialog.sheet[open] [role=tab]')].find((b) => b.textContent.startsWith('Resume')).click(); return true })()`)
+	waitJS(t, ctx, "the past sessions", `!!document.querySelector('dialog.sheet[open] .past-sessions button')`)
+	measure("the new-session sheet, resuming", "dialog.sheet", 6)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+	waitJS(t, ctx, "the sheet closed", `!document.querySelector('dialog.sheet[open]')`)
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
+	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn' && document.querySelectorAll('svg.usage-chart rect.usage-bar').length > 0`)
+	eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('.usage-page details')) d.open = true; return true })()`)
+	waitJS(t, ctx, "the per-session totals", fmt.Sprintf(`document.querySelectorAll('.usage-sessions li a').length === %d`, len(usage)))
+	measure("the usage page", "main.usage-page", 2+len(usage))
 
 	r.open(t, ctx, id)
 	showAll(t, ctx)
@@ -154,9 +217,31 @@ func TestAppTapTargets(t *testing.T) {
 	measure("the settings sheet", "dialog.sheet", 4)
 	screenshot(t, ctx, "thumb-settings")
 
+	// Before pairing: a browser with no credential.
+	fresh := newBrowser(t)
+	must(t, fresh, phoneThumb(), chromedp.Navigate(r.base+"/"))
+	waitJS(t, fresh, "the token page", `!!document.querySelector('.token-form input[aria-label="Token"]')`)
+	s, n := smallTargets(t, fresh, "body")
+	t.Logf("the token page: %d controls measured", n)
+	small = append(small, prefixed("the token page: ", s)...)
+	must(t, fresh, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#pair=ABCD2345.abcdefgh"))
+	waitJS(t, fresh, "the pairing page", `!!document.querySelector('.pair-page input.pair-name')`)
+	s, n = smallTargets(t, fresh, "body")
+	t.Logf("the pairing page: %d controls measured", n)
+	small = append(small, prefixed("the pairing page: ", s)...)
+
 	if len(small) > 0 {
 		t.Errorf("%d controls with a hit area under %d×%d CSS px:\n  %s", len(small), MinTarget, MinTarget, strings.Join(small, "\n  "))
 	}
+}
+
+// prefixed is each of list with p before it.
+func prefixed(p string, list []string) []string {
+	out := make([]string, len(list))
+	for i, x := range list {
+		out[i] = p + x
+	}
+	return out
 }
 
 // longSession is a corpus session long enough to scroll a phone's screen
