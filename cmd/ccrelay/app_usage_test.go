@@ -28,6 +28,13 @@ const barsJS = `JSON.stringify([...document.querySelector('svg.usage-chart').que
 	Day: b.dataset.day, Project: b.dataset.project, Input: +b.dataset.input, Output: +b.dataset.output, CacheWrite: +b.dataset.cacheWrite,
 	CacheRead: +b.dataset.cacheRead, Tokens: +b.dataset.tokens, Cost: +b.dataset.cost, Costed: b.dataset.cost !== '', Uncosted: +b.dataset.uncosted })))`
 
+// chartBarsJS reads the bars of the page's n-th chart (0: tokens, 1:
+// cost), each with its drawn height, as JSON.
+const chartBarsJS = `((n) => JSON.stringify([...document.querySelectorAll('svg.usage-chart')[n].querySelectorAll('rect.usage-bar')].map((b) => ({
+	Day: b.dataset.day, Project: b.dataset.project, Input: +b.dataset.input, Output: +b.dataset.output, CacheWrite: +b.dataset.cacheWrite,
+	CacheRead: +b.dataset.cacheRead, Tokens: +b.dataset.tokens, Cost: +b.dataset.cost, Costed: b.dataset.cost !== '', Uncosted: +b.dataset.uncosted,
+	Height: +b.getAttribute('height') }))))`
+
 // usageCell is what the page should show for a day and a project.
 type usageCell struct {
 	Day, Project                                 string
@@ -35,6 +42,45 @@ type usageCell struct {
 	Cost                                         float64
 	Costed                                       bool
 	Uncosted                                     int64
+	Estimated                                    bool    // a turn's cost came from the price table
+	Height                                       float64 // a bar's, as drawn
+}
+
+// checkBars compares a chart's bars with the cells the envelopes give
+// (those with a value above 0) and checks each bar's height is its value
+// in the chart's scale: the tallest bar's value over its height.
+func checkBars(t *testing.T, chart string, bars []usageCell, want map[string]*usageCell, value func(usageCell) float64) {
+	t.Helper()
+	n := 0
+	for _, w := range want {
+		if value(*w) > 0 {
+			n++
+		}
+	}
+	if len(bars) != n {
+		t.Errorf("the %s chart has %d bars, want %d: %+v", chart, len(bars), n, bars)
+	}
+	var top usageCell
+	for _, b := range bars {
+		if b.Height > top.Height {
+			top = b
+		}
+	}
+	for _, b := range bars {
+		w := want[b.Day+"/"+b.Project]
+		if w == nil {
+			t.Errorf("the %s chart: a bar for %s %s, which has no usage", chart, b.Day, b.Project)
+			continue
+		}
+		if b.Input != w.Input || b.Output != w.Output || b.CacheWrite != w.CacheWrite || b.CacheRead != w.CacheRead || b.Tokens != w.Tokens ||
+			b.Costed != w.Costed || math.Abs(b.Cost-w.Cost) > 1e-6 || b.Uncosted != w.Uncosted {
+			t.Errorf("the %s chart, bar %s %s: %+v, the envelopes say %+v", chart, b.Day, b.Project, b, *w)
+		}
+		// (A sliver of half a unit at least, so that a small day shows.)
+		if exp := math.Max(0.5, value(*w)/value(top)*top.Height); math.Abs(b.Height-exp) > 0.02+exp*0.001 {
+			t.Errorf("the %s chart, bar %s %s: %.2f tall, its value wants %.2f", chart, b.Day, b.Project, b.Height, exp)
+		}
+	}
 }
 
 // The usage page at 390×844: two projects over three days, one session on
@@ -129,6 +175,7 @@ func TestAppUsagePage(t *testing.T) {
 				case ok:
 					c.Cost += (float64(u.In)*p[0] + float64(u.Out)*p[1] + float64(u.CW)*p[2] + float64(u.CR)*p[3]) / 1e6
 					c.Costed = true
+					c.Estimated = true
 				default:
 					c.Uncosted += u.In + u.Out + u.CW + u.CR
 				}
@@ -153,25 +200,21 @@ func TestAppUsagePage(t *testing.T) {
 	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
 	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn'`)
 
-	var bars []usageCell
 	v := eval[string](t, ctx, barsJS)
-	if err := json.Unmarshal([]byte(v), &bars); err != nil {
-		t.Fatal(err)
-	}
-	sort.Slice(bars, func(i, j int) bool { return bars[i].Day+bars[i].Project < bars[j].Day+bars[j].Project })
-	if len(bars) != len(want) {
-		t.Errorf("the chart has %d bars, want %d: %+v", len(bars), len(want), bars)
-	}
-	for _, b := range bars {
-		w := want[b.Day+"/"+b.Project]
-		if w == nil {
-			t.Errorf("a bar for %s %s, which has no usage", b.Day, b.Project)
-			continue
+	// Both charts: tokens, and the estimated cost (only where there is one).
+	for i, c := range []struct {
+		name  string
+		value func(usageCell) float64
+	}{
+		{"tokens", func(c usageCell) float64 { return float64(c.Tokens) }},
+		{"cost", func(c usageCell) float64 { return c.Cost }},
+	} {
+		var bars []usageCell
+		if err := json.Unmarshal([]byte(eval[string](t, ctx, fmt.Sprintf("%s(%d)", chartBarsJS, i))), &bars); err != nil {
+			t.Fatal(err)
 		}
-		if b.Input != w.Input || b.Output != w.Output || b.CacheWrite != w.CacheWrite || b.CacheRead != w.CacheRead || b.Tokens != w.Tokens ||
-			b.Costed != w.Costed || math.Abs(b.Cost-w.Cost) > 1e-6 || b.Uncosted != w.Uncosted {
-			t.Errorf("bar %s %s: %+v, the envelopes say %+v", b.Day, b.Project, b, *w)
-		}
+		sort.Slice(bars, func(i, j int) bool { return bars[i].Day+bars[i].Project < bars[j].Day+bars[j].Project })
+		checkBars(t, c.name, bars, want, c.value)
 	}
 
 	// The table alternative says the same numbers.
@@ -198,6 +241,8 @@ func TestAppUsagePage(t *testing.T) {
 			t.Errorf("table %s %s: cost %q for a model without a price, want \"no price\"", row[0], row[1], row[6])
 		case w.Costed && !strings.HasPrefix(row[6], fmt.Sprintf("$%.2f", w.Cost)) && !strings.HasPrefix(row[6], fmt.Sprintf("$%.4f", w.Cost)):
 			t.Errorf("table %s %s: cost %q, want $%.4f", row[0], row[1], row[6], w.Cost)
+		case strings.Contains(row[6], "(est.)") != w.Estimated:
+			t.Errorf("table %s %s: cost %q, estimated from the price table: %v", row[0], row[1], row[6], w.Estimated)
 		}
 	}
 
@@ -212,13 +257,18 @@ func TestAppUsagePage(t *testing.T) {
 	waitJS(t, ctx, "the sessions shown", `[...document.querySelectorAll('.usage-sessions li')].every((li) => li.checkVisibility()) && document.querySelectorAll('.usage-sessions li').length === 2`)
 	for _, id := range []string{known, unknown} {
 		w := perSession[id]
-		got := eval[[]string](t, ctx, fmt.Sprintf(`(() => { const li = document.querySelector('.usage-sessions li[data-session=%q]'); return li ? [li.dataset.tokens, li.dataset.cost] : [] })()`, id))
+		got := eval[[]string](t, ctx, fmt.Sprintf(`(() => { const li = document.querySelector('.usage-sessions li[data-session=%q]');
+			return li && li.checkVisibility() ? [li.dataset.tokens, li.dataset.cost, li.dataset.input, li.dataset.output, li.dataset.cacheWrite, li.dataset.cacheRead, li.textContent] : [] })()`, id))
 		cost := ""
 		if w.Costed {
 			cost = fmt.Sprintf("%.6f", w.Cost)
 		}
-		if len(got) != 2 || got[0] != fmt.Sprint(w.Tokens) || got[1] != cost {
-			t.Errorf("session %s: tokens and cost %q, want %d %q", project[id], got, w.Tokens, cost)
+		if len(got) != 7 || got[0] != fmt.Sprint(w.Tokens) || got[1] != cost ||
+			strings.Join(got[2:6], " ") != fmt.Sprintf("%d %d %d %d", w.Input, w.Output, w.CacheWrite, w.CacheRead) {
+			t.Errorf("session %s: tokens and cost %q, want %d %q (in, out, cache write, cache read %d %d %d %d)", project[id], got, w.Tokens, cost, w.Input, w.Output, w.CacheWrite, w.CacheRead)
+		}
+		if len(got) == 7 && w.Costed && !strings.Contains(got[6], fmt.Sprintf("$%.2f", w.Cost)) && !strings.Contains(got[6], fmt.Sprintf("$%.4f", w.Cost)) {
+			t.Errorf("session %s says %q, without its cost $%.4f", project[id], got[6], w.Cost)
 		}
 	}
 	screenshot(t, ctx, "usage")

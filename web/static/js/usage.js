@@ -169,7 +169,8 @@ function table(u) {
 }
 
 function sessionList(u) {
-  return h('ul', { class: 'usage-sessions' }, u.sessions.map((x) => h('li', { 'data-session': x.id, 'data-tokens': x.cell.tokens, 'data-cost': x.cell.costed ? x.cell.cost.toFixed(6) : '' },
+  return h('ul', { class: 'usage-sessions' }, u.sessions.map((x) => h('li', { 'data-session': x.id, 'data-tokens': x.cell.tokens, 'data-cost': x.cell.costed ? x.cell.cost.toFixed(6) : '',
+    'data-input': x.cell.input, 'data-output': x.cell.output, 'data-cache-write': x.cell.cacheWrite, 'data-cache-read': x.cell.cacheRead },
     h('a', { href: '#/s/' + encodeURIComponent(x.id), text: x.title }),
     h('div', { class: 'usage-meta', text: [x.project, x.model || 'model not reported'].join(' · ') }),
     h('div', { class: 'usage-meta', text: `${fmtTokens(x.cell.tokens)} tokens (in ${fmtTokens(x.cell.input)}, out ${fmtTokens(x.cell.output)}, cache write ${fmtTokens(x.cell.cacheWrite)}, cache read ${fmtTokens(x.cell.cacheRead)}) · ${costText(x.cell)}` }))));
