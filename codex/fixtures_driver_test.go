@@ -48,6 +48,7 @@ type loggedMsg struct {
 func startAppServer(t *testing.T, e *codextest.Env, answer func(string, json.RawMessage) any) *rpcDriver {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	t0 := time.Now()
 	cmd := e.Command(ctx, "app-server")
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -79,6 +80,7 @@ func startAppServer(t *testing.T, e *codextest.Env, answer func(string, json.Raw
 	d.call("initialize", map[string]any{"clientInfo": map[string]any{"name": "ccrelay-fixtures", "version": "0"},
 		"capabilities": map[string]any{"experimentalApi": true}})
 	d.send(map[string]any{"method": "initialized"})
+	t.Logf("codex app-server answered initialize in %v", time.Since(t0).Round(time.Millisecond))
 	return d
 }
 
@@ -190,15 +192,20 @@ func (d *rpcDriver) startThread(project string) string {
 	return r.Thread.ID
 }
 
-// startTurn starts a turn with prompt and returns its id.
-func (d *rpcDriver) startTurn(thread, prompt string) string {
+// startTurn starts a turn with prompt (and the extra turn/start params)
+// and returns its id.
+func (d *rpcDriver) startTurn(thread, prompt string, extra map[string]any) string {
 	d.t.Helper()
 	var r struct {
 		Turn struct {
 			ID string `json:"id"`
 		} `json:"turn"`
 	}
-	res := d.call("turn/start", map[string]any{"threadId": thread, "input": []any{map[string]any{"type": "text", "text": prompt}}})
+	params := map[string]any{"threadId": thread, "input": []any{map[string]any{"type": "text", "text": prompt}}}
+	for k, v := range extra {
+		params[k] = v
+	}
+	res := d.call("turn/start", params)
 	if err := json.Unmarshal(res, &r); err != nil || r.Turn.ID == "" {
 		d.t.Fatalf("turn/start: %v: %s", err, res)
 	}
@@ -218,13 +225,31 @@ func (d *rpcDriver) serverRequests() []string {
 }
 
 // decide answers the file change and command approval requests with
-// decision, and declines anything else (the fixture tests check which
+// decision, a request for user input with the first option of each
+// question, and declines anything else (the fixture tests check which
 // requests came).
 func decide(decision string) func(string, json.RawMessage) any {
-	return func(method string, _ json.RawMessage) any {
+	return func(method string, params json.RawMessage) any {
 		switch method {
 		case "item/fileChange/requestApproval", "item/commandExecution/requestApproval":
 			return map[string]any{"decision": decision}
+		case "item/tool/requestUserInput":
+			var p struct {
+				Questions []struct {
+					ID      string `json:"id"`
+					Options []struct {
+						Label string `json:"label"`
+					} `json:"options"`
+				} `json:"questions"`
+			}
+			_ = json.Unmarshal(params, &p)
+			answers := map[string]any{}
+			for _, q := range p.Questions {
+				if len(q.Options) > 0 {
+					answers[q.ID] = map[string]any{"answers": []string{q.Options[0].Label}}
+				}
+			}
+			return map[string]any{"answers": answers}
 		}
 		return map[string]any{"decision": "decline"}
 	}

@@ -87,10 +87,15 @@ var realFixtures = []realFixture{
 		wantFile(t, filepath.Join(e.Project, "escalated.txt"), "")
 		return d
 	}},
+	{name: "app_askuser", threads: 1, requests: []string{"item/tool/requestUserInput"}, run: func(t *testing.T, e *codextest.Env) *rpcDriver {
+		// request_user_input is offered in Plan mode only.
+		plan := map[string]any{"collaborationMode": map[string]any{"mode": "plan", "settings": map[string]any{"model": codextest.Model}}}
+		return appTurnWith(t, e, "accept", "ASKUSER: pick a colour", plan)
+	}},
 	{name: "app_interrupt", threads: 1, run: func(t *testing.T, e *codextest.Env) *rpcDriver {
 		d := startAppServer(t, e, decide("decline"))
 		thread := d.startThread(e.Project)
-		turn := d.startTurn(thread, "SLOWTEXT: tell a long story")
+		turn := d.startTurn(thread, "SLOWTEXT: tell a long story", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := e.API.WaitPaused(ctx, 1); err != nil {
@@ -118,9 +123,15 @@ var realFixtures = []realFixture{
 // with decision, and closes the server.
 func appTurn(t *testing.T, e *codextest.Env, decision, prompt string) *rpcDriver {
 	t.Helper()
+	return appTurnWith(t, e, decision, prompt, nil)
+}
+
+// appTurnWith is appTurn with extra turn/start params.
+func appTurnWith(t *testing.T, e *codextest.Env, decision, prompt string, extra map[string]any) *rpcDriver {
+	t.Helper()
 	d := startAppServer(t, e, decide(decision))
 	thread := d.startThread(e.Project)
-	d.startTurn(thread, prompt)
+	d.startTurn(thread, prompt, extra)
 	d.waitFor("turn/completed")
 	d.close()
 	return d
