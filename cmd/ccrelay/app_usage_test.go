@@ -85,11 +85,13 @@ func checkBars(t *testing.T, chart string, bars []usageCell, want map[string]*us
 
 // The usage page at 390×844: two projects over three days, one session on
 // a model with a list price (claude-sonnet-4-5, whose turns are estimated,
-// but for one turn whose cost Claude reported, which counts as reported),
+// but for two turns whose cost Claude reported, which count as reported:
+// one alone on its day, whose cost is not labelled an estimate),
 // one on a model without one (counted in tokens, with no cost), and usage
 // older than 30 days left out. Each bar's data-* and each table row say the
-// sums of the stored envelopes' usage; the estimate is labelled as one; the
-// per-session totals are one tap away; axe finds nothing in either theme;
+// sums of the stored envelopes' usage, on both charts (tokens, cost), each
+// bar as tall as its value; the estimate is labelled as one; the
+// per-session totals (tokens of each kind, cost) are one tap away; axe finds nothing in either theme;
 // offline, from what the device keeps, the chart says the same.
 func TestAppUsagePage(t *testing.T) {
 	script := axeScript(t)
@@ -110,10 +112,12 @@ func TestAppUsagePage(t *testing.T) {
 		usageEnv("cka3", noon(1)+1, "ctk2", 400, 900, 1000, 30000),
 		env("cku3", noon(1)+10, "user", "", textEv("third")),
 		usageEnv("cka4", noon(1)+11, "ctk3", 100, 50, 0, 1000),
+		env("cku4", noon(2)+20, "user", "", textEv("fourth")),
+		usageEnv("cka5", noon(2)+21, "ctk4", 300, 60, 0, 2000),
 	)
-	const reported = 0.4321 // Claude's figure for turn ctk3
+	const reported, reported4 = 0.4321, 0.0789 // Claude's figures for turns ctk3 and ctk4 (a day of its own)
 	cli.announce(known, map[string]any{"cwd": "/home/dev/alpha", "machine": "laptop", "mode": "remote", "status": "idle",
-		"model": "claude-sonnet-4-5-20250929", "turnCosts": []map[string]any{{"turn": "ctk3", "usd": reported}}})
+		"model": "claude-sonnet-4-5-20250929", "turnCosts": []map[string]any{{"turn": "ctk3", "usd": reported}, {"turn": "ctk4", "usd": reported4}}})
 	cli.envelopes(unknown,
 		env("cuu1", noon(2), "user", "", textEv("other")),
 		usageEnv("cua1", noon(2)+1, "ctu1", 700, 70, 7, 7000),
@@ -125,7 +129,7 @@ func TestAppUsagePage(t *testing.T) {
 	// What the page should say, from the envelopes as the relay stored them.
 	price := map[string][4]float64{known: {3, 15, 3.75, 0.3}}
 	project := map[string]string{known: "alpha", unknown: "beta"}
-	turnCost := map[string]float64{"ctk3": reported}
+	turnCost := map[string]float64{"ctk3": reported, "ctk4": reported4}
 	cutoff := time.Date(now.Year(), now.Month(), now.Day()-29, 0, 0, 0, 0, time.Local).UnixMilli()
 	want := map[string]*usageCell{}
 	perSession := map[string]*usageCell{}
@@ -182,8 +186,8 @@ func TestAppUsagePage(t *testing.T) {
 			}
 		}
 	}
-	if len(want) != 4 {
-		t.Fatalf("the seed should give 4 day-project cells, got %d", len(want))
+	if len(want) != 5 {
+		t.Fatalf("the seed should give 5 day-project cells, got %d", len(want))
 	}
 
 	ctx := newBrowser(t)
@@ -194,7 +198,7 @@ func TestAppUsagePage(t *testing.T) {
 	}
 	waitJS(t, ctx, "both sessions kept", `(() => { const q = indexedDB.open('ccrelay'); q.onsuccess = () => {
 		const g = q.result.transaction('envelopes').objectStore('envelopes').count(); g.onsuccess = () => { window.keptCount = g.result; q.result.close(); }; };
-		return window.keptCount === 13 })()`)
+		return window.keptCount === 15 })()`)
 	must(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
 	waitJS(t, ctx, "the list", `!!document.querySelector('header a[href="#/usage"]')`)
 	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
