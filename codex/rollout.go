@@ -180,6 +180,10 @@ type SessionMeta struct {
 	CLIVersion    string `json:"cli_version"`
 	ModelProvider string `json:"model_provider"`
 	ThreadSource  string `json:"thread_source"`
+	// ParentThreadID names the thread that spawned this one (a subagent's
+	// thread); AgentNickname is the name Codex gave that subagent.
+	ParentThreadID string `json:"parent_thread_id"`
+	AgentNickname  string `json:"agent_nickname"`
 	// Source is "exec", "cli", "vscode", … or, for a subagent's thread, an
 	// object (kept raw; see SourceName).
 	Source json.RawMessage `json:"source"`

@@ -55,6 +55,10 @@ type Codex struct {
 	kinds map[string]string
 
 	held []protocol.Envelope
+
+	// threads are the subagent threads mapped into this session
+	// (MapThread), by thread id.
+	threads map[string]*codexSub
 }
 
 // NewCodex returns a mapper for the Codex thread with the given id (the

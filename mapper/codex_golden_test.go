@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,16 +40,30 @@ func codexFixtures(t *testing.T) []string {
 	return files
 }
 
-// mapRollout maps a rollout file as replay does: each line in order, the
-// session id from its session_meta, and the open turn closed at the end.
-func mapRollout(t *testing.T, path string) []protocol.Envelope {
+// subRollouts are the rollouts of the subagent threads of the fixture
+// path: <scenario>.2.jsonl, <scenario>.3.jsonl, … beside <scenario>.jsonl.
+func subRollouts(path string) []string {
+	base := strings.TrimSuffix(path, ".jsonl")
+	if strings.Contains(filepath.Base(base), ".") {
+		return nil // itself a subagent's
+	}
+	var out []string
+	for i := 2; ; i++ {
+		p := base + "." + strconv.Itoa(i) + ".jsonl"
+		if _, err := os.Stat(p); err != nil {
+			return out
+		}
+		out = append(out, p)
+	}
+}
+
+func readRollout(t *testing.T, path string) []*codex.Record {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c *Codex
-	var out []protocol.Envelope
+	var recs []*codex.Record
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, codex.MaxLineBytes)
 	for sc.Scan() {
@@ -56,13 +71,45 @@ func mapRollout(t *testing.T, path string) []protocol.Envelope {
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
-		if c == nil {
-			if r.SessionMeta == nil {
-				t.Fatalf("%s does not start with session_meta", path)
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 || recs[0].SessionMeta == nil {
+		t.Fatalf("%s does not start with session_meta", path)
+	}
+	return recs
+}
+
+// mapRollout maps a rollout as replay does: each line in order, the
+// session id from its session_meta, the rollouts of its subagent threads
+// (subs) merged in by time, and what is held flushed at the end.
+func mapRollout(t *testing.T, path string, subs ...string) []protocol.Envelope {
+	t.Helper()
+	files := [][]*codex.Record{readRollout(t, path)}
+	threads := []string{""}
+	for _, p := range subs {
+		recs := readRollout(t, p)
+		files = append(files, recs)
+		threads = append(threads, recs[0].SessionMeta.ID)
+	}
+	c := NewCodex(files[0][0].SessionMeta.ID)
+	var out []protocol.Envelope
+	for {
+		best := -1
+		for i, recs := range files {
+			if len(recs) > 0 && (best < 0 || recs[0].Timestamp < files[best][0].Timestamp) {
+				best = i
 			}
-			c = NewCodex(r.SessionMeta.ID)
 		}
-		out = append(out, c.Map(r)...)
+		if best < 0 {
+			break
+		}
+		r := files[best][0]
+		files[best] = files[best][1:]
+		if threads[best] == "" {
+			out = append(out, c.Map(r)...)
+		} else {
+			out = append(out, c.MapThread(threads[best], r)...)
+		}
 	}
 	return append(out, c.Flush()...)
 }
@@ -91,8 +138,9 @@ func TestCodexGolden(t *testing.T) {
 	for _, f := range codexFixtures(t) {
 		name := filepath.Base(filepath.Dir(f)) + "_" + strings.TrimSuffix(filepath.Base(f), ".jsonl")
 		t.Run(name, func(t *testing.T) {
-			got := encodeAll(t, mapRollout(t, f))
-			if again := encodeAll(t, mapRollout(t, f)); !bytes.Equal(got, again) {
+			subs := subRollouts(f)
+			got := encodeAll(t, mapRollout(t, f, subs...))
+			if again := encodeAll(t, mapRollout(t, f, subs...)); !bytes.Equal(got, again) {
 				t.Fatal("mapping the same rollout twice gave different envelopes")
 			}
 			golden := filepath.Join("testdata", "codex", name+".golden")

@@ -353,3 +353,63 @@ func TestCodexIDs(t *testing.T) {
 		ids[a[i].ID] = true
 	}
 }
+
+// TestCodexSubagentThread: a subagent thread's records (MapThread) go into
+// the parent's session under a subagent of their own: its prompt as its
+// first text, its turn as start … stop inside the parent's open turn, or
+// in a turn of its own when the parent's had ended.
+func TestCodexSubagentThread(t *testing.T) {
+	const child = "01a21dbb-e24b-7ca3-aa69-cdca4f166101"
+	p := &cx{t: t}
+	p.started("p1").prompt("p1", "u1", "spawn").
+		add("response_item", obj{"type": "function_call", "name": "spawn_agent", "namespace": "multi_agent_v1", "arguments": `{"message":"go"}`, "call_id": "c1"}).
+		usage(1, 0, 1)
+	k := &cx{t: t}
+	k.add("session_meta", obj{"id": child, "parent_thread_id": cxThread, "agent_nickname": "Ada"}).
+		started("k1").prompt("k1", "ku1", "go").said("k1", "km1", "done").usage(1, 0, 1).complete("k1").
+		started("k2").prompt("k2", "ku2", "again").said("k2", "km2", "more").usage(1, 0, 1).complete("k2")
+	q := &cx{t: t}
+	q.output("c1", "spawned").complete("p1")
+
+	c := NewCodex(cxThread)
+	var out []protocol.Envelope
+	for _, r := range p.lines {
+		out = append(out, c.Map(r)...)
+	}
+	for _, r := range k.lines[:8] { // the child's first turn, in the parent's
+		out = append(out, c.MapThread(child, r)...)
+	}
+	for _, r := range q.lines {
+		out = append(out, c.Map(r)...)
+	}
+	for _, r := range k.lines[8:] { // its second, after the parent's ended
+		out = append(out, c.MapThread(child, r)...)
+	}
+	out = append(out, c.Close(protocol.StatusCompleted)...)
+	got := kinds(out)
+	want := "text:spawn | turn-start | tool-call-start:multi_agent_v1.spawn_agent+usage | start | text:go | text:done+usage | stop | " +
+		"tool-call-end:spawned | turn-end:completed | turn-start | start | text:again | text:more+usage | stop | turn-end:completed"
+	if got != want {
+		t.Fatalf("\n got %s\nwant %s", got, want)
+	}
+	sub := protocol.SubagentID(SubagentProvider(child))
+	turns := map[string]bool{}
+	for i, e := range out {
+		if err := e.Validate(); err != nil {
+			t.Fatalf("envelope %d: %v", i, err)
+		}
+		if e.Ev.T == protocol.KindStart && e.Ev.Title != "Ada" {
+			t.Errorf("start titled %q", e.Ev.Title)
+		}
+		inSub := e.Ev.T == protocol.KindStart || e.Ev.T == protocol.KindStop || e.Ev.Text == "go" || e.Ev.Text == "done" || e.Ev.Text == "again" || e.Ev.Text == "more"
+		if inSub != (e.Subagent == sub) || (inSub && e.Role != protocol.RoleAgent) {
+			t.Errorf("envelope %d (%s %q): subagent %q", i, e.Ev.T, e.Ev.Text, e.Subagent)
+		}
+		if e.Ev.T == protocol.KindTurnStart {
+			if turns[e.Turn] {
+				t.Errorf("turn %s started twice", e.Turn)
+			}
+			turns[e.Turn] = true
+		}
+	}
+}

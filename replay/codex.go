@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
 
 	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/internal/lines"
@@ -24,88 +26,86 @@ const maxFirstLine = 4 << 20
 // regular file is looked at (a pipe cannot be read twice): a rollout given
 // through a pipe is read as a Claude transcript.
 func CodexThread(path string) (string, bool) {
+	meta, ok := codexMeta(path)
+	if !ok {
+		return "", false
+	}
+	return meta.ID, true
+}
+
+// codexMeta reads the session_meta a rollout starts with; its ID is the
+// thread id (from the file's name when the record's is not a UUID).
+func codexMeta(path string) (*codex.SessionMeta, bool) {
 	fi, err := os.Stat(path)
 	if err != nil || !fi.Mode().IsRegular() {
-		return "", false
+		return nil, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	defer f.Close()
 	lr := lines.NewReader(f, 64<<10, maxFirstLine)
 	for {
 		ln, err := lr.Next()
 		if err != nil || ln.TooLong {
-			return "", false
+			return nil, false
 		}
 		if len(bytes.TrimSpace(ln.Data)) == 0 {
 			continue
 		}
 		r, err := codex.Parse(ln.Data)
 		if err != nil || r.SessionMeta == nil {
-			return "", false
+			return nil, false
 		}
-		id := r.SessionMeta.ID
-		if id == "" {
-			id = r.SessionMeta.SessionID
+		meta := r.SessionMeta
+		if meta.ID == "" {
+			meta.ID = meta.SessionID
 		}
-		if !protocol.IsSessionID(id) {
+		if !protocol.IsSessionID(meta.ID) {
 			// The relay takes a UUID; a rollout's file name has it too.
-			var ok bool
-			if id, ok = codex.ThreadID(path); !ok {
-				return "", false
+			id, ok := codex.ThreadID(path)
+			if !ok {
+				return nil, false
 			}
+			meta.ID = id
 		}
-		return id, true
+		return meta, true
 	}
 }
 
-// runCodex replays a Codex rollout: every record in order, each ordinal
-// once, through one Codex mapper.
-func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func(*protocol.Envelope) error) (*Stats, error) {
-	maxLine := opts.MaxLine
-	if maxLine <= 0 {
-		maxLine = DefaultMaxLine
-	}
-	if fi, err := os.Stat(s.Main); err == nil {
-		st.TotalBytes = fi.Size()
-	}
-	f, err := os.Open(s.Main)
-	if err != nil {
-		return st, fmt.Errorf("open %s: %w", s.Main, errors.Unwrap(err))
-	}
-	defer f.Close()
-	mp := mapper.NewCodex(s.ID)
-	send := func(envs []protocol.Envelope) error {
-		for i := range envs {
-			st.Envelopes[envs[i].Ev.T]++
-			if err := emit(&envs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	lr := lines.NewReader(f, 256<<10, maxLine)
-	seen := map[int64]struct{}{}
-	var lastProgress int64
-	for n := 1; ; n++ {
-		if n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return st, err
-			}
-		}
-		ln, err := lr.Next()
+// codexFile reads the records of one rollout in order, one ahead.
+type codexFile struct {
+	path    string
+	thread  string // "" for the session's own rollout
+	f       *os.File
+	lr      *lines.Reader
+	line    int
+	maxLine int
+	seen    map[int64]struct{}
+	next    *codex.Record
+	lastTS  int64
+	done    bool
+}
+
+// advance loads the next usable record of cf into cf.next.
+func (cf *codexFile) advance(st *Stats) error {
+	cf.next = nil
+	for !cf.done {
+		ln, err := cf.lr.Next()
 		if err == io.EOF {
-			break
+			cf.done = true
+			return nil
 		}
 		if err != nil {
-			return st, fmt.Errorf("read %s: %w", s.Main, err)
+			cf.done = true
+			return fmt.Errorf("read %s: %w", cf.path, err)
 		}
+		cf.line++
 		st.Bytes += ln.Size
 		if ln.TooLong {
-			st.Skipped = append(st.Skipped, Skip{s.Main, n, fmt.Sprintf("line of %s is longer than the %s limit; skipped",
-				size(ln.Size), size(int64(maxLine)))})
+			st.Skipped = append(st.Skipped, Skip{cf.path, cf.line, fmt.Sprintf("line of %s is longer than the %s limit; skipped",
+				size(ln.Size), size(int64(cf.maxLine)))})
 			continue
 		}
 		if len(bytes.TrimSpace(ln.Data)) == 0 {
@@ -119,16 +119,99 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 			} else if !isText(ln.Data) {
 				reason = "binary data, not JSON"
 			}
-			st.Skipped = append(st.Skipped, Skip{s.Main, n, reason})
+			st.Skipped = append(st.Skipped, Skip{cf.path, cf.line, reason})
 			continue
 		}
 		st.Lines++
 		if r.HasOrdinal {
-			if _, dup := seen[r.Ordinal]; dup {
+			if _, dup := cf.seen[r.Ordinal]; dup {
 				st.Duplicates++
 				continue
 			}
-			seen[r.Ordinal] = struct{}{}
+			cf.seen[r.Ordinal] = struct{}{}
+		}
+		if r.Timestamp > 0 {
+			cf.lastTS = r.Timestamp
+		}
+		cf.next = r
+		return nil
+	}
+	return nil
+}
+
+// ts orders the files' records: a record without a time sorts with the
+// record before it.
+func (cf *codexFile) ts() int64 {
+	if cf.next.Timestamp > 0 {
+		return cf.next.Timestamp
+	}
+	return cf.lastTS
+}
+
+// runCodex replays a Codex rollout, with the rollouts of its subagent
+// threads merged in by time: every record in order, each ordinal of a file
+// once, through one Codex mapper.
+func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func(*protocol.Envelope) error) (*Stats, error) {
+	maxLine := opts.MaxLine
+	if maxLine <= 0 {
+		maxLine = DefaultMaxLine
+	}
+	var files []*codexFile
+	defer func() {
+		for _, cf := range files {
+			cf.f.Close()
+		}
+	}()
+	for i, p := range s.Files() {
+		if fi, err := os.Stat(p); err == nil {
+			st.TotalBytes += fi.Size()
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return st, fmt.Errorf("open %s: %w", p, errors.Unwrap(err))
+		}
+		cf := &codexFile{path: p, f: f, lr: lines.NewReader(f, 256<<10, maxLine), maxLine: maxLine, seen: map[int64]struct{}{}}
+		files = append(files, cf)
+		if i > 0 {
+			id, ok := CodexThread(p)
+			if !ok {
+				return st, fmt.Errorf("%s is not a Codex rollout", p)
+			}
+			cf.thread = id
+		}
+		if err := cf.advance(st); err != nil {
+			return st, err
+		}
+	}
+	mp := mapper.NewCodex(s.ID)
+	send := func(envs []protocol.Envelope) error {
+		for i := range envs {
+			st.Envelopes[envs[i].Ev.T]++
+			if err := emit(&envs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var lastProgress int64
+	for n := 1; ; n++ {
+		if n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return st, err
+			}
+		}
+		var best *codexFile
+		for _, cf := range files {
+			if cf.next != nil && (best == nil || cf.ts() < best.ts()) {
+				best = cf
+			}
+		}
+		if best == nil {
+			break
+		}
+		r := best.next
+		if err := best.advance(st); err != nil {
+			return st, err
 		}
 		switch r.Type {
 		case codex.TypeEventMsg, codex.TypeResponseItem, codex.TypeTokenUsageRecord, codex.TypeTurnContext:
@@ -140,7 +223,13 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 			}
 			st.Other[name]++
 		}
-		if err := send(mp.Map(r)); err != nil {
+		var envs []protocol.Envelope
+		if best.thread == "" {
+			envs = mp.Map(r)
+		} else {
+			envs = mp.MapThread(best.thread, r)
+		}
+		if err := send(envs); err != nil {
 			return st, err
 		}
 		if opts.Progress != nil && st.Bytes-lastProgress > 1<<20 {
@@ -169,4 +258,43 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 		return st, e
 	}
 	return st, nil
+}
+
+// maxSubagentScan bounds the rollouts looked at for a thread's subagents.
+const maxSubagentScan = 10000
+
+// CodexSubagents lists the rollouts of the subagent threads of thread id
+// (and of theirs) in dir, the folder of its rollout: rollouts whose
+// session_meta names a parent among them, in name order.
+func CodexSubagents(dir, id string) ([]string, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "rollout-*.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("list the rollouts in %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	if len(names) > maxSubagentScan {
+		names = names[:maxSubagentScan]
+	}
+	parents := map[string]string{} // thread -> its parent
+	files := map[string]string{}
+	for _, p := range names {
+		meta, ok := codexMeta(p)
+		if !ok || meta.ParentThreadID == "" {
+			continue
+		}
+		parents[meta.ID] = meta.ParentThreadID
+		files[meta.ID] = p
+	}
+	var out []string
+	for thread, p := range files {
+		// A descendant of id, through at most a few levels.
+		for up, depth := parents[thread], 0; up != "" && depth < 16; up, depth = parents[up], depth+1 {
+			if up == id {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }

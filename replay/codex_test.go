@@ -37,7 +37,15 @@ func TestReplayCodex(t *testing.T) {
 	for _, f := range codexRollouts(t) {
 		name := filepath.Base(filepath.Dir(f)) + "_" + strings.TrimSuffix(filepath.Base(f), ".jsonl")
 		t.Run(name, func(t *testing.T) {
-			s, err := FindSession([]string{f})
+			// A subagent's rollout, <scenario>.2.jsonl, is given with its
+			// parent's (the fixtures' names are not rollout names, which
+			// FindSession looks for beside the file).
+			args := []string{f}
+			if !strings.Contains(strings.TrimSuffix(filepath.Base(f), ".jsonl"), ".") {
+				more, _ := filepath.Glob(strings.TrimSuffix(f, ".jsonl") + ".[0-9].jsonl")
+				args = append(args, more...)
+			}
+			s, err := FindSession(args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +77,7 @@ func TestReplayCodex(t *testing.T) {
 			if !bytes.Equal(out.Bytes(), want) {
 				t.Fatalf("replay differs from the mapper's golden file:\n%s", out.Bytes())
 			}
-			if st.Lines == 0 || st.Other[codex.TypeSessionMeta] != 1 || st.EnvelopeCount() == 0 || st.Turns == 0 {
+			if st.Lines == 0 || st.Other[codex.TypeSessionMeta] != len(args) || st.EnvelopeCount() == 0 || st.Turns == 0 {
 				t.Fatalf("stats %+v", st)
 			}
 		})
@@ -110,9 +118,6 @@ func TestReplayCodexLines(t *testing.T) {
 	if st.Duplicates != 1 || len(st.Skipped) != 3 || !strings.Contains(st.Skipped[2].Reason, "incomplete") || !strings.Contains(st.Skipped[1].Reason, "binary") {
 		t.Errorf("duplicates %d, skipped %+v", st.Duplicates, st.Skipped)
 	}
-	if _, err := FindSession([]string{path, path}); err == nil || !strings.Contains(err.Error(), "Codex rollout") {
-		t.Errorf("a rollout with other files: %v", err)
-	}
 	// A Claude transcript is not taken for a rollout.
 	claude := filepath.Join(t.TempDir(), "s.jsonl")
 	if err := os.WriteFile(claude, []byte(`{"type":"user","uuid":"u","message":{"role":"user","content":"hi"}}`+"\n"), 0o644); err != nil {
@@ -120,5 +125,80 @@ func TestReplayCodexLines(t *testing.T) {
 	}
 	if s, err := FindSession([]string{claude}); err != nil || s.Codex {
 		t.Errorf("a Claude transcript: %+v, %v", s, err)
+	}
+}
+
+// TestReplayCodexSubagents: given alone, a rollout is read with the
+// rollouts beside it of its subagent threads (and theirs), found by the
+// parent their session_meta names; the subagent's envelopes carry its
+// subagent id between start and stop, in the parent's turn.
+func TestReplayCodexSubagents(t *testing.T) {
+	dir := t.TempDir()
+	fix := filepath.Join("..", "codex", "testdata", codex.TestedVersion)
+	parentID, childID := "01a21dbb-e0d9-7522-8d58-c59df541000b", "01a21dbb-e24b-7ca3-aa69-cdca4f166101"
+	copyAs := func(src, id string, edit func(string) string) string {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, "rollout-2026-11-27T15-59-41-"+id+".jsonl")
+		if err := os.WriteFile(dst, []byte(edit(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	same := func(s string) string { return s }
+	parent := copyAs(filepath.Join(fix, "exec_subagent.jsonl"), parentID, same)
+	child := copyAs(filepath.Join(fix, "exec_subagent.2.jsonl"), childID, same)
+	// A grandchild (the child's own subagent) and a thread of another
+	// parent.
+	grand := copyAs(filepath.Join(fix, "exec_subagent.2.jsonl"), "01a21dbb-0000-7000-8000-000000000003", func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(s, childID, "01a21dbb-0000-7000-8000-000000000003"), parentID, childID)
+	})
+	copyAs(filepath.Join(fix, "exec_subagent.2.jsonl"), "01a21dbb-0000-7000-8000-000000000004", func(s string) string {
+		return strings.ReplaceAll(strings.ReplaceAll(s, childID, "01a21dbb-0000-7000-8000-000000000004"), parentID, "01a21dbb-0000-7000-8000-000000000005")
+	})
+	copyAs(filepath.Join(fix, "exec_text.jsonl"), "01a21dbb-0000-7000-8000-000000000006", same)
+
+	s, err := FindSession([]string{parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{grand, child} // in name order
+	if !s.Codex || s.ID != parentID || strings.Join(s.Subagents, " ") != strings.Join(want, " ") {
+		t.Fatalf("session %+v, want subagents %v", s, want)
+	}
+	s.Subagents = []string{child}
+	var envs []protocol.Envelope
+	st, err := Run(context.Background(), s, Options{}, func(e *protocol.Envelope) error {
+		envs = append(envs, *e)
+		return e.Validate()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("..", "mapper", "testdata", "codex", codex.TestedVersion+"_exec_subagent.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	sub := ""
+	for i := range envs {
+		b, _ := envs[i].AppendJSON(nil)
+		got.Write(append(b, '\n'))
+		if envs[i].Ev.T == protocol.KindStart {
+			sub = envs[i].Subagent
+		}
+	}
+	if !bytes.Equal(got.Bytes(), golden) {
+		t.Fatalf("replay differs from the golden file:\n%s", got.Bytes())
+	}
+	if sub == "" || st.Subagents != 1 || st.Files != 2 {
+		t.Fatalf("subagent %q, stats %+v", sub, st)
+	}
+	if _, err := Run(context.Background(), Session{ID: parentID, Main: parent, Subagents: []string{filepath.Join(fix, "README.md")}, Codex: true},
+		Options{}, func(*protocol.Envelope) error { return nil }); err == nil {
+		t.Fatal("a file that is not a rollout was taken for a subagent's")
 	}
 }

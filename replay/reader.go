@@ -244,7 +244,7 @@ type Session struct {
 	Main      string
 	Subagents []string
 	// Codex marks a Codex rollout (its first line is a session_meta): ID is
-	// its thread id and it has no other files.
+	// its thread id, Subagents are the rollouts of its subagent threads.
 	Codex bool
 }
 
@@ -265,10 +265,18 @@ func FindSession(paths []string) (Session, error) {
 		return Session{}, err
 	}
 	if id, ok := CodexThread(s.Main); ok {
-		if len(paths) > 1 {
-			return Session{}, fmt.Errorf("%s is a Codex rollout: it is replayed alone (a Codex subagent is a thread of its own, in a rollout of its own)", s.Main)
+		// A Codex subagent runs in a thread of its own, whose rollout is
+		// written beside its parent's: given alone, the rollout is read
+		// with those of its subagents.
+		s = Session{ID: id, Main: s.Main, Subagents: paths[1:], Codex: true}
+		if len(paths) == 1 {
+			subs, err := CodexSubagents(filepath.Dir(s.Main), id)
+			if err != nil {
+				return Session{}, err
+			}
+			s.Subagents = subs
 		}
-		return Session{ID: id, Main: s.Main, Codex: true}, nil
+		return s, nil
 	}
 	// Subagent transcripts live in <session>/subagents beside the main
 	// file; a file that is not a transcript has no such folder.

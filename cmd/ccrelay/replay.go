@@ -34,12 +34,16 @@ func newReplayCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "replay FILE [SUBAGENT_FILE...]",
-		Short: "Replay a Claude Code transcript through the mapper",
+		Short: "Replay a Claude Code transcript or a Codex rollout through the mapper",
 		Long: `Replay reads one recorded session and writes the session-protocol envelopes it maps to.
 
 FILE is the main transcript (~/.claude/projects/<project>/<session>.jsonl). Given
 alone, the subagent transcripts beside it (<session>/subagents/agent-*.jsonl) are
 read too; records of all files are merged in timestamp order.
+
+FILE may also be a Codex rollout (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl,
+whose first line is a session_meta): its session is the thread, and the
+rollouts of its subagents' threads beside it are read with it.
 
 Formats: jsonl (one envelope per line; default when stdout is not a terminal)
 and chat (a readable transcript; default on a terminal).`,

@@ -1,0 +1,105 @@
+package mapper
+
+import (
+	"strings"
+
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// A Codex subagent (multi_agent_v1 spawn_agent) runs in a thread of its
+// own, with a rollout of its own whose session_meta names its parent
+// thread. MapThread maps such a thread's records into the parent's
+// session: everything it does carries a subagent id derived from its
+// thread id, its prompt is its first text (as a Claude subagent's is), its
+// turn is the subagent's start … stop inside the parent's open turn.
+
+// codexSub is a subagent thread mapped into the session.
+type codexSub struct {
+	thread string
+	mapper *Codex // its own records' rules and state
+	sub    *subagent
+}
+
+// SubagentProvider is the provider id a Codex subagent thread's subagent
+// id is derived from (protocol.SubagentID).
+func SubagentProvider(thread string) string { return "codex-thread:" + thread }
+
+// MapThread maps one record of the subagent thread thread (not this
+// session's own) into this session. Records of all threads must come in
+// one order (a replay merges the rollouts by time).
+func (c *Codex) MapThread(thread string, r *codex.Record) []protocol.Envelope {
+	m := c.Mapper
+	m.stats.Records++
+	if r.Timestamp > 0 {
+		m.SetTime(r.Timestamp)
+	}
+	m.out, m.own = m.out[:0], m.own[:0]
+	cs := c.subThread(thread)
+	if r.SessionMeta != nil && cs.sub.title == "" {
+		title := strings.TrimSpace(r.SessionMeta.AgentNickname)
+		if title == "" {
+			title = "Subagent"
+		}
+		cs.sub.title, _ = Preview(title, protocol.MaxDetailBytes)
+	}
+	envs := cs.mapper.Map(r)
+	c.adopt(cs, r, envs)
+	return m.result()
+}
+
+func (c *Codex) subThread(thread string) *codexSub {
+	if c.threads == nil {
+		c.threads = map[string]*codexSub{}
+	}
+	cs := c.threads[thread]
+	if cs == nil {
+		// Its ids derive from this session and its own turn and item
+		// ids, which are its thread's own.
+		cs = &codexSub{thread: thread, mapper: NewCodex(c.Mapper.session)}
+		cs.sub = c.Mapper.subFor(SubagentProvider(thread))
+		cs.sub.hidden = true
+		// Its model is said once, not as a change from the parent's.
+		c.threads[thread] = cs
+	}
+	return cs
+}
+
+// adopt puts a subagent thread's envelopes into this session: its turn's
+// start and end become the subagent's start and stop, its prompt an agent
+// text, and everything carries the subagent and this session's turn.
+func (c *Codex) adopt(cs *codexSub, r *codex.Record, envs []protocol.Envelope) {
+	m := c.Mapper
+	for _, e := range envs {
+		switch e.Ev.T {
+		case protocol.KindTurnStart:
+			c.subStart(cs, r)
+			continue
+		case protocol.KindTurnEnd:
+			if m.turn != "" {
+				m.stop(cs.sub, "codex-sub-end:"+e.ID)
+			}
+			continue
+		}
+		c.subStart(cs, r)
+		e.Role = protocol.RoleAgent
+		e.Turn = m.turn
+		e.Subagent = cs.sub.id
+		m.out = append(m.out, e)
+		m.own = append(m.own, m.depth == 0)
+	}
+}
+
+// subStart opens this session's turn if none is open and starts the
+// subagent if it is not running.
+func (c *Codex) subStart(cs *codexSub, r *codex.Record) {
+	m := c.Mapper
+	if m.turn == "" {
+		c.release(nil)
+		if c.turnKey == "" {
+			c.turnKey = "codex-sub-turn:" + cs.thread + ":" + lineKey(r)
+		}
+		c.ensureTurn(r)
+	}
+	m.ensureStarted(cs.sub, "codex-sub-start:"+cs.thread+":"+lineKey(r))
+}
