@@ -2,8 +2,10 @@ package claude
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/ccrelay/ccrelay/internal/jsonscan"
@@ -38,17 +40,59 @@ func MessageKey(r *Record) string {
 }
 
 // Dedupe remembers the keys of records already delivered. It stores a
-// 16-byte hash per key, so its memory is bounded by the number of
-// conversation records, not their size. The zero value is ready to use.
+// 64-bit hash per key (SHA-256's first 8 bytes: among a million keys, the
+// chance that two differ and share it is below 1 in 10^7), the older ones
+// in a sorted list, so that its memory is about 8 bytes per conversation
+// record whatever their size. The zero value is ready to use.
 type Dedupe struct {
-	seen map[[16]byte]struct{}
+	recent map[uint64]struct{} // the newest keys
+	sorted []uint64            // the others, in order
 }
 
-func hashKey(k string) [16]byte {
+// dedupeRecent is how many keys wait in Dedupe.recent before they are
+// merged into Dedupe.sorted.
+const dedupeRecent = 1 << 13
+
+func hashKey(k string) uint64 {
 	sum := sha256.Sum256([]byte(k))
-	var h [16]byte
-	copy(h[:], sum[:16])
-	return h
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+func (d *Dedupe) has(h uint64) bool {
+	if _, ok := d.recent[h]; ok {
+		return true
+	}
+	_, ok := slices.BinarySearch(d.sorted, h)
+	return ok
+}
+
+func (d *Dedupe) add(h uint64) {
+	if d.recent == nil {
+		d.recent = make(map[uint64]struct{}, dedupeRecent)
+	}
+	d.recent[h] = struct{}{}
+	if len(d.recent) < dedupeRecent {
+		return
+	}
+	// Merge the recent keys into the sorted list, from its end, in place.
+	keys := make([]uint64, 0, len(d.recent))
+	for k := range d.recent {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	clear(d.recent)
+	n := len(d.sorted)
+	d.sorted = slices.Grow(d.sorted, len(keys))[:n+len(keys)]
+	i, j := n-1, len(keys)-1
+	for k := len(d.sorted) - 1; j >= 0; k-- {
+		if i >= 0 && d.sorted[i] > keys[j] {
+			d.sorted[k] = d.sorted[i]
+			i--
+		} else {
+			d.sorted[k] = keys[j]
+			j--
+		}
+	}
 }
 
 // Seen reports whether r was delivered before, and remembers it otherwise.
@@ -58,25 +102,19 @@ func (d *Dedupe) Seen(r *Record) bool {
 	if k1 == "" && k2 == "" {
 		return false
 	}
-	if d.seen == nil {
-		d.seen = make(map[[16]byte]struct{})
-	}
-	dup := false
-	for _, k := range [2]string{k1, k2} {
+	var hs [2]uint64
+	for i, k := range [2]string{k1, k2} {
 		if k == "" {
 			continue
 		}
-		h := hashKey(k)
-		if _, ok := d.seen[h]; ok {
-			dup = true
+		hs[i] = hashKey(k)
+		if d.has(hs[i]) {
+			return true
 		}
 	}
-	if dup {
-		return true
-	}
-	for _, k := range [2]string{k1, k2} {
+	for i, k := range [2]string{k1, k2} {
 		if k != "" {
-			d.seen[hashKey(k)] = struct{}{}
+			d.add(hs[i])
 		}
 	}
 	return false
@@ -85,10 +123,7 @@ func (d *Dedupe) Seen(r *Record) bool {
 // Has reports whether r was delivered before, without remembering it.
 func (d *Dedupe) Has(r *Record) bool {
 	for _, k := range [2]string{Key(r), MessageKey(r)} {
-		if k == "" || d.seen == nil {
-			continue
-		}
-		if _, ok := d.seen[hashKey(k)]; ok {
+		if k != "" && d.has(hashKey(k)) {
 			return true
 		}
 	}
@@ -96,7 +131,7 @@ func (d *Dedupe) Has(r *Record) bool {
 }
 
 // Len is the number of keys remembered.
-func (d *Dedupe) Len() int { return len(d.seen) }
+func (d *Dedupe) Len() int { return len(d.recent) + len(d.sorted) }
 
 // ToolResultText returns the text of a tool_result block's content: the
 // string itself, or the text blocks joined by newlines, with "[image]" for

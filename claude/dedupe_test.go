@@ -1,0 +1,46 @@
+package claude
+
+import (
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// A Dedupe remembers every key it was given, across the merges of its
+// recent keys into the sorted list, and takes about 8 bytes per key: a
+// replay of a gigabyte of transcript holds a few hundred thousand.
+func TestDedupeRemembersCompactly(t *testing.T) {
+	const n = 200000
+	recs := make([]*Record, n)
+	for i := range recs {
+		recs[i] = &Record{Type: TypeUser, UUID: "u-" + strconv.Itoa(i)}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	d := &Dedupe{}
+	for i, r := range recs {
+		if d.Seen(r) {
+			t.Fatalf("record %d seen before it came", i)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perKey := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%.1f bytes per key", perKey)
+	for i := 0; i < n; i += 7 {
+		if !d.Seen(recs[i]) || !d.Has(recs[i]) {
+			t.Fatalf("record %d forgotten", i)
+		}
+	}
+	if d.Has(&Record{Type: TypeUser, UUID: "u-new"}) {
+		t.Fatal("a new record taken for a duplicate")
+	}
+	if d.Len() != n {
+		t.Fatalf("Len %d, want %d", d.Len(), n)
+	}
+	if perKey > 16 {
+		t.Fatalf("%.1f bytes per key, want at most 16", perKey)
+	}
+	runtime.KeepAlive(d)
+}
