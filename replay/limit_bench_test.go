@@ -49,7 +49,7 @@ func loadMem(tb testing.TB, path string) memSession {
 func mapMem(tb testing.TB, ms memSession, buf *[]byte) *Stats {
 	st := &Stats{Other: map[string]int{}, Envelopes: map[protocol.Kind]int{}, Files: len(ms.data)}
 	mg := &Merger{}
-	skip := func(sk Skip) { st.Skipped = append(st.Skipped, sk) }
+	skip := st.skip
 	for i, d := range ms.data {
 		mg.files = append(mg.files, newFileReader(ms.names[i], bytes.NewReader(d), io.NopCloser(nil), int64(len(d)), DefaultMaxLine, &mg.Read, skip))
 	}

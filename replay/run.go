@@ -30,10 +30,28 @@ type Stats struct {
 	Turns        int
 	Subagents    int
 	Orphans      int // orphan sidechain records emitted without subagent (D11)
+	// Skipped holds the first MaxSkipsKept lines that could not be used;
+	// SkippedLines counts them all.
 	Skipped      []Skip
+	SkippedLines int
 	Elapsed      time.Duration
 	PeakRSS      int64 // bytes, 0 when unknown
 }
+
+// MaxSkipsKept bounds the unusable lines a replay lists one by one, so
+// that its memory does not grow with them; the others are counted.
+const MaxSkipsKept = 1000
+
+// skip notes a line that could not be used.
+func (s *Stats) skip(sk Skip) {
+	s.SkippedLines++
+	if len(s.Skipped) < MaxSkipsKept {
+		s.Skipped = append(s.Skipped, sk)
+	}
+}
+
+// skipped is the number of lines that could not be used.
+func (s *Stats) skipped() int { return max(s.SkippedLines, len(s.Skipped)) }
 
 // EnvelopeCount is the number of envelopes written.
 func (s *Stats) EnvelopeCount() int {
@@ -104,7 +122,7 @@ func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envel
 			st.TotalBytes += fi.Size()
 		}
 	}
-	mg, err := Open(s.Files(), opts.MaxLine, func(sk Skip) { st.Skipped = append(st.Skipped, sk) })
+	mg, err := Open(s.Files(), opts.MaxLine, st.skip)
 	if err != nil {
 		return st, err
 	}
@@ -174,7 +192,7 @@ func run(ctx context.Context, s Session, mg *Merger, st *Stats, opts Options, em
 		opts.Progress(mg.Read, st.TotalBytes)
 	}
 	if st.Lines == 0 {
-		e := &NothingReadError{File: s.Main, Skipped: len(st.Skipped)}
+		e := &NothingReadError{File: s.Main, Skipped: st.skipped()}
 		if len(st.Skipped) > 0 {
 			e.First = &st.Skipped[0]
 		}
@@ -230,14 +248,17 @@ func WriteSummary(w io.Writer, st *Stats, maxSkips int) {
 		}
 		fmt.Fprintf(w, "not conversation (skipped): %s\n", strings.Join(parts, ", "))
 	}
-	if len(st.Skipped) > 0 {
-		fmt.Fprintf(w, "%d line(s) skipped:\n", len(st.Skipped))
+	if n := st.skipped(); n > 0 {
+		fmt.Fprintf(w, "%d line(s) skipped:\n", n)
 		for i, sk := range st.Skipped {
 			if maxSkips > 0 && i == maxSkips {
-				fmt.Fprintf(w, "  … and %d more (use --verbose to list all)\n", len(st.Skipped)-maxSkips)
-				break
+				fmt.Fprintf(w, "  … and %d more (use --verbose to list all)\n", n-maxSkips)
+				return
 			}
 			fmt.Fprintf(w, "  %s\n", sk)
+		}
+		if n > len(st.Skipped) {
+			fmt.Fprintf(w, "  … and %d more (only the first %d are listed)\n", n-len(st.Skipped), len(st.Skipped))
 		}
 	}
 }
