@@ -116,6 +116,17 @@ func (c *Codex) Flush() []protocol.Envelope {
 	return m.result()
 }
 
+// Open is the open turn as Mapper.Open gives it, always Unfinished: Codex
+// writes each turn's end (task_complete, turn_aborted), so a turn still
+// open when Codex stops is one it did not finish, whatever its calls.
+func (c *Codex) Open() OpenTurn {
+	ot := c.Mapper.Open()
+	if ot.Turn != "" {
+		ot.Unfinished = true
+	}
+	return ot
+}
+
 // Close flushes, then ends the open turn as Mapper.Close does.
 func (c *Codex) Close(status protocol.TurnStatus) []protocol.Envelope {
 	return c.around(func() []protocol.Envelope { return c.Mapper.Close(status) })

@@ -413,3 +413,24 @@ func TestCodexSubagentThread(t *testing.T) {
 		}
 	}
 }
+
+// TestCodexOpenUnfinished: a Codex turn still open is unfinished even with
+// no call open (the model had not answered a tool's output), since Codex
+// writes every turn's end.
+func TestCodexOpenUnfinished(t *testing.T) {
+	b := &cx{t: t}
+	b.started("t1").prompt("t1", "u", "run").shell("call_1", "ls").usage(1, 0, 1).output("call_1", "Process exited with code 0\nOutput:\nx")
+	c, _ := b.run()
+	ot := c.Open()
+	if ot.Turn == "" || !ot.Unfinished || len(ot.Calls) != 0 {
+		t.Fatalf("open turn %+v", ot)
+	}
+	if got := kinds(c.Cut(Cut{Status: protocol.StatusFailed, Result: CodexCutResult, Note: CodexCutNote})); got != "service:"+CodexCutNote+" | turn-end:failed" {
+		t.Fatalf("cut: %s", got)
+	}
+	done := &cx{t: t}
+	done.started("t1").prompt("t1", "u", "hi").said("t1", "m", "yo").usage(1, 0, 1).complete("t1")
+	if c, _ := done.run(); c.Open().Turn != "" {
+		t.Fatal("a completed turn is open")
+	}
+}
