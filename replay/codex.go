@@ -104,7 +104,7 @@ func (cf *codexFile) advance(st *Stats) error {
 		cf.line++
 		st.Bytes += ln.Size
 		if ln.TooLong {
-			st.Skipped = append(st.Skipped, Skip{cf.path, cf.line, fmt.Sprintf("line of %s is longer than the %s limit; skipped",
+			st.skip(Skip{cf.path, cf.line, fmt.Sprintf("line of %s is longer than the %s limit; skipped",
 				size(ln.Size), size(int64(cf.maxLine)))})
 			continue
 		}
@@ -119,7 +119,7 @@ func (cf *codexFile) advance(st *Stats) error {
 			} else if !isText(ln.Data) {
 				reason = "binary data, not JSON"
 			}
-			st.Skipped = append(st.Skipped, Skip{cf.path, cf.line, reason})
+			st.skip(Skip{cf.path, cf.line, reason})
 			continue
 		}
 		st.Lines++
@@ -251,7 +251,7 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 		opts.Progress(st.Bytes, st.TotalBytes)
 	}
 	if st.Lines == 0 {
-		e := &NothingReadError{File: s.Main, Skipped: len(st.Skipped)}
+		e := &NothingReadError{File: s.Main, Skipped: st.skipped()}
 		if len(st.Skipped) > 0 {
 			e.First = &st.Skipped[0]
 		}

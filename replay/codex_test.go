@@ -115,7 +115,7 @@ func TestReplayCodexLines(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != "text turn-start text text turn-end" {
 		t.Errorf("envelopes %s", got)
 	}
-	if st.Duplicates != 1 || len(st.Skipped) != 3 || !strings.Contains(st.Skipped[2].Reason, "incomplete") || !strings.Contains(st.Skipped[1].Reason, "binary") {
+	if st.Duplicates != 1 || len(st.Skipped) != 3 || st.SkippedLines != 3 || !strings.Contains(st.Skipped[2].Reason, "incomplete") || !strings.Contains(st.Skipped[1].Reason, "binary") {
 		t.Errorf("duplicates %d, skipped %+v", st.Duplicates, st.Skipped)
 	}
 	// A Claude transcript is not taken for a rollout.
