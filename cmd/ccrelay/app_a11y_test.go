@@ -97,6 +97,10 @@ func TestAppAccessible(t *testing.T) {
 	script := axeScript(t)
 	r := startAppRelay(t)
 	id := seedEverything(t, r)
+	// A machine's daemon, for the new-session sheet (not a row of the list).
+	dialCLI(t, r).announce("0c0c0c0c-aaaa-4222-8333-444444444444", map[string]any{"mode": "machine", "status": "idle", "machine": "laptop", "title": "laptop",
+		"daemon": map[string]any{"os": "linux", "arch": "amd64", "roots": []string{"/home/dev"}, "running": []string{},
+			"folders": []map[string]any{{"dir": "/home/dev/project", "at": time.Now().UnixMilli()}}}})
 
 	ctx := newBrowser(t)
 	for _, th := range []string{"dark", "light"} {
@@ -116,6 +120,17 @@ func TestAppAccessible(t *testing.T) {
 			waitJS(t, ctx, "the filtered list", `document.querySelectorAll('.session-row').length === 1`)
 			check("the filtered list")
 			must(t, ctx, chromedp.Click(chromedp.CSS(`.filter-chip[data-state=""]`)))
+			// The sheets the list opens.
+			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Notifications"]`)))
+			waitJS(t, ctx, "the notifications sheet", `(() => { const d = document.querySelector('dialog.sheet[open] .notify-sheet'); return !!d && !d.querySelector('[role=status]').textContent.startsWith('Asking') })()`)
+			check("the notifications sheet")
+			must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+			waitJS(t, ctx, "the new-session button", `!document.querySelector('.new-session-btn').hidden && !document.querySelector('dialog.sheet[open]')`)
+			must(t, ctx, chromedp.Click(chromedp.CSS(`button.new-session-btn`)))
+			waitJS(t, ctx, "the new-session sheet", `!!document.querySelector('dialog.sheet[open] .new-session li.folder')`)
+			check("the new-session sheet")
+			must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+			waitJS(t, ctx, "the sheet closed", `!document.querySelector('dialog.sheet[open]')`)
 
 			r.open(t, ctx, id)
 			showAll(t, ctx)
@@ -132,6 +147,19 @@ func TestAppAccessible(t *testing.T) {
 			check("a session with find")
 			must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
 			check("the settings sheet")
+
+			// Before pairing: a browser with no credential.
+			fresh := newBrowser(t)
+			must(t, fresh, phone390(), theme(th), chromedp.Navigate(r.base+"/"))
+			waitJS(t, fresh, "the token page", `!!document.querySelector('.token-form input[aria-label="Token"]')`)
+			for _, v := range runAxe(t, fresh, script) {
+				t.Errorf("the token page, %s theme: %s (%s, %s):\n  %s", th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+			}
+			must(t, fresh, chromedp.Navigate("about:blank"), chromedp.Navigate(r.base+"/#pair=ABCD2345.abcdefgh"))
+			waitJS(t, fresh, "the pairing page", `!!document.querySelector('.pair-page input.pair-name')`)
+			for _, v := range runAxe(t, fresh, script) {
+				t.Errorf("the pairing page, %s theme: %s (%s, %s):\n  %s", th, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+			}
 		})
 	}
 }

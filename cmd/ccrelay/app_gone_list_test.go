@@ -118,6 +118,7 @@ func TestAppListMarksSessionsWithoutTheirCLI(t *testing.T) {
 	marks := `Object.fromEntries([...document.querySelectorAll('li.session-row')].map((li) => [li.dataset.session, li.querySelector('.chip.gone')?.textContent || '']))`
 	waitJS(t, ctx, "each session marked as its ccrelay went", fmt.Sprintf(`(() => { const m = %s, want = {%s}; return Object.keys(want).every((k) => m[k] === want[k]) })()`, marks, strings.Join(wantAll, ", ")))
 	screenshot(t, ctx, "list-gone")
+	checkAccessible(t, ctx, "the list with sessions marked")
 	// Words with an icon, not a colour alone; said by a screen reader.
 	if bad := eval[string](t, ctx, `[...document.querySelectorAll('.chip.gone')].filter((c) => !c.querySelector('svg.icon') || !c.textContent.trim() || c.closest('[aria-hidden=true]')).map((c) => c.closest('li').dataset.session).join(', ')`); bad != "" {
 		t.Errorf("marks without an icon and words: %s", bad)

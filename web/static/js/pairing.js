@@ -112,7 +112,7 @@ export function showPairPage(root, pair, tokenKey, done) {
       button.disabled = false;
     }
   } }, input, button);
-  root.replaceChildren(h('div', { class: 'empty-page pair-page' },
+  root.replaceChildren(h('main', { class: 'empty-page pair-page' },
     h('div', { class: 'logo' }, icon('phone')),
     h('h1', { text: 'Pair this device' }),
     h('p', { text: 'This device gets its own credential for your relay. Name it, so you can tell it apart (and sign it out) later.' }),
