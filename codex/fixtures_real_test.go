@@ -73,6 +73,16 @@ var realFixtures = []realFixture{
 		wantOut(t, e.Exec(t, "SUBAGENT: ask a helper"), fakeresponses.SubagentReply)
 		return nil
 	}},
+	{name: "exec_patch_edit", threads: 1, run: func(t *testing.T, e *codextest.Env) *rpcDriver {
+		wantOut(t, e.Exec(t, "-s", "workspace-write", "PATCHEDIT: edit notes.txt"), fakeresponses.EditReply)
+		wantFile(t, filepath.Join(e.Project, fakeresponses.EditFile), fakeresponses.EditAfter)
+		return nil
+	}},
+	{name: "app_patch_edit_accepted", threads: 1, requests: []string{"item/fileChange/requestApproval"}, run: func(t *testing.T, e *codextest.Env) *rpcDriver {
+		d := appTurn(t, e, "accept", "PATCHEDIT: edit notes.txt")
+		wantFile(t, filepath.Join(e.Project, fakeresponses.EditFile), fakeresponses.EditAfter)
+		return d
+	}},
 	{name: "app_patch_accepted", threads: 1, requests: []string{"item/fileChange/requestApproval"}, run: func(t *testing.T, e *codextest.Env) *rpcDriver {
 		d := appTurn(t, e, "accept", "PATCH: add hello.txt")
 		wantFile(t, filepath.Join(e.Project, fakeresponses.PatchFile), fakeresponses.PatchContent)
