@@ -87,6 +87,16 @@ var byFirst = func() (m [256][]byte) {
 	return m
 }()
 
+// startsFragment says which two bytes some fragment starts with, by
+// their value as a big-endian uint16 (every fragment is two bytes or
+// more).
+var startsFragment = func() (m [1 << 16]bool) {
+	for _, f := range fragments {
+		m[uint16(f[0])<<8|uint16(f[1])] = true
+	}
+	return m
+}()
+
 // encodeBody is body as stored, for an envelope whose id column is id.
 func encodeBody(id string, body []byte) []byte {
 	rest, ok := bytes.CutPrefix(body, []byte(`{"id":"`))
@@ -96,7 +106,7 @@ func encodeBody(id string, body []byte) []byte {
 	if ok {
 		rest, ok = bytes.CutPrefix(rest, []byte(`"`))
 	}
-	if ok && bytes.IndexFunc(rest, func(r rune) bool { return r < 0x20 }) < 0 {
+	if ok && !hasControl(rest) {
 		return appendFragments(make([]byte, 0, len(rest)+1), rest)
 	}
 	if len(body) > 0 && body[0] > formatRaw {
@@ -105,9 +115,32 @@ func encodeBody(id string, body []byte) []byte {
 	return append([]byte{formatRaw}, body...)
 }
 
+// hasControl says whether b holds a byte below 0x20 (in UTF-8 such a byte
+// is always a character of its own).
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
 func appendFragments(out, rest []byte) []byte {
 	out = append(out, formatFragments)
 	for i := 0; i < len(rest); {
+		// The run of bytes no fragment starts with, as it is.
+		j := i
+		for j+1 < len(rest) && !startsFragment[uint16(rest[j])<<8|uint16(rest[j+1])] {
+			j++
+		}
+		if j+1 >= len(rest) {
+			j = len(rest) // one byte left: every fragment is longer
+		}
+		out = append(out, rest[i:j]...)
+		if i = j; i == len(rest) {
+			break
+		}
 		tok := byte(0)
 		for _, t := range byFirst[rest[i]] {
 			if bytes.HasPrefix(rest[i:], []byte(fragments[t-1])) {
