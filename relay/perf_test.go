@@ -55,37 +55,40 @@ func realItems(tb testing.TB, session string, n int) []Item {
 // durability for envelopes (WAL, synchronous=FULL: fsynced at each
 // commit), one transaction a batch; the store's appends; and the whole
 // relay (a CLI sending batches as fast as acks come, one app and ten apps
-// following), each as envelopes/s and as a ratio to the raw rate; the
+// following), each as envelopes/s and as a ratio to the raw rate (in
+// rounds taken in turn); the
 // relay's CPU time per envelope stored and sent to one app, in a process
 // of its own (relay-cpu-us/envelope: the relay's work alone, not the
 // CLI's or the app's); and the bytes a stored envelope costs on disk
 // against its JSON.
 func BenchmarkSingleNode(b *testing.B) {
-	const n = 20000
+	const n, rounds = 20000, 5
 	session := s1
 	items := realItems(b, session, n)
 	var jsonBytes int64
 	for _, it := range items {
 		jsonBytes += int64(len(it.Body))
 	}
-	rate := func(start time.Time) float64 { return n / time.Since(start).Seconds() }
-	for b.Loop() {
-		// Raw inserts.
+	// Each is measured in rounds of n/rounds envelopes, taken in turn
+	// (the disk's fsyncs take longer or shorter as the machine's load
+	// moves: each sees the same moments), on a database of its own.
+	rawRound := func(part []Item) time.Duration {
 		db, err := sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "raw.db")+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 		if err != nil {
 			b.Fatal(err)
 		}
+		defer db.Close()
 		db.SetMaxOpenConns(1)
 		// The rows the store writes, in its table (migrate.go, version 6).
 		if _, err := db.Exec(`CREATE TABLE envelopes (k INTEGER PRIMARY KEY, sn INTEGER NOT NULL, id TEXT NOT NULL, body BLOB NOT NULL, UNIQUE (sn, id))`); err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		for i := 0; i < n; i += 100 {
+		for i := 0; i < len(part); i += 100 {
 			tx, _ := db.Begin()
 			st, _ := tx.Prepare(`INSERT INTO envelopes (k, sn, id, body) VALUES (?, ?, ?, ?)`)
 			for k := i; k < i+100; k++ {
-				if _, err := st.Exec(envelopeKey(1, int64(k+1)), 1, items[k].ID, encodeBody(items[k].ID, items[k].Body)); err != nil {
+				if _, err := st.Exec(envelopeKey(1, int64(k+1)), 1, part[k].ID, encodeBody(part[k].ID, part[k].Body)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -94,40 +97,55 @@ func BenchmarkSingleNode(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		raw := rate(start)
-		db.Close()
-
-		// The store.
+		return time.Since(start)
+	}
+	var used int64
+	storeRound := func(part []Item) time.Duration {
 		st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		start = time.Now()
-		for i := 0; i < n; i += 100 {
-			if _, err := st.Append(context.Background(), session, items[i:i+100]); err != nil {
+		defer st.Close()
+		start := time.Now()
+		for i := 0; i < len(part); i += 100 {
+			if _, err := st.Append(context.Background(), session, part[i:i+100]); err != nil {
 				b.Fatal(err)
 			}
 		}
-		store := rate(start)
-		used := envelopeBytes(b, st)
-		st.Close()
-
-		b.ReportMetric(raw, "raw-insert/s")
-		b.ReportMetric(store, "store-append/s")
-		b.ReportMetric(store/raw, "store/raw")
+		d := time.Since(start)
+		used += envelopeBytes(b, st)
+		return d
+	}
+	relayRound := func(part []Item, apps int) time.Duration {
+		st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		srv := httptest.NewServer(NewServer(st, slog.New(slog.DiscardHandler), testToken).Handler())
+		defer srv.Close()
+		got, _ := flood(b, srv.URL, srv.URL, apps, len(part), false, part)
+		return time.Duration(float64(len(part)) / got * float64(time.Second))
+	}
+	for b.Loop() {
+		var raw, store, relay1, relay10 time.Duration
+		used = 0
+		for r := range rounds {
+			part := items[r*n/rounds : (r+1)*n/rounds]
+			raw += rawRound(part)
+			store += storeRound(part)
+			relay1 += relayRound(part, 1)
+			relay10 += relayRound(part, 10)
+		}
+		rate := func(d time.Duration) float64 { return n / d.Seconds() }
+		b.ReportMetric(rate(raw), "raw-insert/s")
+		b.ReportMetric(rate(store), "store-append/s")
+		b.ReportMetric(rate(store)/rate(raw), "store/raw")
 		b.ReportMetric(float64(used)/float64(jsonBytes), "disk/json")
-		for _, apps := range []int{1, 10} {
-			st, err := OpenStore(filepath.Join(b.TempDir(), "relay.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			srv := httptest.NewServer(NewServer(st, slog.New(slog.DiscardHandler), testToken).Handler())
-			got, _ := flood(b, srv.URL, srv.URL, apps, n, false, items)
-			srv.Close()
-			st.Close()
-			b.ReportMetric(got, fmt.Sprintf("relay-%dapp/s", apps))
-			b.ReportMetric(got/raw, fmt.Sprintf("relay-%dapp/raw", apps))
-		}
+		b.ReportMetric(rate(relay1), "relay-1app/s")
+		b.ReportMetric(rate(relay1)/rate(raw), "relay-1app/raw")
+		b.ReportMetric(rate(relay10), "relay-10app/s")
+		b.ReportMetric(rate(relay10)/rate(raw), "relay-10app/raw")
 
 		// The relay's own CPU time, in a process of its own.
 		p := startRelayProcess(b)
