@@ -34,6 +34,10 @@ const relayProcessEnv = "CCRELAY_TEST_RELAY_PROCESS"
 // file where that process writes its CPU profile (the relay's work alone).
 const relayProfileEnv = "CCRELAY_TEST_RELAY_CPUPROFILE"
 
+// relayHeapProfileEnv names the file where the relay process writes its
+// heap profile at each "stats" line (the last one written is kept).
+const relayHeapProfileEnv = "CCRELAY_TEST_RELAY_HEAPPROFILE"
+
 // TestRelayProcess is not a test: run with relayProcessEnv set (by
 // startRelayProcess), it serves a relay on 127.0.0.1, prints "addr ADDR",
 // answers each "stats" line on stdin with its memory after a GC (and the
@@ -42,6 +46,9 @@ func TestRelayProcess(t *testing.T) {
 	dir := os.Getenv(relayProcessEnv)
 	if dir == "" {
 		return
+	}
+	if os.Getenv(relayHeapProfileEnv) != "" {
+		runtime.MemProfileRate = 1 // every allocation, for a profile of a few KB per connection
 	}
 	st, err := OpenStore(filepath.Join(dir, "relay.db"))
 	if err != nil {
@@ -69,9 +76,19 @@ func TestRelayProcess(t *testing.T) {
 	sc := bufio.NewScanner(os.Stdin)
 	for sc.Scan() {
 		cpu := cpuTime() // before the GC, which is the stats' own work
+		// Twice: what sync.Pools cache (coder/websocket's compressors, of
+		// about 1.2 MB each, taken for one frame and given back) survives
+		// one GC; it is no connection's, and a second one frees it.
+		runtime.GC()
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		if path := os.Getenv(relayHeapProfileEnv); path != "" {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
 		fmt.Printf("heap %d stack %d rss %d goroutines %d cpu %d\n", ms.HeapInuse, ms.StackInuse, rss(), runtime.NumGoroutine(), cpu)
 	}
 	pprof.StopCPUProfile()
