@@ -39,6 +39,7 @@ type corpusCall struct {
 	Result    string         `json:"result"`
 	Status    string         `json:"status"`
 	Truncated bool           `json:"truncated"`
+	Diff      map[string]any `json:"diff,omitempty"`
 }
 
 // corpusCalls reads every tool call (with its result) of the transcripts
@@ -157,7 +158,7 @@ const renderHarness = `(async (calls) => {
   const tools = calls.map((c, i) => {
     if (!models.has(c.file)) models.set(c.file, { calls: new Map() });
     const model = models.get(c.file);
-    const t = { kind: 'tool', call: 'call' + i, name: c.name, args: c.args, result: c.result, status: c.status, truncated: c.truncated, start: 1000, end: 3500 };
+    const t = { kind: 'tool', call: 'call' + i, name: c.name, args: c.args, result: c.result, status: c.status, truncated: c.truncated, diff: c.diff || null, start: 1000, end: 3500 };
     model.calls.set(t.call, t);
     return [t, model];
   });
@@ -239,7 +240,7 @@ func renderCalls(t *testing.T, ctx context.Context, base string, calls []corpusC
 
 // renderers are the tools with a renderer of their own.
 var renderers = []string{"Edit", "MultiEdit", "Write", "NotebookEdit", "Bash", "Read", "Grep", "Glob", "LS", "WebFetch", "WebSearch",
-	"TodoWrite", "TaskCreate", "TaskUpdate", "ExitPlanMode", "AskUserQuestion", "mcp__github__create_issue"}
+	"TodoWrite", "TaskCreate", "TaskUpdate", "ExitPlanMode", "AskUserQuestion", "mcp__github__create_issue", "apply_patch"}
 
 func hasRenderer(name string) bool {
 	return slices.Contains(renderers, name) || strings.HasPrefix(name, "mcp__")
@@ -431,7 +432,7 @@ const fuzzHarness = `(async (names) => {
   const wrong = [undefined, null, 7, -1.5, true, [], [1, 'a', null], { x: 1 }, '', huge, hugeLines, nasty];
   const fields = ['file_path', 'old_string', 'new_string', 'replace_all', 'edits', 'content', 'notebook_path', 'new_source', 'cell_type', 'edit_mode', 'cell_id',
     'command', 'description', 'run_in_background', 'offset', 'limit', 'pattern', 'path', 'glob', 'output_mode', 'url', 'prompt', 'query', 'todos',
-    'subject', 'taskId', 'status', 'activeForm', 'plan', 'questions', 'allowed_domains'];
+    'subject', 'taskId', 'status', 'activeForm', 'plan', 'questions', 'allowed_domains', 'input', 'files'];
   const nested = [
     { edits: [null, 5, 'x', { old_string: 5, new_string: null }, { old_string: huge, new_string: huge + 'y' }, { old_string: hugeLines, new_string: hugeLines.split('\n').reverse().join('\n') }] },
     { todos: [null, 'x', 7, { content: 5, status: {}, activeForm: [] }, { content: huge, status: 'in_progress' }] },

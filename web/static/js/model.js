@@ -115,6 +115,8 @@ export class SessionModel {
         tool.full = Number.isSafeInteger(ev.full) && ev.full > 0 ? ev.full : 0;
         tool.endId = env.id;
         tool.end = env.time;
+        // The change an edit made, with line numbers (a Codex patch's).
+        tool.diff = isObj(ev.diff) ? ev.diff : null;
         ch.push({ op: 'update', target: tool });
         break;
       }

@@ -261,6 +261,80 @@ export function exitCode(t) {
   return m ? parseInt(m[1], 10) : null;
 }
 
+// patchFiles reads a Codex apply_patch text ("*** Begin Patch") into its
+// files: {op, path, moveTo, old, new}, old and new the hunks' sides (the
+// patch has no line numbers).
+export function patchFiles(text) {
+  const files = [];
+  let f = null;
+  for (const l of String(text ?? '').split('\n').slice(0, 100000)) {
+    const m = /^\*\*\* (Add|Update|Delete) File: (.*)$/.exec(l);
+    if (m) {
+      f = { op: m[1].toLowerCase(), path: m[2].trim(), moveTo: '', old: [], new: [] };
+      files.push(f);
+    } else if (!f || l.startsWith('*** End Patch')) {
+      if (l.startsWith('*** End Patch')) f = null;
+    } else if (l.startsWith('*** Move to: ')) f.moveTo = l.slice(13).trim();
+    else if (l.startsWith('@@') && f.old.length + f.new.length) {
+      f.old.push('⋯');
+      f.new.push('⋯');
+    } else if (l[0] === '+') f.new.push(l.slice(1));
+    else if (l[0] === '-') f.old.push(l.slice(1));
+    else if (l[0] === ' ') { f.old.push(l.slice(1)); f.new.push(l.slice(1)); }
+  }
+  return files;
+}
+
+// hunksDiff draws a protocol diff (tool-call-end's diff: hunks with line
+// numbers) as numbered rows, hunk after hunk.
+function hunksDiff(d) {
+  const els = [];
+  let added = 0;
+  let removed = 0;
+  for (const hk of arr(d.hunks).map(obj).slice(0, 64)) {
+    const lines = arr(hk.lines).filter((l) => typeof l === 'string');
+    const side = (c) => lines.filter((l) => l[0] === ' ' || l[0] === c).map((l) => l.slice(1)).join('\n');
+    const r = renderDiff(cut(side('-')), cut(side('+')), { oldStart: Number.isSafeInteger(hk.oldStart) && hk.oldStart > 0 ? hk.oldStart : 1, newStart: Number.isSafeInteger(hk.newStart) && hk.newStart > 0 ? hk.newStart : 1 });
+    els.push(r.el);
+    added += r.added;
+    removed += r.removed;
+  }
+  return { els, added, removed };
+}
+
+const PATCH_VERB = { add: 'Add', update: 'Edit', delete: 'Delete' };
+
+// Codex's apply_patch: each file of the patch with its change; the file
+// Codex numbered when it applied the patch (the end's diff) with its line
+// numbers, the others as the patch gives them.
+R.apply_patch = {
+  title(a) {
+    const files = arr(a.files).map(obj);
+    if (files.length === 1) return fileLabel(str(files[0].moveTo) || str(files[0].path));
+    return files.length ? `${files.length} files` : '';
+  },
+  body(a, t) {
+    const d = t && t.status === 'done' && isObject(t.diff) ? t.diff : null;
+    return patchFiles(str(a.input)).slice(0, 100).map((f) => {
+      const path = f.moveTo || f.path;
+      const head = h('div', { class: 'diff-head' }, h('span', { class: 'chip', text: PATCH_VERB[f.op] || f.op }), fileLabel(path),
+        f.moveTo ? h('span', { class: 'meta', text: 'moved from ' + f.path }) : null);
+      if (f.op === 'delete') return h('div', { class: 'edit-part' }, head);
+      if (d && (str(d.path) === path || str(d.path).endsWith('/' + path.replace(/^\.\//, '')))) {
+        const r = hunksDiff(d);
+        head.append(h('span', { class: 'add-n', text: '+' + r.added }), h('span', { class: 'del-n', text: '−' + r.removed }));
+        return h('div', { class: 'edit-part', 'data-numbered': 'true' }, head, ...r.els);
+      }
+      const r = renderDiff(cut(f.old.join('\n')), cut(f.new.join('\n')), f.op === 'add' ? { oldStart: 1, newStart: 1 } : {});
+      head.append(h('span', { class: 'add-n', text: '+' + r.added }), h('span', { class: 'del-n', text: '−' + r.removed }));
+      return h('div', { class: 'edit-part' }, head, r.el);
+    });
+  },
+  result: (t) => (t.status === 'failed' ? null : [h('div', { class: 'meta', text: String(t.result ?? '').trim() })]),
+};
+
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
 R.Bash = {
   title: (a) => h('span', { class: 'cmd-title', text: oneLine(str(a.command), 200) }),
   body(a) {
@@ -630,6 +704,15 @@ export function toolPreview(t) {
         return `+${add} −${del}`;
       }
       if (t.name === 'Write') return `${splitLines(str(a.content)).length} lines`;
+      if (t.name === 'apply_patch') {
+        let add = 0;
+        let del = 0;
+        for (const f of patchFiles(str(a.input))) {
+          add += f.new.filter((l) => l !== '⋯').length;
+          del += f.old.filter((l) => l !== '⋯').length;
+        }
+        return `+${add} −${del}`;
+      }
       if (t.name === 'TodoWrite' || t.name === 'TaskCreate' || t.name === 'TaskUpdate' || t.name === 'ExitPlanMode') return '';
     } catch (e) {
       console.error(e);
