@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"os"
+	"runtime/debug"
 	"strconv"
 )
 
@@ -25,4 +26,23 @@ func PeakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// MemoryLimit is the soft limit a replay sets on the Go runtime's memory
+// (LimitMemory): the heap it needs is a few megabytes at any input size
+// (the keys of the records read, about 3 MB per GB of transcript, and the
+// longest line), and without a limit the collector lets the heap grow to
+// twice that and more between collections.
+const MemoryLimit = 16 << 20
+
+// LimitMemory sets the runtime's soft memory limit to MemoryLimit unless
+// GOMEMLIMIT sets one, and returns the function that restores the limit
+// before. The limit is soft: a replay that needs more (a line of many
+// megabytes) gets it, at the cost of more collections meanwhile.
+func LimitMemory() (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(MemoryLimit)
+	return func() { debug.SetMemoryLimit(prev) }
 }

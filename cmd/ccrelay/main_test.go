@@ -177,7 +177,7 @@ func TestReplaySkipsAndExplicitFiles(t *testing.T) {
 }
 
 // Memory stays bounded: a 200 MB synthetic transcript replays with a peak
-// RSS under 64 MB.
+// RSS of at most 32 MB (replay.BenchmarkReplayPeakRSS measures 1 GB).
 func TestReplayMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 200 MB file")
@@ -224,7 +224,7 @@ func TestReplayMemoryBounded(t *testing.T) {
 	if lines < 20000 {
 		t.Fatalf("only %d envelopes from %d MB", lines, n>>20)
 	}
-	if peak <= 0 || peak >= 64 {
-		t.Fatalf("peak RSS %.1f MB, want under 64 MB", peak)
+	if peak <= 0 || peak > 32 {
+		t.Fatalf("peak RSS %.1f MB, want at most 32 MB", peak)
 	}
 }

@@ -49,6 +49,7 @@ Formats: jsonl (one envelope per line; default when stdout is not a terminal)
 and chat (a readable transcript; default on a terminal).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer replay.LimitMemory()()
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			if format == "" {
 				format = "jsonl"

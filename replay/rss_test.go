@@ -1,0 +1,149 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ccrelay/ccrelay/internal/synth"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// rssChildEnv names the transcript a child test process replays.
+const rssChildEnv = "CCRELAY_REPLAY_RSS_FILE"
+
+// MaxReplayRSS is the peak resident memory a replay may take at any input
+// size.
+const maxReplayRSS = 32 << 20
+
+// TestReplayRSSChild is the child of replayPeakRSS: it replays the file
+// named by rssChildEnv as ccrelay replay --format jsonl does and prints its
+// peak RSS. Without the variable it does nothing.
+func TestReplayRSSChild(t *testing.T) {
+	path := os.Getenv(rssChildEnv)
+	if path == "" {
+		return
+	}
+	defer LimitMemory()()
+	s, err := FindSession([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(io.Discard, 64<<10)
+	var line []byte
+	st, err := Run(context.Background(), s, Options{}, func(e *protocol.Envelope) error {
+		var err error
+		if line, err = e.AppendJSON(line[:0]); err != nil {
+			return err
+		}
+		_, err = bw.Write(append(line, '\n'))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("\nrss-result %d %d %d %d\n", st.PeakRSS, st.Bytes, st.EnvelopeCount(), st.Elapsed.Nanoseconds())
+}
+
+type rssResult struct {
+	peak, bytes, envelopes int64
+	secs                   float64
+}
+
+// replayPeakRSS replays path in a fresh process (this test binary) and
+// returns what it measured.
+func replayPeakRSS(tb testing.TB, path string) rssResult {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReplayRSSChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), rssChildEnv+"="+path)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		tb.Fatalf("replay child: %v\n%s", err, out)
+	}
+	for l := range strings.Lines(string(out)) {
+		f := strings.Fields(l)
+		if len(f) == 5 && f[0] == "rss-result" {
+			var v [4]int64
+			for i := range v {
+				v[i], _ = strconv.ParseInt(f[i+1], 10, 64)
+			}
+			return rssResult{peak: v[0], bytes: v[1], envelopes: v[2], secs: float64(v[3]) / 1e9}
+		}
+	}
+	tb.Fatalf("no result from the replay child:\n%s", out)
+	return rssResult{}
+}
+
+// writeMix writes a transcript of at least size bytes made of copies of
+// every corpus session, their ids made unique.
+func writeMix(tb testing.TB, path string, size int64) {
+	tb.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := synth.Write(f, size, mixSources(tb)...); err != nil {
+		f.Close()
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// A replay's peak memory does not grow with its input: from 3 MB to
+// 100 MB it grows by at most maxRSSGrowth and stays under maxReplayRSS
+// (BenchmarkReplayPeakRSS adds 1 GB).
+func TestReplayPeakRSS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 100 MB transcript")
+	}
+	const maxRSSGrowth = 5 << 20
+	var peaks []int64
+	for _, size := range []int64{3 << 20, 100 << 20} {
+		p := filepath.Join(t.TempDir(), "mix.jsonl")
+		writeMix(t, p, size)
+		r := replayPeakRSS(t, p)
+		t.Logf("%d MB, %d envelopes: peak RSS %.1f MiB, %.1f MB/s", r.bytes>>20, r.envelopes,
+			float64(r.peak)/(1<<20), float64(r.bytes)/1e6/r.secs)
+		if r.envelopes < size>>14 {
+			t.Fatalf("only %d envelopes from %d bytes", r.envelopes, r.bytes)
+		}
+		if r.peak <= 0 || r.peak > maxReplayRSS {
+			t.Fatalf("peak RSS %.1f MiB, want at most %d MiB", float64(r.peak)/(1<<20), maxReplayRSS>>20)
+		}
+		peaks = append(peaks, r.peak)
+	}
+	if g := peaks[1] - peaks[0]; g > maxRSSGrowth {
+		t.Fatalf("peak RSS grew by %.1f MiB from 3 MB to 100 MB, want at most %d MiB", float64(g)/(1<<20), maxRSSGrowth>>20)
+	}
+}
+
+// BenchmarkReplayPeakRSS reports a replay's peak RSS (peak-MiB, in a fresh
+// process) at 3 MB, 100 MB and 1 GB of input; the input is written to a
+// temporary folder and removed after.
+//
+//	go test ./replay -run '^$' -bench ReplayPeakRSS -benchtime 1x
+func BenchmarkReplayPeakRSS(b *testing.B) {
+	for _, size := range []int64{3 << 20, 100 << 20, 1 << 30} {
+		b.Run(strconv.FormatInt(size>>20, 10)+"MB", func(b *testing.B) {
+			p := filepath.Join(b.TempDir(), "mix.jsonl")
+			writeMix(b, p, size)
+			var peak int64
+			var secs float64
+			for b.Loop() {
+				r := replayPeakRSS(b, p)
+				peak, secs = max(peak, r.peak), secs+r.secs
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+			b.ReportMetric(float64(size)*float64(b.N)/1e6/secs, "MB/s")
+		})
+	}
+}
