@@ -44,3 +44,26 @@ func TestDedupeRemembersCompactly(t *testing.T) {
 	}
 	runtime.KeepAlive(d)
 }
+
+// A Dedupe with a few keys is small: every session, however short, has
+// one (the scanner keeps one per session it follows).
+func TestDedupeSmallWhenFew(t *testing.T) {
+	const n = 1000
+	ds := make([]*Dedupe, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range ds {
+		ds[i] = &Dedupe{}
+		ds[i].Seen(&Record{Type: TypeUser, UUID: "u-" + strconv.Itoa(i)})
+		ds[i].Seen(&Record{Type: TypeUser, UUID: "v-" + strconv.Itoa(i)})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%.0f bytes per Dedupe of 2 keys", per)
+	if per > 1024 {
+		t.Fatalf("%.0f bytes per Dedupe of 2 keys, want at most 1 KB", per)
+	}
+	runtime.KeepAlive(ds)
+}

@@ -68,7 +68,7 @@ func (d *Dedupe) has(h uint64) bool {
 
 func (d *Dedupe) add(h uint64) {
 	if d.recent == nil {
-		d.recent = make(map[uint64]struct{}, dedupeRecent)
+		d.recent = make(map[uint64]struct{})
 	}
 	d.recent[h] = struct{}{}
 	if len(d.recent) < dedupeRecent {
