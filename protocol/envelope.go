@@ -541,12 +541,39 @@ func (e *Envelope) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &w); err != nil {
 		return fmt.Errorf("envelope: %w", err)
 	}
+	if err := exactKeys(data, envelopeKeys); err != nil {
+		return err
+	}
 	if w.ID == nil || w.Time == nil || w.Role == nil || w.Ev == nil {
 		return invalid("envelope needs id, time, role and ev")
 	}
 	*e = Envelope{ID: *w.ID, Time: int64(*w.Time), Role: Role(*w.Role), Turn: w.Turn,
 		Subagent: w.Subagent, ClaudeUUID: w.ClaudeUUID, Usage: w.Usage}
 	return e.Ev.UnmarshalJSON(w.Ev)
+}
+
+// envelopeKeys are the names of an envelope's members that its decoding
+// reads through a struct.
+var envelopeKeys = []string{"id", "time", "role", "turn", "subagent", "claudeUuid", "usage", "ev"}
+
+// exactKeys refuses an object (valid JSON) with a member whose key is one
+// of names up to case (or a Unicode fold, such as U+017F for s) without
+// being spelt so. encoding/json takes such a key for the field, the app's
+// JSON.parse does not: {"id":"a","ID":"b"} would be checked and stored
+// as b and read as a, an "Ev" beside an "ev" would be checked in its
+// place.
+func exactKeys(obj []byte, names []string) error {
+	var bad error
+	_ = jsonscan.EachMember(obj, func(k, _ []byte) error {
+		for _, n := range names {
+			if string(k) != n && bytes.EqualFold(k, []byte(n)) {
+				bad = invalid("key %q is %q spelt otherwise", Clip(string(k), 40), n)
+				return bad
+			}
+		}
+		return nil
+	})
+	return bad
 }
 
 // UnmarshalJSON decodes an event, requiring the fields of its kind.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
 
 // SealedEnvelope is what a relay sees of an envelope sealed end to end
@@ -81,6 +83,9 @@ func (s *SealedEnvelope) Validate() error {
 	return nil
 }
 
+// sealedKeys are the members of a sealed envelope.
+var sealedKeys = []string{"id", "time", "role", "turn", "subagent", "ev", "sealed"}
+
 // DecodeSealed reads a sealed envelope strictly: only its fields.
 func DecodeSealed(raw []byte) (SealedEnvelope, error) {
 	var s SealedEnvelope
@@ -88,6 +93,19 @@ func DecodeSealed(raw []byte) (SealedEnvelope, error) {
 	d.DisallowUnknownFields()
 	if err := d.Decode(&s); err != nil {
 		return s, fmt.Errorf("%w: sealed envelope: %v", ErrInvalid, err)
+	}
+	if err := exactKeys(raw, sealedKeys); err != nil {
+		return s, fmt.Errorf("sealed envelope: %w", err)
+	}
+	var ev json.RawMessage
+	_ = jsonscan.EachMember(raw, func(k, v []byte) error {
+		if string(k) == "ev" {
+			ev = v
+		}
+		return nil
+	})
+	if err := exactKeys(ev, []string{"t", "status"}); err != nil {
+		return s, fmt.Errorf("sealed envelope: ev: %w", err)
 	}
 	return s, s.Validate()
 }
