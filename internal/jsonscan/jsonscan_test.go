@@ -16,6 +16,12 @@ var seeds = []string{
 	`{"type":"text","text":"hi"}`, strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
 	strings.Repeat("[", 10001) + strings.Repeat("]", 10001), strings.Repeat("{\"a\":", 3) + "1}}}",
 	"\t\r\n[ ]\n", `[{"type":"image","source":{"type":"base64","data":"AAA="}}]`,
+	// A byte order mark, white space JSON does not have, trailing garbage.
+	"\xef\xbb\xbf{}", "\ufeff\"a\"", "\v1", "\f1", "1\u00a0", "\u2028[]", "[] x", "{}}", `"a""b"`, "1\x00",
+	// Escaped NUL, surrogate halves, duplicate keys, huge numbers.
+	`"\u0000"`, `"a\u0000b"`, `"\ud800"`, `"\udfff\ud800\udc00"`, `"\ud800\u0041"`, `"\ud800\\"`,
+	`{"a":1,"a":2}`, `{"a":1,"\u0061":[2]}`, `{"A":1,"a":2}`, `[1e400, -1e-400, 123456789012345678901234567890]`,
+	`[-01]`, `[1.e5]`, `[0x10]`, `[NaN]`, `[Infinity]`, `["\u00"]`,
 }
 
 func TestValidAgreesWithEncodingJSON(t *testing.T) {
@@ -71,8 +77,25 @@ func FuzzValid(f *testing.F) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, json.Valid says %v", b, got, want)
 		}
-		if len(b) > 0 && b[0] == '"' {
-			checkString(t, b)
+		checkString(t, b)
+		// On a valid array, the walk gives the elements a decode gives.
+		var elems []json.RawMessage
+		if json.Unmarshal(b, &elems) == nil && elems != nil {
+			var got []json.RawMessage
+			if err := EachElem(b, func(v []byte) error {
+				got = append(got, v)
+				return nil
+			}); err != nil {
+				t.Fatalf("EachElem(%q): %v", b, err)
+			}
+			if len(got) != len(elems) {
+				t.Fatalf("EachElem(%q): %d elements, decode has %d", b, len(got), len(elems))
+			}
+			for i := range elems {
+				if !bytes.Equal(got[i], elems[i]) {
+					t.Fatalf("EachElem(%q)[%d] = %s, decode has %s", b, i, got[i], elems[i])
+				}
+			}
 		}
 		// On a valid object, the walk gives the keys and values a decode
 		// gives (the last of duplicate keys).
