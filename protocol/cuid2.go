@@ -46,13 +46,14 @@ func IsCuid(s string) bool {
 // part terminated by a NUL byte so that ("ab","c") and ("a","bc") differ.
 // Hex digits are a subset of base36, so the result always passes IsCuid.
 func DeriveID(parts ...string) string {
-	h := sha256.New()
+	// Short parts (ids, kinds) are hashed from a buffer on the stack.
+	var buf [256]byte
+	b := buf[:0]
 	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
+		b = append(append(b, p...), 0)
 	}
-	var sum [sha256.Size]byte
-	return derived(h.Sum(sum[:0]))
+	sum := sha256.Sum256(b)
+	return derived(sum[:])
 }
 
 // SubagentID is the session subagent id for a provider tool_use id (DECISIONS
