@@ -39,8 +39,7 @@ import (
 type Codex struct {
 	*Mapper
 
-	codexTurn string // Codex's id of the open turn (or of the turn about to open)
-	turnKey   string // id source of the turn: "codex-turn:" + its id
+	turnKey   string // id source of the open turn (or the one about to open): "codex-turn:" + Codex's id
 	window    int64  // the model's context window, from task_started
 	model     string // the model of the last turn_context
 	noteModel string // a model change to say when the turn opens
@@ -151,7 +150,7 @@ func (c *Codex) around(f func() []protocol.Envelope) []protocol.Envelope {
 	first := c.Flush()
 	rest := f()
 	if c.Mapper.turn == "" {
-		c.codexTurn, c.turnKey = "", ""
+		c.turnKey = ""
 		c.resetTurn()
 	}
 	return append(first, rest...)
@@ -252,7 +251,6 @@ func (c *Codex) taskStarted(r *codex.Record, ev *codex.Event) {
 		m.cut(Cut{Status: protocol.StatusFailed, Result: CodexCutResult, Note: CodexCutNote})
 	}
 	c.resetTurn()
-	c.codexTurn = ev.TurnID
 	c.turnKey = "codex-turn:" + ev.TurnID
 	if ev.TurnID == "" {
 		c.turnKey = "codex-turn-line:" + lineKey(r)
@@ -333,7 +331,7 @@ func (c *Codex) taskComplete(r *codex.Record, ev *codex.Event) {
 	} else {
 		m.closeTurn(status)
 	}
-	c.codexTurn, c.turnKey = "", ""
+	c.turnKey = ""
 	c.resetTurn()
 }
 
@@ -346,7 +344,7 @@ func (c *Codex) turnAborted(r *codex.Record, ev *codex.Event) {
 	}
 	c.ensureTurn(r)
 	m.cut(Cut{Status: protocol.StatusCancelled, Result: CodexAbortResult, Note: text})
-	c.codexTurn, c.turnKey = "", ""
+	c.turnKey = ""
 	c.resetTurn()
 }
 
