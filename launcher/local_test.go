@@ -20,6 +20,10 @@ import (
 var fakeClaude string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeAppServerEnv) != "" {
+		// This binary stands in for codex app-server (codex_remote_fake_test.go).
+		os.Exit(runFakeAppServer())
+	}
 	// The package's tests get a temporary folder of their own, removed at
 	// the end: a ccrelay or Claude that a test kills on purpose cannot
 	// clean up its own files (a hook folder, say).

@@ -1,0 +1,285 @@
+package launcher
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ccrelay/ccrelay/codex"
+)
+
+// codexHandler is what app-server sends a CodexRemote: its notifications
+// and its requests, from the client's reader, one at a time.
+type codexHandler struct{ r *CodexRemote }
+
+// The tools a Codex request is shown as in the app: a command as Bash
+// (command, cwd, description), a file change as apply_patch (the files
+// with their diffs), as the mapper names the calls (mapper.CodexShellName).
+// The request's call is Codex's call id, the call's id in the envelopes.
+const (
+	CodexToolCommand = "Bash"
+	CodexToolPatch   = "apply_patch"
+)
+
+func (h *codexHandler) Notify(n codex.Notification) {
+	r := h.r
+	switch n.Method {
+	case codex.NotifyTurnStarted, codex.NotifyTurnCompleted:
+		var t codex.TurnNotification
+		if json.Unmarshal(n.Params, &t) != nil {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if n.Method == codex.NotifyTurnStarted {
+			r.turn = t.Turn.ID
+		} else {
+			if r.turn == t.Turn.ID {
+				r.turn = ""
+			}
+			r.finished = t.Turn.ID
+			// What Codex asked in that turn no longer waits.
+			r.pending = slices.DeleteFunc(r.pending, func(p *codexPending) bool { return p.turn == t.Turn.ID })
+			clear(r.changes)
+			r.order = r.order[:0]
+		}
+		r.publish()
+	case codex.NotifyItemStarted, codex.NotifyItemCompleted:
+		var it codex.ItemNotification
+		if json.Unmarshal(n.Params, &it) != nil || it.Item.Type != "fileChange" || it.Item.ID == "" {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.keepChanges(it.Item.ID, it.Item.Changes)
+	case codex.NotifyAgentMessageDelta:
+		var d codex.DeltaNotification
+		if r.events == nil || json.Unmarshal(n.Params, &d) != nil || d.Delta == "" {
+			return
+		}
+		b, _ := json.Marshal(liveDelta{Type: "delta", Message: d.ItemID, Text: d.Delta})
+		r.events.Live(d.ThreadID, b)
+	case codex.NotifyRequestResolved:
+		var res codex.ResolvedNotification
+		if json.Unmarshal(n.Params, &res) != nil {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		n := len(r.pending)
+		r.pending = slices.DeleteFunc(r.pending, func(p *codexPending) bool { return string(p.req.ID) == string(res.RequestID) })
+		if len(r.pending) != n {
+			r.publish()
+		}
+	}
+}
+
+// keepChanges keeps a fileChange item's changes for the approval that
+// names it (at most MaxCodexChanges items, MaxCodexDiff bytes of diff
+// each). Called with mu held.
+func (r *CodexRemote) keepChanges(id string, changes []codex.FileUpdateChange) {
+	if len(changes) == 0 {
+		return
+	}
+	size := 0
+	kept := make([]codex.FileUpdateChange, 0, len(changes))
+	for _, c := range changes {
+		if size+len(c.Diff) > MaxCodexDiff {
+			c.Diff = "(diff too long to show)"
+		}
+		size += len(c.Diff)
+		kept = append(kept, c)
+	}
+	if _, ok := r.changes[id]; !ok {
+		r.order = append(r.order, id)
+	}
+	r.changes[id] = kept
+	for len(r.order) > MaxCodexChanges {
+		delete(r.changes, r.order[0])
+		r.order = r.order[1:]
+	}
+}
+
+func (h *codexHandler) Dropped(method string, size int64, err error) {
+	h.r.log.Warn("codex remote: a line of app-server's was not read", "method", method, "bytes", size, "err", err)
+}
+
+// Request shows an approval to the app, or declines at once, with a
+// note, what the app cannot answer. Every request is answered, now or by
+// the app, an interrupt, the turn's end or Stop.
+func (h *codexHandler) Request(req *codex.Request) {
+	r := h.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, why := r.shown(req)
+	if p != nil {
+		if slices.ContainsFunc(r.pending, func(q *codexPending) bool { return q.pr.ID == p.pr.ID }) {
+			p.pr.ID += "#" + req.Key()
+		}
+		if len(r.pending) >= MaxInfoPermissionsShown {
+			p, why = nil, fmt.Sprintf("%d requests wait for the app already", MaxInfoPermissionsShown)
+		}
+	}
+	if p != nil {
+		r.pending = append(r.pending, p)
+		r.publish()
+		return
+	}
+	reason := "ccrelay declined it: " + why
+	if err := codex.Decline(req, reason, false); err != nil {
+		r.log.Warn("codex remote: could not decline a request", "method", req.Method, "err", err)
+	}
+	r.log.Info("codex remote: declined a request", "method", req.Method, "why", why)
+	r.noteLocked("codex-declined:"+r.thread+":"+req.Method+":"+req.Key()+":"+fmt.Sprint(r.notes),
+		describeRequest(req)+" "+reason+".")
+}
+
+// MaxInfoPermissionsShown bounds the requests waiting for the app (the
+// relay keeps 64 in an announcement); one more is declined.
+const MaxInfoPermissionsShown = 64
+
+// shown turns a request the app can answer into a pending request; for
+// any other it says why not.
+func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
+	if req.Oversize {
+		return nil, "the request was too large or not readable"
+	}
+	p := &codexPending{req: req}
+	switch req.Method {
+	case codex.RequestCommandApproval:
+		var a codex.CommandApprovalParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" {
+			return nil, "the request was not readable"
+		}
+		if a.Kind != "" && a.Kind != "command" {
+			return nil, "the app cannot answer a request of kind " + clip(a.Kind, 40)
+		}
+		cmd := deref(a.Command)
+		p.turn = a.TurnID
+		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolCommand, Description: deref(a.Reason),
+			Input: mustJSON(map[string]string{"command": cmd, "cwd": deref(a.Cwd), "description": deref(a.Reason)})}
+		if a.ApprovalID != nil && *a.ApprovalID != "" {
+			p.pr.ID += ":" + *a.ApprovalID
+		}
+		if cmd != "" {
+			p.pr.ForSession = []string{clip(cmd, 200)}
+		}
+	case codex.RequestFileChangeApproval:
+		var a codex.FileChangeApprovalParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" {
+			return nil, "the request was not readable"
+		}
+		p.turn = a.TurnID
+		changes := r.changes[a.ItemID]
+		in := map[string]any{"changes": changeList(changes)}
+		if a.Reason != nil {
+			in["reason"] = *a.Reason
+		}
+		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolPatch, Description: deref(a.Reason), Input: mustJSON(in)}
+		for _, c := range changes {
+			p.pr.ForSession = append(p.pr.ForSession, c.Path)
+		}
+		if len(changes) == 0 {
+			p.pr.Description = strings.TrimSpace(deref(a.Reason) + " (Codex did not say which files)")
+		}
+	case codex.RequestLegacyExec:
+		var a codex.LegacyExecParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.CallID == "" {
+			return nil, "the request was not readable"
+		}
+		cmd := strings.Join(a.Command, " ")
+		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolCommand, Description: deref(a.Reason),
+			Input: mustJSON(map[string]string{"command": cmd, "cwd": a.Cwd, "description": deref(a.Reason)})}
+		p.pr.ForSession = []string{clip(cmd, 200)}
+	case codex.RequestLegacyPatch:
+		var a codex.LegacyPatchParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.CallID == "" {
+			return nil, "the request was not readable"
+		}
+		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolPatch, Description: deref(a.Reason),
+			Input: mustJSON(map[string]any{"fileChanges": a.FileChanges})}
+		for _, path := range slices.Sorted(maps.Keys(a.FileChanges)) {
+			p.pr.ForSession = append(p.pr.ForSession, path)
+		}
+	case codex.RequestPermissions:
+		var a codex.PermissionsApprovalParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" {
+			return nil, "the request was not readable"
+		}
+		p.turn = a.TurnID
+		p.pr = PermissionRequest{ID: a.ItemID, Tool: "Permissions", Description: deref(a.Reason),
+			Input:      mustJSON(map[string]any{"cwd": a.Cwd, "permissions": a.Permissions, "description": deref(a.Reason)}),
+			ForSession: []string{"these permissions"}}
+	case codex.RequestUserInput:
+		return nil, "the app cannot answer Codex's questions yet"
+	case codex.RequestElicitation:
+		return nil, "the app cannot answer an MCP server's request yet"
+	case codex.RequestDynamicTool:
+		return nil, "ccrelay provides no tools of its own"
+	case codex.RequestAuthRefresh:
+		return nil, "ccrelay cannot log in to ChatGPT for Codex"
+	case codex.RequestAttestation:
+		return nil, "ccrelay cannot attest this client"
+	default:
+		return nil, "ccrelay does not know this request"
+	}
+	return p, ""
+}
+
+// describeRequest says what a declined request asked, for the note.
+func describeRequest(req *codex.Request) string {
+	switch req.Method {
+	case codex.RequestUserInput:
+		var a codex.UserInputParams
+		if json.Unmarshal(req.Params, &a) == nil && len(a.Questions) > 0 {
+			var qs []string
+			for _, q := range a.Questions[:min(len(a.Questions), 4)] {
+				qs = append(qs, clip(strings.TrimSpace(q.Question), 300))
+			}
+			return "Codex asked: " + strings.Join(qs, " / ") + "."
+		}
+		return "Codex asked the user a question."
+	case codex.RequestElicitation:
+		var a codex.ElicitationParams
+		if json.Unmarshal(req.Params, &a) == nil && a.ServerName != "" {
+			return fmt.Sprintf("The MCP server %s asked: %s.", clip(a.ServerName, 100), clip(strings.TrimSpace(a.Message), 500))
+		}
+		return "An MCP server asked for input."
+	case codex.RequestDynamicTool:
+		var a codex.DynamicToolParams
+		if json.Unmarshal(req.Params, &a) == nil && a.Tool != "" {
+			return fmt.Sprintf("Codex called the tool %s, which the client was to run.", clip(a.Tool, 100))
+		}
+	case codex.RequestAuthRefresh:
+		return "Codex asked for a new ChatGPT login."
+	case codex.RequestAttestation:
+		return "Codex asked for an attestation of the client."
+	}
+	return fmt.Sprintf("Codex sent the request %s.", clip(req.Method, 100))
+}
+
+// changeList is a fileChange item's files as the app is shown them.
+func changeList(changes []codex.FileUpdateChange) []map[string]string {
+	out := make([]map[string]string, 0, len(changes))
+	for _, c := range changes {
+		out = append(out, map[string]string{"path": c.Path, "kind": c.KindName(), "diff": c.Diff})
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return b
+}
