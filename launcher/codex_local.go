@@ -360,7 +360,7 @@ const maxMetaLine = 4 << 20
 
 // readSessionMeta reads a rollout's first line, its session_meta.
 func readSessionMeta(path string) (*codex.SessionMeta, error) {
-	f, err := os.Open(path)
+	f, err := scanner.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("open rollout: %w", err)
 	}

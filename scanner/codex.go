@@ -462,7 +462,8 @@ func (f *CodexFollower) read(cf *codexFile) {
 }
 
 // CodexRollouts lists the rollout files under a Codex sessions folder
-// (CODEX_HOME/sessions), in no particular order.
+// (CODEX_HOME/sessions), in no particular order: regular files with a
+// rollout's name (links and named pipes are left out).
 func CodexRollouts(sessionsDir string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(sessionsDir, func(p string, d os.DirEntry, err error) error {
@@ -472,7 +473,9 @@ func CodexRollouts(sessionsDir string) ([]string, error) {
 			}
 			return err
 		}
-		if !d.IsDir() && strings.HasSuffix(p, ".jsonl") {
+		// Regular files only: Codex writes no links, and a named pipe
+		// would make the reader wait for a writer.
+		if d.Type().IsRegular() && strings.HasSuffix(p, ".jsonl") {
 			if _, ok := CodexThreadOf(p); ok {
 				out = append(out, p)
 			}

@@ -97,7 +97,7 @@ var ErrReset = errors.New("file truncated or replaced; reading it again from the
 // os.ErrNotExist. If fn fails, reading stops and the position stays before
 // that line.
 func (t *Tail) ReadNew(fn func(Line) error) (reset bool, err error) {
-	f, err := os.Open(t.Path)
+	f, err := OpenRegular(t.Path)
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", t.Path, err)
 	}
@@ -154,7 +154,7 @@ func (t *Tail) holds(f *os.File, fi os.FileInfo) bool {
 // taken in (see holds), without reading it. A missing file returns an error
 // wrapping os.ErrNotExist.
 func (t *Tail) Verify() (bool, error) {
-	f, err := os.Open(t.Path)
+	f, err := OpenRegular(t.Path)
 	if err != nil {
 		return false, fmt.Errorf("open %s: %w", t.Path, err)
 	}
@@ -203,4 +203,29 @@ func (t *Tail) keepGuard(data []byte, size int64, partial bool) {
 // Equal reports whether p and q are the same position.
 func (p Position) Equal(q Position) bool {
 	return p.Offset == q.Offset && p.Line == q.Line && p.ID == q.ID && bytes.Equal(p.Guard, q.Guard)
+}
+
+// ErrNotRegular is the error of opening a transcript or rollout that is
+// not a regular file (a named pipe, a device, a folder).
+var ErrNotRegular = errors.New("not a regular file")
+
+// OpenRegular opens path for reading if it is a regular file (a link to
+// one included), and fails at once otherwise: a named pipe put in a
+// transcript's or rollout's place would make a plain open wait for a
+// writer forever.
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &os.PathError{Op: "open", Path: path, Err: ErrNotRegular}
+	}
+	return f, nil
 }
