@@ -602,6 +602,30 @@ type dialError struct {
 }
 
 func (e *dialError) Error() string { return e.err.Error() }
+
+// stopCloseWait is how long a client that stops waits for the relay to
+// answer its close frame before it drops the connection.
+const stopCloseWait = time.Second
+
+// closeSoon closes ws with a close frame (ccrelay stops: the relay tells
+// this from a connection lost, and its lists say so), waiting at most wait
+// for the relay's answer: a relay that does not answer does not hold up
+// ccrelay's exit.
+func closeSoon(ws *websocket.Conn, wait time.Duration) {
+	done := make(chan struct{})
+	go func() { // owned here: waited for below, bounded by CloseNow
+		defer close(done)
+		ws.Close(websocket.StatusNormalClosure, "")
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		ws.CloseNow()
+		<-done
+	}
+}
 func (e *dialError) Unwrap() error { return e.err }
 
 // reason says in a few words why the relay could not be reached.
@@ -668,7 +692,11 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 			err = fmt.Errorf("%w: %w", errProgress, err)
 		}
 	}()
-	rctx, stopRead := context.WithCancel(ctx)
+	// The reader ends with this connection, not with ctx: a read whose
+	// context ends drops the connection at once, and a client that stops
+	// (ctx ended) closes it itself below (a close frame, which tells the
+	// relay that ccrelay stopped rather than lost its connection).
+	rctx, stopRead := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRead()
 	go c.read(rctx, cn)
 	// A relay that took the connection answers a ping at once; one that
@@ -737,7 +765,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 		if b == nil {
 			select {
 			case <-ctx.Done():
-				ws.Close(websocket.StatusNormalClosure, "")
+				closeSoon(ws, stopCloseWait)
 				return nil
 			case <-cn.dead:
 				return errors.New("connection lost")

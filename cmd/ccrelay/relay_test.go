@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -168,6 +169,47 @@ func TestLocalModeToRelay(t *testing.T) {
 	if err != nil || len(sessions) != 1 || !strings.Contains(string(sessions[0].Info), `"mode":"local"`) ||
 		!strings.Contains(string(sessions[0].Info), filepath.Base(r.project)) {
 		t.Fatalf("sessions %+v, %v", sessions, err)
+	}
+}
+
+// A local-mode ccrelay that exits with its Claude closes its connection
+// to the relay itself: the relay marks the session, once --cli-gone-after
+// has passed, as one whose ccrelay stopped (cliStopped), not one whose
+// machine went away, and keeps its status (idle).
+func TestLocalModeExitSaysStopped(t *testing.T) {
+	data := t.TempDir()
+	srv, base, token := startServe(t, data, "--cli-gone-after", "500ms")
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	const session = "11111111-2222-4333-8444-555555555556"
+	lines := append([]string{`{"type":"user","uuid":"u1","sessionId":"{{session}}","timestamp":"2026-11-22T10:00:00.000Z","message":{"role":"user","content":"hi"}}`}, recLines(1, 3)...)
+	r := newLocalRun(t, lines, nil)
+	if out, err := r.command("--relay", base, "--relay-token", token, "--", "--session-id", session).CombinedOutput(); err != nil {
+		t.Fatalf("ccrelay: %v\n%s", err, out)
+	}
+	st, err := relay.OpenStore(filepath.Join(data, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var info map[string]any
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		sessions, err := st.Sessions(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sessions) == 1 {
+			info = nil
+			json.Unmarshal(sessions[0].Info, &info)
+			if info["cliGone"] != nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never marked: %v", info)
+		}
+	}
+	if info["cliStopped"] != true || info["mode"] != "local" || info["status"] != "idle" {
+		t.Fatalf("after ccrelay exited, the session is listed as %v", info)
 	}
 }
 
