@@ -76,6 +76,8 @@ type CodexRemote struct {
 	thread  string
 	model   string
 	turn    string // the running turn's id ("" none)
+	// path is the thread's rollout file, as app-server gave it.
+	path string
 	// finished is the id of the last turn that ended.
 	finished string
 	queued   int // turn/start sent and not answered
@@ -124,6 +126,14 @@ func (r *CodexRemote) Thread() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.thread
+}
+
+// RolloutPath is the thread's rollout file as app-server named it ("":
+// not known). Codex creates it when the first turn starts.
+func (r *CodexRemote) RolloutPath() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.path
 }
 
 // State is the session's state as the app is told it.
@@ -222,6 +232,9 @@ func (r *CodexRemote) ensure(ctx context.Context) (*codexServer, error) {
 		return nil, ErrCodexStopped
 	}
 	r.srv, r.thread = srv, res.Thread.ID
+	if res.Thread.Path != "" {
+		r.path = res.Thread.Path
+	}
 	if res.Model != "" && r.model == "" {
 		r.model = res.Model
 	}
