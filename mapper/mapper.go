@@ -8,7 +8,6 @@
 package mapper
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -678,7 +677,7 @@ func (m *Mapper) attachUsage(r *claude.Record, start int) {
 		}
 	}
 	var u protocol.Usage
-	if json.Unmarshal(r.Message.Usage, &u) != nil {
+	if u.UnmarshalJSON(r.Message.Usage) != nil {
 		return // malformed usage: keep the record, drop the usage
 	}
 	for j := len(m.out) - 1; j >= start; j-- {

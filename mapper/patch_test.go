@@ -33,3 +33,24 @@ func FuzzDecodePatch(f *testing.F) {
 		}
 	})
 }
+
+// What a Task result says of its subagent, read by the scan, is what
+// json.Unmarshal gives (its error ignored, as the mapper ignores it).
+func FuzzDecodeLaunch(f *testing.F) {
+	for _, s := range []string{
+		`{"isAsync":true,"status":"async_launched","agentId":"a1"}`, `{"ISASYNC":true,"Status":5,"agentid":"x"}`,
+		`{"isAsync":"yes","agentId":"b","agentId":null}`, `{"ſtatus":"async_launched"}`, `{"isAsync":true,`, `[]`, `{}`,
+		`{"content":[{"type":"text","text":"done"}],"totalTokens":5,"agentId":"c\u0041"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var want launch
+		if len(raw) > 0 && raw[0] == '{' {
+			_ = json.Unmarshal(raw, &want)
+		}
+		if got := decodeLaunch(raw); got != want {
+			t.Fatalf("decodeLaunch(%q) = %+v, json.Unmarshal gives %+v", raw, got, want)
+		}
+	})
+}

@@ -182,14 +182,7 @@ func wrapArgs(raw json.RawMessage) json.RawMessage {
 // asyncLaunch reports whether a Task/Agent tool_result says the subagent was
 // launched in the background (D13), and the agent id it names.
 func asyncLaunch(r *claude.Record, b *claude.Block) (string, bool) {
-	var tur struct {
-		IsAsync bool   `json:"isAsync"`
-		Status  string `json:"status"`
-		AgentID string `json:"agentId"`
-	}
-	if len(r.ToolUseResult) > 0 && r.ToolUseResult[0] == '{' {
-		_ = json.Unmarshal(r.ToolUseResult, &tur)
-	}
+	tur := decodeLaunch(r.ToolUseResult)
 	if tur.IsAsync || tur.Status == "async_launched" {
 		return tur.AgentID, true
 	}
@@ -213,13 +206,55 @@ func agentIDFromText(s string) string {
 
 // resultAgentID is the agentId of a synchronous subagent's result, if any.
 func resultAgentID(r *claude.Record) string {
-	var tur struct {
-		AgentID string `json:"agentId"`
+	return decodeLaunch(r.ToolUseResult).AgentID
+}
+
+// launch is what a Task/Agent toolUseResult says of the subagent.
+type launch struct {
+	IsAsync bool   `json:"isAsync"`
+	Status  string `json:"status"`
+	AgentID string `json:"agentId"`
+}
+
+// decodeLaunch reads raw (a toolUseResult) as json.Unmarshal into a launch
+// does, its error ignored: nothing when raw is not a valid object, else
+// each field whose value has its type. A key that is not ASCII (which
+// encoding/json may fold onto a field) goes to json.Unmarshal.
+func decodeLaunch(raw []byte) launch {
+	var l launch
+	if len(raw) == 0 || raw[0] != '{' || !jsonscan.Valid(raw) {
+		return l
 	}
-	if len(r.ToolUseResult) > 0 && r.ToolUseResult[0] == '{' {
-		_ = json.Unmarshal(r.ToolUseResult, &tur)
+	err := jsonscan.EachMember(raw, func(k, v []byte) error {
+		for _, c := range k {
+			if c >= utf8.RuneSelf {
+				return errScan
+			}
+		}
+		switch strings.ToLower(string(k)) {
+		case "isasync":
+			switch string(v) {
+			case "true":
+				l.IsAsync = true
+			case "false":
+				l.IsAsync = false
+			}
+		case "status":
+			if s, ok := jsonscan.String(v); ok {
+				l.Status = s
+			}
+		case "agentid":
+			if s, ok := jsonscan.String(v); ok {
+				l.AgentID = s
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		l = launch{}
+		_ = json.Unmarshal(raw, &l)
 	}
-	return tur.AgentID
+	return l
 }
 
 const notificationTag = "<task-notification>"
