@@ -49,7 +49,8 @@ func linkNames(t *testing.T, ctx context.Context, titles map[string]string) map[
 // "ccrelay stopped" where ccrelay closed it itself; in words beside an
 // icon (not a colour alone), part of the row's accessible name. A session
 // whose ccrelay is connected is not marked, and the mark goes when ccrelay
-// comes back and announces itself.
+// comes back and announces itself. A session opened says what its row says
+// (the top bar, the note).
 func TestAppListMarksSessionsWithoutTheirCLI(t *testing.T) {
 	r := &appRelay{data: t.TempDir()}
 	r.cmd, r.base, r.token = startServe(t, r.data, "--cli-gone-after", "1s")
@@ -141,6 +142,20 @@ func TestAppListMarksSessionsWithoutTheirCLI(t *testing.T) {
 			t.Errorf("%s: its link is named %q", s.title, name)
 		}
 	}
+
+	// The local session whose ccrelay exited, opened: its top bar and its
+	// note say the same as the list, and nothing offers to move it from a
+	// terminal where it no longer runs.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+rows[1].id))
+	waitJS(t, ctx, "the note that ccrelay stopped", `(() => { const n = document.querySelector('.machine-note'); return !!n && !n.hidden && n.textContent.startsWith('ccrelay stopped') })()`)
+	if s := eval[string](t, ctx, `document.querySelector('.top-sub .status-text').textContent`); s != "ccrelay stopped" {
+		t.Errorf("ccrelay stopped, the top bar says %q", s)
+	}
+	if h := eval[string](t, ctx, `document.querySelector('.composer-hint').textContent`); strings.Contains(h, "terminal") {
+		t.Errorf("ccrelay stopped, the prompt box says %q", h)
+	}
+	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
+	waitJS(t, ctx, "the list again", fmt.Sprintf(`document.querySelectorAll('.session-row').length === %d`, len(rows)))
 
 	// ccrelay comes back (the machine wakes; ccrelay runs again) and
 	// announces itself: the marks go.
