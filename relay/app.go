@@ -15,7 +15,7 @@ import (
 )
 
 func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
-	c, done, err := s.upgrade(w, r, appCompression)
+	c, done, err := s.upgrade(smallBuffers{w}, r, appCompression)
 	if err != nil {
 		return
 	}
@@ -33,7 +33,8 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 	if p := principalFrom(ctx); p.role == RoleDevice {
 		me.device = p.cred.ID
 	}
-	wg.Go(func() { me.run(ctx) })
+	me.start(ctx)
+	defer me.stop() // runs after ctx is cancelled
 	defer s.unfollow(me)
 	// A slot for each history read under way (subscribe, before pages):
 	// taken before its goroutine starts, given back when it ends.
@@ -71,7 +72,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			// (a change may arrive twice; it carries the whole state).
 			fresh := listing == nil
 			if fresh {
-				listing = s.hub.addLister(ownerFrom(ctx), me.wake)
+				listing = s.hub.addLister(ownerFrom(ctx), me.kick)
 			}
 			forget := func() {
 				if fresh {
@@ -159,7 +160,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			if err := s.sendSessionKey(ctx, c, me.device, f.Session); err != nil {
 				s.storeFailed("read session key", f.Session, err)
 			}
-			sub := s.hub.add(f.Session, me.wake)
+			sub := s.hub.add(f.Session, me.kick)
 			subs = append(subs, subscription{f.Session, sub})
 			ended := func(err error) {
 				s.hub.remove(f.Session, sub)

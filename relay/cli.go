@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
@@ -33,9 +32,8 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	me := newPeer(c, ownerFrom(ctx))
 	defer s.addCLI(ctx, me)()
-	var wg sync.WaitGroup
-	wg.Go(func() { me.run(ctx) })
-	defer wg.Wait()
+	me.start(ctx)
+	defer me.stop() // runs after ctx is cancelled
 	defer cancel()
 	// A CLI that closes its connection itself (ccrelay stopping) is told
 	// apart from one whose connection was lost (its machine off or offline).

@@ -4,7 +4,12 @@
 package relay
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -121,4 +126,45 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, mode websocket.C
 	}
 	c.SetReadLimit(MaxFrameBytes)
 	return c, nil
+}
+
+// appBufferBytes is the size of each of an app connection's read and write
+// buffers. net/http hands a hijacked connection its own (4 KiB each), and
+// keeps them as long as the handler runs, which is as long as the
+// websocket is open: most app connections are idle, and those 8 KiB were
+// a fifth of their cost. A frame larger than the buffer is read into, and
+// written from, the frame's own memory without passing through it.
+const appBufferBytes = 512
+
+// smallBuffers is a ResponseWriter whose Hijack gives the connection
+// buffers of appBufferBytes: it replaces, in place, the bufio.Reader and
+// bufio.Writer net/http holds (so their 4 KiB arrays are freed), keeping
+// whatever the reader held already (bytes a client sent right after its
+// request).
+type smallBuffers struct{ http.ResponseWriter }
+
+func (w smallBuffers) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w smallBuffers) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return conn, brw, err
+	}
+	held := brw.Reader.Buffered()
+	var src io.Reader = conn
+	if held > 0 {
+		b, _ := brw.Reader.Peek(held)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(b)), conn)
+	}
+	*brw.Reader = *bufio.NewReaderSize(src, max(appBufferBytes, held))
+	if held > 0 {
+		// Back in the buffer, where the websocket library looks for them
+		// (read from the copy: no wait on the connection).
+		if _, err := brw.Reader.Peek(held); err != nil {
+			conn.Close()
+			return nil, nil, fmt.Errorf("keep the bytes read with the request: %w", err)
+		}
+	}
+	*brw.Writer = *bufio.NewWriterSize(conn, appBufferBytes)
+	return conn, brw, nil
 }

@@ -21,7 +21,7 @@ type hub struct {
 // them; a lister that lets subscriberSlack changes pile up is dropped.
 type lister struct {
 	owner   string
-	wake    chan struct{} // the writer's: signalled after each change
+	wake    func() // the writer's kick: called after each change
 	mu      sync.Mutex
 	queue   [][]byte
 	dropped chan struct{}
@@ -53,10 +53,7 @@ func (l *lister) push(frame []byte) {
 	if full {
 		l.once.Do(func() { close(l.dropped) })
 	}
-	select {
-	case l.wake <- struct{}{}:
-	default: // the writer is awake already
-	}
+	l.wake()
 }
 
 // summary is a session as lists show it: a bounded summary of its info
@@ -72,9 +69,9 @@ func summary(si SessionInfo) protocol.SessionSummary {
 	return protocol.SessionSummary{ID: si.ID, Info: info, Prompt: si.Prompt, LastSeq: si.LastSeq, Updated: si.UpdatedMS}
 }
 
-// addLister registers a lister of owner's sessions whose writer waits on
-// wake (a channel of capacity 1).
-func (h *hub) addLister(owner string, wake chan struct{}) *lister {
+// addLister registers a lister of owner's sessions whose writer wake
+// starts.
+func (h *hub) addLister(owner string, wake func()) *lister {
 	l := &lister{owner: owner, wake: wake, dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -112,7 +109,7 @@ func (h *hub) sessionChangedSummary(owner string, sum protocol.SessionSummary) {
 // ahead) until the connection's writer takes them, woken through wake; a
 // subscriber that lets subscriberSlack batches pile up is dropped.
 type subscriber struct {
-	wake    chan struct{} // the writer's: signalled after each batch
+	wake    func() // the writer's kick: called after each batch
 	mu      sync.Mutex
 	queue   []*published
 	dropped chan struct{}
@@ -130,10 +127,7 @@ func (sub *subscriber) push(p *published) {
 	if full {
 		sub.once.Do(func() { close(sub.dropped) })
 	}
-	select {
-	case sub.wake <- struct{}{}:
-	default: // the writer is awake already
-	}
+	sub.wake()
 }
 
 // next takes the oldest waiting batch, if any.
@@ -150,9 +144,8 @@ func (sub *subscriber) next() (*published, bool) {
 	return p, true
 }
 
-// add subscribes to session's batches, for a writer that waits on wake (a
-// channel of capacity 1).
-func (h *hub) add(session string, wake chan struct{}) *subscriber {
+// add subscribes to session's batches, for a writer that wake starts.
+func (h *hub) add(session string, wake func()) *subscriber {
 	sub := &subscriber{wake: wake, dropped: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()

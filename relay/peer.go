@@ -29,7 +29,10 @@ const (
 // it go through its own queue, written by its own writer (run), so that
 // routing never waits on a socket. The queue is a slice that grows as
 // frames wait (an idle connection holds none: most app connections are
-// idle, and a preallocated buffer was a third of their cost).
+// idle, and a preallocated buffer was a third of their cost). The writer
+// is a goroutine only while there is something to write: kick starts it,
+// and it ends once nothing waits (an idle connection pays no stack for
+// it).
 type peer struct {
 	c     *websocket.Conn
 	owner string
@@ -37,10 +40,14 @@ type peer struct {
 	// its session keys); "" for a CLI or a bootstrap token.
 	device string
 
-	mu     sync.Mutex
-	queue  [][]byte // frames waiting for run, in order
-	queued int      // bytes in queue
-	wake   chan struct{}
+	mu      sync.Mutex
+	queue   [][]byte // frames waiting for run, in order
+	queued  int      // bytes in queue
+	ctx     context.Context
+	writing bool // under mu: run is under way
+	again   bool // under mu: kicked while run was under way
+	stopped bool // under mu: no writer starts any more
+	writer  sync.WaitGroup
 
 	dropOnce sync.Once
 	dropped  chan struct{} // the queue overflowed: the connection is dropped
@@ -59,7 +66,41 @@ type liveSub struct {
 }
 
 func newPeer(c *websocket.Conn, owner string) *peer {
-	return &peer{c: c, owner: owner, wake: make(chan struct{}, 1), dropped: make(chan struct{})}
+	return &peer{c: c, owner: owner, dropped: make(chan struct{})}
+}
+
+// start lets kick start the writer, until ctx ends or stop; a peer not
+// started queues frames and writes none.
+func (p *peer) start(ctx context.Context) {
+	p.mu.Lock()
+	p.ctx = ctx
+	p.mu.Unlock()
+	p.kick() // what was queued before
+}
+
+// stop waits for the writer under way, if any, and starts none after.
+// The connection's handler calls it once ctx has ended.
+func (p *peer) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.writer.Wait()
+}
+
+// kick makes the writer write what waits: it starts it, or, if it is
+// under way, makes it look again before it ends.
+func (p *peer) kick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.ctx == nil || p.stopped:
+	case p.writing:
+		p.again = true
+	default:
+		p.writing = true
+		p.writer.Add(1)
+		go p.run(p.ctx)
+	}
 }
 
 // send queues f for the connection and never blocks; it reports false when
@@ -80,10 +121,7 @@ func (p *peer) send(f protocol.Frame) bool {
 	p.queue = append(p.queue, b)
 	p.queued += len(b)
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default: // run is awake already
-	}
+	p.kick()
 	return true
 }
 
@@ -107,10 +145,7 @@ func (p *peer) listen(l *lister) {
 	p.mu.Lock()
 	p.list = l
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}: // changes may wait already
-	default:
-	}
+	p.kick() // changes may wait already
 }
 
 // follow makes run serve l from now on.
@@ -118,10 +153,7 @@ func (p *peer) follow(l *liveSub) {
 	p.mu.Lock()
 	p.subs = append(p.subs, l)
 	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}: // batches may wait already
-	default:
-	}
+	p.kick() // batches may wait already
 }
 
 // serveSubs hands every waiting batch of the live subscriptions to them;
@@ -188,52 +220,71 @@ func (p *peer) nextChange() (b []byte, ok, dropped bool) {
 	return b, ok, false
 }
 
-func (p *peer) drop() { p.dropOnce.Do(func() { close(p.dropped) }) }
+// drop marks the connection dropped; its writer closes it.
+func (p *peer) drop() {
+	p.dropOnce.Do(func() { close(p.dropped) })
+	p.kick()
+}
 
-// run writes the queued frames, and the changes of the session list it
-// listens to, until ctx ends, a write fails, or the connection is
-// dropped. Its caller (the connection's handler) owns it. One writer
-// serves both, so an idle connection pays one goroutine's stack for them.
+// run writes the queued frames, the changes of the session list it
+// listens to and the batches of its caught-up subscriptions, until none
+// waits, ctx ends, a write fails, or the connection is dropped. kick
+// starts it; the connection's handler waits for it (stop). One writer
+// serves all of them, and only while they have something to write.
 func (p *peer) run(ctx context.Context) {
+	defer p.writer.Done()
+	for {
+		if !p.writeWaiting(ctx) {
+			p.mu.Lock()
+			p.writing, p.again = false, false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Lock()
+		if !p.again {
+			p.writing = false
+			p.mu.Unlock()
+			return
+		}
+		p.again = false
+		p.mu.Unlock()
+	}
+}
+
+// writeWaiting writes what waits; false means the connection is done
+// (ended, dropped, or a write failed).
+func (p *peer) writeWaiting(ctx context.Context) bool {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-p.dropped:
 			p.c.Close(websocket.StatusTryAgainLater, "the connection fell behind; connect again")
-			return
-		case <-p.wake:
+			return false
+		default:
 		}
-		for {
-			b, ok := p.next()
-			if !ok {
-				var listDropped bool
-				b, ok, listDropped = p.nextChange()
-				if listDropped {
-					p.c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
-					return
-				}
+		b, ok := p.next()
+		if !ok {
+			var listDropped bool
+			b, ok, listDropped = p.nextChange()
+			if listDropped {
+				p.c.Close(websocket.StatusTryAgainLater, "session list fell behind; list again")
+				return false
 			}
-			if !ok {
-				if p.serveSubs() {
-					continue // frames may have been queued meanwhile
-				}
-				break
+		}
+		if !ok {
+			if p.serveSubs() {
+				continue // frames may have been queued meanwhile
 			}
-			select {
-			case <-p.dropped:
-				p.c.Close(websocket.StatusTryAgainLater, "the connection fell behind; connect again")
-				return
-			default:
-			}
-			wctx, cancel := context.WithTimeout(ctx, PeerWriteTimeout)
-			err := p.c.Write(wctx, websocket.MessageText, b)
-			cancel()
-			if err != nil {
-				p.drop()
-				p.c.CloseNow()
-				return
-			}
+			return true
+		}
+		wctx, cancel := context.WithTimeout(ctx, PeerWriteTimeout)
+		err := p.c.Write(wctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			p.drop()
+			p.c.CloseNow()
+			return false
 		}
 	}
 }

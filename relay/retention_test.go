@@ -70,7 +70,7 @@ func TestRetentionPrunesOldSessions(t *testing.T) {
 	srv, st, path, old, fresh, now := retentionFixture(t, 1000, 30)
 	ctx := context.Background()
 	before := fileSize(t, st, path)
-	lister := srv.hub.addLister(OwnerID(testToken), make(chan struct{}, 1))
+	lister := srv.hub.addLister(OwnerID(testToken), func() {})
 	defer srv.hub.removeLister(lister)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
