@@ -1,6 +1,7 @@
 package mapper
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 
@@ -73,6 +74,28 @@ func (c *Codex) resetTurn() {
 	c.changes = map[string]*codex.TurnItem{}
 	c.patches = map[string]codex.Patch{}
 	c.kinds = map[string]string{}
+}
+
+// trimCalls drops what is kept for calls the embedded mapper no longer
+// has open (it keeps the last MaxEndedCalls), once a map holds twice
+// that: a turn of calls that never get their output (a rollout cut short,
+// or odd) holds no more than that for them.
+func (c *Codex) trimCalls() {
+	const most = 2 * MaxEndedCalls // dropped down to MaxEndedCalls at most
+	if len(c.kinds) <= most && len(c.commands) <= most && len(c.changes) <= most && len(c.patches) <= most {
+		return
+	}
+	open := make(map[string]bool, len(c.Mapper.calls))
+	for _, oc := range c.Mapper.calls {
+		open[oc.id] = true
+	}
+	gone := func(call string) bool { return !open[call] }
+	maps.DeleteFunc(c.kinds, func(k, _ string) bool { return gone(k) })
+	maps.DeleteFunc(c.patches, func(k string, _ codex.Patch) bool { return gone(k) })
+	// An item comes just before its call's output, after its start: one
+	// whose call is not open now has no start to go with.
+	maps.DeleteFunc(c.commands, func(k string, _ *codex.TurnItem) bool { return gone(k) })
+	maps.DeleteFunc(c.changes, func(k string, _ *codex.TurnItem) bool { return gone(k) })
 }
 
 // maxHeld bounds the envelopes held for a response's usage; past it they
@@ -386,10 +409,12 @@ func (c *Codex) itemCompleted(r *codex.Record, ev *codex.Event) bool {
 	case codex.TurnItemCommandExecution:
 		if it.ID != "" {
 			c.commands[it.ID] = it
+			c.trimCalls()
 		}
 	case codex.TurnItemFileChange:
 		if it.ID != "" {
 			c.changes[it.ID] = it
+			c.trimCalls()
 		}
 	}
 	return false

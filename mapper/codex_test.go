@@ -434,3 +434,37 @@ func TestCodexOpenUnfinished(t *testing.T) {
 		t.Fatal("a completed turn is open")
 	}
 }
+
+// A turn of calls that never get their output (a rollout cut short, or
+// odd) keeps what it holds for them bounded, as the open calls are
+// (MaxEndedCalls): the parsed patches, the items and the names of calls
+// long gone from the open list are dropped.
+func TestCodexOpenCallsBounded(t *testing.T) {
+	b := &cx{t: t}
+	b.started("t1")
+	const n = MaxEndedCalls + 100 // two calls each
+	for i := range n {
+		call := fmt.Sprintf("call_%d", i)
+		b.add("event_msg", obj{"type": "item_completed", "turn_id": "t1", "item": obj{"type": "CommandExecution", "id": call, "command": []string{"ls"}}})
+		b.shell(call, "ls")
+		b.add("response_item", obj{"type": "custom_tool_call", "name": "apply_patch", "call_id": call + "p",
+			"input": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch"})
+	}
+	c := NewCodex(cxThread)
+	for _, r := range b.lines {
+		c.Map(r)
+	}
+	for name, kept := range map[string]int{"names": len(c.kinds), "items": len(c.commands), "patches": len(c.patches)} {
+		if kept > 2*MaxEndedCalls {
+			t.Errorf("after %d calls without output, %d %s kept for them; want at most %d", 2*n, kept, name, 2*MaxEndedCalls)
+		}
+	}
+	// The last calls are still whole: an output ends its call.
+	last := fmt.Sprintf("call_%d", n-1)
+	if t.Failed() {
+		return
+	}
+	if c.kinds[last] == "" || c.commands[last] == nil || c.kinds[last+"p"] == "" {
+		t.Fatalf("the last call is not kept (%q, %v)", c.kinds[last], c.commands[last] != nil)
+	}
+}

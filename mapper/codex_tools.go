@@ -60,6 +60,7 @@ func (c *Codex) toolCall(r *codex.Record, it *codex.ResponseItem) {
 	}
 	c.kinds[call] = name
 	m.started(call, "", false)
+	c.trimCalls()
 	m.emitOwn(protocol.RoleAgent, protocol.DeriveID(m.session, c.turnKey, "call", call, "start"), nil, "",
 		protocol.Event{T: protocol.KindToolCallStart, Call: call, Name: name, Title: title, Description: desc, Args: args})
 }
