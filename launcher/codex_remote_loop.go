@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,8 +51,12 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 		o.Logger = slog.Default()
 	}
 	o.Remote.Logger = o.Logger
-	notes := &codexNotes{p: o.Pipeline, f: o.Follower, log: o.Logger, in: make(chan codexNote, 256), done: make(chan struct{})}
-	r := NewCodexRemote(o.Remote, notes, o.Events)
+	notes := &codexNotes{p: o.Pipeline, f: o.Follower, ev: o.Events, log: o.Logger, in: make(chan codexNote, 256), done: make(chan struct{})}
+	var events RemoteEvents
+	if o.Events != nil {
+		events = notes
+	}
+	r := NewCodexRemote(o.Remote, notes, events)
 	defer func() {
 		r.Stop()
 		notes.close()
@@ -155,20 +160,24 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 	}
 }
 
-// codexNote is a note waiting for the pipeline.
+// codexNote is a note waiting for the pipeline, or a state for the app.
 type codexNote struct {
 	session, source, text string
 	time                  int64
+	state                 *SessionState
 }
 
-// codexNotes puts CodexRemote's notes into the pipeline from a goroutine
-// of its own (CodexRemote's queue must not block): each after what the
-// follower has read of the rollout by then, so that it lands in the turn
-// it is about.
+// codexNotes puts CodexRemote's notes into the pipeline, and tells the
+// app its states, in order, from a goroutine of its own (CodexRemote's
+// queue must not block): a note, and a state with a request waiting,
+// after what the follower has read of the rollout by then, so that a note
+// lands in the turn it is about and a request comes after the call it
+// names, when Codex wrote that call first.
 type codexNotes struct {
 	mu     sync.Mutex
 	closed bool
 	p      *CodexPipeline
+	ev     RemoteEvents
 	f      *scanner.CodexFollower
 	log    *slog.Logger
 	in     chan codexNote
@@ -179,29 +188,54 @@ type codexNotes struct {
 const MaxCodexNoteWait = 5 * time.Second
 
 func (n *codexNotes) Note(_ context.Context, session, source, text string, nowMS int64) error {
+	n.put(codexNote{session: session, source: source, text: text, time: nowMS})
+	return nil
+}
+
+// State implements RemoteEvents.
+func (n *codexNotes) State(session string, st SessionState) {
+	n.put(codexNote{session: session, state: &st})
+}
+
+// Live implements RemoteEvents: live deltas go at once.
+func (n *codexNotes) Live(session string, payload json.RawMessage) { n.ev.Live(session, payload) }
+
+func (n *codexNotes) put(note codexNote) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return ErrCodexStopped
+		if note.state != nil && n.ev != nil {
+			n.ev.State(note.session, *note.state) // the last state, as Stop leaves it
+		}
+		return
 	}
 	select {
-	case n.in <- codexNote{session, source, text, nowMS}:
-		return nil
+	case n.in <- note:
 	default:
-		n.log.Warn("codex remote: too many notes wait; one is dropped", "session", session, "note", clip(text, 200))
-		return nil
+		// Full: the goroutine is stuck on the pipeline; wait for room
+		// rather than lose a state or a note.
+		n.log.Warn("codex remote: notes and states wait for the outbox", "session", note.session)
+		n.in <- note
 	}
 }
 
 func (n *codexNotes) run() {
 	defer close(n.done)
 	for note := range n.in {
+		if note.state != nil && len(note.state.Permissions) == 0 {
+			n.ev.State(note.session, *note.state)
+			continue
+		}
 		if n.f != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), MaxCodexNoteWait)
 			if err := n.f.Flush(ctx); err != nil {
 				n.log.Warn("codex remote: the rollout was not read before a note", "err", err)
 			}
 			cancel()
+		}
+		if note.state != nil {
+			n.ev.State(note.session, *note.state)
+			continue
 		}
 		if n.p == nil {
 			continue

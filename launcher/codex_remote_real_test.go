@@ -111,6 +111,14 @@ func TestRealCodexRemote(t *testing.T) {
 			}
 			return false
 		})
+		// The app is told of the request after the call it names.
+		found := false
+		for _, env := range out.Envelopes() {
+			found = found || (env.Ev.T == protocol.KindToolCallStart && env.Ev.Call == pr.Call)
+		}
+		if !found {
+			t.Errorf("the %s request for call %s came before the call", tool, pr.Call)
+		}
 		return pr
 	}
 	prompt := func(text string) {
