@@ -312,6 +312,13 @@ func (w *codexWatch) scan() (pending bool) {
 			w.markDone(f)
 			continue
 		}
+		if meta.ID != "" && !strings.EqualFold(meta.ID, id) {
+			// Codex names a rollout by its thread: this one was copied or
+			// renamed, and would be followed as the name's thread.
+			w.log.Info("a rollout whose session_meta is another thread's than its name", "file", f, "id", meta.ID)
+			w.markDone(f)
+			continue
+		}
 		if !explicit && !w.ours(meta) {
 			w.log.Info("a rollout of another Codex run", "file", f, "cwd", meta.Cwd, "originator", meta.Originator)
 			w.markDone(f)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -229,5 +230,40 @@ func TestCodexPipeline(t *testing.T) {
 	}
 	if fmt.Sprint(p.Threads()) != fmt.Sprint([]string{a, b}) {
 		t.Errorf("threads %v", p.Threads())
+	}
+}
+
+// A rollout whose session_meta is another thread's than its name says (a
+// rollout copied or renamed into the folder) is not this run's thread: it
+// would be followed under the name's thread, another thread's records in
+// it. A session_meta without an id is judged by its name, as before.
+func TestCodexWatchMetaNamesItsThread(t *testing.T) {
+	home, cwd := t.TempDir(), t.TempDir()
+	id := func(n int) string { return fmt.Sprintf("01a21daf-e89b-7892-97c7-2fee8a1b%04d", n) }
+	var got []string
+	w := newCodexWatch(home, cwd, []string{"resume", id(2)}, func(p string, m *codex.SessionMeta) { got = append(got, filepath.Base(p)) },
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w.snapshot()
+	dir := filepath.Join(codex.SessionsDir(home), "d")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, metaID string) string {
+		p := filepath.Join(dir, "rollout-2026-11-27T15-46-37-"+name+".jsonl")
+		meta := fmt.Sprintf(`{"ordinal":0,"type":"session_meta","payload":{"id":%q,"cwd":%q,"originator":"codex-tui"}}`+"\n", metaID, cwd)
+		if err := os.WriteFile(p, []byte(meta), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Base(p)
+	}
+	write(id(1), id(9))       // a new rollout of this folder, another thread's inside
+	write(id(2), id(8))       // the thread resumed by id, another thread's inside
+	ok := write(id(3), id(3)) // this run's
+	noID := write(id(4), "")  // no id inside: judged by its name
+	upper := write(id(5), strings.ToUpper(id(5)))
+	w.scan()
+	slices.Sort(got)
+	if want := []string{ok, noID, upper}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reported %v\nwant %v", got, want)
 	}
 }
