@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -88,6 +89,13 @@ func benchRelayOn(b *testing.B, cliBase, appBase string, apps int, paced bool) {
 // items, those are the envelopes (total is their number) and no latency
 // is measured.
 func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool, items []Item) (float64, []time.Duration) {
+	rate, lat, _ := floodAcks(b, cliBase, appBase, apps, total, paced, items)
+	return rate, lat
+}
+
+// floodAcks is flood that also returns each batch's time from its send to
+// its ack (the append as the CLI sees it), sorted.
+func floodAcks(b testing.TB, cliBase, appBase string, apps, total int, paced bool, items []Item) (float64, []time.Duration, []time.Duration) {
 	if items != nil {
 		total = len(items)
 	}
@@ -210,11 +218,13 @@ func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool, i
 		frames = append(frames, o)
 	}
 	start := time.Now()
+	acks := make([]time.Duration, 0, len(frames))
 	for _, o := range frames {
 		if paced {
 			<-tick.C
 		}
-		now := strconv.AppendInt(nil, time.Now().UnixNano(), 10)
+		sent := time.Now()
+		now := strconv.AppendInt(nil, sent.UnixNano(), 10)
 		for _, at := range o.at {
 			copy(o.frame[at:at+len(stamp)], now)
 		}
@@ -224,11 +234,13 @@ func flood(b testing.TB, cliBase, appBase string, apps, total int, paced bool, i
 		if _, _, err := cli.Read(ctx); err != nil { // the ack
 			b.Fatal(err)
 		}
+		acks = append(acks, time.Since(sent))
 	}
 	stored := time.Since(start)
 	wg.Wait()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return float64(total) / stored.Seconds(), lat
+	slices.Sort(acks)
+	return float64(total) / stored.Seconds(), lat, acks
 }
 
 func httptestServer(b testing.TB, h http.Handler) string {

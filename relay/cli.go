@@ -177,7 +177,10 @@ func (s *Server) closeStatus(c *websocket.Conn, err error) {
 func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (protocol.Frame, *protocol.Frame) {
 	var fresh []Stored
 	t0 := time.Now()
-	res, err := s.store.AppendThen(ctx, session, items, func(res []Appended) {
+	// On PostgreSQL the other nodes are told in the append's own statement
+	// (one round trip for the batch, its notice and the session's row).
+	notice := s.fanNotice(fanMsg{Kind: "e", Session: session, Owner: ownerFrom(ctx)})
+	res, si, err := s.store.appendNotice(ctx, session, items, notice, func(res []Appended) {
 		for i, it := range items {
 			if res[i].New {
 				fresh = append(fresh, Stored{Seq: res[i].Seq, ID: it.ID, Body: it.Body})
@@ -212,9 +215,16 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 	}
 	s.stored(fresh)
 	if len(fresh) > 0 {
-		s.fanSend(ctx, fanMsg{Kind: "e", Session: session, Owner: ownerFrom(ctx)})
-		if si, err := s.store.session(ctx, session); err == nil {
-			s.hub.sessionChanged(si)
+		if notice == nil {
+			s.fanSend(ctx, fanMsg{Kind: "e", Session: session, Owner: ownerFrom(ctx)})
+		}
+		if si == nil {
+			if got, err := s.store.session(ctx, session); err == nil {
+				si = &got
+			}
+		}
+		if si != nil {
+			s.hub.sessionChanged(*si)
 		}
 		s.pushStored(ctx, session, fresh)
 	}

@@ -99,6 +99,20 @@ func (s *Server) fanSend(ctx context.Context, m fanMsg) {
 	}
 }
 
+// fanNotice is m as a notice an append sends with what it stores (nil on
+// SQLite, or if it is too large to go across).
+func (s *Server) fanNotice(m fanMsg) *pgNotice {
+	if s.fan == nil {
+		return nil
+	}
+	m.From = s.fan.node
+	b, _ := json.Marshal(m)
+	if len(b) > maxNotifyBytes {
+		return nil
+	}
+	return &pgNotice{channel: fanChannel, payload: string(b)}
+}
+
 // RunFanout keeps this node's link to the other relays on the same
 // PostgreSQL database until ctx ends: it listens for their notices, and
 // keeps this node's CLIs in cli_presence. It returns at once on SQLite.

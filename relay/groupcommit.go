@@ -51,9 +51,14 @@ type appendReq struct {
 	// after, if set, is called with the result once the group is
 	// committed, in commit order, before the append returns.
 	after func([]Appended)
-	res   []Appended
-	err   error
-	done  chan struct{}
+	// notice is sent with the append if it stores anything (PostgreSQL).
+	notice *pgNotice
+	res    []Appended
+	// info is the session as the append left it, when the engine says it
+	// with the append (PostgreSQL); nil otherwise.
+	info *SessionInfo
+	err  error
+	done chan struct{}
 }
 
 // initGroup makes the channels and starts the committer, once.
@@ -79,18 +84,26 @@ func (s *Store) Append(ctx context.Context, session string, items []Item) ([]App
 // committed: the calls for all appends happen in the order of their
 // sequence numbers (the relay publishes to apps there).
 func (s *Store) AppendThen(ctx context.Context, session string, items []Item, after func([]Appended)) ([]Appended, error) {
+	res, _, err := s.appendNotice(ctx, session, items, nil, after)
+	return res, err
+}
+
+// appendNotice is AppendThen that, on PostgreSQL, also sends notice in
+// the append's transaction if it stores anything, and returns the session
+// as the append left it (nil on SQLite, which does not say it).
+func (s *Store) appendNotice(ctx context.Context, session string, items []Item, notice *pgNotice, after func([]Appended)) ([]Appended, *SessionInfo, error) {
 	s.initGroup()
 	g := &s.group
-	req := &appendReq{ctx: ctx, session: session, items: items, after: after, done: make(chan struct{})}
+	req := &appendReq{ctx: ctx, session: session, items: items, after: after, notice: notice, done: make(chan struct{})}
 	select {
 	case g.ch <- req:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("append to %s: %w", session, ctx.Err())
+		return nil, nil, fmt.Errorf("append to %s: %w", session, ctx.Err())
 	case <-g.stop:
-		return nil, fmt.Errorf("append to %s: %w", session, errStoreClosed)
+		return nil, nil, fmt.Errorf("append to %s: %w", session, errStoreClosed)
 	}
 	<-req.done // the committer always finishes a request it took
-	return req.res, req.err
+	return req.res, req.info, req.err
 }
 
 // commitGroups runs until Close: it takes the appends waiting and commits
@@ -144,6 +157,18 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 			}
 			close(r.done)
 		}
+	}
+	if s.w.d == postgresSQL {
+		// One append, one statement in its own transaction (appendpg.go).
+		r := reqs[0]
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.res, r.info, r.err = s.appendPG(ctx, r.session, r.items, r.notice)
+		}
+		if r.err != nil {
+			r.res, r.info, r.err = nil, nil, fmt.Errorf("append to %s: %w", r.session, r.err)
+		}
+		finish(nil)
+		return
 	}
 	conn, err := s.w.Conn(ctx) // the writer: one connection
 	if err != nil {

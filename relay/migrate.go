@@ -32,6 +32,7 @@ var migrations = []migration{
 	{6, "envelopes keyed by session number and sequence, bodies encoded (codec.go)", envelopesByKeySQLite, pgExec(pgDDL(envelopesByKeyPG))},
 	{7, "push subscriptions, the VAPID key and visibility, shared by the relays", sqliteExec(pushTables), pgExec(pgDDL(pushTables))},
 	{8, "machines found through an index (a list's first page holds them)", sqliteExec(sessionsMachines), pgExec(sessionsMachines)},
+	{9, "an append in one statement on PostgreSQL (ccrelay_append, appendpg.go)", func(context.Context, *sqlDB) error { return nil }, pgAppendFunction},
 }
 
 // Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32

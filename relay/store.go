@@ -205,9 +205,7 @@ type Appended struct {
 	Conflict bool
 }
 
-// appendTx stores items in order in session (created if new) within tx
-// and returns what became of each (see Append).
-// The queries of every append (prepared once on SQLite: prepareHot).
+// The queries of every append on SQLite (prepared once: prepareHot).
 const (
 	qTombstone      = `SELECT COUNT(*) FROM tombstones WHERE id = ?`
 	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`
@@ -216,6 +214,9 @@ const (
 	qUpdateSession  = `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`
 )
 
+// appendTx stores items in order in session (created if new) within tx
+// and returns what became of each (see Append). SQLite's; PostgreSQL runs
+// the same steps in one statement (appendPG).
 func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
 	for i, it := range items {
 		if it.ID == "" {
@@ -258,14 +259,7 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	if last+int64(len(items)) > maxSeq {
 		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
 	}
-	var out []Appended
-	var next int64
-	var err error
-	if tx.d == postgresSQL {
-		out, next, prompt, err = appendRowsPG(ctx, tx, q, no, last, prompt, items)
-	} else {
-		out, next, prompt, err = appendRowsOneByOne(ctx, q, no, last, prompt, items)
-	}
+	out, next, prompt, err := appendRowsOneByOne(ctx, q, no, last, prompt, items)
 	if err != nil {
 		return nil, err
 	}
@@ -322,44 +316,6 @@ func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int
 		out[i] = Appended{Seq: next, New: true}
 	}
 	return out, next, prompt, nil
-}
-
-// appendRowsPG inserts items in one statement, a round trip to
-// PostgreSQL, numbered on from last as if all were new (the usual case: a
-// resend is rare). If any id was stored already, what it inserted is taken
-// back and the items go one by one (appendRowsOneByOne), so that numbers
-// stay dense. The session's row, locked by the append, keeps every other
-// append to the session (another node's) waiting until the commit.
-func appendRowsPG(ctx context.Context, tx sqlTx, q func(string) txStmt, no, last int64, prompt string, items []Item) ([]Appended, int64, string, error) {
-	var values strings.Builder
-	args := make([]any, 0, 4*len(items))
-	for i, it := range items {
-		if i > 0 {
-			values.WriteByte(',')
-		}
-		values.WriteString("(?, ?, ?, ?)")
-		args = append(args, envelopeKey(no, last+int64(i)+1), no, it.ID, encodeBody(it.ID, it.Body))
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO envelopes (k, sn, id, body) VALUES `+values.String()+` ON CONFLICT (sn, id) DO NOTHING`, args...)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, 0, "", err
-	} else if n != int64(len(items)) {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM envelopes WHERE k > ? AND k <= ?`, envelopeKey(no, last), envelopeKey(no, last+int64(len(items)))); err != nil {
-			return nil, 0, "", err
-		}
-		return appendRowsOneByOne(ctx, q, no, last, prompt, items)
-	}
-	out := make([]Appended, len(items))
-	for i, it := range items {
-		out[i] = Appended{Seq: last + int64(i) + 1, New: true}
-		if prompt == "" {
-			prompt = promptOf(it.Body)
-		}
-	}
-	return out, last + int64(len(items)), prompt, nil
 }
 
 // maxPrompt is how much of a session's first prompt the list shows.
