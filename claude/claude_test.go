@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -372,4 +374,49 @@ func BenchmarkParseTornWorstCase(b *testing.B) {
 			b.Fatal("parsed")
 		}
 	}
+}
+
+// A Dedupe with Window remembers about the last Window keys, however
+// long the session: its keys and its memory stay bounded (a remote CLI
+// holds one per session for its scanner and one for remote mode, for as
+// long as it runs), and a repeat among the last keys is still caught.
+func TestDedupeStaysBounded(t *testing.T) {
+	rec := func(i int) *Record {
+		return &Record{Type: TypeAssistant, UUID: fmt.Sprintf("u-%d", i), Message: &Message{ID: fmt.Sprintf("msg_%d", i), Content: Content{Raw: []byte(`[{"type":"text","text":"x"}]`)}}}
+	}
+	d := &Dedupe{Window: DedupeWindow}
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	n := 0
+	feed := func(records int) {
+		for range records {
+			if d.Seen(rec(n)) {
+				t.Fatalf("record %d seen before", n)
+			}
+			n++
+		}
+	}
+	feed(DedupeWindow) // warm-up: two keys a record, the window full
+	base := heap()
+	for round := range 4 {
+		feed(DedupeWindow)
+		if d.Len() > DedupeWindow {
+			t.Fatalf("round %d: %d keys remembered, more than %d", round, d.Len(), DedupeWindow)
+		}
+		// Keys take 8 bytes: a window's growth is over 128 KB.
+		if h := heap(); h > base+DedupeWindow*4 {
+			t.Fatalf("round %d: heap %d KB after %d records, %d KB after the warm-up", round, h>>10, n, base>>10)
+		}
+	}
+	// The last DedupeWindow/2 keys are remembered: a record's two keys.
+	for _, back := range []int{1, 2, DedupeWindow / 4} {
+		if !d.Has(rec(n-back)) || !d.Seen(rec(n-back)) {
+			t.Fatalf("the record %d back was not caught again", back)
+		}
+	}
+	runtime.KeepAlive(d)
 }

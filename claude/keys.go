@@ -44,10 +44,30 @@ func MessageKey(r *Record) string {
 // chance that two differ and share it is below 1 in 10^7), the older ones
 // in a sorted list, so that its memory is about 8 bytes per conversation
 // record whatever their size. The zero value is ready to use.
+//
+// With Window set it remembers only about the last Window keys (at least
+// Window - 8,192, at most Window): what a process that runs for weeks keeps
+// per session (the scanner's, remote mode's) stays bounded. Repeats come
+// close together (a message written on several lines, a line read again
+// after a restart, or after a switch between local and remote mode); a
+// record repeated from further back, as when a transcript rewritten from
+// its start is read again, is passed on again, and the envelopes it maps
+// to are stored once by id (by the relay, the outbox and the file outbox's
+// readers).
 type Dedupe struct {
+	// Window bounds the keys remembered (0: every key; replay's).
+	Window int
+
 	recent map[uint64]struct{} // the newest keys
-	sorted []uint64            // the others, in order
+	sorted []uint64            // the others, in order (Window 0)
+	// chunks hold the others with Window set: each the recent keys of
+	// one merge, in order, the oldest first, dropped whole.
+	chunks [][]uint64
 }
+
+// DedupeWindow is the Window of the Dedupes a long-running ccrelay keeps
+// per session: 16,384 keys (a record has one or two), about 200 KB.
+const DedupeWindow = 2 * dedupeRecent
 
 // dedupeRecent is how many keys wait in Dedupe.recent before they are
 // merged into Dedupe.sorted.
@@ -62,8 +82,15 @@ func (d *Dedupe) has(h uint64) bool {
 	if _, ok := d.recent[h]; ok {
 		return true
 	}
-	_, ok := slices.BinarySearch(d.sorted, h)
-	return ok
+	if _, ok := slices.BinarySearch(d.sorted, h); ok {
+		return true
+	}
+	for _, c := range d.chunks {
+		if _, ok := slices.BinarySearch(c, h); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Dedupe) add(h uint64) {
@@ -81,6 +108,15 @@ func (d *Dedupe) add(h uint64) {
 	}
 	slices.Sort(keys)
 	clear(d.recent)
+	if d.Window > 0 {
+		// A chunk of its own; the oldest go while the rest make the window.
+		d.chunks = append(d.chunks, keys)
+		for n := d.chunkKeys(); len(d.chunks) > 1 && n > d.Window-dedupeRecent; n -= len(d.chunks[0]) {
+			d.chunks[0] = nil
+			d.chunks = d.chunks[1:]
+		}
+		return
+	}
 	n := len(d.sorted)
 	d.sorted = slices.Grow(d.sorted, len(keys))[:n+len(keys)]
 	i, j := n-1, len(keys)-1
@@ -131,7 +167,16 @@ func (d *Dedupe) Has(r *Record) bool {
 }
 
 // Len is the number of keys remembered.
-func (d *Dedupe) Len() int { return len(d.recent) + len(d.sorted) }
+func (d *Dedupe) Len() int { return len(d.recent) + len(d.sorted) + d.chunkKeys() }
+
+// chunkKeys is the number of keys in d.chunks.
+func (d *Dedupe) chunkKeys() int {
+	n := 0
+	for _, c := range d.chunks {
+		n += len(c)
+	}
+	return n
+}
 
 // ToolResultText returns the text of a tool_result block's content: the
 // string itself, or the text blocks joined by newlines, with "[image]" for

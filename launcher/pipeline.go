@@ -201,7 +201,7 @@ func (p *Pipeline) holdRemote(ctx context.Context, session string, m *mapper.Map
 		return nil
 	}
 	if seen == nil {
-		seen = &claude.Dedupe{}
+		seen = &claude.Dedupe{Window: claude.DedupeWindow}
 		p.streamed[session] = seen
 	}
 	envs := p.adopt(session, m)
@@ -237,7 +237,7 @@ func (p *Pipeline) MapRecords(ctx context.Context, session string, recs []*claud
 	session, m := p.mapperFor(session)
 	seen := p.streamed[session]
 	if seen == nil {
-		seen = &claude.Dedupe{}
+		seen = &claude.Dedupe{Window: claude.DedupeWindow}
 		p.streamed[session] = seen
 	}
 	envs := p.adopt(session, m)

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,5 +198,34 @@ func TestFileOutboxFailedWriteIsRetried(t *testing.T) {
 	data, _ := os.ReadFile(path)
 	if strings.Count(string(data), `"`+env.ID+`"`) != 1 {
 		t.Fatalf("outbox holds:\n%s", data)
+	}
+}
+
+// What remote mode remembers of the records it mapped, to pass over them
+// when the scanner reads them back, stays bounded however long the session
+// runs (claude.DedupeWindow keys): a remote CLI keeps it for as long as it
+// runs, and it grew with every record.
+func TestPipelineStreamedKeysBounded(t *testing.T) {
+	out, err := OpenFileOutbox(filepath.Join(t.TempDir(), "out.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p := NewPipeline("", out)
+	const session = "5e55a001-0000-4000-8000-000000000001"
+	for i := 0; i < 3*claude.DedupeWindow; i += 1000 {
+		recs := make([]*claude.Record, 1000)
+		for k := range recs {
+			recs[k] = &claude.Record{Type: claude.TypeSystem, Subtype: "informational", UUID: fmt.Sprintf("s-%d", i+k)}
+		}
+		if err := p.MapRecords(context.Background(), session, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.mu.Lock()
+	n := p.streamed[session].Len()
+	p.mu.Unlock()
+	if n > claude.DedupeWindow {
+		t.Fatalf("%d record keys remembered after %d records, more than %d", n, 3*claude.DedupeWindow, claude.DedupeWindow)
 	}
 }

@@ -759,7 +759,7 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 			if s.dedupe == nil {
 				s.dedupe = map[string]*claude.Dedupe{}
 			}
-			dd = &claude.Dedupe{}
+			dd = &claude.Dedupe{Window: claude.DedupeWindow}
 			s.dedupe[ss.id] = dd
 		}
 		if dd.Seen(r) {

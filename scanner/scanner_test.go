@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/testutil"
 )
 
@@ -396,5 +397,26 @@ func TestAddSessionAfterStop(t *testing.T) {
 	h.stop()
 	for i := range 100 {
 		h.sc.AddSession(fmt.Sprint("s", i))
+	}
+}
+
+// What the scanner remembers of a session's records, to deliver each once,
+// stays bounded however long the session (claude.DedupeWindow keys): a
+// ccrelay follows a session for as long as it runs, and it grew with every
+// record.
+func TestScannerDedupeBounded(t *testing.T) {
+	dir := t.TempDir()
+	h := start(t, dir, Config{NoWatch: true})
+	h.sc.AddSession("s1")
+	const n = 3 * claude.DedupeWindow
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(userLine(fmt.Sprintf("u%d", i), "x"))
+	}
+	appendTo(t, filepath.Join(dir, "s1.jsonl"), b.String())
+	waitFor(t, "every record", func() bool { return len(h.sink.uuids(false)) == n })
+	h.stop()
+	if got := h.sc.dedupe["s1"].Len(); got > claude.DedupeWindow {
+		t.Fatalf("%d record keys remembered after %d records, more than %d", got, n, claude.DedupeWindow)
 	}
 }
