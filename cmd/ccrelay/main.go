@@ -26,8 +26,10 @@ func (e *exitError) Unwrap() error { return e.err }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	root := newRootCmd()
+	heapAtExit := startHeapProfiles(ctx)
 	err := root.ExecuteContext(ctx)
 	stop()
+	heapAtExit()
 	if err != nil {
 		code := 1
 		var ee *exitError

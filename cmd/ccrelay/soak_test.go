@@ -2,10 +2,12 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +46,15 @@ func rssKB(pid int) int {
 // commands not in a final state at the end (goal 0).
 //
 //	go test -run '^$' -bench Soak -benchtime 2000x ./cmd/ccrelay/
+//
+// With CCRELAY_SOAK_FOR set (a duration: 10m) it runs turns for that long
+// instead of b.N, samples both processes' RSS every soakSampleEvery, and
+// writes heap profiles of the CLI (HeapProfileEnv, SIGUSR1) after the
+// first turn and at the end, and the RSS samples (rss.txt), into
+// CCRELAY_SOAK_PROFILES (a folder; a temporary one when unset), to compare
+// with go tool pprof -base:
+//
+//	CCRELAY_SOAK_FOR=10m CCRELAY_SOAK_PROFILES=/tmp/soak go test -run '^$' -bench Soak -benchtime 1x -timeout 30m ./cmd/ccrelay/
 func BenchmarkSoak(b *testing.B) {
 	buildFakeClaude(b)
 	srv := exec.Command(binary, "serve", "--data", b.TempDir(), "--listen", "127.0.0.1:0")
@@ -72,7 +83,17 @@ func BenchmarkSoak(b *testing.B) {
 	const session = "77777777-2222-4333-8444-555555555555"
 	cli := exec.Command(binary, "--remote", "--session", session, "--claude", fakeClaude, "--state", state, "--relay", base, "--relay-token", token)
 	cli.Dir = project
+	soakFor, _ := time.ParseDuration(os.Getenv("CCRELAY_SOAK_FOR"))
+	profiles := cmp.Or(os.Getenv("CCRELAY_SOAK_PROFILES"), b.TempDir())
+	if err := os.MkdirAll(profiles, 0o700); err != nil {
+		b.Fatal(err)
+	}
 	cli.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_STREAM=" + script}
+	if soakFor > 0 {
+		// Every 4 KB allocated sampled (512 KB by default): the profiles
+		// show small maps and slices that grow.
+		cli.Env = append(cli.Env, HeapProfileEnv+"="+filepath.Join(profiles, "cli"), "GODEBUG=memprofilerate=4096")
+	}
 	if err := cli.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -141,9 +162,34 @@ func BenchmarkSoak(b *testing.B) {
 		open++
 		send(protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &c})
 	}
+	turns := b.N
+	if soakFor > 0 {
+		turns = math.MaxInt
+	}
+	var samples []string
+	nextSample := time.Now()
+	sample := func(i int) {
+		if soakFor == 0 || time.Now().Before(nextSample) {
+			return
+		}
+		nextSample = nextSample.Add(soakSampleEvery)
+		line := fmt.Sprintf("turn %d: relay %d KB, cli %d KB", i, rssKB(srv.Process.Pid), rssKB(cli.Process.Pid))
+		samples = append(samples, line)
+		b.Log(line)
+	}
 	b.ResetTimer()
 	start := time.Now()
-	for i := range b.N {
+	for i := 0; i < turns; i++ {
+		if soakFor > 0 {
+			if i == 1 {
+				heapProfile(b, cli.Process, filepath.Join(profiles, "cli.1.heap"))
+			}
+			if time.Since(start) >= soakFor {
+				turns = i
+				break
+			}
+			sample(i)
+		}
 		before := len(answered)
 		sendCmd(protocol.Command{Kind: protocol.CommandPrompt, Text: fmt.Sprint("p", i)})
 		// The turn asks; answer it (or abort it), then wait for Claude to be
@@ -177,6 +223,16 @@ func BenchmarkSoak(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	if soakFor > 0 {
+		nextSample = time.Now()
+		sample(turns)
+		end := filepath.Join(profiles, "cli."+strconv.FormatInt(int64(heapProfileCount(profiles)+1), 10)+".heap")
+		heapProfile(b, cli.Process, end)
+		b.Logf("%d turns in %v; CLI heap profiles: %s (start), %s (end)", turns, elapsed.Round(time.Second), filepath.Join(profiles, "cli.1.heap"), end)
+		if err := os.WriteFile(filepath.Join(profiles, "rss.txt"), []byte(strings.Join(samples, "\n")+"\n"), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	notFinal := 0
 	for _, st := range statuses {
 		if st != protocol.StatusDone && st != protocol.StatusRejected {
@@ -189,4 +245,31 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(float64(cliStart), "cli-start-KB")
 	b.ReportMetric(float64(rssKB(cli.Process.Pid)), "cli-end-KB")
 	b.ReportMetric(float64(notFinal), "not-final")
+}
+
+// soakSampleEvery is how often a timed soak samples RSS.
+const soakSampleEvery = 30 * time.Second
+
+// heapProfileCount is the number of heap profiles written into dir.
+func heapProfileCount(dir string) int {
+	m, _ := filepath.Glob(filepath.Join(dir, "cli.[0-9]*.heap"))
+	return len(m)
+}
+
+// heapProfile asks p (started with HeapProfileEnv) for a heap profile and
+// waits until it is written at path.
+func heapProfile(b *testing.B, p *os.Process, path string) {
+	b.Helper()
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no heap profile at %s a minute after SIGUSR1", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
