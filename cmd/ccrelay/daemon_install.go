@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -81,18 +82,28 @@ func serviceFor(e serviceEnv) (serviceFile, error) {
 			Disable:   [][]string{{"systemctl", "--user", "disable", "--now", id.unit}},
 			Uninstall: [][]string{{"systemctl", "--user", "daemon-reload"}}}, nil
 	case "darwin":
+		// launchd appends the service's stderr to logPath and never bounds
+		// it: ccrelay bounds it at each start (StderrLogEnv), and the relay,
+		// which logs every connection, writes its log there itself, turned
+		// over at --log-file-max.
+		logPath := filepath.Join(e.Home, "Library", "Logs", "ccrelay-"+id.file+".log")
+		args := e.Args
+		if id == relayService && !slices.Contains(args, "--log-file") {
+			args = append(slices.Clone(args), "--log-file", logPath)
+		}
 		var b strings.Builder
 		b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n" +
 			`<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">` + "\n" +
 			"<plist version=\"1.0\">\n<dict>\n\t<key>Label</key>\n\t<string>" + id.label + "</string>\n\t<key>ProgramArguments</key>\n\t<array>\n")
-		for _, a := range e.Args {
+		for _, a := range args {
 			b.WriteString("\t\t<string>" + xmlEscape(a) + "</string>\n")
 		}
 		b.WriteString("\t</array>\n\t<key>RunAtLoad</key>\n\t<true/>\n\t<key>KeepAlive</key>\n\t<dict>\n\t\t<key>SuccessfulExit</key>\n\t\t<false/>\n\t</dict>\n")
+		b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n")
 		if e.Path != "" {
-			b.WriteString("\t<key>EnvironmentVariables</key>\n\t<dict>\n\t\t<key>PATH</key>\n\t\t<string>" + xmlEscape(e.Path) + "</string>\n\t</dict>\n")
+			b.WriteString("\t\t<key>PATH</key>\n\t\t<string>" + xmlEscape(e.Path) + "</string>\n")
 		}
-		logPath := filepath.Join(e.Home, "Library", "Logs", "ccrelay-"+id.file+".log")
+		b.WriteString("\t\t<key>" + StderrLogEnv + "</key>\n\t\t<string>" + xmlEscape(logPath) + "</string>\n\t</dict>\n")
 		b.WriteString("\t<key>StandardErrorPath</key>\n\t<string>" + xmlEscape(logPath) + "</string>\n</dict>\n</plist>\n")
 		domain := "gui/" + strconv.Itoa(e.UID)
 		path := filepath.Join(e.Home, "Library", "LaunchAgents", id.label+".plist")

@@ -20,6 +20,7 @@ import (
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/hooksettings"
+	"github.com/ccrelay/ccrelay/internal/logfile"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
@@ -223,13 +224,10 @@ func followUninstall(out io.Writer) error {
 
 // followLog opens the state folder's log, which the hook and the
 // followers write to (never to Claude's terminal).
-func followLog(state string) (*os.File, *slog.Logger, error) {
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		return nil, nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(state, "ccrelay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+func followLog(state string) (*logfile.File, *slog.Logger, error) {
+	f, err := stateLog(state)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open log: %w", err)
+		return nil, nil, err
 	}
 	return f, slog.New(slog.NewTextHandler(f, nil)).With("follow", true), nil
 }
@@ -303,9 +301,13 @@ func followHook(ctx context.Context, stateFlag string, in io.Reader) error {
 	}
 	// Nothing of Claude's: not its stdout, which Claude reads until every
 	// holder closes it, nor its process group, which it may kill.
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logFile, logFile
 	cmd.SysProcAttr = detachedAttr()
-	if err := cmd.Start(); err != nil {
+	if err := logFile.Hold(func(f *os.File) error {
+		// The follower's own log goes through its own File; what it
+		// prints besides (a crash) goes to the log as it is now.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, f, f
+		return cmd.Start()
+	}); err != nil {
 		return fmt.Errorf("start following the session: %w", err)
 	}
 	log.Info("following a session of plain claude", "session", s.SessionID, "source", s.Source, "claude", pid, "follower", cmd.Process.Pid)

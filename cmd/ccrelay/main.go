@@ -25,6 +25,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	trimStderrLog()
 	root := newRootCmd()
 	heapAtExit := startHeapProfiles(ctx)
 	err := root.ExecuteContext(ctx)

@@ -4,7 +4,9 @@
 package logfile
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 )
@@ -18,6 +20,8 @@ type File struct {
 	f     *os.File
 	size  int64
 	next  int64 // the size at which to turn over next
+	// shared: other processes write the same log (OpenShared).
+	shared bool
 }
 
 // Open opens (creating, mode 0600) the log at path, turning it over first
@@ -34,6 +38,34 @@ func Open(path string, limit int64) (*File, error) {
 		}
 	}
 	return l, nil
+}
+
+// OpenShared is Open for a log that several processes write at once,
+// each through its own OpenShared: its size is the file's, whoever wrote
+// it, and before each write a File that finds the log turned over by
+// another goes on in the new one.
+func OpenShared(path string, limit int64) (*File, error) {
+	l := &File{path: path, limit: limit, next: limit, shared: true}
+	if err := l.open(); err != nil {
+		return nil, err
+	}
+	if l.size >= limit {
+		if err := l.turn(); err != nil {
+			l.f.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// current reports whether the log's path still names the file l writes.
+func (l *File) current() bool {
+	at, err := os.Stat(l.path)
+	if err != nil {
+		return false
+	}
+	mine, err := l.f.Stat()
+	return err == nil && os.SameFile(at, mine)
 }
 
 func (l *File) open() error {
@@ -72,8 +104,21 @@ func (l *File) turn() error {
 func (l *File) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.shared && !l.current() {
+		// Another process turned it over: on in the new one.
+		l.f.Close()
+		if err := l.open(); err != nil {
+			return 0, err
+		}
+		l.next = l.limit
+	}
 	n, err := l.f.Write(p)
 	l.size += int64(n)
+	if l.shared {
+		if fi, serr := l.f.Stat(); serr == nil {
+			l.size = fi.Size()
+		}
+	}
 	if err == nil && l.size >= l.next {
 		err = l.turn()
 	}
@@ -94,4 +139,45 @@ func (l *File) Hold(fn func(*os.File) error) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return fn(l.f)
+}
+
+// Trim bounds a log that another process writes through a file it keeps
+// open (launchd's StandardErrorPath): if the file at path holds limit bytes
+// or more, its last limit bytes move to path.1 (replacing the one before)
+// and it is emptied in place, where that process, appending, goes on. A
+// missing file is left missing.
+func Trim(path string, limit int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	if fi.Size() < limit {
+		return nil
+	}
+	if _, err := f.Seek(fi.Size()-limit, io.SeekStart); err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	old, err := os.OpenFile(path+".1", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	if _, err := io.Copy(old, io.LimitReader(f, limit)); err != nil {
+		old.Close()
+		return fmt.Errorf("trim log: %w", err)
+	}
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("trim log: %w", err)
+	}
+	return nil
 }
