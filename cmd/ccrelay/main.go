@@ -90,7 +90,7 @@ func newRootCmd() *cobra.Command {
 	}
 	addLocalFlags(root, &lf)
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(newReplayCmd(), newHookCmd(), newStatusLineCmd(), newServeCmd(), newDemoCmd(), newVersionCmd(), newPairCmd(), newLoginCmd(), newDevicesCmd(), newSessionsCmd(), newBackupCmd(), newDaemonCmd(), newAttachCmd(), newStatusCmd(), newFollowCmd(), newSetupCmd())
+	root.AddCommand(newReplayCmd(), newHookCmd(), newStatusLineCmd(), newServeCmd(), newDemoCmd(), newVersionCmd(), newPairCmd(), newLoginCmd(), newDevicesCmd(), newSessionsCmd(), newBackupCmd(), newDaemonCmd(), newAttachCmd(), newStatusCmd(), newFollowCmd(), newSetupCmd(), newCodexCmd())
 	return root
 }
 

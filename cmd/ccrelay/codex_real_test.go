@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/internal/codextest"
+	"github.com/ccrelay/ccrelay/internal/config"
+	"github.com/ccrelay/ccrelay/internal/fakeresponses"
+	"github.com/ccrelay/ccrelay/mapper"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/relay"
+)
+
+// termAnswers stands for the terminal emulator the Codex TUI talks to: it
+// records the screen and answers the TUI's queries (cursor position,
+// device attributes, colours), which it waits for.
+type termAnswers struct {
+	scr  *watchWriter
+	mu   sync.Mutex
+	ptmx io.Writer
+}
+
+func (a *termAnswers) Write(p []byte) (int, error) {
+	a.scr.Write(p)
+	s := string(p)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if strings.Contains(s, "\x1b[6n") {
+		a.ptmx.Write([]byte("\x1b[1;1R"))
+	}
+	if strings.Contains(s, "\x1b[c") {
+		a.ptmx.Write([]byte("\x1b[?62;22c"))
+	}
+	if strings.Contains(s, "\x1b]10;?") {
+		a.ptmx.Write([]byte("\x1b]10;rgb:ffff/ffff/ffff\x1b\\"))
+	}
+	if strings.Contains(s, "\x1b]11;?") {
+		a.ptmx.Write([]byte("\x1b]11;rgb:0000/0000/0000\x1b\\"))
+	}
+	return len(p), nil
+}
+
+// The real Codex TUI (0.169.0, offline against the fake Responses API) run
+// by `ccrelay codex` in a terminal: ccrelay's first line says where the
+// session goes; a prompt typed in the TUI reaches the relay as the thread's
+// session (its id the thread's), announced as Codex's with its model and
+// version; after /quit Codex's exit code is ccrelay's, the relay holds what
+// replay of the rollout gives (live = replay), and ccrelay says how to go
+// on with the thread.
+func TestRealCodexLocal(t *testing.T) {
+	e := codextest.New(t)
+	data, state := t.TempDir(), t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	if err := config.Remember(state, base, ""); err != nil {
+		t.Fatal(err)
+	}
+	// --no-daemon: the TUI writes the rollout itself instead of through
+	// a shared app server that outlives it (and copies Codex, 400 MB,
+	// into CODEX_HOME).
+	cmd := exec.Command(binary, "codex", "--state", state, "--codex", e.Codex, "--no-daemon")
+	cmd.Dir, cmd.Env = e.Project, append(e.Environ(), "CCRELAY_TOKEN="+token)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scr := &watchWriter{phrase: "\x00", seen: make(chan struct{})}
+	copied := make(chan struct{})
+	go func() { io.Copy(&termAnswers{scr: scr, ptmx: ptmx}, ptmx); close(copied) }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	defer func() {
+		if !waited {
+			cmd.Process.Kill()
+			<-exited
+		}
+		ptmx.Close()
+		<-copied
+	}()
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s; screen:\n%q\nlog:\n%s", what, tail(scr.text(), 3000), tail(codexLogText(state), 3000))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	until("the first line", func() bool { return strings.Contains(scr.text(), "ccrelay: relaying Codex to "+base) })
+	drawn := func() string { return strings.ReplaceAll(csi.ReplaceAllString(scr.text(), ""), " ", "") }
+	until("the input box", func() bool { return strings.Contains(drawn(), "?forshortcuts") })
+	// Codex 0.169.0 offers a newer model in a popup over the input box
+	// on its first start in a home: keep the configured one.
+	offer := time.Now().Add(5 * time.Second)
+	for !strings.Contains(drawn(), "Useexistingmodel") && time.Now().Before(offer) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(drawn(), "Useexistingmodel") {
+		ptmx.Write([]byte("2"))
+		until("the popup gone", func() bool {
+			d := drawn()
+			return strings.LastIndex(d, "?forshortcuts") > strings.LastIndex(d, "Useexistingmodel")
+		})
+	}
+	typeInTerminal(t, ptmx, scr, "hello codex")
+	var thread string
+	until("the answer on the relay", func() bool {
+		rs := e.Rollouts(t)
+		if len(rs) != 1 {
+			return false
+		}
+		thread, _ = codex.ThreadID(rs[0])
+		return strings.Contains(strings.Join(storedLines(t, data, thread), "\n"), fakeresponses.TextReply)
+	})
+	info := relaySessionInfo(t, data, thread)
+	if info["agent"] != "codex" || info["agentVersion"] != codextest.Version || info["model"] != codextest.Model || info["mode"] != "local" {
+		t.Errorf("announced %v", info)
+	}
+	typeInTerminal(t, ptmx, scr, "/quit")
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("ccrelay codex: %v; screen:\n%q", err, tail(scr.text(), 3000))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("codex did not exit on /quit; screen:\n%q", tail(scr.text(), 3000))
+	}
+	until("the resume hint", func() bool { return strings.Contains(scr.text(), "ccrelay codex resume "+thread) })
+	// Live = replay: the rollout mapped afresh gives what the relay holds.
+	rollout := e.Rollouts(t)[0]
+	want := replayRollout(t, rollout, thread)
+	got := storedLines(t, data, thread)
+	if len(got) != len(want) {
+		t.Fatalf("relay holds %d envelopes, replay gives %d\nrelay:\n%s\nreplay:\n%s", len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	t.Logf("the relay holds the %d envelopes replay of the rollout gives", len(want))
+	for i := range want {
+		if !sameJSON(got[i], want[i]) {
+			t.Fatalf("envelope %d differs:\nrelay:  %s\nreplay: %s", i, got[i], want[i])
+		}
+	}
+}
+
+// replayRollout maps a rollout as replay does: every line, then the end
+// of the run.
+func replayRollout(t *testing.T, path, thread string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := mapper.NewCodex(thread)
+	var envs []protocol.Envelope
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		r, err := codex.Parse(sc.Bytes())
+		if err != nil {
+			continue
+		}
+		envs = append(envs, m.Map(r)...)
+	}
+	envs = append(envs, m.Close(protocol.StatusCompleted)...)
+	var out []string
+	for _, e := range envs {
+		b, _ := json.Marshal(e)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+func sameJSON(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
+
+// relaySessionInfo is the info the relay keeps for session.
+func relaySessionInfo(t *testing.T, data, session string) map[string]any {
+	t.Helper()
+	st, err := relay.OpenStore(filepath.Join(data, "relay.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	all, err := st.Sessions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range all {
+		if s.ID == session {
+			var m map[string]any
+			json.Unmarshal(s.Info, &m)
+			return m
+		}
+	}
+	t.Fatalf("no session %s on the relay", session)
+	return nil
+}
+
+// codexLogText is ccrelay's log in state.
+func codexLogText(state string) string {
+	b, _ := os.ReadFile(filepath.Join(state, "ccrelay.log"))
+	return string(b)
+}
