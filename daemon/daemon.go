@@ -80,6 +80,15 @@ type Config struct {
 	AllowBypass bool
 	// Machine is the machine's name; ClaudeVersion Claude Code's version.
 	Machine, ClaudeVersion string
+	// CodexVersion is the Codex CLI's version ("": none installed, and no
+	// Codex session starts). CodexCommand starts a Codex session: ccrelay
+	// codex and the flags that reach the relay; Run adds --remote,
+	// --daemon-pipe, --session, --started-by, and Codex's options after
+	// --. CodexHome is Codex's home, where a thread to resume has its
+	// rollout.
+	CodexVersion string
+	CodexCommand []string
+	CodexHome    string
 	// MaxSessions bounds the sessions running at once (default
 	// DefaultMaxSessions).
 	MaxSessions int
@@ -185,7 +194,8 @@ func (d *daemon) rescan() {
 
 // info is the daemon's session description.
 func (d *daemon) info() json.RawMessage {
-	di := protocol.DaemonInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, ClaudeVersion: d.cfg.ClaudeVersion, AllowBypass: d.cfg.AllowBypass,
+	di := protocol.DaemonInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, ClaudeVersion: d.cfg.ClaudeVersion,
+		CodexVersion: d.cfg.CodexVersion, AllowBypass: d.cfg.AllowBypass,
 		Roots: d.cfg.Roots, Folders: d.cat.folders}
 	for id := range d.children {
 		di.Running = append(di.Running, id)
@@ -286,6 +296,13 @@ func (d *daemon) start(c protocol.Command) error {
 	if len(d.children) >= d.cfg.MaxSessions {
 		return fmt.Errorf("this machine already runs %d sessions from the app, its most (--max-sessions)", d.cfg.MaxSessions)
 	}
+	switch c.Agent {
+	case "", protocol.AgentClaude:
+	case protocol.AgentCodex:
+		return d.startCodex(c, dir)
+	default:
+		return fmt.Errorf("this machine runs Claude Code and Codex sessions, not %q", c.Agent)
+	}
 	var claudeArgs []string
 	if c.Model != "" && c.Model != "default" {
 		if err := launcher.CheckModel(c.Model); err != nil {
@@ -323,7 +340,13 @@ func (d *daemon) start(c protocol.Command) error {
 	if len(claudeArgs) > 0 {
 		args = append(append(args, "--"), claudeArgs...)
 	}
-	cmd := exec.Command(d.cfg.Command[0], args...)
+	return d.spawn(c, dir, d.cfg.Command[0], args)
+}
+
+// spawn starts a session's ccrelay (bin with args) in dir, its first
+// prompt and the machine's name on its stdin, as a child of the daemon.
+func (d *daemon) spawn(c protocol.Command, dir, bin string, args []string) error {
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = d.cfg.Env
 	pipe, err := cmd.StdinPipe()

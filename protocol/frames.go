@@ -208,6 +208,8 @@ type Command struct {
 	Dir    string `json:"dir,omitempty"`
 	Target string `json:"target,omitempty"`
 	Resume bool   `json:"resume,omitempty"`
+	// start: the agent to run (AgentClaude or AgentCodex; "": Claude).
+	Agent string `json:"agent,omitempty"`
 	// Sealed (end-to-end encryption): the whole command's JSON sealed by
 	// the device under the session's key for (session, id, from the
 	// device); then no other field but id and kind is set.

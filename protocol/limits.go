@@ -97,7 +97,7 @@ func (c *Command) Validate() error {
 	}
 	if c.Sealed != "" {
 		if c.Text != "" || c.RequestID != "" || c.Reason != "" || len(c.Input) > 0 || c.Mode != "" || c.Model != "" || c.Subagent != "" || c.Allow || c.ForSession ||
-			c.Dir != "" || c.Target != "" || c.Resume {
+			c.Dir != "" || c.Target != "" || c.Resume || c.Agent != "" {
 			return fmt.Errorf("a sealed command carries nothing readable but its id and kind")
 		}
 		if len(c.Sealed) > MaxSealedCommandChars || !isBase64URL(c.Sealed) {
@@ -124,6 +124,9 @@ func (c *Command) Validate() error {
 		if !IsSessionID(c.Target) {
 			return fmt.Errorf("%s names no session (a UUID), got %q", c.Kind, clipField(c.Target))
 		}
+	}
+	if c.Agent != "" && (c.Kind != CommandStart || !KnownAgent(c.Agent)) {
+		return fmt.Errorf("agent %q: a start names claude or codex, and only a start names one", clipField(c.Agent))
 	}
 	if c.Kind == CommandStart && (c.Dir == "" || len(c.Dir) > MaxDirBytes || CheckUTF8([]byte(c.Dir)) != nil) {
 		return fmt.Errorf("start needs a folder of at most %d bytes", MaxDirBytes)

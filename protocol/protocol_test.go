@@ -386,6 +386,8 @@ func TestCommandValidate(t *testing.T) {
 		{ID: "k3x9ab", Kind: CommandStart, Dir: "/home/me/app", Target: sess, Text: "hi", Mode: "plan", Model: "sonnet"},
 		{ID: "k3x9ab", Kind: CommandStart, Dir: `C:\Users\me\app`, Target: sess, Resume: true},
 		{ID: "k3x9ab", Kind: CommandStop, Target: sess},
+		{ID: "k3x9ab", Kind: CommandStart, Dir: "/home/me/app", Target: sess, Text: "hi", Agent: AgentCodex},
+		{ID: "k3x9ab", Kind: CommandStart, Dir: "/home/me/app", Target: sess, Text: "hi", Agent: AgentClaude},
 	} {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%s invalid: %v", c.Kind, err)
@@ -416,6 +418,9 @@ func TestCommandValidate(t *testing.T) {
 		}},
 		{"start, a folder not UTF-8", func(c *Command) { c.Kind = CommandStart; c.Target = sess; c.Dir = "/\xff" }},
 		{"stop without a session", func(c *Command) { c.Kind = CommandStop }},
+		{"start, an unknown agent", func(c *Command) { c.Kind = CommandStart; c.Target = sess; c.Dir = "/tmp"; c.Agent = "gemini" }},
+		{"an agent on a prompt", func(c *Command) { c.Agent = AgentCodex }},
+		{"sealed with a readable agent", func(c *Command) { c.Kind = CommandStart; c.Sealed = "abc"; c.Agent = AgentCodex; c.Text = "" }},
 		{"sealed with a readable folder", func(c *Command) { c.Kind = CommandStart; c.Sealed = "abc"; c.Dir = "/tmp"; c.Text = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

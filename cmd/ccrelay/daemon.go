@@ -16,6 +16,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/daemon"
 	"github.com/ccrelay/ccrelay/internal/durable"
 	"github.com/ccrelay/ccrelay/internal/logfile"
@@ -25,10 +26,10 @@ import (
 )
 
 type daemonFlags struct {
-	relay, relayToken, tokenFile, state, claude, name string
-	allow                                             []string
-	onlyAllowed, allowBypass, plaintext               bool
-	maxSessions                                       int
+	relay, relayToken, tokenFile, state, claude, codex, name string
+	allow                                                    []string
+	onlyAllowed, allowBypass, plaintext                      bool
+	maxSessions                                              int
 }
 
 func newDaemonCmd() *cobra.Command {
@@ -61,6 +62,7 @@ func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
 	fl.StringVar(&f.tokenFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
 	fl.StringVar(&f.state, "state", "", "state folder (default $XDG_STATE_HOME/ccrelay; %LocalAppData%\\ccrelay\\state on Windows)")
 	fl.StringVar(&f.claude, "claude", "claude", "the claude binary sessions run")
+	fl.StringVar(&f.codex, "codex", "codex", "the codex binary Codex sessions run (the app offers Codex when it runs)")
 	fl.StringVar(&f.name, "name", "", "this machine's name in the app (default its host name)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow sessions in this folder and every folder below it (repeatable)")
 	fl.BoolVar(&f.onlyAllowed, "only-allowed", false, "allow only the --allow folders, not the folders Claude Code already knows")
@@ -169,14 +171,18 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 		return err
 	}
 	version, _ := checkClaudeVersion(ctx, f.claude, log, io.Discard)
+	// Codex sessions are offered when its version can be read.
+	codexVersion, _ := checkCodexVersion(ctx, f.codex, log, io.Discard)
 	name := protocol.CleanName(f.name, relay.MaxCredentialName)
 	if name == "" {
 		host, _ := os.Hostname()
 		name = protocol.CleanName(host, relay.MaxCredentialName)
 	}
 	command := []string{self, "--relay", f.relay, "--relay-token-file", tokenFile, "--state", state, "--claude", f.claude}
+	codexCommand := []string{self, "codex", "--relay", f.relay, "--relay-token-file", tokenFile, "--state", state, "--codex", f.codex}
 	if f.plaintext {
 		command = append(command, "--plaintext")
+		codexCommand = append(codexCommand, "--plaintext")
 	}
 	client := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: stderr, Keyring: kr}, box)
 	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
@@ -196,7 +202,8 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	defer func() { stopSay(); <-sayDone }()
 	runErr := daemon.Run(ctx, daemon.Config{Link: client, Ledger: ledger, Session: session, Command: command,
 		ClaudeDir: claude.ConfigDir(os.Getenv, home), Roots: f.allow, NoKnown: f.onlyAllowed, AllowBypass: f.allowBypass,
-		Machine: name, ClaudeVersion: version, MaxSessions: f.maxSessions, Output: logFile, Logger: log})
+		Machine: name, ClaudeVersion: version, CodexVersion: codexVersion, CodexCommand: codexCommand, CodexHome: codex.Home(os.Getenv, home),
+		MaxSessions: f.maxSessions, Output: logFile, Logger: log})
 	stopSend()
 	if err := <-sendDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = err

@@ -22,7 +22,7 @@ export function cleanDaemon(raw) {
         .map((s) => ({ id: s.id, prompt: str(s.prompt, 200), at: num(s.at) })),
     }));
   return {
-    os: str(raw.os, 32), arch: str(raw.arch, 32), claudeVersion: str(raw.claudeVersion, 64), allowBypass: raw.allowBypass === true,
+    os: str(raw.os, 32), arch: str(raw.arch, 32), claudeVersion: str(raw.claudeVersion, 64), codexVersion: str(raw.codexVersion, 64), allowBypass: raw.allowBypass === true,
     roots: (Array.isArray(raw.roots) ? raw.roots : []).filter((r) => typeof r === 'string').slice(0, 16).map((r) => r.slice(0, 1024)),
     folders,
     running: new Set((Array.isArray(raw.running) ? raw.running : []).filter((id) => typeof id === 'string' && UUID.test(id))),
@@ -68,17 +68,28 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
   const tabs = h('div', { class: 'tabs', role: 'tablist' });
   const body = h('div', { class: 'tab-body' });
   const model = h('select', { 'aria-label': 'Model' }, models.map((m) => h('option', { value: m, text: m })));
+  // The agent a new session runs, offered when the machine has both.
+  let agent = 'claude';
+  const agentSel = h('select', { 'aria-label': 'Agent', onchange: () => { agent = agentSel.value; renderTab(); } });
   const mode = h('select', { 'aria-label': 'Permission mode' });
   // Typing only enables Start: the field is never rebuilt under the fingers.
   const prompt = h('textarea', { rows: 3, placeholder: 'What should Claude do?', 'aria-label': 'First prompt', oninput: () => canStart() });
-  const startBtn = h('button', { class: 'wide primary', type: 'button', onclick: () => go({ kind: 'start', dir: folder.dir, target: crypto.randomUUID(), text: prompt.value.trim(), model: model.value, mode: mode.value }) }, 'Start session');
+  // A Codex session runs Codex's own model and asks the app for approval:
+  // no model or permission mode of Claude Code's goes with it.
+  const startBtn = h('button', { class: 'wide primary', type: 'button', onclick: () => go(agent === 'codex'
+    ? { kind: 'start', dir: folder.dir, target: crypto.randomUUID(), text: prompt.value.trim(), agent: 'codex' }
+    : { kind: 'start', dir: folder.dir, target: crypto.randomUUID(), text: prompt.value.trim(), model: model.value, mode: mode.value }) }, 'Start session');
   const machineRow = h('div', { class: 'field' });
 
   function render() {
     const d = machine.info.daemon;
     machineRow.replaceChildren(h('span', { text: 'Machine' }),
       list.length > 1 ? machineSel : h('div', { class: 'machine-name', text: machine.info.machine || machine.id.slice(0, 8) }),
-      h('div', { class: 'meta', text: [osName(d.os), d.claudeVersion ? 'Claude Code ' + d.claudeVersion : '', machine.info.cliGone ? 'daemon not connected: a request waits until it is back' : ''].filter(Boolean).join(' · ') }));
+      h('div', { class: 'meta', text: [osName(d.os), d.claudeVersion ? 'Claude Code ' + d.claudeVersion : '', d.codexVersion ? 'Codex ' + d.codexVersion : '', machine.info.cliGone ? 'daemon not connected: a request waits until it is back' : ''].filter(Boolean).join(' · ') }));
+    const agents = [...(d.claudeVersion || !d.codexVersion ? [['claude', 'Claude Code']] : []), ...(d.codexVersion ? [['codex', 'Codex']] : [])];
+    if (!agents.some(([v]) => v === agent)) agent = agents[0][0];
+    agentSel.replaceChildren(...agents.map(([v, label]) => h('option', { value: v, text: label, selected: v === agent })));
+    agentSel.dataset.count = String(agents.length);
     mode.replaceChildren(...modes.filter(([v]) => v !== 'bypassPermissions' || d.allowBypass).map(([v, label]) => h('option', { value: v, text: label })));
     other.hidden = !d.roots.length;
     if (d.roots.length) other.placeholder = 'Another folder under ' + d.roots.map(shortPath).join(', ');
@@ -121,11 +132,14 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
       h('button', { type: 'button', role: 'tab', 'aria-selected': tab === 'resume' ? 'true' : 'false', class: tab === 'resume' ? 'selected' : '', onclick: () => { tab = 'resume'; renderTab(); } }, 'Resume' + (past.length ? ' (' + past.length + ')' : '')));
     if (tab === 'new') {
       canStart();
-      body.replaceChildren(
-        h('label', { class: 'field' }, h('span', { text: 'Model' }), model),
-        h('label', { class: 'field' }, h('span', { text: 'Permission mode' }), mode),
+      const codex = agent === 'codex';
+      prompt.placeholder = codex ? 'What should Codex do?' : 'What should Claude do?';
+      body.replaceChildren(...[
+        agentSel.dataset.count === '1' ? null : h('label', { class: 'field' }, h('span', { text: 'Agent' }), agentSel),
+        codex ? null : h('label', { class: 'field' }, h('span', { text: 'Model' }), model),
+        codex ? null : h('label', { class: 'field' }, h('span', { text: 'Permission mode' }), mode),
         h('label', { class: 'field' }, h('span', { text: 'First prompt' }), prompt),
-        startBtn);
+        startBtn].filter(Boolean));
       return;
     }
     if (!folder) { body.replaceChildren(h('p', { class: 'meta', text: 'Pick a folder to see its past sessions.' })); return; }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// A machine whose daemon has Claude Code and Codex offers both in the New
+// session sheet: Claude's model and permission mode are gone once Codex is
+// picked, and the start command says agent codex with neither; a machine
+// with Claude Code alone offers no choice.
+func TestAppNewSessionOffersCodex(t *testing.T) {
+	r := startAppRelay(t)
+	cli := dialCLI(t, r)
+	machine, lone := claude.NewSessionID(), claude.NewSessionID()
+	daemonInfo := func(name, codexVersion string) map[string]any {
+		return map[string]any{"mode": "machine", "status": "idle", "machine": name, "title": name,
+			"daemon": protocol.DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", CodexVersion: codexVersion,
+				Folders: []protocol.DaemonFolder{{Dir: "/home/dev/app", At: 1}}}}
+	}
+	cli.announce(machine, daemonInfo("both-box", "0.169.0"))
+	cli.announce(lone, daemonInfo("claude-box", ""))
+	ctx := newBrowser(t)
+	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
+	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	waitJS(t, ctx, "the sheet", `!!document.querySelector('dialog[open] .folder-list li[data-dir="/home/dev/app"]')`)
+	pickMachine := func(id string) {
+		must(t, ctx, setValue(`dialog[open] select[aria-label="Machine"]`, id))
+		waitJS(t, ctx, "the machine picked", fmt.Sprintf(`document.querySelector('dialog[open] select[aria-label="Machine"]').value === %q`, id))
+	}
+	pickMachine(lone)
+	if eval[bool](t, ctx, `!!document.querySelector('dialog[open] select[aria-label="Agent"]')`) {
+		t.Fatal("a machine without Codex offers an agent")
+	}
+	pickMachine(machine)
+	waitJS(t, ctx, "the agent offered", `[...document.querySelectorAll('dialog[open] select[aria-label="Agent"] option')].map(o => o.value).join() === 'claude,codex' &&
+		[...document.querySelectorAll('dialog[open] .meta')].some((e) => e.textContent.includes('Codex 0.169.0'))`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .folder-list li[data-dir="/home/dev/app"]`)),
+		setValue(`dialog[open] select[aria-label="Agent"]`, "codex"))
+	waitJS(t, ctx, "Claude's options gone", `!document.querySelector('dialog[open] select[aria-label="Model"]') && !document.querySelector('dialog[open] select[aria-label="Permission mode"]') &&
+		document.querySelector('dialog[open] textarea[aria-label="First prompt"]').placeholder === 'What should Codex do?'`)
+	checkAccessible(t, ctx, "the New session sheet with Codex")
+	screenshot(t, ctx, "new-session-codex")
+	must(t, ctx, typeInto(`dialog[open] textarea[aria-label="First prompt"]`, "say hi"),
+		chromedp.Click(chromedp.CSS(`dialog[open] .tab-body button.primary`)))
+	c := cli.command(protocol.StatusDone, "")
+	if c.Kind != protocol.CommandStart || c.Agent != protocol.AgentCodex || c.Model != "" || c.Mode != "" || c.Text != "say hi" || c.Dir != "/home/dev/app" {
+		t.Fatalf("start command %+v", c)
+	}
+}
