@@ -15,25 +15,8 @@ import (
 // valid envelopes, with at most one turn open and nothing of a turn after
 // its end.
 func FuzzCodexMap(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("..", "codex", "testdata", "samples", "*.jsonl"))
-	for _, name := range files {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
-		// Seeds of a few lines each: the fuzzer mutates small inputs
-		// much faster than whole rollouts.
-		var chunk [][]byte
-		for _, line := range bytes.Split(b, []byte("\n")) {
-			if len(line) > 2048 {
-				continue // session_meta, world_state, developer messages
-			}
-			chunk = append(chunk, line)
-			if len(chunk) == 6 {
-				f.Add(bytes.Join(chunk, []byte("\n")))
-				chunk = nil
-			}
-		}
+	for _, s := range codexSeeds(f) {
+		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkCodexStream(t, bytes.Split(data, []byte("\n")))

@@ -2,8 +2,6 @@ package mapper
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/claude"
@@ -13,22 +11,8 @@ import (
 // FuzzMapper feeds arbitrary lines through the record parser and one mapper:
 // no panic, every envelope valid, nothing of a turn after its turn-end.
 func FuzzMapper(f *testing.F) {
-	for _, p := range []string{
-		"../testdata/corpus/happy-fixtures/task_non_sdk.jsonl",
-		"../testdata/corpus/happy-fixtures/permission-prompt-aborted-with-interrupt.jsonl",
-		"../testdata/corpus/happy-fixtures/1-continue-run-ls-tool.jsonl",
-		"../testdata/corpus/public/claude-code-log/test/test_data/edge_cases.jsonl",
-	} {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
-	bg, _ := filepath.Glob("../testdata/corpus/claude-code-2.1.330/agent-background/transcripts/*/*.jsonl")
-	for _, p := range bg {
-		data, _ := os.ReadFile(p)
-		f.Add(data)
+	for _, s := range claudeSeeds(f) {
+		f.Add(s)
 	}
 	f.Add([]byte(child("c1", "late", "x") + "\n" + asst("p", bl(toolUse("late", "Agent", map[string]any{"prompt": "q"})))))
 	f.Fuzz(func(t *testing.T, data []byte) {
