@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -129,16 +130,20 @@ func TestRealClaudeVersions(t *testing.T) {
 		versions = append(versions, in.Version)
 	}
 	table := compatTable(versions, scenarios, results)
+	doc, err := os.ReadFile(compatDoc)
+	if err != nil && !(*updateCompat && errors.Is(err, os.ErrNotExist)) {
+		t.Fatal(err)
+	}
+	// What follows the generated table (the Codex section) is written by
+	// hand and kept.
+	generated, rest := splitCompatDoc(string(doc))
 	if *updateCompat {
-		if err := os.WriteFile(compatDoc, []byte(table), 0o644); err != nil {
+		if err := os.WriteFile(compatDoc, []byte(table+rest), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	doc, err := os.ReadFile(compatDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc = []byte(generated)
 	if docVersions := compatVersions(string(doc)); !slices.Equal(docVersions, versions) {
 		msg := "docs/compatibility.md covers Claude Code " + strings.Join(docVersions, ", ") + "; installed here: " + strings.Join(versions, ", ")
 		if os.Getenv("CI") == "true" {
@@ -182,6 +187,18 @@ func compatTable(versions []string, scenarios []versionScenario, results map[str
 	return b.String()
 }
 
+// compatHandWritten starts the part of the doc after the generated table.
+const compatHandWritten = "\n## Codex CLI\n"
+
+// splitCompatDoc cuts the doc into its generated part and the hand-written
+// rest (from compatHandWritten; "" without one).
+func splitCompatDoc(doc string) (generated, rest string) {
+	if i := strings.Index(doc, compatHandWritten); i >= 0 {
+		return doc[:i], doc[i:]
+	}
+	return doc, ""
+}
+
 // compatVersions reads the versions of the doc's table header.
 func compatVersions(doc string) []string {
 	for _, l := range strings.Split(doc, "\n") {
@@ -196,4 +213,21 @@ func compatVersions(doc string) []string {
 		}
 	}
 	return nil
+}
+
+// The doc is the generated table, then the hand-written Codex section,
+// which -update-compat keeps: cut there, the generated part is what
+// TestRealClaudeVersions compares.
+func TestCompatDocSections(t *testing.T) {
+	doc, err := os.ReadFile(compatDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, rest := splitCompatDoc(string(doc))
+	if !strings.HasPrefix(generated, compatHead) || len(compatVersions(generated)) == 0 || strings.Contains(generated, "Codex") {
+		t.Fatalf("the generated part is not the table alone:\n%s", generated)
+	}
+	if !strings.HasPrefix(rest, compatHandWritten) || !strings.Contains(rest, "0.169.0") {
+		t.Fatalf("no Codex section after the table:\n%s", rest)
+	}
 }
