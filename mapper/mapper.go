@@ -551,15 +551,26 @@ func (m *Mapper) wipe() {
 	oldUUID, oldPrompts, oldAgents := m.uuidToSub, m.prompts, m.agents
 	buffered, bufOrder, nBuf := m.buffered, m.bufferOrder, m.nBuffered
 	m.reset()
-	// The calls of background subagents stay open with them.
+	// The calls of background subagents stay open with them. A Task or
+	// Agent launch of the turn stopped with it (its subagent's stop), as
+	// when a turn is cut: a result Claude records for it later is not an
+	// end (the app saw no call start for it, and it may have seen an end
+	// of an earlier call with its id).
 	calls := m.calls[:0]
+	var stopped []string
 	for _, c := range m.calls {
-		if keep[c.parent] != nil {
+		switch {
+		case keep[c.parent] != nil:
 			calls = append(calls, c)
+		case c.hidden:
+			stopped = append(stopped, c.id)
 		}
 	}
 	clear(m.calls[len(calls):])
 	m.calls = calls
+	for _, id := range stopped {
+		m.ended(id)
+	}
 	// Orphans buffered while no turn is open survive; buffers are empty here
 	// after closeTurn, but keep the invariant explicit.
 	m.buffered, m.bufferOrder, m.nBuffered = buffered, bufOrder, nBuf

@@ -1,0 +1,38 @@
+package mapper
+
+import "testing"
+
+// A Task or Agent call still open when its turn ends stops with the turn
+// (its subagent's stop), as when the turn is cut: a result Claude records
+// for it later is not a second end, nor the end of a call the app never
+// saw start.
+func TestSubagentCallEndsWithItsTurn(t *testing.T) {
+	done := r("type", "system", "subtype", "turn_duration", "uuid", "d1")
+	done2 := r("type", "system", "subtype", "turn_duration", "uuid", "d2")
+	async := func(uuid, id string) string {
+		return user(uuid, bl(toolResult(id, "Async agent launched", false)),
+			"toolUseResult", map[string]any{"isAsync": true, "agentId": "ag0"})
+	}
+	task := func(uuid, id string) string {
+		return asst(uuid, bl(toolUse(id, "Task", map[string]any{"prompt": "look", "description": "d"})))
+	}
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  []string
+	}{
+		{"the result of a Task call after its turn ended", []string{
+			user("p1", "go"), task("a1", "t1"), done,
+			user("r1", bl(toolResult("t1", "found", false))), done2},
+			[]string{"U(go)", "TS", "TE(completed)"}},
+		{"a result before a Task call of the same id, the turn's end, the result again (found by FuzzMapperOps)", []string{
+			async("r0", "t0"), task("a1", "t0"), done, async("r1", "t0"), done2},
+			[]string{"TS", "TCE(t0)[result=Async agent launched]", "TE(completed)"}},
+		{"a Task call answered in its turn still ends once", []string{
+			user("p1", "go"), task("a1", "t1"), user("r1", bl(toolResult("t1", "found", false))), done,
+			user("r2", bl(toolResult("t1", "found", false)))},
+			[]string{"U(go)", "TS", "TE(completed)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runCase(t, tc.lines, tc.want) })
+	}
+}
