@@ -64,3 +64,47 @@ func TestSealedKeyCaseRefused(t *testing.T) {
 		t.Fatalf("encoding/json no longer folds keys (%v, %q): this check may go", err, s.ID)
 	}
 }
+
+// An envelope the full check takes reads the same to a reader that takes
+// keys exactly and the last of duplicates, as the app's JSON.parse does:
+// the same id, time, role, turn, subagent and event.
+func FuzzEnvelopeReadsAsTheAppReads(f *testing.F) {
+	for _, raw := range goldenEnvelopes(f) {
+		if len(raw) < 1000 {
+			f.Add(raw)
+		}
+	}
+	f.Add([]byte(`{"id":"ca","ID":"cb","time":1,"role":"user","ev":{"t":"text","text":"hi"}}`))
+	f.Add([]byte(`{"id":"ca","time":1,"role":"user","ev":{"t":"x"},"Ev":{"t":"text","text":"hi"}}`))
+	f.Add([]byte(`{"id":"ca","id":"cb","time":1,"time":2,"role":"user","ev":{"t":"text","text":"a","text":"b"}}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var e Envelope
+		if json.Unmarshal(raw, &e) != nil || e.Validate() != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%q: taken, but not an object: %v", raw, err)
+		}
+		str := func(k string) string {
+			var s string
+			if v, ok := m[k]; ok && json.Unmarshal(v, &s) != nil {
+				t.Fatalf("%q: %s is not a string to an exact reader", raw, k)
+			}
+			return s
+		}
+		var tm float64
+		if json.Unmarshal(m["time"], &tm) != nil || int64(tm) != e.Time {
+			t.Fatalf("%q: time %d, an exact reader reads %s", raw, e.Time, m["time"])
+		}
+		var ev Event
+		if err := ev.UnmarshalJSON(m["ev"]); err != nil {
+			t.Fatalf("%q: the ev an exact reader reads does not decode: %v", raw, err)
+		}
+		a, _ := json.Marshal(e.Ev)
+		b, _ := json.Marshal(ev)
+		if str("id") != e.ID || str("role") != string(e.Role) || str("turn") != e.Turn || str("subagent") != e.Subagent || string(a) != string(b) {
+			t.Fatalf("%q: checked as %+v, an exact reader reads %q %q %q %q %s", raw, e, str("id"), str("role"), str("turn"), str("subagent"), b)
+		}
+	})
+}
