@@ -29,6 +29,9 @@ type fakeStep struct {
 	// Raw is written as it is (a request as its line: ID is its id).
 	Raw string `json:"raw,omitempty"`
 	ID  int    `json:"id,omitempty"`
+	// Exit ends the fake app-server there (a crash), once per script: a
+	// marker file beside the log says it happened.
+	Exit bool `json:"exit,omitempty"`
 }
 
 type fakeScript struct {
@@ -84,6 +87,12 @@ func runFakeAppServer() int {
 				write(s.Raw)
 				if s.ID > 0 {
 					waitFor = s.ID
+				}
+			case s.Exit:
+				marker := os.Getenv(fakeAppServerLog) + ".exited"
+				if _, err := os.Stat(marker); err != nil {
+					os.WriteFile(marker, nil, 0o600)
+					os.Exit(3)
 				}
 			case s.Notify != "":
 				write(map[string]any{"method": s.Notify, "params": s.Params})

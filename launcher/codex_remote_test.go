@@ -383,3 +383,36 @@ func TestCodexRemoteStopAnswers(t *testing.T) {
 		t.Errorf("a prompt after Stop: %v", err)
 	}
 }
+
+// app-server dying in the middle of a turn leaves the session idle with
+// the error shown, its request gone; the next prompt starts app-server
+// again and resumes the thread.
+func TestCodexRemoteServerDies(t *testing.T) {
+	f := startFakeCodex(t, fakeScript{Steps: []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
+		"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_1", "command": "ls", "startedAtMs": 1})}, {Exit: true}}})
+	f.prompt(t, "go")
+	f.rec.waitFor(t, "the request shown", func() bool { return len(f.rec.last().Permissions) == 1 })
+	if err := f.r.Answer("call_1", true, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.waitFor(t, "the error", func() bool {
+		st := f.rec.last()
+		return st.Status == StatusIdle && strings.Contains(st.Error, "Codex app-server stopped")
+	})
+	f.prompt(t, "again")
+	if got := f.sent(t, codex.MethodThreadResume); len(got) != 1 || !strings.Contains(got[0], fakeThreadID) {
+		t.Errorf("thread/resume %q", got)
+	}
+	if got := f.sent(t, codex.MethodTurnStart); len(got) != 2 {
+		t.Errorf("turn/start %d times, want 2", len(got))
+	}
+	// The new app-server plays the script again, without the crash.
+	f.rec.waitFor(t, "the request shown again", func() bool { return len(f.rec.last().Permissions) == 1 })
+	if err := f.r.Answer("call_1", true, false, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.waitFor(t, "the turn's end", func() bool {
+		st := f.rec.last()
+		return st.Status == StatusIdle && st.Error == ""
+	})
+}
