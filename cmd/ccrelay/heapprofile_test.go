@@ -63,3 +63,21 @@ func TestHeapProfileOnSignal(t *testing.T) {
 	}
 	waitProfile(prefix + ".exit.heap")
 }
+
+// heapProfile asks p (started with HeapProfileEnv) for a heap profile and
+// waits until it is written at path.
+func heapProfile(b *testing.B, p *os.Process, path string) {
+	b.Helper()
+	if err := p.Signal(syscall.SIGUSR1); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no heap profile at %s a minute after SIGUSR1", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
