@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -102,6 +103,10 @@ func newCodexCmd() *cobra.Command {
 // runCodexLocal is local mode for Codex: the Codex CLI in this terminal,
 // the rollouts of the threads it runs followed and mapped into the outbox.
 func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error {
+	// No Codex: said before anything is set up or said.
+	if _, err := exec.LookPath(f.codex); err != nil {
+		return fmt.Errorf("%w (%v)", launcher.ErrCodexNotFound, err)
+	}
 	state, err := stateDir(f.state)
 	if err != nil {
 		return err
