@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // codexHandler is what app-server sends a CodexRemote: its notifications
@@ -118,7 +119,11 @@ func (h *codexHandler) Request(req *codex.Request) {
 		if slices.ContainsFunc(r.pending, func(q *codexPending) bool { return q.pr.ID == p.pr.ID }) {
 			p.pr.ID += "#" + req.Key()
 		}
-		if len(r.pending) >= MaxInfoPermissionsShown {
+		if len(p.pr.ID) > protocol.MaxFieldBytes {
+			// The app's answer names it in a field of at most that many
+			// bytes: it would wait for an answer that cannot come.
+			p, why = nil, "its id is longer than an answer from the app can name"
+		} else if len(r.pending) >= MaxInfoPermissionsShown {
 			p, why = nil, fmt.Sprintf("%d requests wait for the app already", MaxInfoPermissionsShown)
 		}
 	}

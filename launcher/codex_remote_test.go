@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // codexRecorder is the feed and the events of a CodexRemote under test.
@@ -269,6 +270,9 @@ func TestCodexRemoteRequests(t *testing.T) {
 		{name: "unknown request", steps: []fakeStep{{Request: "item/teleport/requestApproval", Params: params(map[string]any{"threadId": fakeThreadID})}},
 			want: `{"error":{"code":-32601,"message":"ccrelay does not handle item/teleport/requestApproval: ccrelay declined it: ccrelay does not know this request"}}`,
 			note: "Codex sent the request item/teleport/requestApproval. ccrelay declined it"},
+		{name: "an id too long for the app's answer", steps: []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_" + strings.Repeat("7", protocol.MaxFieldBytes), "command": "ls", "startedAtMs": 1})}},
+			want: `{"result":{"decision":"decline"}}`, note: "ccrelay declined it: its id is longer than an answer from the app can name"},
 		{name: "request over the line bound", steps: []fakeStep{{ID: 7, Raw: `{"method":"item/commandExecution/requestApproval","id":7,"params":{"command":"` +
 			strings.Repeat("x", codex.MaxMessage) + `"}}`}},
 			want: `{"result":{"decision":"decline"}}`, note: "ccrelay declined it: the request was too large or not readable"},
