@@ -36,12 +36,17 @@ type CodexLine struct {
 	// durable cursor): consumers rebuild their state from it and need not
 	// send its output again.
 	Replayed bool
+
+	ts int64 // the record's time, or the time of the line before it
 }
 
 // CodexBatch is a run of lines of one thread, in file order.
 type CodexBatch struct {
 	Thread string
 	Lines  []CodexLine
+	// Parent is the root thread whose session this thread's lines are
+	// part of (a subagent's thread; see adoptChildren), "" for a root.
+	Parent string
 	// Retry marks a batch whose delivery failed before: exactly the same
 	// lines again.
 	Retry bool
@@ -152,6 +157,7 @@ type CodexFollower struct {
 	watched map[string]bool
 	final   bool
 	backoff time.Duration
+	metas   map[string]groupMeta // rollouts judged for subagents, by path
 }
 
 type codexFile struct {
@@ -163,6 +169,12 @@ type codexFile struct {
 	pending  []CodexLine
 	retry    bool
 	errLog   bool // a read error was logged (once until it reads again)
+	// root is the root thread of the group this subagent's thread is
+	// followed with ("" for a root).
+	root      string
+	delivered bool  // a batch of it was delivered
+	sending   int   // the lines of pending a failed delivery held
+	lastTS    int64 // the time of the last line read
 }
 
 // NewCodexFollower returns a follower that follows no file until told to.
@@ -368,7 +380,13 @@ func (f *CodexFollower) finish(ctx context.Context) error {
 func (f *CodexFollower) pass(ctx context.Context) error {
 	var firstErr error
 	for _, cf := range f.files {
-		if err := f.passFile(ctx, cf); err != nil && firstErr == nil {
+		if len(cf.pending) == 0 {
+			f.read(cf)
+		}
+	}
+	f.adoptChildren()
+	for _, g := range f.groups() {
+		if err := f.passGroup(ctx, g); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -385,31 +403,29 @@ func (f *CodexFollower) pass(ctx context.Context) error {
 	return firstErr
 }
 
-// passFile delivers what cf held back, then reads and delivers in batches
-// of at most MaxBatchRecords lines or MaxBatchBytes.
-func (f *CodexFollower) passFile(ctx context.Context, cf *codexFile) error {
-	for {
-		if len(cf.pending) == 0 {
-			f.read(cf)
-			if len(cf.pending) == 0 {
-				return nil
-			}
+// deliver delivers the first n lines cf holds (read in batches of at most
+// MaxBatchRecords lines or MaxBatchBytes); after a failure the same lines
+// are delivered again, marked Retry.
+func (f *CodexFollower) deliver(ctx context.Context, cf *codexFile, n int) error {
+	b := CodexBatch{Thread: cf.thread, Parent: cf.root, Lines: cf.pending[:n:n], Retry: cf.retry}
+	if err := f.sink.DeliverCodex(ctx, b); err != nil {
+		cf.retry, cf.sending = true, n
+		if !errors.Is(err, ErrHold) {
+			f.log.Warn("could not deliver a rollout's lines; retrying", "thread", cf.thread, "err", err)
 		}
-		b := CodexBatch{Thread: cf.thread, Lines: cf.pending, Retry: cf.retry}
-		if err := f.sink.DeliverCodex(ctx, b); err != nil {
-			cf.retry = true
-			if !errors.Is(err, ErrHold) {
-				f.log.Warn("could not deliver a rollout's lines; retrying", "thread", cf.thread, "err", err)
-			}
-			return fmt.Errorf("deliver rollout lines of thread %s: %w", cf.thread, err)
-		}
-		last := cf.pending[len(cf.pending)-1].Ordinal
-		if o, ok := f.cursor.Ordinals[cf.thread]; !ok || last > o {
-			f.cursor.Ordinals[cf.thread] = last
-			f.dirty = true
-		}
-		cf.pending, cf.retry = nil, false
+		return fmt.Errorf("deliver rollout lines of thread %s: %w", cf.thread, err)
 	}
+	cf.delivered = true
+	last := cf.pending[n-1].Ordinal
+	if o, ok := f.cursor.Ordinals[cf.thread]; !ok || last > o {
+		f.cursor.Ordinals[cf.thread] = last
+		f.dirty = true
+	}
+	cf.pending, cf.retry, cf.sending = cf.pending[n:], false, 0
+	if len(cf.pending) == 0 {
+		cf.pending = nil
+	}
+	return nil
 }
 
 // errCodexBatchFull stops a read at the batch bound.
@@ -443,7 +459,10 @@ func (f *CodexFollower) read(cf *codexFile) {
 			return nil // had (a file read again from the start)
 		}
 		cf.seen = o
-		cf.pending = append(cf.pending, CodexLine{Record: r, Thread: cf.thread, Ordinal: o, File: cf.path, Replayed: o <= cf.replayTo})
+		if r.Timestamp > 0 {
+			cf.lastTS = r.Timestamp
+		}
+		cf.pending = append(cf.pending, CodexLine{Record: r, Thread: cf.thread, Ordinal: o, File: cf.path, Replayed: o <= cf.replayTo, ts: cf.lastTS})
 		bytesQueued += len(l.Data)
 		return nil
 	})
