@@ -319,6 +319,13 @@ func (w *codexWatch) scan() (pending bool) {
 			w.markDone(f)
 			continue
 		}
+		if meta.ParentThreadID != "" && !explicit {
+			// A subagent's thread: the follower follows it with its
+			// parent's, into the parent's session.
+			w.log.Info("a subagent's thread, followed with its parent", "file", f, "parent", meta.ParentThreadID)
+			w.markDone(f)
+			continue
+		}
 		if !explicit && !w.ours(meta) {
 			w.log.Info("a rollout of another Codex run", "file", f, "cwd", meta.Cwd, "originator", meta.Originator)
 			w.markDone(f)

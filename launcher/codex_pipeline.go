@@ -17,11 +17,19 @@ type CodexMapper interface {
 	Close(status protocol.TurnStatus) []protocol.Envelope
 }
 
+// CodexThreadMapper also maps the records of a subagent's thread into the
+// session (mapper.Codex.MapThread).
+type CodexThreadMapper interface {
+	MapThread(thread string, r *codex.Record) []protocol.Envelope
+}
+
 // CodexPipeline maps the rollout lines a scanner.CodexFollower delivers
 // into envelopes and puts them in the outbox: it is the follower's sink,
-// whose cursor moves only once Append succeeded. Each thread has its own
-// mapper and is its own relay session (the thread id is the session id),
-// so live ids equal those of `ccrelay replay` of the rollout.
+// whose cursor moves only once Append succeeded. Each root thread has its
+// own mapper and is its own relay session (the thread id is the session
+// id); a subagent's thread (a batch with Parent) is mapped into its root's
+// session by the root's mapper, as replay maps it, so live ids and
+// envelopes equal those of `ccrelay replay` of the rollout.
 type CodexPipeline struct {
 	mu        sync.Mutex
 	newMapper func(thread string) CodexMapper
@@ -31,7 +39,11 @@ type CodexPipeline struct {
 	// unsent holds a thread's envelopes whose append failed: the follower
 	// delivers the same batch again (Retry), which must not be mapped
 	// twice.
-	unsent  map[string][]protocol.Envelope
+	unsent map[string][]protocol.Envelope
+	// failed marks the threads whose last batch was mapped but not
+	// stored (its envelopes are in unsent, or were stored since with
+	// another thread's of the same session).
+	failed  map[string]bool
 	models  map[string]string
 	onModel func(thread, model string)
 }
@@ -40,7 +52,7 @@ type CodexPipeline struct {
 // thread from newMapper.
 func NewCodexPipeline(out Outbox, newMapper func(thread string) CodexMapper) *CodexPipeline {
 	return &CodexPipeline{newMapper: newMapper, mappers: map[string]CodexMapper{}, outbox: out,
-		unsent: map[string][]protocol.Envelope{}, models: map[string]string{}}
+		unsent: map[string][]protocol.Envelope{}, failed: map[string]bool{}, models: map[string]string{}}
 }
 
 // OnModel sets what is called, outside the pipeline's lock, when a
@@ -69,31 +81,51 @@ func (p *CodexPipeline) mapperFor(thread string) CodexMapper {
 // the mapper's state; their envelopes were stored before a restart and are
 // not appended again.
 func (p *CodexPipeline) DeliverCodex(ctx context.Context, b scanner.CodexBatch) error {
+	session := b.Thread
+	if b.Parent != "" {
+		session = b.Parent
+	}
 	p.mu.Lock()
-	if b.Retry && len(p.unsent[b.Thread]) > 0 {
-		err := p.appendTo(ctx, b.Thread, nil)
+	if b.Retry && p.failed[b.Thread] {
+		// Mapped already: store what is left of it.
+		err := p.appendTo(ctx, session, nil)
+		if err == nil {
+			delete(p.failed, b.Thread)
+		}
 		p.mu.Unlock()
 		return err
 	}
-	m := p.mapperFor(b.Thread)
+	m := p.mapperFor(session)
 	var envs []protocol.Envelope
-	model := p.models[b.Thread]
+	model := p.models[session]
+	sub, _ := m.(CodexThreadMapper)
 	for _, l := range b.Lines {
-		out := m.Map(l.Record)
-		if tc := l.TurnContext; tc != nil && tc.Model != "" {
-			model = tc.Model
+		var out []protocol.Envelope
+		switch {
+		case b.Parent == "":
+			out = m.Map(l.Record)
+			if tc := l.TurnContext; tc != nil && tc.Model != "" {
+				model = tc.Model
+			}
+		case sub != nil:
+			out = sub.MapThread(b.Thread, l.Record)
 		}
 		if !l.Replayed {
 			envs = append(envs, out...)
 		}
 	}
-	changed := model != p.models[b.Thread]
-	p.models[b.Thread] = model
-	err := p.appendTo(ctx, b.Thread, envs)
+	changed := model != p.models[session]
+	p.models[session] = model
+	err := p.appendTo(ctx, session, envs)
+	if err != nil {
+		p.failed[b.Thread] = true
+	} else {
+		delete(p.failed, b.Thread)
+	}
 	onModel := p.onModel
 	p.mu.Unlock()
 	if changed && onModel != nil {
-		onModel(b.Thread, model)
+		onModel(session, model)
 	}
 	return err
 }
