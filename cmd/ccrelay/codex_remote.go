@@ -1,0 +1,309 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ccrelay/ccrelay/apiclient"
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/mapper"
+	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+func init() { runCodexRemote = runCodexRemoteMode }
+
+// runCodexRemoteMode is `ccrelay codex --remote`: Codex driven from the
+// app through codex app-server, headless. The session is the thread's:
+// --session names a thread of Codex's to continue (thread/resume); without
+// it, or when Codex has no such thread, a new thread starts, whose id
+// Codex chooses. Codex's own arguments are not used in remote mode.
+func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) error {
+	model, err := codexRemoteModel(codexArgs)
+	if err != nil {
+		return err
+	}
+	state, err := stateDir(f.state)
+	if err != nil {
+		return err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return err
+	}
+	codexHome := codex.Home(os.Getenv, home)
+	if f.session != "" && !launcher.ValidSessionID(f.session) {
+		return fmt.Errorf("--session %q is not a session id (a UUID)", f.session)
+	}
+	if f.startedBy != "" && !launcher.ValidSessionID(f.startedBy) {
+		return fmt.Errorf("--started-by %q is not a session id", f.startedBy)
+	}
+	thread := ""
+	if f.session != "" {
+		if _, err := codex.FindRollout(codexHome, f.session); err == nil {
+			thread = f.session // continued
+		} else {
+			// Codex chooses a new thread's id: the session is the thread's.
+			fmt.Fprintf(os.Stderr, "ccrelay: Codex has no thread %s in %s; a new thread starts, under the id Codex gives it\n", f.session, codexHome)
+		}
+	}
+	if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
+		return err
+	}
+	if f.relay == "" {
+		return errors.New("--remote needs a relay, as the prompts come from the app: run ccrelay setup (or ccrelay login) once, or give --relay URL")
+	}
+	folderState := filepath.Join(state, "codex", claude.EscapeProjectPath(cwd))
+	slot, err := launcher.ClaimRunDir(folderState)
+	if err != nil {
+		return err
+	}
+	defer slot.Release()
+	runDir := slot.Path
+	logFile, err := os.OpenFile(filepath.Join(state, "ccrelay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, nil))
+	version, warning := checkCodexVersion(ctx, f.codex, log, os.Stderr)
+
+	var daemonIn *bufio.Reader
+	var fromDaemon daemonStart
+	if f.daemonPipe {
+		daemonIn = bufio.NewReader(os.Stdin)
+		if fromDaemon, err = readDaemonStart(daemonIn); err != nil {
+			return err
+		}
+	}
+	token, err := relayToken(f.relayToken, f.tokenFile, "", state, f.relay, os.Stderr)
+	if err != nil {
+		return err
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		return err
+	}
+	if err := checkPlaintext(f.relay, kr, f.plaintext); err != nil {
+		return err
+	}
+	box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: f.relay})
+	if err != nil {
+		return err
+	}
+	defer box.Close()
+	if _, err := slot.Leftovers(func(dir string) error {
+		_, err := box.Adopt(filepath.Join(dir, "outbox"))
+		return err
+	}); err != nil {
+		log.Warn("could not take over what an earlier run left", "err", err)
+	}
+	gate := &noticeGate{out: os.Stderr, log: log}
+	sender := apiclient.NewClient(apiclient.Config{URL: f.relay, Token: token, Logger: log, Notice: gate, Keyring: kr}, box)
+	sendCtx, stopSend := context.WithCancel(context.WithoutCancel(ctx))
+	sendDone := make(chan error, 1)
+	go func() { sendDone <- sender.Run(sendCtx) }()
+	defer func() {
+		ex := exitFlush{sender: sender, box: box, sendDone: sendDone, url: f.relay, gate: gate, out: os.Stderr,
+			timeout: exitFlushTimeout, keptIn: runDir}
+		ex.run()
+		stopSend()
+		if !ex.ended {
+			<-sendDone
+		}
+	}()
+
+	link := &codexRemoteLink{sender: sender, cwd: cwd, version: version, warning: warning, log: log,
+		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy}
+	pipe := launcher.NewCodexPipeline(box, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
+	follower := scanner.NewCodexFollower(scanner.CodexConfig{CursorFile: filepath.Join(runDir, "codex-cursor.json"), Logger: log}, pipe)
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	followDone := make(chan error, 1)
+	go func() { followDone <- follower.Run(followCtx) }()
+
+	loopCtx, stopLoop := signalContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopLoop()
+	var daemonWhy func() error
+	if daemonIn != nil {
+		var stopWatch func()
+		loopCtx, daemonWhy, stopWatch = watchDaemon(loopCtx, daemonIn, os.Stdin, nil)
+		defer stopWatch()
+	}
+	linkCtx, stopLink := context.WithCancel(loopCtx)
+	linkDone := make(chan struct{})
+	threads := make(chan string, 1)
+	go func() { defer close(linkDone); link.run(linkCtx, threads) }()
+	firstDone := make(chan struct{})
+	started := false
+	runErr := launcher.RunCodexRemote(loopCtx, launcher.CodexLoopOptions{
+		Remote:   launcher.CodexRemoteOptions{Codex: f.codex, Dir: cwd, Thread: thread, Model: model, StopTimeout: daemonStopTimeout, Logger: log},
+		Pipeline: pipe, Follower: follower, Commands: link.cmds, Events: link, Logger: log,
+		OnThread: func(id string) {
+			started = true
+			threads <- id
+			fmt.Fprintf(os.Stderr, "ccrelay: Codex thread %s is a session in the app (%s); its prompts come from there\n", id, f.relay)
+			if fromDaemon.Prompt != "" {
+				go func() {
+					defer close(firstDone)
+					link.first(loopCtx, fromDaemon.Prompt)
+				}()
+			} else {
+				close(firstDone)
+			}
+		}})
+	stopLink()
+	<-linkDone
+	if started {
+		<-firstDone
+	}
+	stopFollow()
+	followErr := <-followDone
+	status := protocol.StatusCancelled
+	if daemonWhy != nil && errors.Is(daemonWhy(), errDaemonGone) {
+		status = protocol.StatusFailed
+	}
+	closeErr := pipe.Close(context.WithoutCancel(ctx), status)
+	switch {
+	case runErr != nil:
+		return runErr
+	case closeErr != nil:
+		return closeErr
+	}
+	return followErr
+}
+
+// codexRemoteModel reads the one Codex option remote mode takes, the
+// model (--model M, --model=M, -m M), checked as the app's are; any other
+// argument is refused: the thread runs with Codex's configuration.
+func codexRemoteModel(args []string) (string, error) {
+	model := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case (a == "--model" || a == "-m") && i+1 < len(args):
+			model = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--model="):
+			model = strings.TrimPrefix(a, "--model=")
+		default:
+			return "", fmt.Errorf("ccrelay codex --remote takes only --model of Codex's options (got %q): the thread runs in this folder with Codex's configuration", clipArg(a))
+		}
+	}
+	if model != "" {
+		if err := launcher.CheckModel(model); err != nil {
+			return "", err
+		}
+	}
+	return model, nil
+}
+
+func clipArg(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// codexRemoteLink connects a Codex remote session with the relay: its
+// state and live deltas out, the app's commands in, each answered.
+type codexRemoteLink struct {
+	sender                *apiclient.Client
+	cwd, version, warning string
+	machine, startedBy    string
+	log                   *slog.Logger
+	cmds                  chan launcher.Command
+}
+
+// State implements launcher.RemoteEvents.
+func (l *codexRemoteLink) State(session string, st launcher.SessionState) {
+	info := agentSessionInfo(l.cwd, st, protocol.AgentCodex, l.version, l.warning, "")
+	if l.machine != "" || l.startedBy != "" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(info, &m) == nil {
+			if l.machine != "" {
+				m["machine"], _ = json.Marshal(l.machine)
+			}
+			if l.startedBy != "" {
+				m["startedBy"], _ = json.Marshal(l.startedBy)
+			}
+			info, _ = json.Marshal(m)
+		}
+	}
+	l.sender.Announce(session, info)
+}
+
+// Live implements launcher.RemoteEvents.
+func (l *codexRemoteLink) Live(session string, payload json.RawMessage) {
+	l.sender.Live(session, payload)
+}
+
+// run hands the app's commands for the thread to the session, until ctx
+// ends; commands for another session are rejected.
+func (l *codexRemoteLink) run(ctx context.Context, threads <-chan string) {
+	var thread string
+	select {
+	case thread = <-threads:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case in := <-l.sender.Commands():
+			reply := func(err error) {
+				msg := ""
+				if err != nil {
+					msg = err.Error()
+				}
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if rerr := l.sender.Reply(rctx, in.Session, in.Command.ID, err == nil, msg); rerr != nil {
+					l.log.Warn("could not answer a command", "id", in.Command.ID, "err", rerr)
+				}
+			}
+			if in.Session != thread {
+				reply(fmt.Errorf("this ccrelay runs the Codex session %s, not %s", thread, in.Session))
+				continue
+			}
+			select {
+			case l.cmds <- launcher.Command{Command: in.Command, Reply: reply}:
+			case <-ctx.Done():
+				reply(launcher.ErrCodexStopped)
+				return
+			}
+		}
+	}
+}
+
+// first sends the daemon's first prompt as a prompt from the app.
+func (l *codexRemoteLink) first(ctx context.Context, text string) {
+	done := make(chan error, 1)
+	select {
+	case l.cmds <- launcher.Command{Command: protocol.Command{Kind: protocol.CommandPrompt, Text: text}, Reply: func(err error) { done <- err }}:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			l.log.Warn("the first prompt did not reach Codex", "err", err)
+		}
+	case <-ctx.Done():
+	}
+}

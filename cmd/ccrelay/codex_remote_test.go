@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/internal/codextest"
+	"github.com/ccrelay/ccrelay/internal/fakeresponses"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// ccrelay codex --remote with the real Codex 0.169.0 offline: the thread
+// is listed as a remote Codex session before any prompt; a prompt from the
+// app is done, Codex's answer and the turn's end are stored; SIGTERM ends
+// ccrelay, and app-server with it.
+func TestRealCodexRemoteCommand(t *testing.T) {
+	e := codextest.New(t)
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	state := t.TempDir()
+	cmd := exec.Command(binary, "codex", "--remote", "--codex", e.Codex, "--state", state, "--relay", base, "--relay-token", token)
+	cmd.Dir, cmd.Env = e.Project, e.Environ()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	app, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.CloseNow()
+	send := func(f protocol.Frame) {
+		f.V = protocol.FrameVersion
+		b, _ := json.Marshal(f)
+		if err := app.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() protocol.Frame {
+		_, b, err := app.Read(ctx)
+		if err != nil {
+			t.Fatalf("%v; ccrelay's stderr: %s", err, stderr.String())
+		}
+		var f protocol.Frame
+		json.Unmarshal(b, &f)
+		return f
+	}
+	// The thread shows up as a remote Codex session before any prompt.
+	session := ""
+	for deadline := time.Now().Add(time.Minute); session == ""; {
+		send(protocol.Frame{Type: protocol.FrameList})
+		f := read()
+		for f.Type != protocol.FrameSessions {
+			f = read()
+		}
+		for _, s := range f.Sessions {
+			if strings.Contains(string(s.Info), `"agent":"codex"`) && strings.Contains(string(s.Info), `"mode":"remote"`) {
+				session = s.ID
+			}
+		}
+		if session == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("no Codex session listed; stderr: %s", stderr.String())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	send(protocol.Frame{Type: protocol.FrameSubscribe, Session: session})
+	send(protocol.Frame{Type: protocol.FrameCommand, Session: session, Command: &protocol.Command{ID: "c1", Kind: protocol.CommandPrompt, Text: "TEXT say hello"}})
+	var done, answer, ended bool
+	for !(done && answer && ended) {
+		f := read()
+		switch f.Type {
+		case protocol.FrameStatus:
+			if f.Status == protocol.StatusRejected {
+				t.Fatalf("prompt rejected: %s", f.Message)
+			}
+			done = done || f.Status == protocol.StatusDone
+		case protocol.FrameBatch:
+			for _, it := range f.Items {
+				answer = answer || strings.Contains(string(it.Envelope), fakeresponses.TextReply)
+				ended = ended || strings.Contains(string(it.Envelope), `"turn-end"`)
+			}
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("ccrelay codex --remote after SIGTERM: %v; stderr: %s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ccrelay codex --remote did not end after SIGTERM; stderr: %s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "Codex thread "+session) {
+		t.Errorf("stderr does not name the thread: %s", stderr.String())
+	}
+}
+
+func TestCodexRemoteModel(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		model string
+		bad   bool
+	}{
+		{nil, "", false},
+		{[]string{"--model", "gpt-5.5"}, "gpt-5.5", false},
+		{[]string{"-m", "gpt-5.5"}, "gpt-5.5", false},
+		{[]string{"--model=o3"}, "o3", false},
+		{[]string{"--model", "-x"}, "", true},
+		{[]string{"--model"}, "", true},
+		{[]string{"resume", "x"}, "", true},
+		{[]string{"--dangerously-bypass-approvals-and-sandbox"}, "", true},
+	} {
+		got, err := codexRemoteModel(tc.args)
+		if got != tc.model || (err != nil) != tc.bad {
+			t.Errorf("%q: %q %v", tc.args, got, err)
+		}
+	}
+}
