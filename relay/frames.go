@@ -104,8 +104,12 @@ func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(
 			}
 			continue
 		}
-		var f protocol.Frame
-		if err := json.Unmarshal(data, &f); err != nil {
+		// A batch from a CLI in one pass; any other frame decoded in full.
+		f, ok := protocol.QuickFrame(data)
+		if !ok {
+			err = json.Unmarshal(data, &f) // err is nil here (readFrame)
+		}
+		if err != nil {
 			if werr := writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err)); werr != nil {
 				return werr
 			}
