@@ -2,9 +2,11 @@ package mapper
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/codex"
@@ -21,6 +23,61 @@ func FuzzCodexMap(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkCodexStream(t, bytes.Split(data, []byte("\n")))
 	})
+}
+
+// FuzzCodexOrder: the lines of real rollouts (the samples and what Codex
+// 0.169.0 wrote) in any order, any of them dropped or repeated, lines of
+// different rollouts mixed, map like any other input (checkCodexStream).
+// Each two bytes of the input pick a line, so the fuzzer explores orders
+// of whole records rather than JSON syntax; the seeds are each rollout in
+// its own order.
+func FuzzCodexOrder(f *testing.F) {
+	pool, rollouts := codexLinePool(f)
+	for _, idx := range rollouts {
+		seed := make([]byte, 0, 2*len(idx))
+		for _, i := range idx {
+			seed = binary.LittleEndian.AppendUint16(seed, uint16(i))
+		}
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var lines [][]byte
+		for i := 0; i+1 < len(data); i += 2 {
+			lines = append(lines, pool[int(binary.LittleEndian.Uint16(data[i:]))%len(pool)])
+		}
+		checkCodexStream(t, lines)
+	})
+}
+
+// codexLinePool returns the lines of the real rollouts in testdata and,
+// for each rollout, the indexes of its lines in the pool.
+func codexLinePool(tb testing.TB) ([][]byte, [][]int) {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "codex", "testdata", "samples", "*.jsonl"))
+	real, _ := filepath.Glob(filepath.Join("..", "codex", "testdata", "0.169.0", "*.jsonl"))
+	var pool [][]byte
+	var rollouts [][]int
+	for _, name := range append(files, real...) {
+		if strings.HasSuffix(name, ".rpc.jsonl") {
+			continue // app-server exchanges, not rollouts
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var idx []int
+		for line := range bytes.SplitSeq(b, []byte("\n")) {
+			if len(line) > 0 {
+				idx = append(idx, len(pool))
+				pool = append(pool, line)
+			}
+		}
+		rollouts = append(rollouts, idx)
+	}
+	if len(pool) == 0 || len(pool) > 1<<16 {
+		tb.Fatalf("%d lines in the pool", len(pool))
+	}
+	return pool, rollouts
 }
 
 // TestCodexMapShuffled: the sample rollouts with lines dropped, repeated,
