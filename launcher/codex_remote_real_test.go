@@ -186,12 +186,27 @@ func TestRealCodexRemote(t *testing.T) {
 	}
 	rec.waitFor(t, "idle", func() bool { return rec.last().Status == StatusIdle })
 
+	if len(processesIn(e.Project)) == 0 {
+		t.Error("no app-server seen running in the project: the check below could not fail")
+	}
 	// The session stops; what the rollout holds is read.
 	stop()
 	if err := <-loopDone; err != nil {
 		t.Fatal(err)
 	}
 	stopped = true
+	// Nothing of Codex's outlives the session: no process runs in the
+	// project any more.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		left := processesIn(e.Project)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left in the project after the session stopped: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	fl, cancelFl := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelFl()
 	if err := fol.Flush(fl); err != nil {
@@ -225,4 +240,23 @@ func TestRealCodexRemote(t *testing.T) {
 			break
 		}
 	}
+}
+
+// processesIn lists the processes (pid: command line) whose working
+// folder is dir (Linux; nothing elsewhere).
+func processesIn(dir string) []string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || cwd != dir {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return out
 }
