@@ -39,7 +39,7 @@ func sameEnvelopes(t *testing.T, live, want []protocol.Envelope) {
 
 // followCodex runs a follower into a pipeline of mapper.Codex until the
 // test ends.
-func followCodex(t *testing.T, out Outbox) *scanner.CodexFollower {
+func followCodex(t *testing.T, out Outbox) (*CodexPipeline, *scanner.CodexFollower) {
 	t.Helper()
 	pipe := NewCodexPipeline(out, func(thread string) CodexMapper { return mapper.NewCodex(thread) })
 	fol := scanner.NewCodexFollower(scanner.CodexConfig{PollInterval: 100 * time.Millisecond, NoWatch: true,
@@ -51,7 +51,7 @@ func followCodex(t *testing.T, out Outbox) *scanner.CodexFollower {
 		stop()
 		<-done
 	})
-	return fol
+	return pipe, fol
 }
 
 // A subagent's thread, followed live as Codex writes the two rollouts
@@ -107,7 +107,7 @@ func TestCodexLiveSubagentEqualsReplay(t *testing.T) {
 			}
 			slices.SortStableFunc(all, func(a, b line) int { return int(a.ts - b.ts) })
 			out := &codexSessionsOutbox{failing: tc.fail}
-			fol := followCodex(t, out)
+			_, fol := followCodex(t, out)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			for i, l := range all {
