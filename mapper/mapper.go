@@ -821,29 +821,30 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 		return // a call ends once
 	}
 	m.ended(b.ToolUseID)
-	if !sidechain {
-		if s := m.subs[b.ToolUseID]; s != nil {
-			if s.hidden {
-				if agentID, async := asyncLaunch(r, b); async {
-					// D13: the subagent runs on in the background; its stop
-					// comes with its task notification.
-					s.background = true
-					if agentID != "" {
-						m.linkAgent(agentID, s.provider)
-						m.flushAgent(agentID)
-					}
-					return
-				}
-				if agentID := resultAgentID(r); agentID != "" {
+	// A Task or Agent launch ends with its subagent's stop, also when the
+	// result is recorded inside another subagent (a nested one): the app
+	// saw no call start for it.
+	if s := m.subs[b.ToolUseID]; s != nil && (!sidechain || s.hidden) {
+		if s.hidden {
+			if agentID, async := asyncLaunch(r, b); async {
+				// D13: the subagent runs on in the background; its stop
+				// comes with its task notification.
+				s.background = true
+				if agentID != "" {
 					m.linkAgent(agentID, s.provider)
 					m.flushAgent(agentID)
 				}
-				m.stop(s, src)
-				s.done = true
 				return
 			}
+			if agentID := resultAgentID(r); agentID != "" {
+				m.linkAgent(agentID, s.provider)
+				m.flushAgent(agentID)
+			}
 			m.stop(s, src)
+			s.done = true
+			return
 		}
+		m.stop(s, src)
 	}
 	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}
 	var full []byte

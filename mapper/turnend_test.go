@@ -28,6 +28,18 @@ func TestSubagentCallEndsWithItsTurn(t *testing.T) {
 		{"a result before a Task call of the same id, the turn's end, the result again (found by FuzzMapperOps)", []string{
 			async("r0", "t0"), task("a1", "t0"), done, async("r1", "t0"), done2},
 			[]string{"TS", "TCE(t0)[result=Async agent launched]", "TE(completed)"}},
+		{"a result of a Task call inside a subagent is its stop, not a call's end (found by FuzzMapperOps)", []string{
+			async("r0", "t0"), task("a1", "t0"),
+			user("r1", bl(toolResult("t0", "Async agent launched", false)), "isSidechain", true,
+				"toolUseResult", map[string]any{"isAsync": true, "agentId": "ag0"})},
+			[]string{"TS", "TCE(t0)[result=Async agent launched]", "S(d)[sub=" + sub("t0") + "]"}},
+		{"a nested Agent's result in its parent subagent stops it", []string{
+			user("p1", "go"), task("a1", "t1"), child("c1", "t1", "working"),
+			asst("c2", bl(toolUse("inner", "Agent", map[string]any{"description": "Inner", "prompt": "deep"})), "isSidechain", true, "parent_tool_use_id", "t1"),
+			child("i1", "inner", "inner work"),
+			user("c3", bl(toolResult("inner", "deep done", false)), "isSidechain", true, "parent_tool_use_id", "t1")},
+			[]string{"U(go)", "TS", "S(d)[sub=" + sub("t1") + "]", "A(working)[sub=" + sub("t1") + "]",
+				"S(Inner)[sub=" + sub("inner") + "]", "A(inner work)[sub=" + sub("inner") + "]", "P[sub=" + sub("inner") + "]"}},
 		{"a Task call answered in its turn still ends once", []string{
 			user("p1", "go"), task("a1", "t1"), user("r1", bl(toolResult("t1", "found", false))), done,
 			user("r2", bl(toolResult("t1", "found", false)))},
