@@ -386,7 +386,7 @@ func (r *CodexRemote) Interrupt(ctx context.Context) error {
 // Answer answers a request shown to the app: allow (for the session: the
 // same command, or changes to the same files, are not asked again) or
 // deny. Codex's approvals take no reason: the app is shown it in a note.
-func (r *CodexRemote) Answer(requestID string, allow, forSession bool, reason string) error {
+func (r *CodexRemote) Answer(requestID string, allow bool, input json.RawMessage, forSession bool, reason string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := slices.IndexFunc(r.pending, func(p *codexPending) bool { return p.pr.ID == requestID })
@@ -406,6 +406,16 @@ func (r *CodexRemote) Answer(requestID string, allow, forSession bool, reason st
 	switch p.req.Method {
 	case codex.RequestLegacyExec, codex.RequestLegacyPatch:
 		err = p.req.Reply(codex.LegacyDecision(decision, cmp.Or(reason, "Denied from the app.")))
+	case codex.RequestUserInput:
+		answers := userInputAnswers(p.req.Params, input)
+		if !allow || len(answers.Answers) == 0 {
+			err = codex.Decline(p.req, reason, false)
+			if reason != "" {
+				r.noteLocked("codex-deny:"+r.thread+":"+p.pr.ID, "Not answered from the app: "+clip(reason, 2000))
+			}
+			break
+		}
+		err = p.req.Reply(answers)
 	case codex.RequestPermissions:
 		if !allow {
 			err = codex.Decline(p.req, reason, false)
@@ -434,6 +444,26 @@ func (r *CodexRemote) Answer(requestID string, allow, forSession bool, reason st
 	r.pending = slices.Delete(r.pending, i, i+1)
 	r.publish()
 	return nil
+}
+
+// userInputAnswers turns the app's answer to a question request (the
+// AskUserQuestion input with "answers": question text -> the label
+// chosen) into Codex's answers by question id.
+func userInputAnswers(params, input json.RawMessage) codex.UserInputResponse {
+	res := codex.UserInputResponse{Answers: map[string]codex.UserInputAnswer{}}
+	var asked codex.UserInputParams
+	var in struct {
+		Answers map[string]string `json:"answers"`
+	}
+	if json.Unmarshal(params, &asked) != nil || json.Unmarshal(input, &in) != nil {
+		return res
+	}
+	for _, q := range asked.Questions {
+		if a, ok := in.Answers[q.Question]; ok && q.ID != "" {
+			res.Answers[q.ID] = codex.UserInputAnswer{Answers: []string{a}}
+		}
+	}
+	return res
 }
 
 func rawOrNil(b json.RawMessage) json.RawMessage {

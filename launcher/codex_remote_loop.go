@@ -136,7 +136,7 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 				c.Reply(fmt.Errorf("%d prompts already wait to reach Codex; send it again later", MaxCodexQueuedPrompts))
 			}
 		case protocol.CommandPermission:
-			c.Reply(r.Answer(c.RequestID, c.Allow, c.ForSession, c.Reason))
+			c.Reply(r.Answer(c.RequestID, c.Allow, c.Input, c.ForSession, c.Reason))
 		case protocol.CommandAbort:
 			actx, cancel := context.WithTimeout(ctx, ControlTimeout)
 			err := r.Interrupt(actx)

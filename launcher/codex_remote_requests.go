@@ -17,11 +17,12 @@ type codexHandler struct{ r *CodexRemote }
 
 // The tools a Codex request is shown as in the app: a command as Bash
 // (command, cwd, description), a file change as apply_patch (the files
-// with their diffs), as the mapper names the calls (mapper.CodexShellName).
+// with their diffs), questions as AskUserQuestion, as the mapper names the calls (mapper.CodexShellName).
 // The request's call is Codex's call id, the call's id in the envelopes.
 const (
-	CodexToolCommand = "Bash"
-	CodexToolPatch   = "apply_patch"
+	CodexToolCommand  = "Bash"
+	CodexToolPatch    = "apply_patch"
+	CodexToolQuestion = "AskUserQuestion"
 )
 
 func (h *codexHandler) Notify(n codex.Notification) {
@@ -218,7 +219,26 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			Input:      mustJSON(map[string]any{"cwd": a.Cwd, "permissions": a.Permissions, "description": deref(a.Reason)}),
 			ForSession: []string{"these permissions"}}
 	case codex.RequestUserInput:
-		return nil, "the app cannot answer Codex's questions yet"
+		var a codex.UserInputParams
+		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" || len(a.Questions) == 0 {
+			return nil, "the request was not readable"
+		}
+		// Shown as Claude's AskUserQuestion, which the app answers with
+		// a tap on a choice; a question without choices, or a secret
+		// one, is not for the app.
+		var qs []map[string]any
+		for _, q := range a.Questions {
+			if len(q.Options) == 0 || q.IsSecret {
+				return nil, "the app answers only questions with choices, and no secret ones"
+			}
+			var opts []map[string]string
+			for _, o := range q.Options {
+				opts = append(opts, map[string]string{"label": o.Label, "description": o.Description})
+			}
+			qs = append(qs, map[string]any{"question": q.Question, "header": q.Header, "options": opts, "multiSelect": false})
+		}
+		p.turn = a.TurnID
+		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolQuestion, Input: mustJSON(map[string]any{"questions": qs})}
 	case codex.RequestElicitation:
 		return nil, "the app cannot answer an MCP server's request yet"
 	case codex.RequestDynamicTool:

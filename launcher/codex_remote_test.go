@@ -201,6 +201,7 @@ func TestCodexRemoteRequests(t *testing.T) {
 			"changes": []map[string]any{{"path": "/p/hello.txt", "kind": map[string]any{"type": "add"}, "diff": "@@ -0,0 +1 @@\n+hello\n"}}}})}
 	type app struct {
 		allow, forSession bool
+		input             json.RawMessage
 		reason            string
 	}
 	for _, tc := range []struct {
@@ -252,10 +253,23 @@ func TestCodexRemoteRequests(t *testing.T) {
 			"permissions": map[string]any{"network": map[string]any{"enabled": true}}})}},
 			shownTool: "Permissions", shownInput: `"enabled":true`, answer: app{},
 			want: `{"result":{"permissions":{},"scope":"turn"}}`},
-		{name: "user input", steps: []fakeStep{{Request: codex.RequestUserInput, Params: params(map[string]any{
+		{name: "user input without choices", steps: []fakeStep{{Request: codex.RequestUserInput, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_9", "isBlocking": true,
 			"questions": []map[string]any{{"id": "q1", "header": "Colour", "question": "Which colour should the button be?"}}})}},
 			want: `{"result":{"answers":{}}}`, note: "Codex asked: Which colour should the button be?"},
+		{name: "user input answered", steps: []fakeStep{{Request: codex.RequestUserInput, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_9", "isBlocking": true,
+			"questions": []map[string]any{{"id": "q1", "header": "Colour", "question": "Which colour?",
+				"options": []map[string]string{{"label": "Blue", "description": "calm"}, {"label": "Red", "description": "loud"}}}}})}},
+			shownTool: "AskUserQuestion", shownInput: `"label":"Red"`,
+			answer: app{allow: true, input: json.RawMessage(`{"questions":[],"answers":{"Which colour?":"Red"}}`)},
+			want:   `{"result":{"answers":{"q1":{"answers":["Red"]}}}}`},
+		{name: "user input refused", steps: []fakeStep{{Request: codex.RequestUserInput, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_9", "isBlocking": true,
+			"questions": []map[string]any{{"id": "q1", "header": "Colour", "question": "Which colour?",
+				"options": []map[string]string{{"label": "Blue", "description": "calm"}}}}})}},
+			shownTool: "AskUserQuestion", shownInput: `"label":"Blue"`, answer: app{reason: "decide yourself"},
+			want: `{"result":{"answers":{}}}`, note: "Not answered from the app: decide yourself"},
 		{name: "elicitation", steps: []fakeStep{{Request: codex.RequestElicitation, Params: params(map[string]any{
 			"threadId": fakeThreadID, "serverName": "tracker", "mode": "form", "message": "Pick a project", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{}}})}},
 			want: `{"result":{"action":"decline","content":null}}`, note: "The MCP server tracker asked: Pick a project"},
@@ -302,10 +316,10 @@ func TestCodexRemoteRequests(t *testing.T) {
 				if _, ok := f.answers(t)[id]; ok {
 					t.Fatal("answered before the app answered")
 				}
-				if err := f.r.Answer(pr.ID, tc.answer.allow, tc.answer.forSession, tc.answer.reason); err != nil {
+				if err := f.r.Answer(pr.ID, tc.answer.allow, tc.answer.input, tc.answer.forSession, tc.answer.reason); err != nil {
 					t.Fatal(err)
 				}
-				if err := f.r.Answer(pr.ID, true, false, ""); err != ErrNoRequest {
+				if err := f.r.Answer(pr.ID, true, nil, false, ""); err != ErrNoRequest {
 					t.Errorf("a second answer: %v", err)
 				}
 			}
@@ -396,7 +410,7 @@ func TestCodexRemoteServerDies(t *testing.T) {
 		"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_1", "command": "ls", "startedAtMs": 1})}, {Exit: true}}})
 	f.prompt(t, "go")
 	f.rec.waitFor(t, "the request shown", func() bool { return len(f.rec.last().Permissions) == 1 })
-	if err := f.r.Answer("call_1", true, false, ""); err != nil {
+	if err := f.r.Answer("call_1", true, nil, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.rec.waitFor(t, "the error", func() bool {
@@ -412,7 +426,7 @@ func TestCodexRemoteServerDies(t *testing.T) {
 	}
 	// The new app-server plays the script again, without the crash.
 	f.rec.waitFor(t, "the request shown again", func() bool { return len(f.rec.last().Permissions) == 1 })
-	if err := f.r.Answer("call_1", true, false, ""); err != nil {
+	if err := f.r.Answer("call_1", true, nil, false, ""); err != nil {
 		t.Fatal(err)
 	}
 	f.rec.waitFor(t, "the turn's end", func() bool {
