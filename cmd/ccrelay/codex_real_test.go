@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,6 +70,16 @@ func TestRealCodexLocal(t *testing.T) {
 	if err := config.Remember(state, base, ""); err != nil {
 		t.Fatal(err)
 	}
+	// Codex 0.169.0 offers a newer model in a popup over the input box on
+	// its first start in a home, unless the offer was seen: it was.
+	cfg, err := os.OpenFile(filepath.Join(e.CodexHome, "config.toml"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.WriteString("\n[notice.model_migrations]\n\"" + codextest.Model + "\" = \"gpt-6-sol\"\n"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Close()
 	// --no-daemon: the TUI writes the rollout itself instead of through
 	// a shared app server that outlives it (and copies Codex, 400 MB,
 	// into CODEX_HOME).
@@ -102,36 +113,51 @@ func TestRealCodexLocal(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	var threads []string
 	until("the first line", func() bool { return strings.Contains(scr.text(), "ccrelay: relaying Codex to "+base) })
 	drawn := func() string { return strings.ReplaceAll(csi.ReplaceAllString(scr.text(), ""), " ", "") }
 	until("the input box", func() bool { return strings.Contains(drawn(), "?forshortcuts") })
-	// Codex 0.169.0 offers a newer model in a popup over the input box
-	// on its first start in a home: keep the configured one.
-	offer := time.Now().Add(5 * time.Second)
-	for !strings.Contains(drawn(), "Useexistingmodel") && time.Now().Before(offer) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if strings.Contains(drawn(), "Useexistingmodel") {
-		ptmx.Write([]byte("2"))
-		until("the popup gone", func() bool {
-			d := drawn()
-			return strings.LastIndex(d, "?forshortcuts") > strings.LastIndex(d, "Useexistingmodel")
+	// answered waits for the n-th thread of the run (by its rollout) to
+	// hold the fake's answer on the relay, and returns its id.
+	answered := func(n int) string {
+		var thread string
+		until("the answer of thread "+string(rune('0'+n))+" on the relay", func() bool {
+			rs := e.Rollouts(t)
+			if len(rs) < n {
+				return false
+			}
+			for _, r := range rs {
+				id, _ := codex.ThreadID(r)
+				if id == "" || slices.Contains(threads, id) {
+					continue
+				}
+				if strings.Contains(strings.Join(storedLines(t, data, id), "\n"), fakeresponses.TextReply) {
+					thread = id
+					return true
+				}
+			}
+			return false
 		})
+		return thread
 	}
 	typeInTerminal(t, ptmx, scr, "hello codex")
-	var thread string
-	until("the answer on the relay", func() bool {
-		rs := e.Rollouts(t)
-		if len(rs) != 1 {
-			return false
-		}
-		thread, _ = codex.ThreadID(rs[0])
-		return strings.Contains(strings.Join(storedLines(t, data, thread), "\n"), fakeresponses.TextReply)
+	threads = append(threads, answered(1))
+	// The model comes with the thread's turn_context, announced once
+	// the envelopes before it are on the relay.
+	until("the session announced as Codex's with its model", func() bool {
+		info := relaySessionInfo(t, data, threads[0])
+		return info["agent"] == "codex" && info["agentVersion"] == codextest.Version && info["model"] == codextest.Model && info["mode"] == "local"
 	})
-	info := relaySessionInfo(t, data, thread)
-	if info["agent"] != "codex" || info["agentVersion"] != codextest.Version || info["model"] != codextest.Model || info["mode"] != "local" {
-		t.Errorf("announced %v", info)
-	}
+	// A new thread in the same run (/new) is a session of its own.
+	mark := len(scr.text())
+	typeInTerminal(t, ptmx, scr, "/new")
+	// The new chat draws Codex's banner anew: before it, what is typed
+	// still goes to the first thread.
+	until("the new chat", func() bool {
+		return strings.Contains(strings.ReplaceAll(csi.ReplaceAllString(scr.text()[mark:], ""), " ", ""), ">_OpenAICodex(v")
+	})
+	typeInTerminal(t, ptmx, scr, "hello again codex")
+	threads = append(threads, answered(2))
 	typeInTerminal(t, ptmx, scr, "/quit")
 	select {
 	case err := <-exited:
@@ -142,9 +168,21 @@ func TestRealCodexLocal(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("codex did not exit on /quit; screen:\n%q", tail(scr.text(), 3000))
 	}
-	until("the resume hint", func() bool { return strings.Contains(scr.text(), "ccrelay codex resume "+thread) })
-	// Live = replay: the rollout mapped afresh gives what the relay holds.
-	rollout := e.Rollouts(t)[0]
+	until("the resume hint", func() bool { return strings.Contains(scr.text(), "ccrelay codex resume ") })
+	// Live = replay: each rollout mapped afresh gives what the relay holds.
+	for _, rollout := range e.Rollouts(t) {
+		thread, _ := codex.ThreadID(rollout)
+		if !slices.Contains(threads, thread) {
+			t.Fatalf("rollout %s is no thread relayed (%v)", rollout, threads)
+		}
+		checkLiveIsReplay(t, data, rollout, thread)
+	}
+}
+
+// checkLiveIsReplay compares what the relay holds of thread with the
+// mapping of its rollout.
+func checkLiveIsReplay(t *testing.T, data, rollout, thread string) {
+	t.Helper()
 	want := replayRollout(t, rollout, thread)
 	got := storedLines(t, data, thread)
 	if len(got) != len(want) {
