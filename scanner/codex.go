@@ -37,7 +37,8 @@ type CodexLine struct {
 	// send its output again.
 	Replayed bool
 
-	ts int64 // the record's time, or the time of the line before it
+	ts  int64  // the record's time, or the time of the line before it
+	seq uint64 // the read that got it (CodexFollower.reads)
 }
 
 // CodexBatch is a run of lines of one thread, in file order.
@@ -158,6 +159,7 @@ type CodexFollower struct {
 	final   bool
 	backoff time.Duration
 	metas   map[string]groupMeta // rollouts judged for subagents, by path
+	reads   uint64               // reads made, to order them
 }
 
 type codexFile struct {
@@ -172,9 +174,10 @@ type codexFile struct {
 	// root is the root thread of the group this subagent's thread is
 	// followed with ("" for a root).
 	root      string
-	delivered bool  // a batch of it was delivered
-	sending   int   // the lines of pending a failed delivery held
-	lastTS    int64 // the time of the last line read
+	delivered bool   // a batch of it was delivered
+	sending   int    // the lines of pending a failed delivery held
+	lastTS    int64  // the time of the last line read
+	lastRead  uint64 // the last read of it (CodexFollower.reads)
 }
 
 // NewCodexFollower returns a follower that follows no file until told to.
@@ -435,6 +438,8 @@ var errCodexBatchFull = errors.New("batch full")
 // cannot be read (not there yet) is tried again at the next pass.
 func (f *CodexFollower) read(cf *codexFile) {
 	cf.tail.Final = f.final
+	f.reads++
+	cf.lastRead = f.reads
 	var bytesQueued int
 	reset, err := cf.tail.ReadNew(func(l Line) error {
 		if len(cf.pending) >= MaxBatchRecords || (bytesQueued >= MaxBatchBytes && len(cf.pending) > 0) {
@@ -462,7 +467,7 @@ func (f *CodexFollower) read(cf *codexFile) {
 		if r.Timestamp > 0 {
 			cf.lastTS = r.Timestamp
 		}
-		cf.pending = append(cf.pending, CodexLine{Record: r, Thread: cf.thread, Ordinal: o, File: cf.path, Replayed: o <= cf.replayTo, ts: cf.lastTS})
+		cf.pending = append(cf.pending, CodexLine{Record: r, Thread: cf.thread, Ordinal: o, File: cf.path, Replayed: o <= cf.replayTo, ts: cf.lastTS, seq: f.reads})
 		bytesQueued += len(l.Data)
 		return nil
 	})

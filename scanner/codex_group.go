@@ -185,7 +185,9 @@ func (f *CodexFollower) groups() [][]*codexFile {
 // passGroup delivers what the files of one group hold, in time order
 // across the files (a line goes before another file's next line unless
 // that is earlier; on equal times the file first in the group goes
-// first), in batches of one file's consecutive lines.
+// first), in batches of one file's consecutive lines. A file that holds
+// nothing is read again before lines read after its last read go: a line
+// it got written meanwhile may be earlier than those.
 func (f *CodexFollower) passGroup(ctx context.Context, g []*codexFile) error {
 	for {
 		var best *codexFile
@@ -210,6 +212,16 @@ func (f *CodexFollower) passGroup(ctx context.Context, g []*codexFile) error {
 		if best.retry {
 			n = best.sending
 		} else {
+			again := false
+			for _, cf := range g {
+				if cf != best && len(cf.pending) == 0 && cf.lastRead <= best.pending[0].seq {
+					f.read(cf)
+					again = true
+				}
+			}
+			if again {
+				continue
+			}
 			before := true // whether the other file comes before best in g
 			for _, cf := range g {
 				if cf == best {
