@@ -317,8 +317,10 @@ func (r *CodexRemote) Prompt(ctx context.Context, text string) error {
 	r.mu.Unlock()
 	done := func(started string) {
 		r.mu.Lock()
-		r.queued--
-		if started != "" && r.turn == "" && started != r.finished {
+		if r.srv == srv && r.queued > 0 {
+			r.queued-- // (a restart counted it out already)
+		}
+		if started != "" && r.srv == srv && r.turn == "" && started != r.finished {
 			// turn/started may not have been read yet; a turn whose end
 			// was read already is not opened again.
 			r.turn = started
