@@ -149,3 +149,16 @@ func checkCodexStream(t *testing.T, lines [][]byte) {
 		}
 	}
 }
+
+// A line read three times or more (a follower that read it again and
+// again) makes a turn with an id of its own each time, as a line read
+// twice does (FuzzCodexOrder found the third one taking the second's id).
+func TestCodexSameLineThrice(t *testing.T) {
+	for _, line := range []string{
+		`{"timestamp":"2026-11-27T15:59:34.861Z","ordinal":20,"type":"event_msg","payload":{"type":"task_complete","turn_id":"T1","last_agent_message":"Done."}}`,
+		`{"timestamp":"2026-11-27T15:59:34.861Z","ordinal":21,"type":"event_msg","payload":{"type":"task_started","turn_id":"T2"}}`,
+	} {
+		lines := [][]byte{[]byte(line), []byte(line), []byte(line), []byte(line)}
+		checkCodexStream(t, lines)
+	}
+}

@@ -201,13 +201,21 @@ func (m *Mapper) Close(status protocol.TurnStatus) []protocol.Envelope {
 	return m.result()
 }
 
-// derive returns key as an id source the first time, fallback after.
+// derive returns key as an id source the first time, fallback the second,
+// and fallback numbered after that (a record read three times or more),
+// so that no two calls give the same source.
 func (m *Mapper) derive(key, fallback string) string {
-	if _, used := m.derived[key]; used {
-		return fallback
+	k := key
+	for n := 1; ; n++ {
+		if _, used := m.derived[k]; !used {
+			m.derived[k] = struct{}{}
+			return k
+		}
+		k = fallback
+		if n > 1 {
+			k = fallback + "#" + strconv.Itoa(n)
+		}
 	}
-	m.derived[key] = struct{}{}
-	return key
 }
 
 // Note emits a service message that no record carries (a launcher's own
