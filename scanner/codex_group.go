@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -143,7 +144,9 @@ func (f *CodexFollower) rootOf(thread string) string {
 func readParent(path string) (parent string, ok bool) {
 	fh, err := OpenRegular(path)
 	if err != nil {
-		return "", false
+		// Gone, or not to be read (not a regular file, no permission):
+		// not a subagent of this group.
+		return "", !errors.Is(err, os.ErrNotExist)
 	}
 	defer fh.Close()
 	const most = 4 << 20 // session_meta embeds Codex's base instructions

@@ -61,3 +61,30 @@ func TestTailRefusesFIFO(t *testing.T) {
 		t.Errorf("CodexRollouts listed %v (%v); a named pipe is not a rollout", files, err)
 	}
 }
+
+// A named pipe with a rollout's name beside a followed rollout is judged
+// once, as no subagent's, rather than opened again at every pass; a
+// rollout whose first line is not whole yet is judged later.
+func TestReadParentJudgesFIFOOnce(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "rollout-2026-11-27T15-59-41-01a21dbb-e0d9-7522-8d58-c59df541000b.jsonl")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if parent, ok := readParent(p); !ok || parent != "" {
+		t.Errorf("a pipe: parent %q, judged %v; want no parent, judged", parent, ok)
+	}
+	half := filepath.Join(dir, "rollout-2026-11-27T15-59-42-01a21dbb-e24b-7ca3-aa69-cdca4f166101.jsonl")
+	if err := os.WriteFile(half, []byte(`{"ordinal":0,"type":"session_meta","payload":{"parent_thread_id":"x"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := readParent(half); ok {
+		t.Error("a first line not whole was judged")
+	}
+	if err := os.WriteFile(half, []byte(`{"ordinal":0,"type":"session_meta","payload":{"parent_thread_id":"01A21DBB-E0D9-7522-8D58-C59DF541000B"}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if parent, ok := readParent(half); !ok || parent != "01a21dbb-e0d9-7522-8d58-c59df541000b" {
+		t.Errorf("parent %q, judged %v", parent, ok)
+	}
+}
