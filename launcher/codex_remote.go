@@ -148,6 +148,7 @@ func (r *CodexRemote) snapshot() SessionState {
 	for _, p := range r.pending {
 		st.Permissions = append(st.Permissions, p.pr)
 	}
+	st.Permissions = shownPermissions(st.Permissions)
 	switch {
 	case len(r.pending) > 0:
 		st.Status = StatusPermission

@@ -117,6 +117,7 @@ func (h *codexHandler) Request(req *codex.Request) {
 	defer r.mu.Unlock()
 	p, why := r.shown(req)
 	if p != nil {
+		clipShown(&p.pr)
 		if slices.ContainsFunc(r.pending, func(q *codexPending) bool { return q.pr.ID == p.pr.ID }) {
 			p.pr.ID += "#" + req.Key()
 		}

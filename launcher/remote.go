@@ -289,6 +289,7 @@ func (r *Remote) snapshot() SessionState {
 	for _, p := range r.pending {
 		st.Permissions = append(st.Permissions, *p)
 	}
+	st.Permissions = shownPermissions(st.Permissions)
 	switch {
 	case len(r.pending) > 0:
 		st.Status = StatusPermission

@@ -26,6 +26,9 @@ type PermissionRequest struct {
 	// as Claude Code writes them ("Bash(npm test:*)"); empty when Claude
 	// offered none (the whole tool is then allowed).
 	ForSession []string `json:"forSession,omitempty"`
+	// Clipped says that what is shown of the request was cut to fit the
+	// announcement (clipShown): the app then offers no edit of the input.
+	Clipped bool `json:"clipped,omitempty"`
 
 	suggestions json.RawMessage
 	// asked is the input Claude sent with the request, which an allow
@@ -64,6 +67,7 @@ func (r *Remote) controlRequest(p *process, c *claude.ControlRequest) {
 	if parent := r.conv.Parent(q.ToolUseID); parent != "" {
 		pr.Subagent = protocol.SubagentID(parent)
 	}
+	clipShown(pr)
 	// The tool call goes out before the request that refers to it.
 	r.q.Release(q.ToolUseID)
 	r.pending = append(r.pending, pr)
@@ -83,6 +87,11 @@ func emptyInput(in json.RawMessage) bool {
 // request.
 var ErrNoRequest = errors.New("no such permission request is waiting")
 
+// ErrClippedInput is returned when an allow brings an edited input for a
+// request whose input the app was shown cut: an edit of it would run what
+// was shown, not what was asked.
+var ErrClippedInput = errors.New("the request's input was too long to show whole: allow it as asked or deny it")
+
 // Answer answers a pending permission request: allow (with the input to
 // run, the request's own if nil; forSession allows the tool for the rest
 // of the session) or deny with a reason the model sees.
@@ -96,6 +105,9 @@ func (r *Remote) Answer(requestID string, allow bool, input json.RawMessage, for
 	pr := r.pending[i]
 	var line []byte
 	if allow {
+		if len(input) > 0 && pr.Clipped {
+			return ErrClippedInput
+		}
 		if len(input) == 0 {
 			input = pr.asked
 		}
