@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -38,9 +39,10 @@ type catalog struct {
 type heads map[string]cachedHead
 
 type cachedHead struct {
-	size int64
-	head claude.Head
-	seen bool // read or used in the scan under way
+	size  int64
+	head  claude.Head
+	codex codex.Head // a Codex rollout's (see scanCodex)
+	seen  bool       // read or used in the scan under way
 }
 
 // read returns the head of the transcript at path, of size bytes.
@@ -55,6 +57,21 @@ func (hs heads) read(path string, size int64) (claude.Head, error) {
 		return h, err
 	}
 	hs[path] = cachedHead{size: size, head: h, seen: true}
+	return h, nil
+}
+
+// readCodex returns the head of the Codex rollout at path, of size bytes.
+func (hs heads) readCodex(path string, size int64) (codex.Head, error) {
+	if c, ok := hs[path]; ok && (c.size == size || (c.codex.Cwd != "" && c.codex.Prompt != "")) {
+		c.seen = true
+		hs[path] = c
+		return c.codex, nil
+	}
+	h, err := codex.ReadHead(path)
+	if err != nil {
+		return h, err
+	}
+	hs[path] = cachedHead{size: size, codex: h, seen: true}
 	return h, nil
 }
 

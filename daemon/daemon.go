@@ -187,6 +187,9 @@ func (d *daemon) rescan() {
 	} else if cat, err := scan(d.cfg.ClaudeDir, d.heads); err != nil {
 		d.log.Warn("could not read Claude Code's projects", "err", err)
 	} else {
+		if d.cfg.CodexVersion != "" && d.cfg.CodexHome != "" {
+			scanCodex(&cat, d.cfg.CodexHome, d.heads)
+		}
 		d.cat = cat
 	}
 	d.announce()

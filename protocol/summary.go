@@ -253,11 +253,15 @@ type DaemonFolder struct {
 	Sessions []PastSession `json:"sessions,omitempty"`
 }
 
-// PastSession is one of Claude Code's sessions on disk, to resume.
+// PastSession is one of Claude Code's sessions or Codex's threads on disk,
+// to resume.
 type PastSession struct {
 	ID     string `json:"id"`
 	Prompt string `json:"prompt,omitempty"` // its first prompt, cut
 	At     int64  `json:"at,omitempty"`     // Unix ms of its last change
+	// Agent is the agent whose session it is (AgentCodex; "": Claude
+	// Code's): a resume of it starts with this agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // summarizeDaemon bounds a daemon's description: fields cut, lists capped,
@@ -289,7 +293,11 @@ func summarizeDaemon(raw json.RawMessage) *DaemonInfo {
 		g := DaemonFolder{Dir: clip(f.Dir, SummaryStringBytes), At: f.At}
 		for _, p := range f.Sessions[:min(len(f.Sessions), DaemonSessions)] {
 			if IsSessionID(p.ID) {
-				g.Sessions = append(g.Sessions, PastSession{ID: p.ID, Prompt: clip(p.Prompt, DaemonPromptBytes), At: p.At})
+				agent := ""
+				if p.Agent == AgentCodex {
+					agent = AgentCodex
+				}
+				g.Sessions = append(g.Sessions, PastSession{ID: p.ID, Prompt: clip(p.Prompt, DaemonPromptBytes), At: p.At, Agent: agent})
 			}
 		}
 		b, _ := json.Marshal(g)
