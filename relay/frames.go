@@ -90,6 +90,31 @@ func errorFrame(code, format string, args ...any) protocol.Frame {
 	return protocol.Frame{Type: protocol.FrameError, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// quickFrameBytes: frames from this size on (batches) are first decoded
+// in one pass (protocol.QuickFrame); smaller ones (an app's) as they were.
+const quickFrameBytes = 512
+
+// decodeFrame decodes a frame: a batch from a CLI in one pass, any other
+// frame in full. It is a function of its own so that its temporaries are
+// not in the frame of readFrames, which stays on the stack of every idle
+// connection while it waits (a few hundred bytes more there kept the
+// stacks of idle apps from shrinking: 34 KB each instead of 18).
+//
+//go:noinline
+func decodeFrame(data []byte) (*protocol.Frame, error) {
+	f := new(protocol.Frame)
+	if len(data) >= quickFrameBytes {
+		if q, ok := protocol.QuickFrame(data); ok {
+			*f = q
+			return f, nil
+		}
+	}
+	if err := json.Unmarshal(data, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // readFrames calls handle for every frame read from c until the connection
 // ends. A malformed frame gets an error frame and reading goes on.
 func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(protocol.Frame) error) error {
@@ -104,17 +129,14 @@ func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(
 			}
 			continue
 		}
-		// A batch from a CLI in one pass; any other frame decoded in full.
-		f, ok := protocol.QuickFrame(data)
-		if !ok {
-			err = json.Unmarshal(data, &f) // err is nil here (readFrame)
-		}
+		fp, err := decodeFrame(data)
 		if err != nil {
 			if werr := writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err)); werr != nil {
 				return werr
 			}
 			continue
 		}
+		f := *fp
 		if e := refuseInvalidUTF8(f, data); e != nil {
 			if werr := writeFrame(ctx, c, *e); werr != nil {
 				return werr
