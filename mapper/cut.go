@@ -103,7 +103,13 @@ func (m *Mapper) cut(c Cut) {
 		if parent != nil {
 			m.ensureStarted(parent, "cut:"+call.id)
 		}
-		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "cut", call.id, "tool-call-end"), parent, "", ev)
+		// From the call; a call id used again (and cut again) in a later
+		// turn takes the turn too.
+		id := protocol.DeriveID(m.session, "cut", call.id, "tool-call-end")
+		if src := "cut-call:" + call.id; m.derive(src, src+"@"+m.turn) != src {
+			id = protocol.DeriveID(m.session, "cut", m.turn, call.id, "tool-call-end")
+		}
+		m.emit(protocol.RoleAgent, id, parent, "", ev)
 	}
 	if c.Note != "" {
 		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "cut", m.turn, "note"), nil, "",

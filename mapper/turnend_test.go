@@ -48,3 +48,16 @@ func TestSubagentCallEndsWithItsTurn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { runCase(t, tc.lines, tc.want) })
 	}
 }
+
+// A call id used again in a later turn, and the call cut in both turns,
+// gives two cut ends with ids of their own (the second repeated the
+// first's id; FuzzMapperOps found it). The first keeps the id a live cut
+// and Claude's repair agree on.
+func TestCutSameCallTwice(t *testing.T) {
+	bash := asst("a1", bl(toolUse("t3", "Bash", nil)))
+	bash2 := asst("a2", bl(toolUse("t3", "Bash", nil)))
+	cutEnd := "TCE(t3)[err][result=" + CutResult + "]"
+	runCase(t, []string{user("p1", "run"), bash, user("p2", "again"), bash2, user("p3", "more")},
+		[]string{"U(run)", "TS", "TCS(t3,Bash,Bash call,{})", cutEnd, "SVC(" + CutNote + ")", "TE(failed)",
+			"U(again)", "TS", "TCS(t3,Bash,Bash call,{})", cutEnd, "SVC(" + CutNote + ")", "TE(failed)", "U(more)"})
+}
