@@ -36,7 +36,13 @@ type CodexLoopOptions struct {
 	// OnThread is told the thread id once app-server started the thread,
 	// before anything of the session is sent.
 	OnThread func(thread string)
-	Logger   *slog.Logger
+	// Ledger, when set, records each command's outcome durably (in the
+	// run's state folder): a command delivered again, by this process or
+	// by a ccrelay started after it ended, is answered with its recorded
+	// outcome and never carried out twice. Without it repeats are caught
+	// in memory only.
+	Ledger *Ledger
+	Logger *slog.Logger
 }
 
 // MaxCodexQueuedPrompts bounds the prompts waiting for the one before
@@ -122,6 +128,12 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 			if seen[c.ID] {
 				continue
 			}
+			if o.Ledger != nil {
+				var run bool
+				if c, run = ledgerCommand(o.Ledger, c, o.Logger); !run {
+					continue
+				}
+			}
 			seen[c.ID] = true
 			if seenQ = append(seenQ, c.ID); len(seenQ) > MaxSeenCommands {
 				delete(seen, seenQ[0])
@@ -158,6 +170,34 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 			c.Reply(fmt.Errorf("unknown command %q", c.Kind))
 		}
 	}
+}
+
+// ledgerCommand checks c against the ledger: a command seen before is
+// answered with its recorded outcome (one still being carried out is left
+// to its own answer), and run false; a new one is recorded as begun, and
+// comes back with a Reply that records its outcome before answering.
+// A command the ledger could not record is refused: carried out
+// unrecorded, it could run twice.
+func ledgerCommand(l *Ledger, c Command, log *slog.Logger) (Command, bool) {
+	fresh, outcome, err := l.Begin(c.ID)
+	switch {
+	case err != nil:
+		c.Reply(fmt.Errorf("ccrelay could not record the command: %w", err))
+		return c, false
+	case !fresh && errors.Is(outcome, ErrInProgress):
+		return c, false
+	case !fresh:
+		c.Reply(outcome)
+		return c, false
+	}
+	reply := c.Reply
+	c.Reply = func(err error) {
+		if lerr := l.Finish(c.ID, err); lerr != nil {
+			log.Error("codex remote: could not record a command's outcome", "id", c.ID, "err", lerr)
+		}
+		reply(err)
+	}
+	return c, true
 }
 
 // codexNote is a note waiting for the pipeline, or a state for the app.

@@ -128,6 +128,14 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 		}
 	}()
 
+	// Each command's outcome, kept in the run's slot: a command the relay
+	// delivers again, even to a ccrelay started after this one, is
+	// answered from it and never carried out twice.
+	ledger, err := launcher.OpenLedger(filepath.Join(runDir, "commands.jsonl"))
+	if err != nil {
+		return err
+	}
+	defer ledger.Close()
 	link := &codexRemoteLink{sender: sender, cwd: cwd, version: version, warning: warning, log: log,
 		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy}
 	pipe := launcher.NewCodexPipeline(box, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
@@ -152,7 +160,7 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	started := false
 	runErr := launcher.RunCodexRemote(loopCtx, launcher.CodexLoopOptions{
 		Remote:   launcher.CodexRemoteOptions{Codex: f.codex, Dir: cwd, Thread: thread, Model: model, StopTimeout: daemonStopTimeout, Logger: log},
-		Pipeline: pipe, Follower: follower, Commands: link.cmds, Events: link, Logger: log,
+		Pipeline: pipe, Follower: follower, Commands: link.cmds, Events: link, Logger: log, Ledger: ledger,
 		OnThread: func(id string) {
 			started = true
 			threads <- id
