@@ -19,7 +19,7 @@ export function cleanDaemon(raw) {
       dir: f.dir.slice(0, 1024), at: num(f.at),
       sessions: (Array.isArray(f.sessions) ? f.sessions : []).slice(0, 8)
         .filter((s) => s && typeof s.id === 'string' && UUID.test(s.id))
-        .map((s) => ({ id: s.id, prompt: str(s.prompt, 200), at: num(s.at) })),
+        .map((s) => ({ id: s.id, prompt: str(s.prompt, 200), at: num(s.at), agent: s.agent === 'codex' ? 'codex' : 'claude' })),
     }));
   return {
     os: str(raw.os, 32), arch: str(raw.arch, 32), claudeVersion: str(raw.claudeVersion, 64), codexVersion: str(raw.codexVersion, 64), allowBypass: raw.allowBypass === true,
@@ -143,14 +143,16 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
       return;
     }
     if (!folder) { body.replaceChildren(h('p', { class: 'meta', text: 'Pick a folder to see its past sessions.' })); return; }
-    if (!past.length) { body.replaceChildren(h('p', { class: 'meta', text: 'No past session of Claude Code in this folder.' })); return; }
+    if (!past.length) { body.replaceChildren(h('p', { class: 'meta', text: 'No past session in this folder.' })); return; }
     body.replaceChildren(h('ul', { class: 'past-sessions', 'aria-label': 'Past sessions' }, past.map((p) => h('li', { 'data-session': p.id },
       h('div', { class: 'past-main' },
         h('div', { class: 'past-prompt', text: p.prompt || p.id.slice(0, 8) }),
-        h('div', { class: 'meta', text: p.at ? ago(p.at) : '' })),
+        h('div', { class: 'meta', text: [p.agent === 'codex' ? 'Codex' : 'Claude Code', p.at ? ago(p.at) : ''].filter(Boolean).join(' · ') })),
       machine.info.daemon.running.has(p.id)
         ? h('button', { class: 'link', type: 'button', onclick: () => started(p.id) }, 'Open (running)')
-        : h('button', { class: 'link resume', type: 'button', disabled: busy, onclick: () => go({ kind: 'start', dir: folder.dir, target: p.id, resume: true }) }, 'Resume')))));
+        : h('button', { class: 'link resume', type: 'button', disabled: busy, onclick: () => go(p.agent === 'codex'
+          ? { kind: 'start', dir: folder.dir, target: p.id, resume: true, agent: 'codex' }
+          : { kind: 'start', dir: folder.dir, target: p.id, resume: true }) }, 'Resume')))));
   }
 
   async function go(cmd) {
