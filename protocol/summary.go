@@ -160,8 +160,14 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 				}
 				q["forSession"] = rules
 			}
-			if in := shrinkInput(p["input"]); in != nil {
+			in, shrunk := shrinkInput(p["input"])
+			if in != nil {
 				q["input"] = in
+			}
+			// An input cut (by the CLI or here) is not the input asked: an
+			// app offers no edit of it.
+			if shrunk || string(bytes.TrimSpace(p["clipped"])) == "true" {
+				q["clipped"] = true
 			}
 			list = append(list, q)
 		}
@@ -173,18 +179,19 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 
 // shrinkInput keeps a tool input as is when it is small; otherwise only its
 // top-level strings, cut, as far as summaryInputBytes allows (apps show the
-// command or the path of a request, and a part of the rest).
-func shrinkInput(in json.RawMessage) any {
+// command or the path of a request, and a part of the rest); shrunk says
+// that what it keeps is not the whole input.
+func shrinkInput(in json.RawMessage) (_ any, shrunk bool) {
 	in = bytes.TrimSpace(in)
 	if len(in) == 0 || in[0] != '{' {
-		return nil
+		return nil, len(in) > 0
 	}
 	if len(in) <= summaryInputBytes {
-		return in
+		return in, false
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(in, &m) != nil {
-		return nil
+		return nil, true
 	}
 	out := map[string]string{}
 	left := summaryInputBytes
@@ -197,7 +204,7 @@ func shrinkInput(in json.RawMessage) any {
 		out[k] = s
 		left -= len(k) + len(s) + 8
 	}
-	return out
+	return out, true
 }
 
 // Clip cuts s to at most n bytes on a rune boundary, ending with "…".

@@ -1056,7 +1056,10 @@ function sessionPage(id) {
       saysDesc ? h('div', { class: 'perm-desc', text: desc }) : null,
       detail,
       outside ? h('div', { class: 'meta perm-outside', text: 'Outside the project: ' + p.blockedPath }) : null,
-      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason) }));
+      // A request too long to announce whole is shown in part: said, and
+      // not editable (Allow and Deny answer what was asked).
+      p.clipped === true ? h('div', { class: 'meta perm-clipped', text: 'Too long to show whole: part of it is shown. Allow and Deny answer all of it.' }) : null,
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: p.clipped === true }));
     const card = h('div', { class: 'perm', 'data-request': p.id },
       h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
         sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),

@@ -757,9 +757,10 @@ export function taskStrip() {
 /**
  * permissionExtras are a permission card's second answers: deny with a
  * reason Claude reads, and edit the input before allowing (a command as
- * text, a plan as Markdown, anything else as JSON).
+ * text, a plan as Markdown, anything else as JSON) unless the input was
+ * clipped (too long to show whole: an edit would allow the part shown).
  */
-export function permissionExtras(tool, input, { allow, deny }) {
+export function permissionExtras(tool, input, { allow, deny, clipped }) {
   const a = obj(input);
   const reason = h('input', { type: 'text', class: 'perm-reason-text', placeholder: 'Tell Claude why, or what to do instead', 'aria-label': 'Reason for denying', enterkeyhint: 'send' });
   const denyForm = h('form', { class: 'perm-form perm-reason', hidden: true, onsubmit: (e) => { e.preventDefault(); deny(reason.value.trim()); } },
@@ -785,6 +786,6 @@ export function permissionExtras(tool, input, { allow, deny }) {
   return h('div', { class: 'perm-extras' },
     h('div', { class: 'perm-more' },
       h('button', { class: 'link deny-why', type: 'button', text: 'Deny with a reason…', onclick: toggle(denyForm, reason) }),
-      tool === 'AskUserQuestion' ? null : h('button', { class: 'link edit-first', type: 'button', text: 'Edit, then allow…', onclick: toggle(editForm, ta) })),
-    denyForm, editForm);
+      tool === 'AskUserQuestion' || clipped ? null : h('button', { class: 'link edit-first', type: 'button', text: 'Edit, then allow…', onclick: toggle(editForm, ta) })),
+    denyForm, clipped ? null : editForm);
 }
