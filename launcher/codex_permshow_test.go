@@ -49,3 +49,42 @@ func TestCodexRemoteBigRequestShown(t *testing.T) {
 		t.Errorf("app-server got %s", got)
 	}
 }
+
+// TestCodexKeepChangesBounded: a fileChange item of many paths, or of a
+// path of megabytes, is kept within bounds: at most MaxCodexChangePaths
+// paths each of at most MaxCodexPath bytes, then one entry saying how many
+// more there were.
+func TestCodexKeepChangesBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		changes  []codex.FileUpdateChange
+		wantLen  int
+		wantLast string
+	}{
+		{"few", []codex.FileUpdateChange{{Path: "/p/a", Diff: "+a"}, {Path: "/p/b", Diff: "+b"}}, 2, "/p/b"},
+		{"many paths", func() []codex.FileUpdateChange {
+			var c []codex.FileUpdateChange
+			for i := range 10 * MaxCodexChangePaths {
+				c = append(c, codex.FileUpdateChange{Path: fmt.Sprintf("/p/f%d", i), Diff: "+"})
+			}
+			return c
+		}(), MaxCodexChangePaths + 1, fmt.Sprintf("(and %d more files)", 9*MaxCodexChangePaths)},
+		{"a long path", []codex.FileUpdateChange{{Path: "/p/" + strings.Repeat("d", 4<<20), Diff: "+"}}, 1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &CodexRemote{changes: map[string][]codex.FileUpdateChange{}}
+			r.keepChanges("item", tc.changes)
+			kept := r.changes["item"]
+			size := 0
+			for _, c := range kept {
+				if len(c.Path) > MaxCodexPath+64 {
+					t.Fatalf("a path of %d bytes kept", len(c.Path))
+				}
+				size += len(c.Path)
+			}
+			if len(kept) != tc.wantLen || (tc.wantLast != "" && kept[len(kept)-1].Path != tc.wantLast) {
+				t.Fatalf("kept %d changes (%d bytes of paths), the last %.80q", len(kept), size, kept[len(kept)-1].Path)
+			}
+		})
+	}
+}

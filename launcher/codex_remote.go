@@ -56,10 +56,14 @@ type CodexRemoteOptions struct {
 const CodexClientName = "ccrelay"
 
 // MaxCodexChanges bounds the fileChange items of a turn kept for the
-// approval that refers to them; MaxCodexDiff bounds one item's diffs.
+// approval that refers to them; MaxCodexDiff bounds one item's diffs,
+// MaxCodexChangePaths the paths kept of one item (the rest are counted)
+// and MaxCodexPath each path.
 const (
-	MaxCodexChanges = 64
-	MaxCodexDiff    = 1 << 20
+	MaxCodexChanges     = 64
+	MaxCodexDiff        = 1 << 20
+	MaxCodexChangePaths = 1000
+	MaxCodexPath        = 4096
 )
 
 // CodexRemote is one Codex session in remote mode.

@@ -80,16 +80,26 @@ func (h *codexHandler) Notify(n codex.Notification) {
 
 // keepChanges keeps a fileChange item's changes for the approval that
 // names it (at most MaxCodexChanges items, MaxCodexDiff bytes of diff
-// each). Called with mu held.
+// each, MaxCodexChangePaths paths of MaxCodexPath bytes each, then one
+// entry that says how many more there were). What is kept is only shown:
+// the approval's answer accepts or declines the whole change. Called with
+// mu held.
 func (r *CodexRemote) keepChanges(id string, changes []codex.FileUpdateChange) {
 	if len(changes) == 0 {
 		return
 	}
 	size := 0
-	kept := make([]codex.FileUpdateChange, 0, len(changes))
-	for _, c := range changes {
+	kept := make([]codex.FileUpdateChange, 0, min(len(changes), MaxCodexChangePaths+1))
+	for i, c := range changes {
+		if i == MaxCodexChangePaths {
+			kept = append(kept, codex.FileUpdateChange{Path: fmt.Sprintf("(and %d more files)", len(changes)-i)})
+			break
+		}
 		if size+len(c.Diff) > MaxCodexDiff {
 			c.Diff = "(diff too long to show)"
+		}
+		if len(c.Path) > MaxCodexPath {
+			c.Path = cutString(c.Path, MaxCodexPath)
 		}
 		size += len(c.Diff)
 		kept = append(kept, c)
