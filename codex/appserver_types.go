@@ -169,8 +169,8 @@ const (
 
 // Turn is a turn as app-server describes it.
 type Turn struct {
-	ID     string     `json:"id"`
-	Status string     `json:"status"`
+	ID     string        `json:"id"`
+	Status string        `json:"status"`
 	Error  *AppTurnError `json:"error,omitempty"`
 }
 
@@ -249,10 +249,10 @@ type TurnDiffNotification struct {
 
 // ErrorNotification is error's params.
 type ErrorNotification struct {
-	ThreadID  string    `json:"threadId"`
-	TurnID    string    `json:"turnId"`
+	ThreadID  string       `json:"threadId"`
+	TurnID    string       `json:"turnId"`
 	Error     AppTurnError `json:"error"`
-	WillRetry bool      `json:"willRetry"`
+	WillRetry bool         `json:"willRetry"`
 }
 
 // WarningNotification is warning's and configWarning's params.
