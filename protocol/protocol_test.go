@@ -504,4 +504,11 @@ func TestSummarizeDaemon(t *testing.T) {
 	if !strings.Contains(string(SummarizeInfo(started)), `"startedBy":"`+sess+`"`) {
 		t.Errorf("startedBy dropped: %s", SummarizeInfo(started))
 	}
+	as, _ := json.Marshal(map[string]any{"mode": "remote", "startedAs": sess})
+	if !strings.Contains(string(SummarizeInfo(as)), `"startedAs":"`+sess+`"`) {
+		t.Errorf("startedAs dropped: %s", SummarizeInfo(as))
+	}
+	if bad, _ := json.Marshal(map[string]any{"mode": "remote", "startedAs": "nope"}); strings.Contains(string(SummarizeInfo(bad)), "startedAs") {
+		t.Errorf("a startedAs that is no session id kept: %s", SummarizeInfo(bad))
+	}
 }

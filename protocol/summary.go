@@ -79,6 +79,13 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 	if json.Unmarshal(m["startedBy"], &by) == nil && by != "" && IsSessionID(by) {
 		out["startedBy"] = by
 	}
+	// The session id its start command named, when it runs under another
+	// (a new Codex thread: Codex chooses its thread's id): the app that
+	// asked for it finds it by this.
+	var as string
+	if json.Unmarshal(m["startedAs"], &as) == nil && as != "" && IsSessionID(as) {
+		out["startedAs"] = as
+	}
 	// A machine's daemon: what it offers to start.
 	if d := summarizeDaemon(m["daemon"]); d != nil {
 		out["daemon"] = d

@@ -54,3 +54,46 @@ func TestAppNewSessionOffersCodex(t *testing.T) {
 		t.Fatalf("start command %+v", c)
 	}
 }
+
+// A new Codex session the app asked a machine for runs under the id Codex
+// chose for its thread, not the id the start named: it announces that id
+// as startedAs, and the app that asked lands on it; its Stop names the id
+// the daemon knows it by.
+func TestAppOpensStartedCodexThread(t *testing.T) {
+	r := startAppRelay(t)
+	cli := dialCLI(t, r)
+	machine := claude.NewSessionID()
+	daemonInfo := func(running ...string) map[string]any {
+		return map[string]any{"mode": "machine", "status": "idle", "machine": "box", "title": "box",
+			"daemon": protocol.DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", CodexVersion: "0.169.0",
+				Folders: []protocol.DaemonFolder{{Dir: "/home/dev/app", At: 1}}, Running: running}}
+	}
+	cli.announce(machine, daemonInfo())
+	ctx := newBrowser(t)
+	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
+	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	waitJS(t, ctx, "the sheet", `!!document.querySelector('dialog[open] .folder-list li[data-dir="/home/dev/app"]')`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .folder-list li[data-dir="/home/dev/app"]`)),
+		setValue(`dialog[open] select[aria-label="Agent"]`, "codex"))
+	waitJS(t, ctx, "Codex picked", `document.querySelector('dialog[open] textarea[aria-label="First prompt"]').placeholder === 'What should Codex do?'`)
+	must(t, ctx, typeInto(`dialog[open] textarea[aria-label="First prompt"]`, "say hi"),
+		chromedp.Click(chromedp.CSS(`dialog[open] .tab-body button.primary`)))
+	c := cli.command(protocol.StatusDone, "")
+	if c.Kind != protocol.CommandStart || c.Agent != protocol.AgentCodex || !protocol.IsSessionID(c.Target) {
+		t.Fatalf("start command %+v", c)
+	}
+	// Codex's thread id is another; the daemon runs it as the target.
+	thread := claude.NewSessionID()
+	cli.announce(machine, daemonInfo(c.Target))
+	cli.announce(thread, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "agentVersion": "0.169.0",
+		"machine": "box", "startedBy": machine, "startedAs": c.Target, "title": "say hi"})
+	waitJS(t, ctx, "the new thread open", fmt.Sprintf(`decodeURIComponent(location.hash) === %q && !!document.body.dataset.rendered`, "#/s/"+thread))
+
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	waitJS(t, ctx, "the Stop button", `!!document.querySelector('dialog[open] .stop-session')`)
+	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .stop-session`)))
+	if s := cli.command(protocol.StatusDone, ""); s.Kind != protocol.CommandStop || s.Target != c.Target {
+		t.Fatalf("stop command %+v, want the target %s", s, c.Target)
+	}
+}

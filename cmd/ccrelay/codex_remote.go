@@ -137,7 +137,7 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	}
 	defer ledger.Close()
 	link := &codexRemoteLink{sender: sender, cwd: cwd, version: version, warning: warning, log: log,
-		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy}
+		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy, startedAs: f.session}
 	pipe := launcher.NewCodexPipeline(box, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
 	follower := scanner.NewCodexFollower(scanner.CodexConfig{CursorFile: filepath.Join(runDir, "codex-cursor.json"), Logger: log}, pipe)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
@@ -233,16 +233,27 @@ type codexRemoteLink struct {
 	sender                *apiclient.Client
 	cwd, version, warning string
 	machine, startedBy    string
-	log                   *slog.Logger
-	cmds                  chan launcher.Command
+	// startedAs is the id --session named: announced as startedAs when
+	// the thread's id is another (a new thread, whose id Codex chose), so
+	// that the app that asked the daemon for it finds it.
+	startedAs string
+	log       *slog.Logger
+	cmds      chan launcher.Command
 }
 
 // State implements launcher.RemoteEvents.
 func (l *codexRemoteLink) State(session string, st launcher.SessionState) {
 	info := agentSessionInfo(l.cwd, st, protocol.AgentCodex, l.version, l.warning, "")
-	if l.machine != "" || l.startedBy != "" {
+	startedAs := ""
+	if l.startedAs != "" && l.startedAs != session {
+		startedAs = l.startedAs
+	}
+	if l.machine != "" || l.startedBy != "" || startedAs != "" {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(info, &m) == nil {
+			if startedAs != "" {
+				m["startedAs"], _ = json.Marshal(startedAs)
+			}
 			if l.machine != "" {
 				m["machine"], _ = json.Marshal(l.machine)
 			}

@@ -342,15 +342,22 @@ function machineStatus(f) {
 }
 
 // openStarted opens a session a daemon started: at once when it is
-// listed, else as soon as its ccrelay announces it.
+// listed, else as soon as its ccrelay announces it, under the id its start
+// named or, for a new Codex thread (Codex chooses its id), under its own
+// id with startedAs the id the start named.
 let awaited = '';
 function openStarted(id) {
   awaited = id;
   if (!openAwaited()) toast('Starting the session…');
 }
 function openAwaited() {
-  if (!awaited || !app.sessions.has(awaited)) return false;
-  location.hash = '#/s/' + encodeURIComponent(awaited);
+  if (!awaited) return false;
+  let id = app.sessions.has(awaited) ? awaited : '';
+  if (!id) {
+    for (const s of app.sessions.values()) if (s.info.startedAs === awaited) { id = s.id; break; }
+  }
+  if (!id) return false;
+  location.hash = '#/s/' + encodeURIComponent(id);
   awaited = '';
   return true;
 }
@@ -439,6 +446,9 @@ function cleanSession(s) {
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).
   if (typeof raw.startedBy === 'string' && UUID.test(raw.startedBy)) info.startedBy = raw.startedBy;
+  // The id its start named, when it runs under another (a new Codex
+  // thread: Codex chooses its id).
+  if (typeof raw.startedAs === 'string' && UUID.test(raw.startedAs)) info.startedAs = raw.startedAs;
   // The relay's mark: this session's ccrelay (a machine's daemon) left and
   // did not come back; a machine whose daemon is gone runs nothing.
   if (Number.isFinite(raw.cliGone) && raw.cliGone > 0) info.cliGone = raw.cliGone;
@@ -1201,7 +1211,8 @@ function sessionPage(id) {
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
       protectionLine(),
-      stopButton(machineOf(app.sessions, summary()), id, sendToMachine, (r) => {
+      // The daemon knows a new Codex thread by the id its start named.
+      stopButton(machineOf(app.sessions, summary()), summary()?.info?.startedAs || id, sendToMachine, (r) => {
         dialog.close();
         if (r.status === 'rejected') toast('Stop: ' + (r.message || 'refused'), 'error');
         else if (r.status === 'waiting') toast(r.message);
