@@ -2,6 +2,8 @@ package launcher
 
 import (
 	"context"
+	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 
@@ -46,6 +48,12 @@ type CodexPipeline struct {
 	failed  map[string]bool
 	models  map[string]string
 	onModel func(thread, model string)
+	// turnsPath is where each session's open turn is kept (KeepTurns);
+	// orphans are the turns an earlier run left open, not ended yet.
+	turnsPath string
+	turnsLog  *slog.Logger
+	saved     map[string]CodexOpenTurn
+	orphans   map[string]CodexOpenTurn
 }
 
 // NewCodexPipeline returns a pipeline writing to out, with a mapper per
@@ -99,11 +107,16 @@ func (p *CodexPipeline) DeliverCodex(ctx context.Context, b scanner.CodexBatch) 
 	var envs []protocol.Envelope
 	model := p.models[session]
 	sub, _ := m.(CodexThreadMapper)
+	last := int64(-1) // the last line of the root thread mapped
 	for _, l := range b.Lines {
+		if !l.Replayed {
+			envs = append(envs, p.adopt(session, m)...)
+		}
 		var out []protocol.Envelope
 		switch {
 		case b.Parent == "":
 			out = m.Map(l.Record)
+			last = l.Ordinal
 			if tc := l.TurnContext; tc != nil && tc.Model != "" {
 				model = tc.Model
 			}
@@ -113,6 +126,11 @@ func (p *CodexPipeline) DeliverCodex(ctx context.Context, b scanner.CodexBatch) 
 		if !l.Replayed {
 			envs = append(envs, out...)
 		}
+		if ot, ok := p.orphans[session]; ok && b.Parent == "" && l.Ordinal >= ot.Ordinal {
+			// What the app was sent of the session is mapped again: the
+			// turn the earlier run left open ends now.
+			envs = append(envs, p.adopt(session, m)...)
+		}
 	}
 	changed := model != p.models[session]
 	p.models[session] = model
@@ -121,6 +139,7 @@ func (p *CodexPipeline) DeliverCodex(ctx context.Context, b scanner.CodexBatch) 
 		p.failed[b.Thread] = true
 	} else {
 		delete(p.failed, b.Thread)
+		p.saveTurn(session, last)
 	}
 	onModel := p.onModel
 	p.mu.Unlock()
@@ -153,10 +172,21 @@ func (p *CodexPipeline) Close(ctx context.Context, status protocol.TurnStatus) e
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var first error
+	for _, session := range slices.Sorted(maps.Keys(p.orphans)) {
+		// Nothing of it came again in this run: it ends as it was kept.
+		m := p.mapperFor(session)
+		if err := p.appendTo(ctx, session, p.adopt(session, m)); err != nil && first == nil {
+			first = err
+		}
+	}
 	for _, thread := range p.order {
 		if err := p.appendTo(ctx, thread, p.mappers[thread].Close(status)); err != nil && first == nil {
 			first = err
 		}
+	}
+	if first == nil && p.turnsPath != "" && len(p.saved) > 0 {
+		clear(p.saved)
+		p.writeTurns()
 	}
 	return first
 }

@@ -154,6 +154,12 @@ func writeTurns(path string, turns map[string]mapper.OpenTurn) error {
 	if err != nil {
 		return fmt.Errorf("encode open turns: %w", err)
 	}
+	return writeFileDurably(path, b)
+}
+
+// writeFileDurably replaces the file at path with b: written beside it,
+// synced, then renamed over it.
+func writeFileDurably(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".turns-*")
 	if err != nil {
 		return fmt.Errorf("write open turns: %w", err)

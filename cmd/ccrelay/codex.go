@@ -215,6 +215,10 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 
 	pipe := launcher.NewCodexPipeline(out, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
 	pipe.OnModel(func(thread, model string) { link.announce(thread, model) })
+	// The turn a killed run left open ends once its lines are read again.
+	if err := pipe.KeepTurns(filepath.Join(runDir, launcher.CodexTurnsFile), log); err != nil {
+		log.Warn("could not read the open Codex turns of an earlier run", "err", err)
+	}
 	follower := scanner.NewCodexFollower(scanner.CodexConfig{CursorFile: filepath.Join(runDir, "codex-cursor.json"), Logger: log}, pipe)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	followDone := make(chan error, 1)
