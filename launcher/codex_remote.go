@@ -91,6 +91,9 @@ type CodexRemote struct {
 	err      string
 	closed   bool
 	notes    int
+	// declinedNoted and declinedMore count the requests declined in the
+	// turn with a note each and past MaxDeclinedNotes.
+	declinedNoted, declinedMore int
 }
 
 // codexPending is a request of Codex's shown to the app.

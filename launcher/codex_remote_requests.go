@@ -35,6 +35,7 @@ func (h *codexHandler) Notify(n codex.Notification) {
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.declinedDoneLocked()
 		if n.Method == codex.NotifyTurnStarted {
 			r.turn = t.Turn.ID
 		} else {
@@ -149,13 +150,40 @@ func (h *codexHandler) Request(req *codex.Request) {
 		r.log.Warn("codex remote: could not decline a request", "method", req.Method, "err", err)
 	}
 	r.log.Info("codex remote: declined a request", "method", req.Method, "why", why)
-	r.noteLocked("codex-declined:"+r.thread+":"+req.Method+":"+req.Key()+":"+fmt.Sprint(r.notes),
-		describeRequest(req)+" "+reason+".")
+	r.declinedLocked(req, reason)
 }
 
 // MaxInfoPermissionsShown bounds the requests waiting for the app (the
 // relay keeps 64 in an announcement); one more is declined.
 const MaxInfoPermissionsShown = 64
+
+// MaxDeclinedNotes bounds the notes of declined requests in a turn: past
+// it, the requests declined are counted and said in one note at the
+// turn's end (or the next turn's start).
+const MaxDeclinedNotes = 8
+
+// declinedLocked tells the app of a request declined, or counts it past
+// MaxDeclinedNotes in the turn. Called with mu held.
+func (r *CodexRemote) declinedLocked(req *codex.Request, reason string) {
+	if r.declinedNoted >= MaxDeclinedNotes {
+		r.declinedMore++
+		return
+	}
+	r.declinedNoted++
+	r.noteLocked("codex-declined:"+r.thread+":"+req.Method+":"+req.Key()+":"+fmt.Sprint(r.notes),
+		describeRequest(req)+" "+reason+".")
+}
+
+// declinedDoneLocked says how many requests were declined past
+// MaxDeclinedNotes, if any, and starts the count again. Called with mu
+// held.
+func (r *CodexRemote) declinedDoneLocked() {
+	if r.declinedMore > 0 {
+		r.noteLocked("codex-declined-more:"+r.thread+":"+fmt.Sprint(r.notes),
+			fmt.Sprintf("Codex sent %d more requests that ccrelay declined.", r.declinedMore))
+	}
+	r.declinedNoted, r.declinedMore = 0, 0
+}
 
 // shown turns a request the app can answer into a pending request; for
 // any other it says why not.
