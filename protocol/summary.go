@@ -171,10 +171,14 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 			if in != nil {
 				q["input"] = in
 			}
-			// An input cut (by the CLI or here) is not the input asked: an
-			// app offers no edit of it.
-			if shrunk || string(bytes.TrimSpace(p["clipped"])) == "true" {
+			// An input cut by the CLI (clipped) or here (inputCut) is not
+			// the input asked: an app offers no edit of it (of the tool
+			// call's args instead, when whole, for inputCut).
+			if string(bytes.TrimSpace(p["clipped"])) == "true" {
 				q["clipped"] = true
+			}
+			if shrunk {
+				q["inputCut"] = true
 			}
 			list = append(list, q)
 		}

@@ -1043,6 +1043,10 @@ function sessionPage(id) {
     const call = p.call ? model.calls.get(p.call) : null;
     const inp = call?.args && typeof call.args === 'object' ? call.args : p.input && typeof p.input === 'object' ? p.input : {};
     const labels = permissionLabels(p.tool);
+    // An edit allows what it sends: only of an input known whole (not
+    // clipped by the CLI; the call's args, unless the mapper cut them, or
+    // the request's input, unless the list's summary cut it).
+    const editable = p.clipped !== true && (call?.args && typeof call.args === 'object' ? !call.args.ccrelayCut : p.inputCut !== true);
     const answer = (allow, forSession, input, reason) => {
       answered.add(p.id);
       const cmd = allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: reason || 'Denied from the ccrelay app' };
@@ -1069,7 +1073,7 @@ function sessionPage(id) {
       // A request too long to announce whole is shown in part: said, and
       // not editable (Allow and Deny answer what was asked).
       p.clipped === true ? h('div', { class: 'meta perm-clipped', text: 'Too long to show whole: part of it is shown. Allow and Deny answer all of it.' }) : null,
-      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: p.clipped === true }));
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: !editable }));
     const card = h('div', { class: 'perm', 'data-request': p.id },
       h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
         sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),
