@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -150,8 +151,11 @@ func briefShown(pr *PermissionRequest) {
 	if len(pr.BlockedPath) > 4*n {
 		pr.BlockedPath = cutString(pr.BlockedPath, 4*n)
 	}
+	// A copy: the list is the waiting request's own.
 	if len(pr.ForSession) > 4 {
-		pr.ForSession = append(pr.ForSession[:3:3], fmt.Sprintf("and %d more", len(pr.ForSession)-3))
+		pr.ForSession = append(slices.Clone(pr.ForSession[:3]), fmt.Sprintf("and %d more", len(pr.ForSession)-3))
+	} else {
+		pr.ForSession = slices.Clone(pr.ForSession)
 	}
 	for i, r := range pr.ForSession {
 		if len(r) > n {

@@ -108,3 +108,14 @@ func TestShownPermissions(t *testing.T) {
 		})
 	}
 }
+
+// TestBriefShownCopies: a request shown in brief leaves the waiting
+// request's own rules as they were.
+func TestBriefShownCopies(t *testing.T) {
+	rules := []string{strings.Repeat("r", 1000), "b"}
+	pr := PermissionRequest{ID: "a", ForSession: rules}
+	briefShown(&pr)
+	if len(rules[0]) != 1000 || len(pr.ForSession[0]) >= 1000 {
+		t.Fatalf("the request's rule is %d bytes, the shown one %d", len(rules[0]), len(pr.ForSession[0]))
+	}
+}
