@@ -55,9 +55,20 @@ func TestReplayRSSChild(t *testing.T) {
 
 var (
 	rssChildOnce sync.Once
+	rssChildDir  string
 	rssChildPath string
 	rssChildErr  error
 )
+
+// TestMain removes the child binary rssChild built, which outlives the
+// tests that share it: the tests leave the temporary folder empty.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if rssChildDir != "" {
+		os.RemoveAll(rssChildDir)
+	}
+	os.Exit(code)
+}
 
 // rssChild is the test binary that replays in a fresh process: this one,
 // or under the race detector (whose shadow memory is no part of a replay's)
@@ -72,6 +83,7 @@ func rssChild(tb testing.TB) string {
 			rssChildErr = err
 			return
 		}
+		rssChildDir = dir
 		rssChildPath = filepath.Join(dir, "replay.test")
 		if out, err := exec.Command("go", "test", "-c", "-o", rssChildPath, ".").CombinedOutput(); err != nil {
 			rssChildErr = fmt.Errorf("build the replay tests without -race: %v\n%s", err, out)
