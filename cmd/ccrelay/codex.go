@@ -147,21 +147,11 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 	var startLine string
 	var finishSend func()
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, f.tokenFile, "", state, f.relay, os.Stderr)
+		rr, err := openRelayRun(f.relay, f.relayToken, f.tokenFile, f.plaintext, state, runDir, log)
 		if err != nil {
 			return err
 		}
-		kr, err := openKeyring(state)
-		if err != nil {
-			return err
-		}
-		if err := checkPlaintext(f.relay, kr, f.plaintext); err != nil {
-			return err
-		}
-		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: f.relay})
-		if err != nil {
-			return err
-		}
+		token, kr, box := rr.token, rr.kr, rr.box
 		defer box.Close()
 		if _, err := slot.Leftovers(func(dir string) error {
 			n, err := box.Adopt(filepath.Join(dir, "outbox"))

@@ -202,22 +202,12 @@ func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	var startLine string // said once, before Claude starts
 	var statusLine *launcher.StatusLine
 	if f.relay != "" {
-		token, err := relayToken(f.relayToken, f.tokenFile, "", state, f.relay, os.Stderr)
-		if err != nil {
-			return err
-		}
 		// Sessions are sealed for the devices this machine trusts.
-		kr, err := openKeyring(state)
+		rr, err := openRelayRun(f.relay, f.relayToken, f.tokenFile, f.plaintext, state, runDir, log)
 		if err != nil {
 			return err
 		}
-		if err := checkPlaintext(f.relay, kr, f.plaintext); err != nil {
-			return err
-		}
-		box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: f.relay})
-		if err != nil {
-			return err
-		}
+		token, kr, box := rr.token, rr.kr, rr.box
 		defer box.Close()
 		ledger, err := launcher.OpenLedger(filepath.Join(runDir, "commands.jsonl"))
 		if err != nil {

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	neturl "net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/ccrelay/ccrelay/apiclient"
@@ -18,6 +21,36 @@ func openKeyring(state string) (*apiclient.Keyring, error) {
 		return nil, err
 	}
 	return apiclient.OpenKeyring(state, key)
+}
+
+// relayRun is what a run that relays its sessions opens first: the
+// relay's token, the keyring that seals for the devices this machine
+// trusts, and the run's outbox (box; the caller closes it).
+type relayRun struct {
+	token string
+	kr    *apiclient.Keyring
+	box   *apiclient.Outbox
+}
+
+// openRelayRun opens a relayRun for relayURL in runDir, refusing to send
+// plaintext to another machine's relay unless plaintext is asked for.
+func openRelayRun(relayURL, tokenFlag, tokenFile string, plaintext bool, state, runDir string, log *slog.Logger) (relayRun, error) {
+	token, err := relayToken(tokenFlag, tokenFile, "", state, relayURL, os.Stderr)
+	if err != nil {
+		return relayRun{}, err
+	}
+	kr, err := openKeyring(state)
+	if err != nil {
+		return relayRun{}, err
+	}
+	if err := checkPlaintext(relayURL, kr, plaintext); err != nil {
+		return relayRun{}, err
+	}
+	box, err := apiclient.OpenOutboxWith(filepath.Join(runDir, "outbox"), apiclient.OutboxOptions{Logger: log, Sealer: kr, Relay: relayURL})
+	if err != nil {
+		return relayRun{}, err
+	}
+	return relayRun{token: token, kr: kr, box: box}, nil
 }
 
 // errPlaintext: sessions would reach a relay on another machine unsealed.
