@@ -104,9 +104,14 @@ func (m *Mapper) cut(c Cut) {
 			m.ensureStarted(parent, "cut:"+call.id)
 		}
 		// From the call; a call id used again (and cut again) in a later
-		// turn takes the turn too.
+		// turn takes the turn too. A cut of it again in the turn of its
+		// first cut (the records of a turn an earlier launcher's end cut
+		// read again, then Claude's repair) is the same end: its id again,
+		// which the relay drops.
 		id := protocol.DeriveID(m.session, "cut", call.id, "tool-call-end")
-		if src := "cut-call:" + call.id; m.derive(src, src+"@"+m.turn) != src {
+		if first, ok := m.cutIn[call.id]; !ok {
+			m.cutIn[call.id] = m.turn
+		} else if first != m.turn {
 			id = protocol.DeriveID(m.session, "cut", m.turn, call.id, "tool-call-end")
 		}
 		m.emit(protocol.RoleAgent, id, parent, "", ev)

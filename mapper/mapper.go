@@ -70,6 +70,9 @@ type Mapper struct {
 	// than a record (D17); a source used once falls back to the record, so
 	// ids stay unique even if a transcript reuses tool ids.
 	derived map[string]struct{}
+	// cutIn maps each call a cut ended to the turn of its first cut
+	// (cut.go).
+	cutIn map[string]string
 
 	// calls are the tool calls without a result yet, in the order they
 	// started; endedSet (endedQ, oldest first) the last MaxEndedCalls
@@ -135,7 +138,7 @@ type subagent struct {
 
 // New returns a mapper for the session with the given id.
 func New(sessionID string) *Mapper {
-	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, endedSet: map[string]uint64{}}
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, cutIn: map[string]string{}, endedSet: map[string]uint64{}}
 	m.reset()
 	return m
 }

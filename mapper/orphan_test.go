@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -108,4 +109,67 @@ func TestOpenTurnTimeAndRebuilt(t *testing.T) {
 	if next.Rebuilt(OpenTurn{}) {
 		t.Fatal("no turn counts as rebuilt")
 	}
+}
+
+// A turn the next launcher ended (Orphan) before the scanner read its
+// records again (the transcript's cursor stood before them): those records
+// come again with the ids the app was sent, and Claude's repair on resume
+// cuts the turn again, which repeats the first cut's ids, so the relay
+// drops them all. The second cut's end of the call took a new id (a call
+// cut again counted as one used again in a later turn), and the app got a
+// second end of the call after its turn ended.
+func TestOrphanCutAgainInItsTurn(t *testing.T) {
+	p1 := user("p1", "first task")
+	a1 := asst("a1", bl(text("Running it."), toolUse("t1", "Bash", nil)))
+	noResponse := r("type", "assistant", "uuid", "nr", "message",
+		msg("assistant", bl(text(claude.NoResponseText)), "model", claude.SyntheticModel))
+	sessionEndedResult := user("rr", bl(toolResult("t1", sessionEnded, true)))
+	before := New(testSession)
+	feed(t, before, p1, a1)
+	ot := before.Open()
+	stopped := Cut{Status: protocol.StatusFailed, Result: "gone", Note: "stopped"}
+	for _, tc := range []struct {
+		name        string
+		promptFirst bool
+		repair      string
+	}{
+		{"prompt read, then the turn ended, then No response requested", true, noResponse},
+		{"prompt read, then the turn ended, then a session-ended result", true, sessionEndedResult},
+		{"the turn ended, then No response requested", false, noResponse},
+		{"the turn ended, then a session-ended result", false, sessionEndedResult},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New(testSession)
+			var out []protocol.Envelope
+			if tc.promptFirst {
+				out = append(out, m.Map(rec(t, p1))...)
+			}
+			out = append(out, m.Orphan(ot, stopped)...)
+			for _, l := range []string{p1, a1, tc.repair} {
+				out = append(out, m.Map(rec(t, l))...)
+			}
+			// What the app has: what the first launcher sent, then this
+			// one's envelopes, each id once (the relay drops a repeat).
+			seen := map[string]bool{}
+			var app []protocol.Envelope
+			for _, e := range append(replayed(t, p1, a1), out...) {
+				if !seen[e.ID] {
+					seen[e.ID] = true
+					app = append(app, e)
+				}
+			}
+			checkInvariants(t, app)
+		})
+	}
+}
+
+// replayed maps lines through a fresh mapper.
+func replayed(t *testing.T, lines ...string) []protocol.Envelope {
+	t.Helper()
+	m := New(testSession)
+	var out []protocol.Envelope
+	for _, l := range lines {
+		out = append(out, m.Map(rec(t, l))...)
+	}
+	return out
 }
