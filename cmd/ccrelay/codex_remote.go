@@ -75,9 +75,9 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	}
 	defer slot.Release()
 	runDir := slot.Path
-	logFile, err := os.OpenFile(filepath.Join(state, "ccrelay.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := stateLog(state)
 	if err != nil {
-		return fmt.Errorf("open log: %w", err)
+		return err
 	}
 	defer logFile.Close()
 	log := slog.New(slog.NewTextHandler(logFile, nil))

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -84,5 +85,40 @@ func TestLaunchdLogsBounded(t *testing.T) {
 		if n := strings.Count(svc.Content, "<string>--log-file</string>"); tc.logFile != "" && !strings.Contains(svc.Content, "<string>--log-file</string>\n\t\t<string>"+tc.logFile+"</string>") || n > 1 || (tc.logFile == "" && tc.id == daemonService && n != 0) {
 			t.Errorf("%s %q: --log-file %d times, want %q:\n%s", tc.id.file, tc.args, n, tc.logFile, svc.Content)
 		}
+	}
+}
+
+// ccrelay codex writes to the same state log as local mode, through the
+// same bounded file: a log past MaxStateLogBytes turns over.
+func TestCodexStateLogTurnsOver(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the fake codex is a shell script")
+	}
+	state := t.TempDir()
+	path := filepath.Join(state, "ccrelay.log")
+	old := bytes.Repeat([]byte("an older line of the log\n"), MaxStateLogBytes/25+1)
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A "codex" that says no version and exits at once: ccrelay logs that
+	// it could not tell Codex's version.
+	fake := filepath.Join(t.TempDir(), "codex")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	cmd := exec.Command(binary, "codex", "--codex", fake, "--state", state, "--out", filepath.Join(work, "out.jsonl"))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "CODEX_HOME="+t.TempDir())
+	out, _ := cmd.CombinedOutput()
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cur) == 0 || len(cur) >= MaxStateLogBytes {
+		t.Fatalf("ccrelay.log holds %d bytes (limit %d); ccrelay codex said %s", len(cur), MaxStateLogBytes, out)
+	}
+	if got, _ := os.ReadFile(path + ".1"); !bytes.Equal(got, old) {
+		t.Fatalf("ccrelay.log.1 holds %d bytes, want the %d of the log before", len(got), len(old))
 	}
 }
