@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ccrelay/ccrelay/apiclient"
-	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/mapper"
@@ -120,20 +119,15 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 		return err
 	}
 	codexHome := codex.Home(os.Getenv, home)
-	folderState := filepath.Join(state, "codex", claude.EscapeProjectPath(cwd))
-	slot, err := launcher.ClaimRunDir(folderState)
+	folderState := codexFolderState(state, cwd)
+	// The terminal belongs to Codex: ccrelay logs to a file.
+	slot, logFile, log, err := openCodexRun(state, cwd)
 	if err != nil {
 		return err
 	}
 	defer slot.Release()
-	runDir := slot.Path
-	// The terminal belongs to Codex: ccrelay logs to a file.
-	logFile, err := stateLog(state)
-	if err != nil {
-		return err
-	}
 	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, nil))
+	runDir := slot.Path
 	version, warning := checkCodexVersion(ctx, f.codex, log, os.Stderr)
 
 	if f.out == "" || f.relay != "" {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
-	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/mapper"
@@ -68,19 +67,13 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	if f.relay == "" {
 		return errors.New("--remote needs a relay, as the prompts come from the app: run ccrelay setup (or ccrelay login) once, or give --relay URL")
 	}
-	folderState := filepath.Join(state, "codex", claude.EscapeProjectPath(cwd))
-	slot, err := launcher.ClaimRunDir(folderState)
+	slot, logFile, log, err := openCodexRun(state, cwd)
 	if err != nil {
 		return err
 	}
 	defer slot.Release()
-	runDir := slot.Path
-	logFile, err := stateLog(state)
-	if err != nil {
-		return err
-	}
 	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, nil))
+	runDir := slot.Path
 	version, warning := checkCodexVersion(ctx, f.codex, log, os.Stderr)
 
 	var daemonIn *bufio.Reader

@@ -2,10 +2,13 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/logfile"
+	"github.com/ccrelay/ccrelay/launcher"
 )
 
 // MaxStateLogBytes bounds the state folder's ccrelay.log, which every
@@ -39,4 +42,26 @@ func trimStderrLog() {
 			fmt.Fprintln(os.Stderr, "ccrelay:", err)
 		}
 	}
+}
+
+// codexFolderState is where ccrelay keeps the state of the Codex runs in
+// the folder cwd.
+func codexFolderState(state, cwd string) string {
+	return filepath.Join(state, "codex", claude.EscapeProjectPath(cwd))
+}
+
+// openCodexRun claims a state slot of a Codex run in the folder cwd and
+// opens the state log (stateLog) with a logger writing to it; the caller
+// releases the slot and closes the log.
+func openCodexRun(state, cwd string) (*launcher.RunDir, *logfile.File, *slog.Logger, error) {
+	slot, err := launcher.ClaimRunDir(codexFolderState(state, cwd))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	logFile, err := stateLog(state)
+	if err != nil {
+		slot.Release()
+		return nil, nil, nil, err
+	}
+	return slot, logFile, slog.New(slog.NewTextHandler(logFile, nil)), nil
 }
