@@ -1,5 +1,6 @@
 // Package fuzzmin bounds the time the fuzzing engine spends minimizing an
-// input, for the packages whose fuzz targets read JSON and transcripts.
+// input, for every package of the module with a fuzz target (a test of
+// this package finds one whose TestMain does not call Main).
 //
 // `go test -fuzz` minimizes every input that finds new coverage before it
 // goes on: it runs the target again with each byte of the input removed,
