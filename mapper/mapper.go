@@ -66,10 +66,13 @@ type Mapper struct {
 	// lastPrompt is the source of the last user prompt: a turn that an API
 	// retry opens takes its id from it (D18).
 	lastPrompt string
-	// derived holds the id sources taken from a subagent or task rather
-	// than a record (D17); a source used once falls back to the record, so
-	// ids stay unique even if a transcript reuses tool ids.
-	derived map[string]struct{}
+	// derived holds the last MaxDerived id sources taken from a subagent
+	// or task rather than a record (D17); a source used once falls back to
+	// the record, so ids stay unique even if a transcript reuses tool ids.
+	// derivedQ[derivedHead:] are they, oldest first.
+	derived     map[string]struct{}
+	derivedQ    []string
+	derivedHead int
 	// cutIn maps each call a cut ended to the turn of its first cut
 	// (cut.go).
 	cutIn map[string]string
@@ -204,21 +207,42 @@ func (m *Mapper) Close(status protocol.TurnStatus) []protocol.Envelope {
 	return m.result()
 }
 
+// MaxDerived bounds the id sources derive remembers. A key comes again
+// soon after its first use (a record read again, a notification written
+// twice, a retry of the same prompt), never thousands of subagents, tasks
+// and cut turns later; one that did would get its first ids again, and the
+// relay would keep the first envelopes and drop the repeated ones.
+const MaxDerived = 4096
+
 // derive returns key as an id source the first time, fallback the second,
 // and fallback numbered after that (a record read three times or more),
-// so that no two calls give the same source.
+// so that no two calls give the same source among the last MaxDerived.
 func (m *Mapper) derive(key, fallback string) string {
 	k := key
 	for n := 1; ; n++ {
 		if _, used := m.derived[k]; !used {
-			m.derived[k] = struct{}{}
-			return k
+			break
 		}
 		k = fallback
 		if n > 1 {
 			k = fallback + "#" + strconv.Itoa(n)
 		}
 	}
+	m.derived[k] = struct{}{}
+	m.derivedQ = append(m.derivedQ, k)
+	if len(m.derived) > MaxDerived {
+		// Forget the oldest source.
+		delete(m.derived, m.derivedQ[m.derivedHead])
+		m.derivedQ[m.derivedHead] = ""
+		m.derivedHead++
+	}
+	if m.derivedHead >= MaxDerived {
+		// Drop what was forgotten.
+		n := copy(m.derivedQ, m.derivedQ[m.derivedHead:])
+		clear(m.derivedQ[n:])
+		m.derivedQ, m.derivedHead = m.derivedQ[:n], 0
+	}
+	return k
 }
 
 // Note emits a service message that no record carries (a launcher's own
