@@ -67,3 +67,54 @@ func TestDedupeSmallWhenFew(t *testing.T) {
 	}
 	runtime.KeepAlive(ds)
 }
+
+// Seen hashes a record's keys without building them: a record seen before
+// costs no allocation (an assistant record's second key hashed its content
+// into a new string each time).
+func TestDedupeSeenAllocatesNothing(t *testing.T) {
+	recs := []*Record{
+		{Type: TypeUser, UUID: "u-1"},
+		{Type: TypeAssistant, UUID: "u-2", Message: &Message{ID: "msg_1", Content: Content{Raw: []byte(`[{"type":"text","text":"hi"}]`)}}},
+		{Type: TypeSummary, LeafUUID: "u-1", Summary: "a summary"},
+	}
+	d := &Dedupe{}
+	for _, r := range recs {
+		if d.Seen(r) {
+			t.Fatalf("%+v seen before it came", r)
+		}
+	}
+	for _, r := range recs {
+		if n := testing.AllocsPerRun(100, func() {
+			if !d.Seen(r) || !d.Has(r) {
+				t.Fatalf("%+v not seen again", r)
+			}
+		}); n != 0 {
+			t.Errorf("%s record: %.0f allocations a Seen and Has, want none", r.Type, n)
+		}
+	}
+}
+
+// Keys that differ are told apart, however their parts split: a message
+// id against the content after it, a uuid against a summary's key, the
+// same message id with other content.
+func TestDedupeKeysDistinct(t *testing.T) {
+	msg := func(uuid, id, content string) *Record {
+		return &Record{Type: TypeAssistant, UUID: uuid, Message: &Message{ID: id, Content: Content{Raw: []byte(content)}}}
+	}
+	d := &Dedupe{}
+	for i, r := range []*Record{
+		msg("", "ab", `"x"`),
+		msg("", "a", `b"x"`),
+		msg("", "ab", `"y"`),
+		{Type: TypeUser, UUID: "summary: l: s"},
+		{Type: TypeSummary, LeafUUID: "l", Summary: "s"},
+		{Type: TypeSummary, LeafUUID: "l: s"},
+	} {
+		if d.Seen(r) {
+			t.Fatalf("record %d taken for a duplicate: %+v", i, r)
+		}
+	}
+	if !d.Seen(msg("u-new", "ab", `"x"`)) {
+		t.Fatal("the same message under a new uuid was not caught")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -40,8 +41,10 @@ func MessageKey(r *Record) string {
 }
 
 // Dedupe remembers the keys of records already delivered. It stores a
-// 64-bit hash per key (SHA-256's first 8 bytes: among a million keys, the
-// chance that two differ and share it is below 1 in 10^7), the older ones
+// 64-bit hash per key (hash/maphash with a seed of the process: among a
+// million keys, the chance that two differ and share it is below 1 in 10^7;
+// the keys are never written anywhere, so the hash need not be the same
+// across processes), the older ones
 // in a sorted list, so that its memory is about 8 bytes per conversation
 // record whatever their size. The zero value is ready to use.
 //
@@ -73,9 +76,46 @@ const DedupeWindow = 2 * dedupeRecent
 // merged into Dedupe.sorted.
 const dedupeRecent = 1 << 13
 
-func hashKey(k string) uint64 {
-	sum := sha256.Sum256([]byte(k))
-	return binary.BigEndian.Uint64(sum[:8])
+// keySeed seeds the hashes of the dedupe keys.
+var keySeed = maphash.MakeSeed()
+
+// keyHashes are the hashes of r's two keys (Key and MessageKey), computed
+// from the record's fields without building the keys: ok1 and ok2 say
+// which keys r has. Each key is hashed with a byte of its own kind first,
+// and a message id with its length, so no two different keys hash the
+// same bytes.
+func keyHashes(r *Record) (h1, h2 uint64, ok1, ok2 bool) {
+	var h maphash.Hash
+	h.SetSeed(keySeed)
+	switch r.Type {
+	case TypeSummary:
+		if r.LeafUUID != "" || r.Summary != "" {
+			// "summary: <leafUuid>: <summary>", the key Key returns.
+			h.WriteByte('s')
+			h.WriteString("summary: ")
+			h.WriteString(r.LeafUUID)
+			h.WriteString(": ")
+			h.WriteString(r.Summary)
+			h1, ok1 = h.Sum64(), true
+		}
+	default:
+		if r.UUID != "" {
+			h.WriteByte('u')
+			h.WriteString(r.UUID)
+			h1, ok1 = h.Sum64(), true
+		}
+	}
+	if r.Type == TypeAssistant && r.Message != nil && r.Message.ID != "" {
+		h.Reset()
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(r.Message.ID)))
+		h.WriteByte('m')
+		h.Write(n[:])
+		h.WriteString(r.Message.ID)
+		h.Write(r.Message.Content.Raw)
+		h2, ok2 = h.Sum64(), true
+	}
+	return h1, h2, ok1, ok2
 }
 
 func (d *Dedupe) has(h uint64) bool {
@@ -134,36 +174,23 @@ func (d *Dedupe) add(h uint64) {
 // Seen reports whether r was delivered before, and remembers it otherwise.
 // Records without any key are never duplicates.
 func (d *Dedupe) Seen(r *Record) bool {
-	k1, k2 := Key(r), MessageKey(r)
-	if k1 == "" && k2 == "" {
-		return false
+	h1, h2, ok1, ok2 := keyHashes(r)
+	if (ok1 && d.has(h1)) || (ok2 && d.has(h2)) {
+		return true
 	}
-	var hs [2]uint64
-	for i, k := range [2]string{k1, k2} {
-		if k == "" {
-			continue
-		}
-		hs[i] = hashKey(k)
-		if d.has(hs[i]) {
-			return true
-		}
+	if ok1 {
+		d.add(h1)
 	}
-	for i, k := range [2]string{k1, k2} {
-		if k != "" {
-			d.add(hs[i])
-		}
+	if ok2 {
+		d.add(h2)
 	}
 	return false
 }
 
 // Has reports whether r was delivered before, without remembering it.
 func (d *Dedupe) Has(r *Record) bool {
-	for _, k := range [2]string{Key(r), MessageKey(r)} {
-		if k != "" && d.has(hashKey(k)) {
-			return true
-		}
-	}
-	return false
+	h1, h2, ok1, ok2 := keyHashes(r)
+	return (ok1 && d.has(h1)) || (ok2 && d.has(h2))
 }
 
 // Len is the number of keys remembered.
