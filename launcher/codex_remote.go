@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -393,9 +395,17 @@ func (r *CodexRemote) Interrupt(ctx context.Context) error {
 	return c.Call(ctx, codex.MethodTurnInterrupt, codex.TurnInterruptParams{ThreadID: thread, TurnID: turn}, nil)
 }
 
+// ErrCodexEditedInput refuses an allow that brings an input other than
+// the one shown: Codex's approvals take no edited command or change, and
+// would run what Codex asked for, not what the app sent.
+var ErrCodexEditedInput = errors.New("Codex runs the command or change it asked for and takes no edited one: allow it as asked, or deny it with a reason that says what to do instead")
+
 // Answer answers a request shown to the app: allow (for the session: the
 // same command, or changes to the same files, are not asked again) or
 // deny. Codex's approvals take no reason: the app is shown it in a note.
+// An allow with an input other than the one shown is refused
+// (ErrCodexEditedInput) and the request waits on, but for a question,
+// whose input is the answer.
 func (r *CodexRemote) Answer(requestID string, allow bool, input json.RawMessage, forSession bool, reason string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -404,6 +414,9 @@ func (r *CodexRemote) Answer(requestID string, allow bool, input json.RawMessage
 		return ErrNoRequest
 	}
 	p := r.pending[i]
+	if allow && p.req.Method != codex.RequestUserInput && !emptyOrNull(input) && !sameJSON(input, p.pr.Input) {
+		return ErrCodexEditedInput
+	}
 	decision := codex.DecisionDecline
 	switch {
 	case allow && forSession:
@@ -474,6 +487,22 @@ func userInputAnswers(params, input json.RawMessage) codex.UserInputResponse {
 		}
 	}
 	return res
+}
+
+// emptyOrNull reports whether an answer's input is missing or null.
+func emptyOrNull(in json.RawMessage) bool {
+	t := bytes.TrimSpace(in)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// sameJSON reports whether a and b are the same JSON value (members in
+// any order).
+func sameJSON(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 func rawOrNil(b json.RawMessage) json.RawMessage {

@@ -1046,7 +1046,9 @@ function sessionPage(id) {
     // An edit allows what it sends: only of an input known whole (not
     // clipped by the CLI; the call's args, unless the mapper cut them, or
     // the request's input, unless the list's summary cut it).
-    const editable = p.clipped !== true && (call?.args && typeof call.args === 'object' ? !call.args.ccrelayCut : p.inputCut !== true);
+    // Codex takes no edited input (it runs what it asked for): none is
+    // offered.
+    const editable = info().agent !== 'codex' && p.clipped !== true && (call?.args && typeof call.args === 'object' ? !call.args.ccrelayCut : p.inputCut !== true);
     const answer = (allow, forSession, input, reason) => {
       answered.add(p.id);
       const cmd = allow ? { kind: 'permission', requestId: p.id, allow: true, forSession: !!forSession } : { kind: 'permission', requestId: p.id, allow: false, reason: reason || 'Denied from the ccrelay app' };
