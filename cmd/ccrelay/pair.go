@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/http"
 	neturl "net/url"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/seal"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"rsc.io/qr"
 )
 
@@ -388,20 +390,28 @@ func checkPaired(secret string, machine *ecdh.PublicKey, res pairResult) (*ecdh.
 // standard asks for 4).
 const qrQuiet = 4
 
-// printQR prints text as a QR code with half blocks, two modules a line,
-// black on white whatever the terminal's colours.
+// printQR prints text as a QR code with half blocks, two modules a line:
+// on a terminal black on white whatever the terminal's colours; to
+// anything else (a file, a pipe, a CI log) as plain text, without the
+// escape sequences that set the colours.
 func printQR(w io.Writer, text string) error {
 	code, err := qr.Encode(text, qr.M)
 	if err != nil {
 		return fmt.Errorf("QR code: %w", err)
 	}
-	fmt.Fprint(w, qrText(code.Size, code.Black))
+	fmt.Fprint(w, qrText(code.Size, code.Black, writesToTerminal(w)))
 	return nil
 }
 
+// writesToTerminal reports whether w is a terminal.
+func writesToTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // qrText renders a size×size module matrix (black reports a dark module)
-// with its quiet zone.
-func qrText(size int, black func(x, y int) bool) string {
+// with its quiet zone, each line black on white when colour is set.
+func qrText(size int, black func(x, y int) bool, colour bool) string {
 	dark := func(x, y int) bool {
 		x, y = x-qrQuiet, y-qrQuiet
 		return x >= 0 && y >= 0 && x < size && y < size && black(x, y)
@@ -409,7 +419,9 @@ func qrText(size int, black func(x, y int) bool) string {
 	var b strings.Builder
 	n := size + 2*qrQuiet
 	for y := 0; y < n; y += 2 {
-		b.WriteString("\x1b[30;47m")
+		if colour {
+			b.WriteString("\x1b[30;47m")
+		}
 		for x := 0; x < n; x++ {
 			top, bottom := dark(x, y), y+1 < n && dark(x, y+1)
 			switch {
@@ -423,7 +435,10 @@ func qrText(size int, black func(x, y int) bool) string {
 				b.WriteString(" ")
 			}
 		}
-		b.WriteString("\x1b[0m\n")
+		if colour {
+			b.WriteString("\x1b[0m")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

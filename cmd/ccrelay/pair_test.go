@@ -100,6 +100,9 @@ func TestPairLoginDevices(t *testing.T) {
 		t.Errorf("link %q", link)
 	}
 	qrPart := res.stdout[:strings.Index(res.stdout, "Scan this")]
+	if strings.ContainsRune(res.stdout, '\x1b') {
+		t.Errorf("escape sequences in pair's output to a pipe: %q", qrPart[:min(len(qrPart), 40)])
+	}
 	if got := decodeQRText(t, qrPart); got != link {
 		t.Errorf("the QR code says %q, the link is %q", got, link)
 	}
