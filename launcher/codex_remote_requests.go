@@ -35,6 +35,19 @@ func (h *codexHandler) Notify(n codex.Notification) {
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		if t.ThreadID != "" && t.ThreadID != r.thread {
+			// A subagent's thread (app-server tells of every thread it
+			// runs): its turn runs inside the session's, which it does not
+			// start or end. What it asked no longer waits once it ended.
+			if n.Method == codex.NotifyTurnCompleted {
+				before := len(r.pending)
+				r.pending = slices.DeleteFunc(r.pending, func(p *codexPending) bool { return p.turn == t.Turn.ID })
+				if len(r.pending) != before {
+					r.publish()
+				}
+			}
+			return
+		}
 		r.declinedDoneLocked()
 		if n.Method == codex.NotifyTurnStarted {
 			r.turn = t.Turn.ID
@@ -61,6 +74,12 @@ func (h *codexHandler) Notify(n codex.Notification) {
 		var d codex.DeltaNotification
 		if r.events == nil || json.Unmarshal(n.Params, &d) != nil || d.Delta == "" {
 			return
+		}
+		r.mu.Lock()
+		thread := r.thread
+		r.mu.Unlock()
+		if d.ThreadID != thread {
+			return // a subagent's typing: its text comes with its rollout
 		}
 		b, _ := json.Marshal(liveDelta{Type: "delta", Message: d.ItemID, Text: d.Delta})
 		r.events.Live(d.ThreadID, b)
