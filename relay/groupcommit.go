@@ -8,18 +8,36 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Envelopes are acknowledged only once they would survive power loss: they
 // are committed with synchronous=FULL (SQLite fsyncs the WAL at the
 // commit), set on the writer connection for the envelope path only (the
 // rest of the store stays NORMAL: it survives a crash of the relay). To keep
-// that cheap, appends from every connection are committed in groups: one goroutine takes whatever appends are waiting, runs each in
-// its own savepoint of one transaction and commits once (one fsync for the
-// group). An append that fails rolls back to its savepoint alone.
+// that cheap, appends from every connection are committed in groups: one
+// goroutine takes whatever appends are waiting, runs each in its own
+// savepoint of one transaction and commits once (one fsync for the group).
+// An append that fails rolls back to its savepoint alone. On PostgreSQL
+// each append is its own transaction, run in its caller's goroutine
+// (appendNow).
 
-// MaxGroupAppends bounds the appends (batches) committed together.
-const MaxGroupAppends = 64
+// A group is whatever appends wait when the committer takes the first:
+// it never waits for more to come (a lone append commits at once), and
+// it closes, whichever comes first, when nothing else waits, when it holds
+// MaxGroupAppends appends, when its envelopes reach MaxGroupBytes (the
+// append that crosses it is the last), or once the committer has spent
+// MaxGroupGather taking them (a steady stream of appends does not hold
+// the first one back). What is left waits for the next group.
+const (
+	// MaxGroupAppends bounds the appends (batches) committed together.
+	MaxGroupAppends = 64
+	// MaxGroupBytes bounds the envelope bytes of a group: one group's
+	// writes and fsync stay short for its first append.
+	MaxGroupBytes = 4 << 20
+	// MaxGroupGather bounds the time spent taking a group's appends.
+	MaxGroupGather = time.Millisecond
+)
 
 // errStoreClosed answers an append made after Close.
 var errStoreClosed = errors.New("store closed")
@@ -33,8 +51,27 @@ type grouper struct {
 	stop      chan struct{}
 	done      chan struct{}
 	// max bounds a group (MaxGroupAppends when 0; benchmarks set 1 to
-	// commit every append alone).
-	max int
+	// commit every append alone); maxBytes (MaxGroupBytes when 0) and
+	// gather (MaxGroupGather when 0) likewise.
+	max      int
+	maxBytes int
+	gather   time.Duration
+	// now is the clock of the gathering (time.Now when nil; tests set it).
+	now func() time.Time
+	// waiting counts the appends sent and not yet taken by the committer;
+	// committed, when set (tests), is called with each group's size
+	// before it is committed.
+	waiting   atomic.Int64
+	committed func(n int)
+	// On PostgreSQL appends do not go through the committer: each runs in
+	// its caller's goroutine, in its own transaction, one session's at a
+	// time (sessions) so that its after calls come in sequence order.
+	// running counts them, so that Close waits for them; closed (under
+	// mu) refuses new ones.
+	mu       sync.Mutex
+	closed   bool
+	running  sync.WaitGroup
+	sessions sessionLocks
 	// synchronous is the mode of the envelope path: "FULL" when empty
 	// (benchmarks set "NORMAL" to compare).
 	synchronous string
@@ -51,14 +88,11 @@ type appendReq struct {
 	// after, if set, is called with the result once the group is
 	// committed, in commit order, before the append returns.
 	after func([]Appended)
-	// notice is sent with the append if it stores anything (PostgreSQL).
-	notice *pgNotice
-	res    []Appended
-	// info is the session as the append left it, when the engine says it
-	// with the append (PostgreSQL); nil otherwise.
-	info *SessionInfo
-	err  error
-	done chan struct{}
+	res   []Appended
+	err   error
+	done  chan struct{}
+	// bytes is the size of the items' bodies and blobs.
+	bytes int
 }
 
 // initGroup makes the channels and starts the committer, once.
@@ -92,18 +126,107 @@ func (s *Store) AppendThen(ctx context.Context, session string, items []Item, af
 // the append's transaction if it stores anything, and returns the session
 // as the append left it (nil on SQLite, which does not say it).
 func (s *Store) appendNotice(ctx context.Context, session string, items []Item, notice *pgNotice, after func([]Appended)) ([]Appended, *SessionInfo, error) {
+	if s.w.d == postgresSQL {
+		return s.appendNow(ctx, session, items, notice, after)
+	}
 	s.initGroup()
 	g := &s.group
-	req := &appendReq{ctx: ctx, session: session, items: items, after: after, notice: notice, done: make(chan struct{})}
+	req := &appendReq{ctx: ctx, session: session, items: items, after: after, done: make(chan struct{})}
+	for _, it := range items {
+		req.bytes += len(it.Body) + len(it.Blob)
+	}
+	g.waiting.Add(1)
 	select {
 	case g.ch <- req:
 	case <-ctx.Done():
+		g.waiting.Add(-1)
 		return nil, nil, fmt.Errorf("append to %s: %w", session, ctx.Err())
 	case <-g.stop:
+		g.waiting.Add(-1)
 		return nil, nil, fmt.Errorf("append to %s: %w", session, errStoreClosed)
 	}
 	<-req.done // the committer always finishes a request it took
-	return req.res, req.info, req.err
+	return req.res, nil, req.err
+}
+
+// appendNow is appendNotice on PostgreSQL, in the caller's goroutine: the
+// append is one statement in its own transaction (appendpg.go), and there
+// is nothing to group. A group would hold several sessions' row locks at
+// once, in an order another node's group could take the other way round
+// (a deadlock); and going through the committer cost two goroutine
+// wake-ups an append and made a node's appends of every session wait in
+// one line. Appends of one session take turns (the row lock would make
+// them anyway), so that their after calls come in sequence order.
+func (s *Store) appendNow(ctx context.Context, session string, items []Item, notice *pgNotice, after func([]Appended)) ([]Appended, *SessionInfo, error) {
+	g := &s.group
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, nil, fmt.Errorf("append to %s: %w", session, errStoreClosed)
+	}
+	g.running.Add(1)
+	g.mu.Unlock()
+	defer g.running.Done()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	unlock, err := g.sessions.lock(ctx, session)
+	if err != nil {
+		return nil, nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	defer unlock()
+	// Once sent, the statement runs to its end: a caller that gives up
+	// does not leave the connection in doubt (the CLI sends again, and
+	// an id stored before gets its number back).
+	res, info, err := s.appendPG(context.WithoutCancel(ctx), session, items, notice)
+	if err != nil {
+		return nil, nil, fmt.Errorf("append to %s: %w", session, err)
+	}
+	if after != nil {
+		after(res)
+	}
+	return res, info, nil
+}
+
+// sessionLocks lets one append of a session run at a time; a session's
+// lock exists while some append holds or waits for it.
+type sessionLocks struct {
+	mu sync.Mutex
+	m  map[string]*sessionLock
+}
+
+type sessionLock struct {
+	c chan struct{} // holds a value while the lock is held
+	n int           // under sessionLocks.mu: appends holding or waiting
+}
+
+// lock takes session's lock, or gives up when ctx ends.
+func (l *sessionLocks) lock(ctx context.Context, session string) (unlock func(), err error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*sessionLock{}
+	}
+	sl := l.m[session]
+	if sl == nil {
+		sl = &sessionLock{c: make(chan struct{}, 1)}
+		l.m[session] = sl
+	}
+	sl.n++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		if sl.n--; sl.n == 0 {
+			delete(l.m, session)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case sl.c <- struct{}{}:
+		return func() { <-sl.c; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
 }
 
 // commitGroups runs until Close: it takes the appends waiting and commits
@@ -111,32 +234,34 @@ func (s *Store) appendNotice(ctx context.Context, session string, items []Item, 
 func (s *Store) commitGroups() {
 	g := &s.group
 	defer close(g.done)
+	limit, maxBytes, gather := cmp.Or(g.max, MaxGroupAppends), cmp.Or(g.maxBytes, MaxGroupBytes), cmp.Or(g.gather, MaxGroupGather)
+	now := g.now
+	if now == nil {
+		now = time.Now
+	}
 	for {
 		var reqs []*appendReq
 		select {
 		case r := <-g.ch:
+			g.waiting.Add(-1)
 			reqs = append(reqs, r)
 		case <-g.stop:
 			return
 		}
-		limit := g.max
-		if limit <= 0 {
-			limit = MaxGroupAppends
-		}
-		if s.w.d == postgresSQL {
-			// One append a transaction: a group would hold several
-			// sessions' row locks at once, in an order another node's
-			// group could take the other way round (a deadlock).
-			limit = 1
-		}
+		bytes, start := reqs[0].bytes, now()
 	more:
-		for len(reqs) < limit {
+		for len(reqs) < limit && bytes < maxBytes && now().Sub(start) < gather {
 			select {
 			case r := <-g.ch:
+				g.waiting.Add(-1)
 				reqs = append(reqs, r)
+				bytes += r.bytes
 			default:
 				break more
 			}
+		}
+		if g.committed != nil {
+			g.committed(len(reqs))
 		}
 		s.commitGroup(reqs)
 		g.groups.Add(1)
@@ -157,18 +282,6 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 			}
 			close(r.done)
 		}
-	}
-	if s.w.d == postgresSQL {
-		// One append, one statement in its own transaction (appendpg.go).
-		r := reqs[0]
-		if r.err = r.ctx.Err(); r.err == nil {
-			r.res, r.info, r.err = s.appendPG(ctx, r.session, r.items, r.notice)
-		}
-		if r.err != nil {
-			r.res, r.info, r.err = nil, nil, fmt.Errorf("append to %s: %w", r.session, r.err)
-		}
-		finish(nil)
-		return
 	}
 	conn, err := s.w.Conn(ctx) // the writer: one connection
 	if err != nil {
@@ -239,9 +352,14 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 	finish(tx.Commit())
 }
 
-// closeGroup stops the committer, after the group it is committing.
+// closeGroup stops the committer, after the group it is committing, and
+// waits for the appends under way on PostgreSQL.
 func (s *Store) closeGroup() {
 	s.initGroup()
 	s.group.closeOnce.Do(func() { close(s.group.stop) })
 	<-s.group.done
+	s.group.mu.Lock()
+	s.group.closed = true
+	s.group.mu.Unlock()
+	s.group.running.Wait()
 }

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -181,5 +184,118 @@ func TestAnsweredCommandsLeaveRoutes(t *testing.T) {
 	r.relay.peersMu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d answered commands still routed", left)
+	}
+}
+
+// A group is what waits when the committer takes its first append, and it
+// closes at the first bound it meets: its appends (max), its envelope
+// bytes (the append that crosses maxBytes is the last), or the time spent
+// taking them (gather, on the committer's clock: here 1 ms a reading).
+// What is left goes in the next group. Six appends wait behind a group the
+// test holds open.
+func TestGroupBounds(t *testing.T) {
+	const waiting = 6
+	each := 0 // the bytes of one waiting append
+	for _, it := range groupItems("a0000000-0000-4000-8000-000000000000", 0, 3) {
+		each += len(it.Body)
+	}
+	for _, tc := range []struct {
+		name     string
+		max      int
+		maxBytes int
+		gather   time.Duration
+		want     []int // the sizes of the groups after the held one
+	}{
+		{"nothing bounds it", 0, 0, time.Hour, []int{6}},
+		{"appends", 4, 0, time.Hour, []int{4, 2}},
+		{"bytes", 0, 2*each + each/2, time.Hour, []int{3, 3}},
+		{"bytes, one alone", 0, each, time.Hour, []int{1, 1, 1, 1, 1, 1}},
+		{"time", 0, 0, 2500 * time.Microsecond, []int{3, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+			var clock atomic.Int64
+			st.group.max, st.group.maxBytes, st.group.gather = tc.max, tc.maxBytes, tc.gather
+			st.group.now = func() time.Time { return time.Unix(0, clock.Add(int64(time.Millisecond))) }
+			var mu sync.Mutex
+			var sizes []int
+			st.group.committed = func(n int) {
+				mu.Lock()
+				defer mu.Unlock()
+				sizes = append(sizes, n)
+			}
+			ctx := context.Background()
+			release := make(chan struct{})
+			held := make(chan error, 1)
+			go func() {
+				session := "a0000000-0000-4000-8000-00000000ffff"
+				_, err := st.AppendThen(ctx, session, groupItems(session, 0, 1), func([]Appended) { <-release })
+				held <- err
+			}()
+			// The others queue once the held group is taken.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				mu.Lock()
+				n := len(sizes)
+				mu.Unlock()
+				if n == 1 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the first append was not taken")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, waiting)
+			for w := range waiting {
+				session := fmt.Sprintf("a0000000-0000-4000-8000-%012d", w)
+				wg.Go(func() {
+					if _, err := st.Append(ctx, session, groupItems(session, 0, 3)); err != nil {
+						errs <- err
+					}
+				})
+			}
+			for st.group.waiting.Load() != waiting {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d appends wait, want %d", st.group.waiting.Load(), waiting)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			close(release)
+			wg.Wait()
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := append([]int{1}, tc.want...); !slices.Equal(sizes, want) {
+				t.Fatalf("groups of %v, want %v", sizes, want)
+			}
+		})
+	}
+}
+
+// A lone append commits at once: the committer does not wait for others
+// to come, however long it may spend taking a group's appends.
+func TestGroupLoneAppendAtOnce(t *testing.T) {
+	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))
+	st.group.gather = time.Hour
+	var groups atomic.Int64
+	st.group.committed = func(int) { groups.Add(1) }
+	session := "a0000000-0000-4000-8000-000000000001"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if _, err := st.Append(ctx, session, groupItems(session, i, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := groups.Load(); g != 3 {
+		t.Fatalf("3 appends one after the other in %d groups", g)
 	}
 }
