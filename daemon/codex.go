@@ -42,8 +42,5 @@ func (d *daemon) startCodex(c protocol.Command, dir string) error {
 		return errors.New("a new session needs a first prompt")
 	}
 	args := append(slices.Clone(d.cfg.CodexCommand[1:]), "--remote", "--daemon-pipe", "--session", c.Target, "--started-by", d.cfg.Session)
-	if len(codexArgs) > 0 {
-		args = append(append(args, "--"), codexArgs...)
-	}
-	return d.spawn(c, dir, d.cfg.CodexCommand[0], args)
+	return d.spawn(c, dir, d.cfg.CodexCommand[0], args, codexArgs, true)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,8 +72,8 @@ func TestDaemonStartsCodex(t *testing.T) {
 		}
 	}
 	all := strings.Join(args, "\n")
-	for _, want := range []string{"codex --relay http://127.0.0.1:1 --remote --daemon-pipe --session " + fresh + " --started-by " + r.session + " -- --model gpt-5.5",
-		"codex --relay http://127.0.0.1:1 --remote --daemon-pipe --session " + past + " --started-by " + r.session + "]"} {
+	for _, want := range []string{"codex --relay http://127.0.0.1:1 --remote --daemon-pipe --session " + fresh + " --started-by " + r.session + " --daemon-report-fd 3 -- --model gpt-5.5",
+		"codex --relay http://127.0.0.1:1 --remote --daemon-pipe --session " + past + " --started-by " + r.session + " --daemon-report-fd 3]"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no session started with %q:\n%s", want, all)
 		}
@@ -87,5 +88,74 @@ func TestDaemonStartsCodex(t *testing.T) {
 	}
 	if got := r2.link.send(t, r2.session, protocol.Command{Kind: protocol.CommandStart, Dir: known, Target: claude.NewSessionID(), Text: "hi", Agent: "codex"}); !strings.Contains(got, "not installed") {
 		t.Fatalf("a Codex start without Codex: %q", got)
+	}
+}
+
+// A Codex session runs once however often the app asks for it: the
+// session tells the daemon the id Codex gave its thread, which the daemon
+// announces as running (and as the thread of the start's target); a start
+// of that thread (Resume in the app's sheet, where the rollout is listed
+// now) or the same start again (a phone's retry, under a new command id)
+// while it runs is joined, not a second Codex on the same thread, before
+// the thread is known too; another start under the same target is still
+// refused; stop takes the thread's id too.
+func TestDaemonCodexStartsOnce(t *testing.T) {
+	claudeDir, known, codexHome := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTranscript(t, claudeDir, known, claude.NewSessionID(), "a Claude session")
+	thread := claude.NewSessionID()
+	self, _ := os.Executable()
+	r := startRig(t, Config{ClaudeDir: claudeDir, ClaudeVersion: "2.1.330", CodexVersion: "0.169.0", CodexHome: codexHome,
+		CodexCommand: []string{self, "codex"}, Env: []string{"DAEMON_TEST_THREAD=" + thread}})
+	target := claude.NewSessionID()
+	start := protocol.Command{Kind: protocol.CommandStart, Dir: known, Target: target, Text: "say hi", Agent: protocol.AgentCodex}
+	if got := r.link.send(t, r.session, start); got != "" {
+		t.Fatalf("start: %q", got)
+	}
+	// Tapped again at once: joined, whether or not the thread is known.
+	if got := r.link.send(t, r.session, start); got != "" {
+		t.Fatalf("the same start again: %q", got)
+	}
+	waitFor(t, "the thread announced as running", func() bool {
+		info := r.link.latest()
+		return slices.Contains(info.Running, thread) && slices.Contains(info.Running, target) && info.Threads[target] == thread
+	})
+	// Codex wrote the thread's rollout: the sheet lists it to resume.
+	day := filepath.Join(codex.SessionsDir(codexHome), "2026", "11", "27")
+	os.MkdirAll(day, 0o700)
+	if err := os.WriteFile(filepath.Join(day, "rollout-2026-11-27T15-46-37-"+thread+".jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cmd  protocol.Command
+		want string
+	}{
+		{"resume of the running thread", protocol.Command{Kind: protocol.CommandStart, Dir: known, Target: thread, Resume: true, Agent: protocol.AgentCodex}, ""},
+		{"the same start again", start, ""},
+		{"another start under the target", protocol.Command{Kind: protocol.CommandStart, Dir: known, Target: target, Text: "something else", Agent: protocol.AgentCodex}, "already running"},
+		{"a Claude start of the thread", protocol.Command{Kind: protocol.CommandStart, Dir: known, Target: thread, Resume: true}, "already running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cmd.ID = ""
+			got := r.link.send(t, r.session, tc.cmd)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("answer %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := r.link.send(t, r.session, protocol.Command{Kind: protocol.CommandStop, Target: thread}); got != "" {
+		t.Fatalf("stop by the thread's id: %q", got)
+	}
+	waitFor(t, "the session stopped", func() bool {
+		return strings.Contains(fmt.Sprint(r.log.records(t)), "end:stop") && len(r.link.latest().Running) == 0
+	})
+	starts := 0
+	for _, m := range r.log.records(t) {
+		if m["args"] != nil {
+			starts++
+		}
+	}
+	if starts != 1 {
+		t.Fatalf("%d Codex sessions started, want 1: %v", starts, r.log.records(t))
 	}
 }

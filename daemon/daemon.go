@@ -108,6 +108,12 @@ type child struct {
 	session string
 	cmd     *exec.Cmd
 	pipe    io.WriteCloser // the session's stdin: messages, and the daemon's life
+	// start is the start it was started by, dir its folder (resolved).
+	start protocol.Command
+	dir   string
+	// thread is the id the session runs as when it is not session: a new
+	// Codex thread's, as the session reported it ("" until then).
+	thread string
 }
 
 // Run announces the machine and carries out the app's start and stop
@@ -135,7 +141,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	d := &daemon{cfg: cfg, log: cfg.Logger, heads: heads{}, children: map[string]*child{}, exited: make(chan exit, cfg.MaxSessions)}
+	d := &daemon{cfg: cfg, log: cfg.Logger, heads: heads{}, children: map[string]*child{}, exited: make(chan exit, cfg.MaxSessions),
+		threads: make(chan threadReport), quit: make(chan struct{})}
 	for _, r := range cfg.Roots {
 		real, err := realDir(r)
 		if err != nil {
@@ -155,6 +162,8 @@ func Run(ctx context.Context, cfg Config) error {
 			d.command(ctx, in)
 		case e := <-d.exited:
 			d.reap(e)
+		case t := <-d.threads:
+			d.learnThread(t)
 		case <-tick.C:
 			d.rescan()
 		}
@@ -170,7 +179,9 @@ type daemon struct {
 	heads    heads // what transcripts' first lines said (catalog.go)
 	children map[string]*child
 	exited   chan exit
-	wg       sync.WaitGroup // one per child: its Wait
+	threads  chan threadReport // what the sessions report (report.go)
+	quit     chan struct{}     // closed when Run stops taking reports
+	wg       sync.WaitGroup    // one per child: its Wait
 	lastInfo []byte
 }
 
@@ -200,8 +211,15 @@ func (d *daemon) info() json.RawMessage {
 	di := protocol.DaemonInfo{OS: runtime.GOOS, Arch: runtime.GOARCH, ClaudeVersion: d.cfg.ClaudeVersion,
 		CodexVersion: d.cfg.CodexVersion, AllowBypass: d.cfg.AllowBypass,
 		Roots: d.cfg.Roots, Folders: d.cat.folders}
-	for id := range d.children {
+	for id, c := range d.children {
 		di.Running = append(di.Running, id)
+		if c.thread != "" {
+			di.Running = append(di.Running, c.thread)
+			if di.Threads == nil {
+				di.Threads = map[string]string{}
+			}
+			di.Threads[id] = c.thread
+		}
 	}
 	slices.Sort(di.Running)
 	if di.Folders == nil {
@@ -293,7 +311,13 @@ func (d *daemon) start(c protocol.Command) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := d.children[c.Target]; ok {
+	if ch := d.running(c.Target); ch != nil {
+		if joins(ch, c, dir) {
+			// The same work asked again (a retry, a second tap, the app's
+			// Resume of the thread it runs): it runs once.
+			d.log.Info("start joined to the session running", "session", ch.session, "target", c.Target, "thread", ch.thread)
+			return nil
+		}
 		return fmt.Errorf("session %s is already running", c.Target)
 	}
 	if len(d.children) >= d.cfg.MaxSessions {
@@ -340,20 +364,39 @@ func (d *daemon) start(c protocol.Command) error {
 	if d.cfg.AllowBypass {
 		args = append(args, "--allow-bypass-from-app")
 	}
-	if len(claudeArgs) > 0 {
-		args = append(append(args, "--"), claudeArgs...)
-	}
-	return d.spawn(c, dir, d.cfg.Command[0], args)
+	return d.spawn(c, dir, d.cfg.Command[0], args, claudeArgs, false)
 }
 
-// spawn starts a session's ccrelay (bin with args) in dir, its first
-// prompt and the machine's name on its stdin, as a child of the daemon.
-func (d *daemon) spawn(c protocol.Command, dir, bin string, args []string) error {
+// spawn starts a session's ccrelay (bin with args, then the agent's
+// options after --) in dir, its first prompt and the machine's name on its
+// stdin, as a child of the daemon. With report, the session reports the
+// id of its thread on a pipe of its own (report.go).
+func (d *daemon) spawn(c protocol.Command, dir, bin string, args, agentArgs []string, report bool) error {
+	var reports, reportW *os.File
+	if report && reportPipes {
+		var err error
+		if reports, reportW, err = os.Pipe(); err != nil {
+			return fmt.Errorf("start the session: %w", err)
+		}
+		// The session holds its own copy of the writing end: the reader
+		// sees the end of the pipe when the session exits.
+		defer reportW.Close()
+		args = append(args, "--daemon-report-fd", "3")
+	}
+	if len(agentArgs) > 0 {
+		args = append(append(args, "--"), agentArgs...)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = d.cfg.Env
+	if reportW != nil {
+		cmd.ExtraFiles = []*os.File{reportW} // descriptor 3
+	}
 	pipe, err := cmd.StdinPipe()
 	if err != nil {
+		if reports != nil {
+			reports.Close()
+		}
 		return err
 	}
 	// The first line: the first prompt, and the machine's name, which the
@@ -374,9 +417,12 @@ func (d *daemon) spawn(c protocol.Command, dir, bin string, args []string) error
 		err = start(d.cfg.Output)
 	}
 	if err != nil {
+		if reports != nil {
+			reports.Close()
+		}
 		return fmt.Errorf("start the session: %w", err)
 	}
-	ch := &child{session: c.Target, cmd: cmd, pipe: pipe}
+	ch := &child{session: c.Target, cmd: cmd, pipe: pipe, start: c, dir: dir}
 	d.children[c.Target] = ch
 	d.wg.Add(1)
 	go func() {
@@ -384,6 +430,13 @@ func (d *daemon) spawn(c protocol.Command, dir, bin string, args []string) error
 		err := cmd.Wait()
 		d.exited <- exit{ch, err}
 	}()
+	if reports != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.readReports(ch, reports)
+		}()
+	}
 	// The pipe holds the prompt until the session reads it (a pipe's
 	// buffer can be smaller than a prompt: written aside).
 	d.wg.Add(1)
@@ -397,10 +450,11 @@ func (d *daemon) spawn(c protocol.Command, dir, bin string, args []string) error
 	return nil
 }
 
-// stop asks a session the daemon runs to end.
+// stop asks a session the daemon runs to end (named by its start's
+// target, or by the thread it reported).
 func (d *daemon) stop(session string) error {
-	ch, ok := d.children[session]
-	if !ok {
+	ch := d.running(session)
+	if ch == nil {
 		return fmt.Errorf("session %s is not running on this machine's daemon", session)
 	}
 	if _, err := ch.pipe.Write([]byte("{\"stop\":true}\n")); err != nil {
@@ -423,6 +477,7 @@ func (d *daemon) reap(e exit) {
 // daemon stopped and stops its Claude); what outlives StopTimeout is
 // killed. Every child goroutine has ended when it returns.
 func (d *daemon) stopAll() {
+	close(d.quit)
 	for _, c := range d.children {
 		_ = c.pipe.Close()
 	}

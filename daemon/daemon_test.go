@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,17 @@ func childMain(out string) {
 		f.Write(append(b, '\n'))
 	}
 	rec(map[string]any{"pid": os.Getpid(), "dir": wd, "args": os.Args[1:]})
+	// A Codex session tells the daemon its thread's id, as Codex chose
+	// it (DAEMON_TEST_THREAD), on the descriptor --daemon-report-fd names.
+	for i, a := range os.Args {
+		if a == "--daemon-report-fd" && i+1 < len(os.Args) && os.Getenv("DAEMON_TEST_THREAD") != "" {
+			fd, _ := strconv.Atoi(os.Args[i+1])
+			w := os.NewFile(uintptr(fd), "report")
+			_, err := fmt.Fprintf(w, "{\"thread\":%q}\n", os.Getenv("DAEMON_TEST_THREAD"))
+			w.Close()
+			rec(map[string]any{"reported": os.Getenv("DAEMON_TEST_THREAD"), "err": fmt.Sprint(err)})
+		}
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -185,7 +197,7 @@ func startRig(t *testing.T, cfg Config) *rig {
 	t.Cleanup(func() { ledger.Close() })
 	cfg.Link, cfg.Ledger, cfg.Session = r.link, ledger, r.session
 	cfg.Command = []string{self, "--relay", "http://127.0.0.1:1"}
-	cfg.Env = append(os.Environ(), "DAEMON_TEST_CHILD="+r.log.path)
+	cfg.Env = append(append(os.Environ(), cfg.Env...), "DAEMON_TEST_CHILD="+r.log.path)
 	if cfg.StopTimeout == 0 {
 		cfg.StopTimeout = 10 * time.Second
 	}

@@ -461,7 +461,10 @@ func TestFullRoundTrip(t *testing.T) {
 // prompts cut; a daemon's session can be named by the sessions it started.
 func TestSummarizeDaemon(t *testing.T) {
 	const sess = "22222222-2222-4333-8444-555555555555"
-	d := DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", AllowBypass: true, Running: []string{sess, "../x"}}
+	const thread = "33333333-2222-4333-8444-555555555555"
+	const other = "44444444-2222-4333-8444-555555555555"
+	d := DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", AllowBypass: true, Running: []string{sess, thread, "../x"},
+		Threads: map[string]string{sess: thread, other: thread, thread: "../x"}}
 	for i := range 1000 {
 		f := DaemonFolder{Dir: fmt.Sprintf("/home/me/project-%04d/%s", i, strings.Repeat("d", 200)), At: int64(i)}
 		for range 20 {
@@ -486,7 +489,11 @@ func TestSummarizeDaemon(t *testing.T) {
 		t.Errorf("startedBy %q kept", got.StartedBy)
 	}
 	g := got.Daemon
-	if g.OS != "linux" || !g.AllowBypass || len(g.Running) != 1 || len(g.Folders) == 0 || len(g.Folders) == 1000 {
+	// A start's thread is kept where both ids run and are session ids.
+	if len(g.Threads) != 1 || g.Threads[sess] != thread {
+		t.Errorf("threads %v, want only %s: %s", g.Threads, sess, thread)
+	}
+	if g.OS != "linux" || !g.AllowBypass || len(g.Running) != 2 || len(g.Folders) == 0 || len(g.Folders) == 1000 {
 		t.Fatalf("daemon summary: os %q bypass %v running %v folders %d", g.OS, g.AllowBypass, g.Running, len(g.Folders))
 	}
 	if g.Folders[0].Dir != d.Folders[0].Dir {

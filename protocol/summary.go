@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -259,8 +260,13 @@ type DaemonInfo struct {
 	Roots []string `json:"roots,omitempty"`
 	// Folders are the folders sessions may start in, most recent first.
 	Folders []DaemonFolder `json:"folders"`
-	// Running are the sessions the daemon runs now.
+	// Running are the sessions the daemon runs now: the target of each
+	// start and, for a new Codex thread, the id Codex gave the thread too.
 	Running []string `json:"running,omitempty"`
+	// Threads maps the target of a start the daemon runs to the id of
+	// the session it runs as, where that is another (a new Codex thread:
+	// Codex chooses its id), as the session told the daemon.
+	Threads map[string]string `json:"threads,omitempty"`
 }
 
 // DaemonFolder is a folder a daemon may start sessions in, with its past
@@ -300,7 +306,16 @@ func summarizeDaemon(raw json.RawMessage) *DaemonInfo {
 			out.Running = append(out.Running, id)
 		}
 	}
-	size := 512 + 64*len(out.Running)
+	for target, thread := range d.Threads {
+		if len(out.Threads) < DaemonRunning && IsSessionID(target) && IsSessionID(thread) &&
+			slices.Contains(out.Running, target) && slices.Contains(out.Running, thread) {
+			if out.Threads == nil {
+				out.Threads = map[string]string{}
+			}
+			out.Threads[target] = thread
+		}
+	}
+	size := 512 + 64*len(out.Running) + 80*len(out.Threads)
 	for _, r := range out.Roots {
 		size += len(r) + 8
 	}

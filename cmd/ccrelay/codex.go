@@ -37,6 +37,9 @@ type codexFlags struct {
 	session    string
 	daemonPipe bool
 	startedBy  string
+	// reportFD (with --daemon-pipe) is the descriptor of the daemon's
+	// report pipe: the session reports its thread's id there.
+	reportFD int
 }
 
 // runCodexRemote is remote mode for Codex (ccrelay codex --remote): Codex
@@ -76,8 +79,8 @@ func newCodexCmd() *cobra.Command {
 				}
 				return runCodexRemote(cmd.Context(), &f, codexArgs)
 			}
-			if f.daemonPipe || f.session != "" || f.startedBy != "" {
-				return errors.New("--session, --daemon-pipe and --started-by need --remote")
+			if f.daemonPipe || f.session != "" || f.startedBy != "" || f.reportFD != 0 {
+				return errors.New("--session, --daemon-pipe, --daemon-report-fd and --started-by need --remote")
 			}
 			return runCodexLocal(cmd.Context(), &f, codexArgs)
 		},
@@ -93,7 +96,9 @@ func newCodexCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.session, "session", "", "with --remote: the session to create or continue (default: a new one)")
 	cmd.Flags().BoolVar(&f.daemonPipe, "daemon-pipe", false, "started by ccrelay daemon: its messages come on stdin, and the session ends when stdin does")
 	cmd.Flags().StringVar(&f.startedBy, "started-by", "", "the daemon session that started this one")
+	cmd.Flags().IntVar(&f.reportFD, "daemon-report-fd", 0, "with --daemon-pipe: the descriptor on which to tell the daemon the thread's id")
 	_ = cmd.Flags().MarkHidden("daemon-pipe")
+	_ = cmd.Flags().MarkHidden("daemon-report-fd")
 	_ = cmd.Flags().MarkHidden("started-by")
 	cmd.Flags().BoolP("help", "h", false, "help for codex")
 	return cmd

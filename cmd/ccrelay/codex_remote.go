@@ -76,6 +76,13 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	runDir := slot.Path
 	version, warning := checkCodexVersion(ctx, f.codex, log, os.Stderr)
 
+	report, err := openDaemonReport(f)
+	if err != nil {
+		return err
+	}
+	if report != nil {
+		defer report.Close()
+	}
 	var daemonIn *bufio.Reader
 	var fromDaemon daemonStart
 	if f.daemonPipe {
@@ -147,6 +154,13 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 		OnThread: func(id string) {
 			started = true
 			threads <- id
+			if report != nil {
+				// The daemon knows the session by the id its start named:
+				// it learns the thread's, which Codex chose.
+				if err := reportThread(report, id); err != nil {
+					log.Warn("could not tell the daemon the thread's id", "thread", id, "err", err)
+				}
+			}
 			fmt.Fprintf(os.Stderr, "ccrelay: Codex thread %s is a session in the app (%s); its prompts come from there\n", id, f.relay)
 			if fromDaemon.Prompt != "" {
 				go func() {

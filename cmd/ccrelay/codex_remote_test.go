@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/codextest"
 	"github.com/ccrelay/ccrelay/internal/fakeresponses"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -133,5 +137,65 @@ func TestCodexRemoteModel(t *testing.T) {
 		if got != tc.model || (err != nil) != tc.bad {
 			t.Errorf("%q: %q %v", tc.args, got, err)
 		}
+	}
+}
+
+// A Codex session the daemon starts tells it the id Codex gave its new
+// thread, on the pipe --daemon-report-fd names, once, as a JSON line: the
+// real Codex 0.169.0 offline, started as the daemon starts it (the first
+// line on its stdin, the target as --session). Codex's app-server does
+// not hold the pipe: it reads to its end once ccrelay has reported.
+func TestRealCodexReportsThread(t *testing.T) {
+	e := codextest.New(t)
+	data := t.TempDir()
+	srv, base, token := startServe(t, data)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	target := claude.NewSessionID()
+	reports, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reports.Close()
+	cmd := exec.Command(binary, "codex", "--remote", "--codex", e.Codex, "--state", t.TempDir(), "--relay", base, "--relay-token", token,
+		"--daemon-pipe", "--session", target, "--started-by", claude.NewSessionID(), "--daemon-report-fd", "3")
+	cmd.Dir, cmd.Env = e.Project, e.Environ()
+	cmd.ExtraFiles = []*os.File{w}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr testutil.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Process.Kill()
+	stdin.Write([]byte(`{"machine":"box"}` + "\n"))
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(reports) // to its end: every holder closed it
+		got <- b
+	}()
+	var report []byte
+	select {
+	case report = <-got:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no report, or the pipe held open; stderr: %s", stderr.String())
+	}
+	var m struct{ Thread string }
+	if err := json.Unmarshal(report, &m); err != nil || !protocol.IsSessionID(m.Thread) || m.Thread == target || bytes.Count(report, []byte("\n")) != 1 {
+		t.Fatalf("report %q (%v); stderr: %s", report, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "Codex thread "+m.Thread) {
+		t.Errorf("the thread reported is not the session's: %s", stderr.String())
+	}
+	stdin.Close() // the daemon is gone: the session ends
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("ccrelay codex --remote did not end with its daemon; stderr: %s", stderr.String())
 	}
 }

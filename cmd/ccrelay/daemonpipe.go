@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -158,4 +159,32 @@ func (a *appLink) first(ctx context.Context, text string) {
 	case a.cmds <- cmd:
 	case <-ctx.Done():
 	}
+}
+
+// openDaemonReport opens the daemon's report pipe (--daemon-report-fd),
+// nil without one. It is closed on exec: Codex's app-server, started
+// after it, does not hold it open.
+func openDaemonReport(f *codexFlags) (*os.File, error) {
+	if f.reportFD == 0 {
+		return nil, nil
+	}
+	if !f.daemonPipe || f.reportFD < 3 {
+		return nil, fmt.Errorf("--daemon-report-fd %d: a descriptor past the standard three, with --daemon-pipe", f.reportFD)
+	}
+	w := os.NewFile(uintptr(f.reportFD), "daemon-report")
+	if w == nil {
+		return nil, fmt.Errorf("--daemon-report-fd %d is no open descriptor", f.reportFD)
+	}
+	closeOnExec(w)
+	return w, nil
+}
+
+// reportThread tells the daemon the id of the session's thread (one JSON
+// line), then closes the pipe: the session reports once.
+func reportThread(w *os.File, thread string) error {
+	b, _ := json.Marshal(struct {
+		Thread string `json:"thread"`
+	}{thread})
+	_, err := w.Write(append(b, '\n'))
+	return errors.Join(err, w.Close())
 }
