@@ -201,7 +201,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 // for their caught-up would otherwise start as many as it sends. One over
 // the bound is answered with the error code busy (with its ref, session,
 // after and before) and not acted on; the app sends it again once one of
-// its reads has ended. The bundled app has at most two under way.
+// its reads has ended; the bundled app does so after a backoff (conn.js).
 const MaxHistoryReads = 4
 
 // historyStarts is called as each read of history starts (tests hold

@@ -4,7 +4,7 @@
 // localStorage and removed from the address bar.
 
 import { fill, h, icon, prose } from './dom.js';
-import { Connection, newID, parseTiming } from './conn.js';
+import { BUSY_TRIES, Connection, busyDelay, newID, parseTiming } from './conn.js';
 import { forgetSession, keepOnly, loadList, loadSession, saveEarlier, saveItems, saveList } from './offline.js';
 import { keepCredential, keepPaired, openNotifications, pushDevice, registerWorker } from './notify.js';
 import { BadEnvelope, SessionModel } from './model.js';
@@ -917,12 +917,21 @@ function sessionPage(id) {
     };
     // Only up to the end shown (a relay that does not know before sends
     // more, which is left unread).
-    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0, before: until + 1 }));
+    const ask = () => ws.send(JSON.stringify({ v: 1, type: 'subscribe', session: id, after: 0, before: until + 1 }));
+    ws.onopen = ask;
+    let busyTries = 0;
     ws.onmessage = (e) => {
       if (finished || left) return;
       let f;
       try { f = JSON.parse(e.data); } catch { return; } // said by the main connection
       if (!f || typeof f !== 'object') return;
+      // The relay has too many reads under way: asked again after a
+      // backoff, on a fresh socket after BUSY_TRIES (onclose).
+      if (f.type === 'error' && f.code === 'busy') {
+        if (++busyTries > BUSY_TRIES) ws.close();
+        else setTimeout(() => { if (!finished && !left && ws.readyState === WebSocket.OPEN) ask(); }, busyDelay(busyTries - 1, app.conn.timing));
+        return;
+      }
       e2e.prepareFrame(f);
       earlierInbox = earlierInbox.then(() => e2e.openFrame(f, chain)).then((g) => {
         if (finished || left || !g) return;

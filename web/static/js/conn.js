@@ -19,6 +19,21 @@ export const STUCK_TRIES = 3;
 export const BLOB_TIMEOUT_MS = 30000;
 // "Right after": within this many milliseconds of subscribing.
 export const STUCK_WINDOW_MS = 3000;
+// A subscribe the relay answers busy (too many reads of history under way
+// on the connection) is sent again after a backoff (busyDelay); after this
+// many busy answers in a row the connection is replaced by a fresh one,
+// which has no reads under way.
+export const BUSY_TRIES = 6;
+
+/**
+ * busyDelay is how long to wait before sending again a subscribe answered
+ * busy for the tries-th time in a row (from 0): timing.backoffMin, doubling
+ * to at most timing.backoffMax, jittered between half and all of it.
+ */
+export function busyDelay(tries, timing = TIMING) {
+  const base = Math.min(timing.backoffMax, timing.backoffMin * 2 ** Math.min(tries, 16));
+  return base / 2 + Math.random() * base / 2;
+}
 
 // Timing of the link, in milliseconds. The defaults are what users get
 // (docs/protocol.md, "Liveness and status"); a test may
@@ -128,6 +143,9 @@ export class Connection extends EventTarget {
     this.stopped = false;
     this.stuck = 0; // connections in a row that died right after subscribing
     this.sent = null; // {ws, session, after, at}: a subscribe sent, until its first frame
+    this.busyTimer = null; // the subscribe sent again after a busy answer
+    this.busyTries = 0; // busy answers in a row to the subscription's subscribe
+    this.busyAnswers = 0; // busy answers, ever (for people and tests)
     this.onOnline = () => this.reconnectNow(false);
     this.onOffline = () => { if (this.state !== 'open') this.setState('offline'); };
     this.onNetwork = () => this.reconnectNow(true);
@@ -187,8 +205,10 @@ export class Connection extends EventTarget {
       if (!f || typeof f !== 'object' || Array.isArray(f) || typeof f.type !== 'string') { this.bad('a frame without a type', e.data); return; }
       if (f.v !== V) { this.bad('a frame of protocol version ' + String(f.v).slice(0, 10), e.data); return; }
       if (f.type === 'heartbeat') return;
+      if (f.type === 'error' && f.code === 'busy') { this.busy(ws, f); return; }
       if ((f.type === 'blob' || f.type === 'error') && typeof f.ref === 'string' && this.blobs.has(f.ref)) { this.blobAnswer(f); return; }
       if (this.sent && this.sent.ws === ws && f.session === this.sent.session) { this.sent = null; this.stuck = 0; }
+      if (f.session && f.session === this.subscription?.session && f.type !== 'error') this.busyTries = 0;
       if (f.type === 'command-status' && f.command && (f.status === 'done' || f.status === 'rejected')) this.pending.delete(f.command.id);
       // Refused by the relay (a plaintext command to a sealed session): never resent.
       if (f.type === 'error' && f.code === 'not-sealed' && f.command) this.pending.delete(f.command.id);
@@ -227,6 +247,9 @@ export class Connection extends EventTarget {
     const w = this.ws;
     this.ws = null;
     this.sent = null;
+    clearTimeout(this.busyTimer);
+    this.busyTimer = null;
+    this.busyTries = 0;
     this.unwatch();
     if (w) w.close();
   }
@@ -440,6 +463,9 @@ export class Connection extends EventTarget {
   subscribe(session, after) {
     const had = this.subscription;
     this.stuck = 0;
+    clearTimeout(this.busyTimer);
+    this.busyTimer = null;
+    this.busyTries = 0;
     this.subscription = session ? { session, after } : null;
     if (had && had.session !== session && this.ws) {
       this.drop();
@@ -453,6 +479,31 @@ export class Connection extends EventTarget {
     const { session, after } = this.subscription;
     const a = after();
     if (this.send({ type: 'subscribe', session, after: a })) this.sent = { ws: this.ws, session, after: a, at: Date.now() };
+  }
+
+  /**
+   * busy takes the relay's busy answer to a subscribe (too many reads of
+   * history under way on this connection): nothing the reader needs to
+   * see. The subscription's subscribe is sent again after a bounded
+   * backoff, from where the caller is by then; after BUSY_TRIES answers in
+   * a row the connection is replaced (a fresh one has no reads under way).
+   * A busy answer to a subscribe of another session (one left since) is
+   * dropped.
+   */
+  busy(ws, f) {
+    this.busyAnswers++;
+    const sub = this.subscription;
+    if (!sub || f.session !== sub.session || f.before > 0 || this.busyTimer) return;
+    if (++this.busyTries > BUSY_TRIES) {
+      this.busyTries = 0;
+      this.drop();
+      this.connect();
+      return;
+    }
+    this.busyTimer = setTimeout(() => {
+      this.busyTimer = null;
+      if (this.ws === ws && this.subscription === sub) this.sendSubscribe();
+    }, busyDelay(this.busyTries - 1, this.timing));
   }
 
   /**
@@ -497,6 +548,7 @@ export class Connection extends EventTarget {
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.busyTimer);
     clearTimeout(this.hiddenTimer);
     this.unwatch();
     removeEventListener('online', this.onOnline);
