@@ -247,230 +247,6 @@ func tornTail(line []byte) []byte {
 	return nil
 }
 
-func parse(line []byte) (*Record, error) {
-	typ, err := PeekType(line)
-	if err != nil {
-		return nil, err
-	}
-	r := &Record{Type: typ, Raw: line}
-	if !IsConversationType(typ) {
-		return r, nil
-	}
-	var (
-		parentAlt, sessionAlt, agentAlt, toolUseAlt string
-		toolUseResultAlt                            []byte
-		retry                                       APIRetry
-		compact                                     []byte
-		apiErrorFlag, errorString                   bool
-		version                                     string
-	)
-	err = eachKey(line, func(k, v []byte) error {
-		switch string(k) {
-		case "subtype":
-			r.Subtype = jsonStr(v)
-		case "uuid":
-			r.UUID = jsonStr(v)
-		case "parentUuid":
-			r.ParentUUID = jsonStr(v)
-		case "parentUUID":
-			parentAlt = jsonStr(v)
-		case "sessionId":
-			r.SessionID = jsonStr(v)
-		case "session_id":
-			sessionAlt = jsonStr(v)
-		case "agentId":
-			r.AgentID = jsonStr(v)
-		case "agent_id":
-			agentAlt = jsonStr(v)
-		case "parent_tool_use_id":
-			r.ParentToolUseID = jsonStr(v)
-		case "parentToolUseId":
-			toolUseAlt = jsonStr(v)
-		case "timestamp":
-			r.Timestamp = parseTime(v)
-		case "isSidechain":
-			r.IsSidechain = string(v) == "true"
-		case "isMeta", "isSynthetic":
-			r.IsMeta = r.IsMeta || truthy(v)
-		case "isCompactSummary":
-			r.IsCompactSummary = truthy(v)
-		case "isApiErrorMessage", "is_api_error_message":
-			apiErrorFlag = true
-			r.IsAPIError = r.IsAPIError || truthy(v)
-		case "apiErrorStatus", "api_error_status", "error_status":
-			r.APIErrorStatus = jsonInt(v)
-		case "version":
-			version = jsonStr(v)
-		case "retryAttempt", "attempt":
-			retry.Attempt = jsonInt(v)
-		case "maxRetries", "max_retries":
-			retry.MaxRetries = jsonInt(v)
-		case "retryInMs", "retry_delay_ms":
-			retry.RetryInMs = jsonInt(v)
-		case "error":
-			errorString = len(v) > 2 && v[0] == '"'
-			if typ == TypeSystem && len(v) > 0 && v[0] == '{' {
-				_ = eachKey(v, func(k, v []byte) error {
-					if string(k) == "status" {
-						retry.Status = jsonInt(v)
-					}
-					return nil
-				})
-			}
-		case "compactMetadata", "compact_metadata":
-			compact = v
-		case "origin":
-			if len(v) > 0 && v[0] == '{' {
-				_ = eachKey(v, func(k, v []byte) error {
-					if string(k) == "kind" {
-						r.OriginKind = jsonStr(v)
-					}
-					return nil
-				})
-			}
-		case "message":
-			if len(v) > 0 && v[0] == '{' {
-				r.Message = parseMessage(v)
-			}
-		case "toolUseResult":
-			r.ToolUseResult = v
-		case "tool_use_result":
-			toolUseResultAlt = v
-		case "summary":
-			r.Summary = jsonStr(v)
-		case "leafUuid":
-			r.LeafUUID = jsonStr(v)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("decode %s record: %w", typ, err)
-	}
-	if r.ParentUUID == "" {
-		r.ParentUUID = parentAlt
-	}
-	if r.SessionID == "" {
-		r.SessionID = sessionAlt
-	}
-	if r.AgentID == "" {
-		r.AgentID = agentAlt
-	}
-	if r.ParentToolUseID == "" {
-		r.ParentToolUseID = toolUseAlt
-	}
-	if r.ToolUseResult == nil {
-		r.ToolUseResult = toolUseResultAlt
-	}
-	if typ == TypeAssistant && !apiErrorFlag && errorString && r.Message != nil && r.Message.Model == SyntheticModel {
-		// Older versions (2.1.197) print the API error message on
-		// stream-json without is_api_error_message, with error set.
-		r.IsAPIError = true
-	}
-	if typ == TypeSystem {
-		switch r.Subtype {
-		case SubtypeAPIError, SubtypeAPIRetry:
-			if retry.Status == 0 {
-				retry.Status = r.APIErrorStatus
-			}
-			if retry.Attempt > 0 {
-				retry.Late = r.Subtype == SubtypeAPIError && RetriesWrittenLate(version)
-				r.Retry = &retry
-			}
-		case SubtypeCompactBoundary:
-			r.Compact = parseCompact(compact)
-		}
-	}
-	return r, nil
-}
-
-func parseMessage(v []byte) *Message {
-	m := &Message{}
-	err := eachKey(v, func(k, v []byte) error {
-		switch string(k) {
-		case "id":
-			m.ID = jsonStr(v)
-		case "role":
-			m.Role = jsonStr(v)
-		case "model":
-			m.Model = jsonStr(v)
-		case "content":
-			m.Content = parseContent(v)
-		case "usage":
-			if len(v) > 0 && v[0] == '{' {
-				m.Usage = v
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil
-	}
-	return m
-}
-
-func parseContent(raw []byte) Content {
-	c := Content{Raw: raw}
-	if len(raw) == 0 {
-		return c
-	}
-	switch raw[0] {
-	case '"':
-		if s, ok := unquote(raw); ok {
-			c.Present, c.IsString, c.String = true, true, s
-		}
-	case '[':
-		c.Present = true
-		c.Blocks = make([]Block, 0, 2)
-		if eachElem(raw, func(it []byte) error {
-			c.Blocks = append(c.Blocks, parseBlock(it))
-			return nil
-		}) != nil {
-			c.Present, c.Blocks = false, nil
-		}
-	}
-	return c
-}
-
-func parseBlock(it []byte) Block {
-	if len(it) == 0 || it[0] != '{' {
-		return Block{Type: "invalid"}
-	}
-	var b Block
-	err := eachKey(it, func(k, v []byte) error {
-		switch string(k) {
-		case "type":
-			b.Type = jsonStr(v)
-		case "text":
-			if s, ok := unquote(v); ok {
-				b.Text = &s
-			}
-		case "thinking":
-			if s, ok := unquote(v); ok {
-				b.Thinking = &s
-			}
-		case "id":
-			b.ID = jsonStr(v)
-		case "name":
-			b.Name = jsonStr(v)
-		case "input":
-			b.Input = v
-		case "tool_use_id":
-			b.ToolUseID = jsonStr(v)
-		case "content":
-			b.Content = v
-		case "is_error":
-			b.IsError = string(v) == "true"
-		case "source":
-			b.Source = parseSource(v)
-		}
-		return nil
-	})
-	if err != nil {
-		return Block{Type: "invalid"}
-	}
-	return b
-}
-
 // parseSource reads an image block's source; nil if it is not an object.
 func parseSource(v []byte) *ImageSource {
 	if len(v) == 0 || v[0] != '{' {
@@ -563,6 +339,9 @@ func parseTime(v []byte) int64 {
 		return 0
 	}
 	if v[0] == '"' {
+		if ms, ok := utcMillis(v); ok {
+			return ms
+		}
 		s, ok := unquote(v)
 		if !ok {
 			return 0
@@ -579,6 +358,52 @@ func parseTime(v []byte) int64 {
 	return 0
 }
 
+// utcMillis reads the time Claude writes, "2006-01-02T15:04:05.000Z" (a
+// JSON string, the fraction of 1 to 9 digits or none), without making a
+// string of it; ok is false for anything else, which time.Parse reads.
+// What it reads, time.Parse(time.RFC3339Nano) reads the same.
+func utcMillis(v []byte) (int64, bool) {
+	if len(v) < 22 || v[0] != '"' || v[len(v)-1] != '"' || v[len(v)-2] != 'Z' {
+		return 0, false
+	}
+	s := v[1 : len(v)-2]
+	if s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	num := func(b []byte) int {
+		n := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	year, month, day := num(s[0:4]), num(s[5:7]), num(s[8:10])
+	hour, minute, sec := num(s[11:13]), num(s[14:16]), num(s[17:19])
+	if year < 0 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 ||
+		minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return 0, false
+	}
+	if day > time.Date(year, time.Month(month)+1, 0, 0, 0, 0, 0, time.UTC).Day() {
+		return 0, false
+	}
+	nsec := 0
+	if frac := s[19:]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return 0, false
+		}
+		if nsec = num(frac[1:]); nsec < 0 {
+			return 0, false
+		}
+		for range 10 - len(frac) {
+			nsec *= 10
+		}
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC).UnixMilli(), true
+}
+
 // PeekType returns the value of the top-level "type" key of a JSON object
 // line without decoding anything else. It reports an error for lines that
 // are not a complete JSON object. A missing or non-string type yields "".
@@ -588,7 +413,7 @@ func PeekType(line []byte) (string, error) {
 		return "", errors.New("empty line")
 	}
 	if t[0] != '{' {
-		if json.Valid(line) {
+		if jsonscan.Valid(line) {
 			return "", ErrNotObject
 		}
 		return "", errors.New("invalid JSON")

@@ -104,7 +104,7 @@ func (fr *fileReader) advance() error {
 		}
 		// The line buffer is reused: non-conversation records (most of the
 		// bytes, D14) are recognised by their type alone and keep no copy.
-		rec, err := parseLine(line)
+		rec, err := claude.ParseLine(line)
 		if err != nil {
 			reason := err.Error()
 			if !complete {
@@ -125,17 +125,6 @@ func (fr *fileReader) advance() error {
 		return nil
 	}
 	return nil
-}
-
-func parseLine(line []byte) (*claude.Record, error) {
-	typ, err := claude.PeekType(line)
-	if err != nil {
-		return nil, err
-	}
-	if !claude.IsConversationType(typ) {
-		return &claude.Record{Type: typ}, nil
-	}
-	return claude.Parse(bytes.Clone(line))
 }
 
 // ts orders records of a file: records without a timestamp sort with the

@@ -1,0 +1,575 @@
+package claude
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/ccrelay/ccrelay/internal/jsonscan"
+)
+
+// ParseLine reads one transcript line as a replay needs it, in one pass
+// over its bytes: a record that is not conversation comes back with its
+// Type alone (D14) and keeps nothing of line; a conversation record is
+// parsed from a copy of line (Raw), so line may be reused. It gives what
+// PeekType followed, for conversation records, by Parse of a copy gives,
+// errors included.
+func ParseLine(line []byte) (*Record, error) {
+	r, err := parseRecord(line, true)
+	if err != nil && r != nil {
+		// A conversation record that did not parse: r holds its copy.
+		if rest := tornTail(r.Raw); rest != nil {
+			if r2, err2 := parse(rest); err2 == nil && IsConversationType(r2.Type) {
+				return r2, nil
+			}
+		}
+		return nil, err
+	}
+	return r, err
+}
+
+// parse decodes one line (see Parse), which the record keeps.
+func parse(line []byte) (*Record, error) {
+	r, err := parseRecord(line, false)
+	if err != nil {
+		return nil, err
+	}
+	if !IsConversationType(r.Type) {
+		r.Raw = line
+	}
+	return r, nil
+}
+
+// pending is a member of the record met before its type: its key and where
+// its value starts.
+type pending struct {
+	key []byte
+	vs  int
+}
+
+// parseRecord walks the members of the record's object once. Until the
+// type is known it only notes where the values are; a type that is not
+// conversation ends the walk (the line is only checked to end like an
+// object, as PeekType does). With copyLine, a conversation record is parsed
+// from a copy of line made at its type. On an error after a conversation
+// type it returns the record so far (its Raw the line or its copy) with
+// the error, for the torn-line check.
+func parseRecord(line []byte, copyLine bool) (*Record, error) {
+	line = bytes.TrimRight(line, "\r\n")
+	t := bytes.TrimLeft(line, " \t\r\n")
+	if len(t) == 0 {
+		return nil, errors.New("empty line")
+	}
+	if t[0] != '{' {
+		if jsonscan.Valid(line) {
+			return nil, ErrNotObject
+		}
+		return nil, errors.New("invalid JSON")
+	}
+	p := peeker{b: line, i: len(line) - len(t) + 1}
+	var (
+		before [16]pending
+		early  = before[:0]
+		rp     recordParser
+		r      *Record
+	)
+	for first := true; ; {
+		more, err := p.more('}', &first)
+		if err == nil && more {
+			var k []byte
+			if k, err = p.key(); err == nil {
+				switch {
+				case r != nil:
+					err = rp.member(k, &p)
+				case string(k) == "type":
+					var v []byte
+					if v, err = p.value(false); err != nil {
+						return nil, err
+					}
+					typ := recordType(v)
+					// The type is known: the rest of the line is only
+					// checked to end like an object, so a truncated line is
+					// still reported.
+					if !bytes.HasSuffix(bytes.TrimRight(t, " \t\r\n"), []byte("}")) {
+						return nil, errTruncated
+					}
+					if !IsConversationType(typ) {
+						return &Record{Type: typ}, nil
+					}
+					if copyLine {
+						p.b = bytes.Clone(line)
+					}
+					r = &Record{Type: typ, Raw: p.b}
+					rp.r = r
+					for _, e := range early {
+						sub := peeker{b: p.b, i: e.vs}
+						if err = rp.member(e.key, &sub); err != nil {
+							break
+						}
+					}
+				default:
+					vs := p.i
+					if _, err = p.value(false); err == nil {
+						early = append(early, pending{k, vs})
+					}
+				}
+			}
+		}
+		if err != nil {
+			if r == nil {
+				return nil, err
+			}
+			return r, fmt.Errorf("decode %s record: %w", r.Type, err)
+		}
+		if !more {
+			break
+		}
+	}
+	if r == nil {
+		// No type: not a conversation record.
+		return &Record{}, nil
+	}
+	rp.finish()
+	return r, nil
+}
+
+// recordType is the type of a record, the string constants for the
+// frequent ones.
+func recordType(v []byte) string {
+	switch string(v) {
+	case `"user"`:
+		return TypeUser
+	case `"assistant"`:
+		return TypeAssistant
+	case `"system"`:
+		return TypeSystem
+	case `"summary"`:
+		return TypeSummary
+	case `"progress"`:
+		return "progress"
+	case `"attachment"`:
+		return "attachment"
+	case `"file-history-snapshot"`:
+		return "file-history-snapshot"
+	case `"queue-operation"`:
+		return "queue-operation"
+	}
+	return jsonStr(v)
+}
+
+// recordParser reads the members of a conversation record.
+type recordParser struct {
+	r                                           *Record
+	parentAlt, sessionAlt, agentAlt, toolUseAlt string
+	toolUseResultAlt                            []byte
+	retry                                       APIRetry
+	compact                                     []byte
+	apiErrorFlag, errorString                   bool
+	version                                     []byte // decoded only when used
+}
+
+// member reads the member k, whose value is at p.i, and moves p past it.
+func (rp *recordParser) member(k []byte, p *peeker) error {
+	r := rp.r
+	if string(k) == "message" {
+		if p.i < len(p.b) && p.b[p.i] == '{' {
+			m, err := messageAt(p, false)
+			if err != nil {
+				return err
+			}
+			r.Message = m
+			return nil
+		}
+		_, err := p.value(false)
+		return err
+	}
+	v, err := p.value(false)
+	if err != nil {
+		return err
+	}
+	switch string(k) {
+	case "subtype":
+		r.Subtype = jsonStr(v)
+	case "uuid":
+		r.UUID = jsonStr(v)
+	case "parentUuid":
+		r.ParentUUID = jsonStr(v)
+	case "parentUUID":
+		rp.parentAlt = jsonStr(v)
+	case "sessionId":
+		r.SessionID = jsonStr(v)
+	case "session_id":
+		rp.sessionAlt = jsonStr(v)
+	case "agentId":
+		r.AgentID = jsonStr(v)
+	case "agent_id":
+		rp.agentAlt = jsonStr(v)
+	case "parent_tool_use_id":
+		r.ParentToolUseID = jsonStr(v)
+	case "parentToolUseId":
+		rp.toolUseAlt = jsonStr(v)
+	case "timestamp":
+		r.Timestamp = parseTime(v)
+	case "isSidechain":
+		r.IsSidechain = string(v) == "true"
+	case "isMeta", "isSynthetic":
+		r.IsMeta = r.IsMeta || truthy(v)
+	case "isCompactSummary":
+		r.IsCompactSummary = truthy(v)
+	case "isApiErrorMessage", "is_api_error_message":
+		rp.apiErrorFlag = true
+		r.IsAPIError = r.IsAPIError || truthy(v)
+	case "apiErrorStatus", "api_error_status", "error_status":
+		r.APIErrorStatus = jsonInt(v)
+	case "version":
+		rp.version = v
+	case "retryAttempt", "attempt":
+		rp.retry.Attempt = jsonInt(v)
+	case "maxRetries", "max_retries":
+		rp.retry.MaxRetries = jsonInt(v)
+	case "retryInMs", "retry_delay_ms":
+		rp.retry.RetryInMs = jsonInt(v)
+	case "error":
+		rp.errorString = len(v) > 2 && v[0] == '"'
+		if r.Type == TypeSystem && len(v) > 0 && v[0] == '{' {
+			_ = eachKey(v, func(k, v []byte) error {
+				if string(k) == "status" {
+					rp.retry.Status = jsonInt(v)
+				}
+				return nil
+			})
+		}
+	case "compactMetadata", "compact_metadata":
+		rp.compact = v
+	case "origin":
+		if len(v) > 0 && v[0] == '{' {
+			_ = eachKey(v, func(k, v []byte) error {
+				if string(k) == "kind" {
+					r.OriginKind = jsonStr(v)
+				}
+				return nil
+			})
+		}
+	case "toolUseResult":
+		r.ToolUseResult = v
+	case "tool_use_result":
+		rp.toolUseResultAlt = v
+	case "summary":
+		r.Summary = jsonStr(v)
+	case "leafUuid":
+		r.LeafUUID = jsonStr(v)
+	}
+	return nil
+}
+
+// finish settles what depends on several members.
+func (rp *recordParser) finish() {
+	r := rp.r
+	if r.ParentUUID == "" {
+		r.ParentUUID = rp.parentAlt
+	}
+	if r.SessionID == "" {
+		r.SessionID = rp.sessionAlt
+	}
+	if r.AgentID == "" {
+		r.AgentID = rp.agentAlt
+	}
+	if r.ParentToolUseID == "" {
+		r.ParentToolUseID = rp.toolUseAlt
+	}
+	if r.ToolUseResult == nil {
+		r.ToolUseResult = rp.toolUseResultAlt
+	}
+	if r.Type == TypeAssistant && !rp.apiErrorFlag && rp.errorString && r.Message != nil && r.Message.Model == SyntheticModel {
+		// Older versions (2.1.197) print the API error message on
+		// stream-json without is_api_error_message, with error set.
+		r.IsAPIError = true
+	}
+	if r.Type == TypeSystem {
+		switch r.Subtype {
+		case SubtypeAPIError, SubtypeAPIRetry:
+			retry := rp.retry
+			if retry.Status == 0 {
+				retry.Status = r.APIErrorStatus
+			}
+			if retry.Attempt > 0 {
+				retry.Late = r.Subtype == SubtypeAPIError && RetriesWrittenLate(jsonStr(rp.version))
+				r.Retry = &retry
+			}
+		case SubtypeCompactBoundary:
+			r.Compact = parseCompact(rp.compact)
+		}
+	}
+}
+
+// The values inside a record (its message, the message's content, the
+// content's blocks) are read where they are, in the walk of the record
+// (strict), and only where that fails as the bytes of the value alone,
+// which the walk of the value around them skipped as a whole. The two
+// agree: a skip ends where a strict walk does, since both find strings
+// and brackets alike, and a strict walk refuses a bare token holding a
+// quote or a bracket, which a walk takes for a token but a skip counts.
+
+// errLooseToken is a bare token with a quote or bracket in a strict walk.
+var errLooseToken = errors.New("invalid JSON: unexpected character in a literal")
+
+// messageAt reads the message object at p.i; strict is the walk p is in.
+// It fails only where the value cannot be skipped.
+func messageAt(p *peeker, strict bool) (*Message, error) {
+	vs := p.i
+	if m, err := walkMessage(p, true); err == nil {
+		return m, nil
+	}
+	p.i = vs
+	v, err := p.value(strict)
+	if err != nil {
+		return nil, err
+	}
+	if v[0] != '{' {
+		return nil, nil
+	}
+	m, err := walkMessage(&peeker{b: v}, false)
+	if err != nil {
+		return nil, nil
+	}
+	return m, nil
+}
+
+func walkMessage(p *peeker, strict bool) (*Message, error) {
+	if err := p.enter('{'); err != nil {
+		return nil, err
+	}
+	m := &Message{}
+	for first := true; ; {
+		more, err := p.more('}', &first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return m, nil
+		}
+		k, err := p.key()
+		if err != nil {
+			return nil, err
+		}
+		if string(k) == "content" {
+			if m.Content, err = contentAt(p, strict); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := p.value(strict)
+		if err != nil {
+			return nil, err
+		}
+		switch string(k) {
+		case "id":
+			m.ID = jsonStr(v)
+		case "role":
+			m.Role = role(v)
+		case "model":
+			m.Model = jsonStr(v)
+		case "usage":
+			if v[0] == '{' {
+				m.Usage = v
+			}
+		}
+	}
+}
+
+func role(v []byte) string {
+	switch string(v) {
+	case `"user"`:
+		return "user"
+	case `"assistant"`:
+		return "assistant"
+	}
+	return jsonStr(v)
+}
+
+// contentAt reads a message's content at p.i.
+func contentAt(p *peeker, strict bool) (Content, error) {
+	vs := p.i
+	if p.i < len(p.b) && p.b[p.i] == '[' {
+		if blocks, err := walkBlocks(p, true); err == nil {
+			return Content{Raw: p.b[vs:p.i], Present: true, Blocks: blocks}, nil
+		}
+		p.i = vs
+	}
+	v, err := p.value(strict)
+	if err != nil {
+		return Content{}, err
+	}
+	c := Content{Raw: v}
+	switch v[0] {
+	case '"':
+		if s, ok := unquote(v); ok {
+			c.Present, c.IsString, c.String = true, true, s
+		}
+	case '[':
+		if blocks, err := walkBlocks(&peeker{b: v}, false); err == nil {
+			c.Present, c.Blocks = true, blocks
+		}
+	}
+	return c, nil
+}
+
+func walkBlocks(p *peeker, strict bool) ([]Block, error) {
+	if err := p.enter('['); err != nil {
+		return nil, err
+	}
+	blocks := make([]Block, 0, 2)
+	for first := true; ; {
+		more, err := p.more(']', &first)
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			return blocks, nil
+		}
+		b, err := blockAt(p, strict)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, b)
+	}
+}
+
+// blockAt reads the content block at p.i.
+func blockAt(p *peeker, strict bool) (Block, error) {
+	vs := p.i
+	if p.i < len(p.b) && p.b[p.i] == '{' {
+		var b Block
+		if walkBlock(p, &b, true) == nil {
+			return b, nil
+		}
+		p.i = vs
+	}
+	v, err := p.value(strict)
+	if err != nil {
+		return Block{}, err
+	}
+	var b Block
+	if v[0] != '{' || walkBlock(&peeker{b: v}, &b, false) != nil {
+		return Block{Type: "invalid"}, nil
+	}
+	return b, nil
+}
+
+func walkBlock(p *peeker, b *Block, strict bool) error {
+	if err := p.enter('{'); err != nil {
+		return err
+	}
+	for first := true; ; {
+		more, err := p.more('}', &first)
+		if err != nil || !more {
+			return err
+		}
+		k, err := p.key()
+		if err != nil {
+			return err
+		}
+		v, err := p.value(strict)
+		if err != nil {
+			return err
+		}
+		switch string(k) {
+		case "type":
+			b.Type = blockType(v)
+		case "text":
+			if s, ok := unquote(v); ok {
+				b.Text = &s
+			}
+		case "thinking":
+			if s, ok := unquote(v); ok {
+				b.Thinking = &s
+			}
+		case "id":
+			b.ID = jsonStr(v)
+		case "name":
+			b.Name = jsonStr(v)
+		case "input":
+			b.Input = v
+		case "tool_use_id":
+			b.ToolUseID = jsonStr(v)
+		case "content":
+			b.Content = v
+		case "is_error":
+			b.IsError = string(v) == "true"
+		case "source":
+			b.Source = parseSource(v)
+		}
+	}
+}
+
+// blockType is a block's type, the string constants for the usual ones.
+func blockType(v []byte) string {
+	switch string(v) {
+	case `"text"`:
+		return "text"
+	case `"tool_use"`:
+		return "tool_use"
+	case `"tool_result"`:
+		return "tool_result"
+	case `"thinking"`:
+		return "thinking"
+	case `"image"`:
+		return "image"
+	}
+	return jsonStr(v)
+}
+
+// enter consumes the opening bracket of the value at p.i.
+func (p *peeker) enter(open byte) error {
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != open {
+		return fmt.Errorf("invalid JSON: expected %q", open)
+	}
+	p.i++
+	return nil
+}
+
+// more moves to the next member of the object or array walked, after the
+// comma before it; at the closing bracket it consumes it and reports false.
+func (p *peeker) more(close byte, first *bool) (bool, error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, errTruncated
+	}
+	if p.b[p.i] == close {
+		p.i++
+		return false, nil
+	}
+	if !*first {
+		if p.b[p.i] != ',' {
+			return false, fmt.Errorf("invalid JSON: expected ',' or %q", close)
+		}
+		p.i++
+		p.ws()
+	}
+	*first = false
+	return true, nil
+}
+
+// value consumes the value at p.i and returns its bytes; strict refuses a
+// bare token with a quote or a bracket in it.
+func (p *peeker) value(strict bool) ([]byte, error) {
+	vs := p.i
+	if err := p.skipValue(); err != nil {
+		return nil, err
+	}
+	if p.i == vs {
+		return nil, errors.New("invalid JSON: unexpected character")
+	}
+	v := p.b[vs:p.i]
+	if strict {
+		switch v[0] {
+		case '"', '{', '[':
+		default:
+			if bytes.ContainsAny(v, `"{[`) {
+				return nil, errLooseToken
+			}
+		}
+	}
+	return v, nil
+}
