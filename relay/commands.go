@@ -83,6 +83,12 @@ func (s *Server) setOwner(ctx context.Context, session string, cli *peer) bool {
 	s.peersMu.Unlock()
 	if prev != cli {
 		s.present(ctx, session, true) // other relays route its commands here
+		if s.store != nil {
+			// The next start marks it if the relay stops while it is held.
+			if err := s.store.markHeld(ctx, session, cli.owner); err != nil && ctx.Err() == nil {
+				s.log.Warn("could not record that a CLI holds a session", "session", session, "err", err)
+			}
+		}
 	}
 	return prev != cli
 }

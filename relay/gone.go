@@ -86,6 +86,13 @@ func (s *Server) cliGone(owner string, sessions []string, stopped bool) {
 	if g.ctx.Err() != nil {
 		return
 	}
+	if stopped {
+		// Said in the store too: a relay that stops before the mark is
+		// made leaves it to the next one (sweepGone).
+		if err := s.store.markStopped(g.ctx, sessions); err != nil && g.ctx.Err() == nil {
+			s.log.Warn("could not record that a CLI stopped", "err", err)
+		}
+	}
 	due := time.Now().Add(s.Limits.withDefaults().CLIGoneAfter)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -151,10 +158,15 @@ func (s *Server) watchGone() {
 	}
 }
 
-// sweepGone, once the relay serves (HTTPServer), marks the sessions the
-// store lists (working or not), and the machines, that no CLI holds within
-// Limits.CLIGoneAfter of the start: their CLI went away while no relay
-// ran (or this one restarted), which no connection's end will tell.
+// sweepGone, once the relay serves (HTTPServer), marks the sessions that
+// no CLI holds within Limits.CLIGoneAfter of the start: those a CLI held
+// when the relay before stopped (cli_held; as stopped where that CLI had
+// closed its connection itself), whose CLI went away while no relay ran
+// (or this one restarted), which no connection's end will tell; and,
+// whatever held them, the sessions listed as working and the machines,
+// which no list may show as running with nothing behind them. An idle
+// session that no CLI held then (it ended before, or under a relay from
+// before cli_held) keeps its state.
 func (s *Server) sweepGone() {
 	if s.store == nil {
 		return
@@ -169,6 +181,13 @@ func (s *Server) sweepGone() {
 			return
 		case <-t.C:
 		}
+		marks, err := s.store.heldMarks(s.gone.ctx)
+		if err != nil {
+			if s.gone.ctx.Err() == nil {
+				s.storeFailed("list the sessions whose CLI may be gone", "", err)
+			}
+			return
+		}
 		list, err := s.store.Sessions(s.gone.ctx)
 		if err != nil {
 			if s.gone.ctx.Err() == nil {
@@ -177,25 +196,52 @@ func (s *Server) sweepGone() {
 			return
 		}
 		for _, si := range list {
-			if s.gone.ctx.Err() != nil {
-				return
+			mark, held := marks[si.ID]
+			delete(marks, si.ID)
+			if !held {
+				if !alwaysSwept(si.Info) {
+					continue
+				}
+				mark.owner = si.Owner
 			}
-			if _, ok := cliGoneInfo(si.Info, 0, false); !ok {
-				continue
-			}
-			// A CLI that held the session here and left is given its own
-			// grace (cliGone), which may end after this sweep.
-			s.gone.mu.Lock()
-			_, pending := s.gone.pending[si.ID]
-			s.gone.mu.Unlock()
-			if pending {
-				continue
-			}
-			if err := s.markCLIGone(withOwner(s.gone.ctx, si.Owner), si.ID, false); err != nil && s.gone.ctx.Err() == nil {
-				s.storeFailed("mark a session whose CLI is gone", si.ID, err)
-			}
+			s.sweepOne(si.ID, mark)
+		}
+		for session, mark := range marks {
+			s.sweepOne(session, mark) // deleted meanwhile: its row goes
 		}
 	})
+}
+
+// sweepOne marks session for sweepGone, unless a CLI that held it here
+// and left has its own grace (cliGone), which may end after the sweep.
+func (s *Server) sweepOne(session string, mark heldMark) {
+	if s.gone.ctx.Err() != nil {
+		return
+	}
+	s.gone.mu.Lock()
+	_, pending := s.gone.pending[session]
+	s.gone.mu.Unlock()
+	if pending {
+		return
+	}
+	if err := s.markCLIGone(withOwner(s.gone.ctx, mark.owner), session, mark.stopped); err != nil && s.gone.ctx.Err() == nil {
+		s.storeFailed("mark a session whose CLI is gone", session, err)
+	}
+}
+
+// alwaysSwept reports whether a starting relay marks a session of info
+// that no CLI held when the relay before stopped: a session listed as
+// working or waiting for an answer, or a machine, not marked yet.
+func alwaysSwept(info json.RawMessage) bool {
+	var m struct {
+		Mode    string `json:"mode"`
+		Status  string `json:"status"`
+		CLIGone *int64 `json:"cliGone"`
+	}
+	if json.Unmarshal(info, &m) != nil || m.CLIGone != nil {
+		return false
+	}
+	return m.Mode == "machine" || m.Status == "busy" || m.Status == "waiting-for-permission"
 }
 
 // markCLIGone says in session's summary that its CLI is gone, unless a
@@ -206,6 +252,9 @@ func (s *Server) sweepGone() {
 // CLI that announced itself meanwhile is right, and its next announcement
 // replaces this one.
 func (s *Server) markCLIGone(ctx context.Context, session string, stopped bool) error {
+	// Before the look at who holds it: a CLI that takes it after leaves
+	// its row in cli_held (dropHeld).
+	now := s.store.clock().UnixMilli()
 	s.peersMu.Lock()
 	_, held := s.owners[session]
 	s.peersMu.Unlock()
@@ -213,20 +262,28 @@ func (s *Server) markCLIGone(ctx context.Context, session string, stopped bool) 
 		s.log.Debug("a session's CLI came back in time", "session", session, "here", held)
 		return nil
 	}
+	// Settled once the summary says it (or there is nothing to say).
+	settled := func() error { return s.store.dropHeld(ctx, session, now) }
 	si, err := s.store.session(ctx, session)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil // deleted meanwhile
+			return settled() // deleted meanwhile
 		}
 		return err
 	}
-	marked, ok := cliGoneInfo(si.Info, s.store.clock().UnixMilli(), stopped)
+	marked, ok := cliGoneInfo(si.Info, now, stopped)
 	if !ok {
-		return nil
+		return settled()
 	}
 	si, swapped, err := s.store.replaceInfo(ctx, session, si.Info, marked)
-	if err != nil || !swapped {
+	if err != nil {
 		return err
+	}
+	if err := settled(); err != nil {
+		return err
+	}
+	if !swapped {
+		return nil
 	}
 	s.log.Info("a session's CLI did not come back: the lists say so", "session", session)
 	s.pushCLIGone(ctx, si)

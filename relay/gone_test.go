@@ -201,9 +201,10 @@ func serveServer(t *testing.T, s *Server) (string, func()) {
 }
 
 // A relay that stops marks nothing (its CLIs come back to the next one);
-// the next relay marks what the store lists (working or idle), and the
-// machines, when no CLI holds them within CLIGoneAfter of its start (the CLI died
-// while no relay ran), and leaves alone a session whose CLI came back.
+// the next relay marks the sessions a CLI held when it stopped (working or
+// idle), and the machines, when no CLI holds them within CLIGoneAfter of
+// its start (the CLI died while no relay ran), and leaves alone a session
+// whose CLI came back.
 func TestCLIGoneAfterARelayRestart(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t, filepath.Join(t.TempDir(), "relay.db"))

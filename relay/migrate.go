@@ -33,6 +33,7 @@ var migrations = []migration{
 	{7, "push subscriptions, the VAPID key and visibility, shared by the relays", sqliteExec(pushTables), pgExec(pgDDL(pushTables))},
 	{8, "machines found through an index (a list's first page holds them)", sqliteExec(sessionsMachines), pgExec(sessionsMachines)},
 	{9, "an append in one statement on PostgreSQL (ccrelay_append, appendpg.go)", func(context.Context, *sqlDB) error { return nil }, pgAppendFunction},
+	{10, "cli_held: the sessions a CLI holds, which the next start marks if it does not come back", sqliteExec(heldTable), pgExec(pgDDL(heldTable))},
 }
 
 // Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32
@@ -182,6 +183,18 @@ const presenceTable = `CREATE TABLE IF NOT EXISTS cli_presence (
 	session TEXT PRIMARY KEY,
 	node    TEXT NOT NULL,
 	seen_ms BIGINT NOT NULL
+)`
+
+// heldTable: the sessions a CLI connection took and that no mark
+// (gone.go) has settled since, with whether the CLI that held one last
+// closed its connection itself (stopped). A relay that stops leaves them;
+// the next one marks those that no CLI holds again, and only those of its
+// idle sessions.
+const heldTable = `CREATE TABLE IF NOT EXISTS cli_held (
+	session  TEXT PRIMARY KEY,
+	owner    TEXT NOT NULL,
+	since_ms INTEGER NOT NULL,
+	stopped  INTEGER NOT NULL DEFAULT 0
 )`
 
 func sqliteExec(q string) func(context.Context, *sqlDB) error {

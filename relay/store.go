@@ -801,6 +801,7 @@ func dropSession(ctx context.Context, tx interface {
 		`DELETE FROM blobs WHERE session = ?`,
 		`DELETE FROM session_keys WHERE session = ?`,
 		`DELETE FROM commands WHERE session = ?`,
+		`DELETE FROM cli_held WHERE session = ?`,
 		`DELETE FROM sessions WHERE id = ?`,
 	} {
 		if _, err := tx.ExecContext(ctx, q, session); err != nil {
