@@ -56,19 +56,21 @@ func TestAppNewSessionOffersCodex(t *testing.T) {
 }
 
 // A new Codex session the app asked a machine for runs under the id Codex
-// chose for its thread, not the id the start named: it announces that id
-// as startedAs, and the app that asked lands on it; its Stop names the id
-// the daemon knows it by.
+// chose for its thread, not the id the start named: the daemon announces
+// which thread its start's target runs as, and the app that asked lands on
+// that thread; its Stop names the thread, which the daemon runs. A session
+// that only claims the start (startedAs the target, startedBy the machine)
+// is not opened, and gets no Stop of the target's session.
 func TestAppOpensStartedCodexThread(t *testing.T) {
 	r := startAppRelay(t)
 	cli := dialCLI(t, r)
 	machine := claude.NewSessionID()
-	daemonInfo := func(running ...string) map[string]any {
+	daemonInfo := func(threads map[string]string, running ...string) map[string]any {
 		return map[string]any{"mode": "machine", "status": "idle", "machine": "box", "title": "box",
 			"daemon": protocol.DaemonInfo{OS: "linux", ClaudeVersion: "2.1.330", CodexVersion: "0.169.0",
-				Folders: []protocol.DaemonFolder{{Dir: "/home/dev/app", At: 1}}, Running: running}}
+				Folders: []protocol.DaemonFolder{{Dir: "/home/dev/app", At: 1}}, Running: running, Threads: threads}}
 	}
-	cli.announce(machine, daemonInfo())
+	cli.announce(machine, daemonInfo(nil))
 	ctx := newBrowser(t)
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
 	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
@@ -83,17 +85,32 @@ func TestAppOpensStartedCodexThread(t *testing.T) {
 	if c.Kind != protocol.CommandStart || c.Agent != protocol.AgentCodex || !protocol.IsSessionID(c.Target) {
 		t.Fatalf("start command %+v", c)
 	}
-	// Codex's thread id is another; the daemon runs it as the target.
+	// Another session claims the start before the thread is known: the
+	// app does not take its word for it.
+	impostor := claude.NewSessionID()
+	cli.announce(machine, daemonInfo(nil, c.Target))
+	cli.announce(impostor, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "agentVersion": "0.169.0",
+		"machine": "box", "startedBy": machine, "startedAs": c.Target, "title": "not it"})
+	waitJS(t, ctx, "the impostor listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, impostor))
+	// Codex's thread id is another; the daemon says the target runs as it.
 	thread := claude.NewSessionID()
-	cli.announce(machine, daemonInfo(c.Target))
 	cli.announce(thread, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "agentVersion": "0.169.0",
 		"machine": "box", "startedBy": machine, "startedAs": c.Target, "title": "say hi"})
+	cli.announce(machine, daemonInfo(map[string]string{c.Target: thread}, c.Target, thread))
 	waitJS(t, ctx, "the new thread open", fmt.Sprintf(`decodeURIComponent(location.hash) === %q && !!document.body.dataset.rendered`, "#/s/"+thread))
 
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
 	waitJS(t, ctx, "the Stop button", `!!document.querySelector('dialog[open] .stop-session')`)
 	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .stop-session`)))
-	if s := cli.command(protocol.StatusDone, ""); s.Kind != protocol.CommandStop || s.Target != c.Target {
-		t.Fatalf("stop command %+v, want the target %s", s, c.Target)
+	if s := cli.command(protocol.StatusDone, ""); s.Kind != protocol.CommandStop || s.Target != thread {
+		t.Fatalf("stop command %+v, want the thread %s", s, thread)
+	}
+	// The impostor's settings offer no Stop: it is none of the machine's.
+	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+impostor))
+	waitJS(t, ctx, "the impostor open", fmt.Sprintf(`decodeURIComponent(location.hash) === %q && !!document.body.dataset.rendered`, "#/s/"+impostor))
+	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	waitJS(t, ctx, "its settings", `!!document.querySelector('dialog[open] .sheet-title')`)
+	if eval[bool](t, ctx, `!!document.querySelector('dialog[open] .stop-session')`) {
+		t.Fatal("a session that claims a start it is not offers to stop the start's session")
 	}
 }

@@ -343,8 +343,9 @@ function machineStatus(f) {
 
 // openStarted opens a session a daemon started: at once when it is
 // listed, else as soon as its ccrelay announces it, under the id its start
-// named or, for a new Codex thread (Codex chooses its id), under its own
-// id with startedAs the id the start named.
+// named or, for a new Codex thread (Codex chooses its id), under the id
+// the machine's daemon says the start runs as (daemon.threads). What a
+// session says of itself (startedAs) is not taken for it.
 let awaited = '';
 function openStarted(id) {
   awaited = id;
@@ -354,7 +355,10 @@ function openAwaited() {
   if (!awaited) return false;
   let id = app.sessions.has(awaited) ? awaited : '';
   if (!id) {
-    for (const s of app.sessions.values()) if (s.info.startedAs === awaited) { id = s.id; break; }
+    for (const m of app.sessions.values()) {
+      const thread = m.info.mode === 'machine' ? m.info.daemon?.threads.get(awaited) : '';
+      if (thread && app.sessions.has(thread)) { id = thread; break; }
+    }
   }
   if (!id) return false;
   location.hash = '#/s/' + encodeURIComponent(id);
@@ -446,9 +450,6 @@ function cleanSession(s) {
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).
   if (typeof raw.startedBy === 'string' && UUID.test(raw.startedBy)) info.startedBy = raw.startedBy;
-  // The id its start named, when it runs under another (a new Codex
-  // thread: Codex chooses its id).
-  if (typeof raw.startedAs === 'string' && UUID.test(raw.startedAs)) info.startedAs = raw.startedAs;
   // The relay's mark: this session's ccrelay (a machine's daemon) left and
   // did not come back; a machine whose daemon is gone runs nothing.
   if (Number.isFinite(raw.cliGone) && raw.cliGone > 0) info.cliGone = raw.cliGone;
@@ -456,7 +457,7 @@ function cleanSession(s) {
   if (info.cliGone && raw.cliStopped === true) info.cliStopped = true;
   if (info.mode === 'machine') {
     info.daemon = cleanDaemon(raw.daemon);
-    if (info.daemon && info.cliGone) info.daemon.running.clear();
+    if (info.daemon && info.cliGone) { info.daemon.running.clear(); info.daemon.threads.clear(); }
   }
   const num = (v) => (Number.isFinite(v) ? v : 0);
   return { id: s.id, info, prompt: typeof s.prompt === 'string' ? s.prompt : '', lastSeq: num(s.lastSeq), updated: num(s.updated) };
@@ -1226,8 +1227,8 @@ function sessionPage(id) {
       remote ? h('button', { class: 'wide', type: 'button', onclick: () => { command({ kind: 'switch', mode: 'local' }, 'Back to the terminal'); dialog.close(); } }, icon('terminal'), ' Hand back to the terminal') : null,
       h('div', { class: 'meta mono', text: 'Session ' + id }),
       protectionLine(),
-      // The daemon knows a new Codex thread by the id its start named.
-      stopButton(machineOf(app.sessions, summary()), summary()?.info?.startedAs || id, sendToMachine, (r) => {
+      // The daemon runs a new Codex thread under the thread's id too.
+      stopButton(machineOf(app.sessions, summary()), id, sendToMachine, (r) => {
         dialog.close();
         if (r.status === 'rejected') toast('Stop: ' + (r.message || 'refused'), 'error');
         else if (r.status === 'waiting') toast(r.message);

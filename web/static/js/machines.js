@@ -21,11 +21,16 @@ export function cleanDaemon(raw) {
         .filter((s) => s && typeof s.id === 'string' && UUID.test(s.id))
         .map((s) => ({ id: s.id, prompt: str(s.prompt, 200), at: num(s.at), agent: s.agent === 'codex' ? 'codex' : 'claude' })),
     }));
+  const running = new Set((Array.isArray(raw.running) ? raw.running : []).filter((id) => typeof id === 'string' && UUID.test(id)));
   return {
     os: str(raw.os, 32), arch: str(raw.arch, 32), claudeVersion: str(raw.claudeVersion, 64), codexVersion: str(raw.codexVersion, 64), allowBypass: raw.allowBypass === true,
     roots: (Array.isArray(raw.roots) ? raw.roots : []).filter((r) => typeof r === 'string').slice(0, 16).map((r) => r.slice(0, 1024)),
     folders,
-    running: new Set((Array.isArray(raw.running) ? raw.running : []).filter((id) => typeof id === 'string' && UUID.test(id))),
+    running,
+    // The start's target -> the thread it runs as (a new Codex thread:
+    // Codex chose its id), as the daemon knows it: both running.
+    threads: new Map(Object.entries(raw.threads && typeof raw.threads === 'object' && !Array.isArray(raw.threads) ? raw.threads : {})
+      .filter(([target, thread]) => typeof thread === 'string' && running.has(target) && running.has(thread)).slice(0, 64)),
   };
 }
 
