@@ -14,7 +14,8 @@ import (
 // startCodex starts a Codex session (ccrelay codex --remote) in dir, as
 // asked: only where Codex is installed; a model checked as Claude's are;
 // no permission mode (Claude Code's modes mean nothing to Codex); a thread
-// to resume must have its rollout in Codex's home, a new session must not.
+// to resume must have its rollout in Codex's home and not run already, a
+// new session must not have one.
 func (d *daemon) startCodex(c protocol.Command, dir string) error {
 	if d.cfg.CodexVersion == "" || len(d.cfg.CodexCommand) == 0 {
 		return errors.New("the Codex CLI is not installed on this machine (or ccrelay daemon cannot run it: see --codex)")
@@ -36,6 +37,10 @@ func (d *daemon) startCodex(c protocol.Command, dir string) error {
 		return fmt.Errorf("look for Codex thread %s: %w", c.Target, err)
 	case c.Resume && !exists:
 		return fmt.Errorf("Codex has no thread %s to resume", c.Target)
+	case c.Resume && d.cfg.CodexBusy != nil && d.cfg.CodexBusy(c.Target):
+		// Another ccrelay runs it: one the daemon did not start, or whose
+		// new thread's id it was not told (no report pipe).
+		return fmt.Errorf("session %s is already running", c.Target)
 	case !c.Resume && exists:
 		return fmt.Errorf("Codex thread %s exists already: resume it", c.Target)
 	case !c.Resume && c.Text == "":

@@ -89,6 +89,10 @@ type Config struct {
 	CodexVersion string
 	CodexCommand []string
 	CodexHome    string
+	// CodexBusy reports whether a Codex thread runs now (a session of
+	// ccrelay's holds it: launcher.CodexThreadBusy), which a resume of it
+	// must not start again; nil: none is known to.
+	CodexBusy func(thread string) bool
 	// MaxSessions bounds the sessions running at once (default
 	// DefaultMaxSessions).
 	MaxSessions int

@@ -61,6 +61,15 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 			fmt.Fprintf(os.Stderr, "ccrelay: Codex has no thread %s in %s; a new thread starts, under the id Codex gives it\n", f.session, codexHome)
 		}
 	}
+	// One ccrelay runs a thread at a time: a thread to continue is taken
+	// before its app-server starts, a new one as soon as Codex named it.
+	var threadLock *launcher.CodexThreadLock
+	defer func() { threadLock.Release() }()
+	if thread != "" {
+		if threadLock, err = launcher.LockCodexThread(state, thread); err != nil {
+			return err
+		}
+	}
 	if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
 		return err
 	}
@@ -153,6 +162,13 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 		Pipeline: pipe, Follower: follower, Commands: link.cmds, Events: link, Logger: log, Ledger: ledger,
 		OnThread: func(id string) {
 			started = true
+			if threadLock == nil {
+				if l, err := launcher.LockCodexThread(state, id); err != nil {
+					log.Warn("could not lock the new Codex thread", "thread", id, "err", err)
+				} else {
+					threadLock = l
+				}
+			}
 			threads <- id
 			if report != nil {
 				// The daemon knows the session by the id its start named:

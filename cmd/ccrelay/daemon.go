@@ -203,6 +203,7 @@ func runDaemon(ctx context.Context, f *daemonFlags, stderr io.Writer) error {
 	runErr := daemon.Run(ctx, daemon.Config{Link: client, Ledger: ledger, Session: session, Command: command,
 		ClaudeDir: claude.ConfigDir(os.Getenv, home), Roots: f.allow, NoKnown: f.onlyAllowed, AllowBypass: f.allowBypass,
 		Machine: name, ClaudeVersion: version, CodexVersion: codexVersion, CodexCommand: codexCommand, CodexHome: codex.Home(os.Getenv, home),
+		CodexBusy:   func(thread string) bool { return launcher.CodexThreadBusy(state, thread) },
 		MaxSessions: f.maxSessions, Output: logFile, Logger: log})
 	stopSend()
 	if err := <-sendDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
