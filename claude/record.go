@@ -408,36 +408,74 @@ func utcMillis(v []byte) (int64, bool) {
 // line without decoding anything else. It reports an error for lines that
 // are not a complete JSON object. A missing or non-string type yields "".
 func PeekType(line []byte) (string, error) {
+	typ, _, _, err := peekType(line, false)
+	return typ, err
+}
+
+// PeekTypeLink is PeekType that also returns the line's place in the
+// parent chain, for a line that is not conversation (an attachment, a
+// progress record; a conversation record's is parsed with it): its
+// parentUuid, looked for before its type, where Claude writes it (a line
+// without it there is not in the chain: "", ""), and its uuid, looked for
+// first among the line's last bytes, where Claude writes it after a large
+// value (progress data), and only then in the rest of the line.
+func PeekTypeLink(line []byte) (typ, uuid, parent string, err error) {
+	return peekType(line, true)
+}
+
+func peekType(line []byte, link bool) (typ, uuid, parent string, err error) {
 	t := bytes.TrimLeft(line, " \t\r\n")
 	if len(t) == 0 {
-		return "", errors.New("empty line")
+		return "", "", "", errors.New("empty line")
 	}
 	if t[0] != '{' {
 		if jsonscan.Valid(line) {
-			return "", ErrNotObject
+			return "", "", "", ErrNotObject
 		}
-		return "", errors.New("invalid JSON")
+		return "", "", "", errors.New("invalid JSON")
 	}
-	typ := ""
-	err := eachKey(t, func(k, v []byte) error {
-		if string(k) != "type" {
-			return nil
+	closed := bytes.HasSuffix(bytes.TrimRight(t, " \t\r\n"), []byte("}"))
+	hasParent, typed := false, false
+	err = eachKey(t, func(k, v []byte) error {
+		switch string(k) {
+		case "type":
+			typ, typed = jsonStr(v), true
+			if !link || !hasParent || uuid != "" || !closed || IsConversationType(typ) {
+				return errFound
+			}
+			if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
+				uuid = u
+				return errFound
+			}
+		case "parentUuid":
+			if link && !typed {
+				hasParent, parent = true, jsonStr(v) // null: ""
+			}
+		case "uuid":
+			if link && hasParent {
+				uuid = jsonStr(v)
+				if typed {
+					return errFound
+				}
+			}
 		}
-		typ = jsonStr(v)
-		return errFound
+		return nil
 	})
+	if !hasParent || uuid == "" || IsConversationType(typ) || (err != nil && err != errFound) {
+		uuid, parent = "", "" // (a flaw after the type: no link, as PeekType)
+	}
 	switch {
-	case err == errFound:
+	case typed:
 		// The type is known: the rest of the line is only checked to end
 		// like an object, so a truncated line is still reported.
-		if !bytes.HasSuffix(bytes.TrimRight(t, " \t\r\n"), []byte("}")) {
-			return "", errTruncated
+		if !closed {
+			return "", "", "", errTruncated
 		}
-		return typ, nil
+		return typ, uuid, parent, nil
 	case err != nil:
-		return "", err
+		return "", "", "", err
 	}
-	return typ, nil
+	return typ, uuid, parent, nil
 }
 
 var errFound = errors.New("found")

@@ -1,0 +1,230 @@
+package claude
+
+import (
+	"bytes"
+	"hash/maphash"
+)
+
+// Claude Code writes a transcript's main chain in the order of its
+// parentUuid links, nearly always: a record's parent is on a line before
+// it. Not always: a Claude that answers fast enough (2.1.197 against a
+// model that answers in ~40 ms) can write the assistant record and the
+// turn's turn_duration before the user record of the prompt they answer.
+// Mapped in file order, that shows the prompt after its turn. A Lineage
+// remembers the lines of a main transcript read so far, so that a reader
+// can tell a record whose parent is not read yet (Waits) and, once the
+// parent is read, put it and the records between them in parent order
+// (Hoist). Readers hold such a record at most MaxHeld records (and live,
+// a short time) and then pass it on in file order.
+
+// MaxHeld bounds the records of a main transcript held behind one whose
+// parent is not read yet (itself included): with more read, it goes on in
+// file order.
+const MaxHeld = 64
+
+// LineageWindow is how many lines a Lineage remembers (those read last);
+// about 24 bytes each. A parent further back counts as not read: a record
+// naming it is held as one whose parent may still come.
+const LineageWindow = 1 << 14
+
+// Lineage remembers the uuid and parent of the last LineageWindow lines
+// of one main transcript. The zero value is ready to use.
+type Lineage struct {
+	lines []lineEntry // a ring: line number n is lines[n%LineageWindow]
+	n     uint64      // lines added
+}
+
+type lineEntry struct {
+	uuid, parent uint64 // hashes; 0: none
+	conv         bool   // a conversation record (user, assistant, system, summary)
+}
+
+var lineageSeed = maphash.MakeSeed()
+
+func hashUUID(s string) uint64 {
+	if s == "" {
+		return 0
+	}
+	h := maphash.String(lineageSeed, s)
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+// Add remembers a line of the transcript, in file order: its uuid (""
+// for a line that has none) and its parent's, and whether it is a
+// conversation record. It returns the line's number.
+func (l *Lineage) Add(uuid, parent string, conv bool) uint64 {
+	e := lineEntry{uuid: hashUUID(uuid), parent: hashUUID(parent), conv: conv}
+	n := l.n
+	l.n++
+	if len(l.lines) < LineageWindow {
+		l.lines = append(l.lines, e)
+	} else {
+		l.lines[n%LineageWindow] = e
+	}
+	return n
+}
+
+// find returns the number of the last line remembered whose uuid hashes
+// to h, searching from the newest (a parent is nearly always among the
+// last lines read).
+func (l *Lineage) find(h uint64) (uint64, lineEntry, bool) {
+	if h == 0 {
+		return 0, lineEntry{}, false
+	}
+	for k := l.n; k > 0 && l.n-k < uint64(len(l.lines)); k-- {
+		e := l.lines[(k-1)%LineageWindow]
+		if e.uuid == h {
+			return k - 1, e, true
+		}
+	}
+	return 0, lineEntry{}, false
+}
+
+// Waits reports whether r, about to be added, is a main-chain record
+// that should wait for its parent: an assistant or system record whose
+// parentUuid names no line read. A user record never waits: a prompt may
+// name a record of another file (a resumed or forked session) or one far
+// back (a conversation rewound), and a tool result comes after the call
+// it answers. Sidechain records (subagents) and records without a parent
+// (the start of a conversation, a compaction's boundary; its
+// logicalParentUuid is not a parent) never wait.
+func (l *Lineage) Waits(r *Record) bool {
+	if r.IsSidechain || r.ParentUUID == "" || (r.Type != TypeAssistant && r.Type != TypeSystem) {
+		return false
+	}
+	if n := len(l.lines); n > 0 && l.lines[(l.n-1)%LineageWindow].uuid == hashUUID(r.ParentUUID) {
+		return false // the usual case: the line just before
+	}
+	_, _, ok := l.find(hashUUID(r.ParentUUID))
+	return !ok
+}
+
+// Hoist puts s in parent order for its first record, line number held,
+// which waited for its parent (Waits): the records of s[1:] its parent
+// chain runs through, up to a line read before s[0] (or the chain's
+// start), move in front of it, oldest first; the others keep their
+// order. It reports whether the chain is complete: false, it names a line
+// not read yet and nothing moved. rec gives the record of an element
+// (conversation records only are moved; nil is not one).
+func Hoist[T any](l *Lineage, s []T, held uint64, rec func(T) *Record) bool {
+	if len(s) == 0 {
+		return true
+	}
+	r := rec(s[0])
+	if r == nil {
+		return true
+	}
+	var from []int // indices in s of the records to move, newest first
+	h := hashUUID(r.ParentUUID)
+	// Each step is a line read after s[0]: no more steps than those
+	// lines (a cycle in a broken transcript ends there).
+	for steps := l.n - held; h != 0; steps-- {
+		if steps == 0 {
+			return false
+		}
+		n, e, ok := l.find(h)
+		if !ok {
+			return false // not read yet
+		}
+		if n <= held {
+			break // read before s[0]: delivered
+		}
+		if e.conv {
+			for j := len(s) - 1; j > 0; j-- {
+				if x := rec(s[j]); x != nil && hashUUID(x.UUID) == h {
+					from = append(from, j)
+					break
+				}
+			}
+		}
+		h = e.parent
+	}
+	if len(from) == 0 {
+		return true
+	}
+	moved := make([]T, 0, len(s))
+	for k := len(from) - 1; k >= 0; k-- {
+		moved = append(moved, s[from[k]])
+	}
+	for j := range s {
+		taken := false
+		for _, f := range from {
+			taken = taken || f == j
+		}
+		if !taken {
+			moved = append(moved, s[j])
+		}
+	}
+	copy(s, moved)
+	return true
+}
+
+// tailBytes is how far from its end tailUUID looks for a line's uuid.
+const tailBytes = 512
+
+var uuidKey = []byte(`"uuid"`)
+
+// tailUUID finds the uuid member of the object t (trimmed) among its last
+// tailBytes: a "uuid" key after ',' whose members run to t's closing brace
+// (a key of a nested object is followed by that object's own brace).
+func tailUUID(t []byte) (string, bool) {
+	start := max(0, len(t)-tailBytes)
+	for i := start; ; {
+		j := bytes.Index(t[i:], uuidKey)
+		if j < 0 {
+			return "", false
+		}
+		k := i + j
+		i = k + 1
+		b := k - 1
+		for b >= 0 && (t[b] == ' ' || t[b] == '\t' || t[b] == '\r' || t[b] == '\n') {
+			b--
+		}
+		if b < 0 || t[b] != ',' {
+			continue
+		}
+		if u, ok := membersToEnd(t, k); ok {
+			return u, true
+		}
+	}
+}
+
+// membersToEnd reads the members of t from k to the closing brace that
+// ends t, and returns the value of its uuid member.
+func membersToEnd(t []byte, k int) (string, bool) {
+	p := peeker{b: t, i: k}
+	uuid := ""
+	for {
+		p.ws()
+		if p.i >= len(t) || t[p.i] != '"' {
+			return "", false
+		}
+		key, err := p.key()
+		if err != nil {
+			return "", false
+		}
+		p.ws()
+		vs := p.i
+		if p.skipValue() != nil || p.i == vs {
+			return "", false
+		}
+		if string(key) == "uuid" {
+			if t[vs] != '"' {
+				return "", false
+			}
+			uuid = jsonStr(t[vs:p.i])
+		}
+		p.ws()
+		switch {
+		case p.i < len(t) && t[p.i] == ',':
+			p.i++
+		case p.i == len(t)-1 && t[p.i] == '}':
+			return uuid, uuid != ""
+		default:
+			return "", false
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package claude
+
+import (
+	"strings"
+	"testing"
+)
+
+// PeekTypeLink finds the uuid and parentUuid of lines that are not
+// conversation, where Claude writes them (the uuid after a large value
+// too), and not a nested object's.
+func TestPeekTypeLink(t *testing.T) {
+	big := strings.Repeat("x", 2*tailBytes)
+	cases := []struct {
+		name, line        string
+		typ, uuid, parent string
+		wantErr           bool
+	}{
+		{"attachment (2.1.330)", `{"parentUuid":"p1","isSidechain":false,"attachment":{"type":"date","uuid":"n"},"type":"attachment","uuid":"u1","timestamp":"t","cwd":"/x"}`,
+			"attachment", "u1", "p1", false},
+		{"progress: the uuid after a large value", `{"parentUuid":"p1","type":"progress","data":{"uuid":"nested","s":"` + big + `"},"toolUseID":"t","uuid":"u1","timestamp":"t"}`,
+			"progress", "u1", "p1", false},
+		{"the uuid far from the end", `{"parentUuid":"p1","type":"progress","uuid":"u1","data":{"uuid":"nested","s":"` + big + `"}}`,
+			"progress", "u1", "p1", false},
+		{"a nested uuid last", `{"parentUuid":"p1","type":"progress","uuid":"u1","data":{"a":1,"uuid":"nested"}}`,
+			"progress", "u1", "p1", false},
+		{"a null parent", `{"parentUuid":null,"type":"attachment","uuid":"u1"}`, "attachment", "u1", "", false},
+		{"no parentUuid: not in the chain", `{"type":"file-history-snapshot","messageId":"m","uuid":"u1"}`, "file-history-snapshot", "", "", false},
+		{"conversation: parsed, not peeked", `{"parentUuid":"p1","type":"user","uuid":"u1"}`, "user", "", "", false},
+		{"truncated", `{"parentUuid":"p1","type":"progress","uuid":"u1"`, "", "", "", true},
+		{"a flaw before the uuid at the end: not looked at", `{"parentUuid":"p1","type":"progress","data":{"a" 1},"uuid":"u1"}`, "progress", "u1", "p1", false},
+		{"a flaw after the type: the type, no link", `{"parentUuid":"p1","type":"progress","data":{"a" 1},"s":"` + big + `"}`, "progress", "", "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			typ, uuid, parent, err := PeekTypeLink([]byte(c.line))
+			if (err != nil) != c.wantErr {
+				t.Fatalf("err %v", err)
+			}
+			if typ != c.typ || uuid != c.uuid || parent != c.parent {
+				t.Fatalf("got %q %q %q, want %q %q %q", typ, uuid, parent, c.typ, c.uuid, c.parent)
+			}
+			if pt, perr := PeekType([]byte(c.line)); pt != typ || (perr != nil) != (err != nil) {
+				t.Fatalf("PeekType gives %q %v, PeekTypeLink %q %v", pt, perr, typ, err)
+			}
+		})
+	}
+}
+
+// Waits and Hoist: a record whose parent was not read waits; once read,
+// the parent and the records between on its chain go in front of it.
+func TestLineageHoist(t *testing.T) {
+	rec := func(typ, uuid, parent string) *Record { return &Record{Type: typ, UUID: uuid, ParentUUID: parent} }
+	var l Lineage
+	l.Add("u0", "", true)
+	a := rec(TypeAssistant, "a", "x")
+	if !l.Waits(a) {
+		t.Fatal("a record whose parent was not read does not wait")
+	}
+	if l.Waits(rec(TypeUser, "v", "elsewhere")) || l.Waits(rec(TypeAssistant, "b", "u0")) || l.Waits(&Record{Type: TypeAssistant, UUID: "s", ParentUUID: "x", IsSidechain: true}) {
+		t.Fatal("a prompt, a record whose parent was read or a sidechain record waits")
+	}
+	held := l.Add("a", "x", true)
+	d := rec(TypeSystem, "d", "a")
+	l.Add("d", "a", true)
+	s := []*Record{a, d}
+	id := func(r *Record) *Record { return r }
+	if Hoist(&l, s, held, id) {
+		t.Fatal("complete before the parent was read")
+	}
+	u := rec(TypeUser, "u", "u0")
+	l.Add("u", "u0", true)
+	l.Add("x", "u", false) // an attachment
+	s = append(s, u)
+	if !Hoist(&l, s, held, id) {
+		t.Fatal("not complete once the parent was read")
+	}
+	var got []string
+	for _, r := range s {
+		got = append(got, r.UUID)
+	}
+	if strings.Join(got, ",") != "u,a,d" {
+		t.Fatalf("order %v, want u,a,d", got)
+	}
+	// Past the window, a line is forgotten: its children wait.
+	var w Lineage
+	w.Add("old", "", true)
+	for range LineageWindow {
+		w.Add("", "", false)
+	}
+	if !w.Waits(rec(TypeAssistant, "b", "old")) {
+		t.Fatal("a line past the window is still known")
+	}
+}
