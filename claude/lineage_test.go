@@ -42,6 +42,10 @@ func TestPeekTypeLink(t *testing.T) {
 			if pt, perr := PeekType([]byte(c.line)); pt != typ || (perr != nil) != (err != nil) {
 				t.Fatalf("PeekType gives %q %v, PeekTypeLink %q %v", pt, perr, typ, err)
 			}
+			r, u, p, perr := ParseLineLink([]byte(c.line))
+			if (perr != nil) != (err != nil) || u != uuid || p != parent || (r != nil && r.Type != typ) {
+				t.Fatalf("ParseLineLink gives %v %q %q %v, PeekTypeLink %q %q %q %v", r, u, p, perr, typ, uuid, parent, err)
+			}
 		})
 	}
 }

@@ -15,7 +15,20 @@ import (
 // PeekType followed, for conversation records, by Parse of a copy gives,
 // errors included.
 func ParseLine(line []byte) (*Record, error) {
-	r, err := parseRecord(line, true)
+	return parseLine(line, nil)
+}
+
+// ParseLineLink is ParseLine that also returns, for a line that is not
+// conversation, its uuid and parentUuid as PeekTypeLink does (a
+// conversation record has its own).
+func ParseLineLink(line []byte) (r *Record, uuid, parent string, err error) {
+	var l link
+	r, err = parseLine(line, &l)
+	return r, l.uuid, l.parent, err
+}
+
+func parseLine(line []byte, l *link) (*Record, error) {
+	r, err := parseRecord(line, true, l)
 	if err != nil && r != nil {
 		// A conversation record that did not parse: r holds its copy.
 		if rest := tornTail(r.Raw); rest != nil {
@@ -30,7 +43,7 @@ func ParseLine(line []byte) (*Record, error) {
 
 // parse decodes one line (see Parse), which the record keeps.
 func parse(line []byte) (*Record, error) {
-	r, err := parseRecord(line, false)
+	r, err := parseRecord(line, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +67,7 @@ type pending struct {
 // from a copy of line made at its type. On an error after a conversation
 // type it returns the record so far (its Raw the line or its copy) with
 // the error, for the torn-line check.
-func parseRecord(line []byte, copyLine bool) (*Record, error) {
+func parseRecord(line []byte, copyLine bool, l *link) (*Record, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	t := bytes.TrimLeft(line, " \t\r\n")
 	if len(t) == 0 {
@@ -94,6 +107,9 @@ func parseRecord(line []byte, copyLine bool) (*Record, error) {
 						return nil, errTruncated
 					}
 					if !IsConversationType(typ) {
+						if l != nil {
+							l.find(line, t, early)
+						}
 						return &Record{Type: typ}, nil
 					}
 					if copyLine {
@@ -131,6 +147,47 @@ func parseRecord(line []byte, copyLine bool) (*Record, error) {
 	}
 	rp.finish()
 	return r, nil
+}
+
+// link is the place in the parent chain of a line that is not
+// conversation (ParseLineLink).
+type link struct{ uuid, parent string }
+
+// find reads it: parentUuid among the members before the type (early,
+// values in line), where Claude writes it (without it there, the line is
+// not in the chain), the uuid there too or among the last bytes of t (the
+// object, trimmed), else as PeekTypeLink finds it.
+func (l *link) find(line, t []byte, early []pending) {
+	hasParent := false
+	for _, e := range early {
+		switch string(e.key) {
+		case "parentUuid", "uuid":
+			sub := peeker{b: line, i: e.vs}
+			v, err := sub.value(false)
+			if err != nil {
+				return
+			}
+			if string(e.key) == "uuid" {
+				l.uuid = jsonStr(v)
+			} else {
+				hasParent, l.parent = true, jsonStr(v)
+			}
+		}
+	}
+	if !hasParent {
+		*l = link{}
+		return
+	}
+	if l.uuid == "" {
+		if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
+			l.uuid = u
+		} else {
+			_, l.uuid, l.parent, _ = PeekTypeLink(line)
+		}
+	}
+	if l.uuid == "" {
+		*l = link{}
+	}
 }
 
 // recordType is the type of a record, the string constants for the

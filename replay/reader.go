@@ -36,6 +36,12 @@ type Item struct {
 	Record *claude.Record
 	File   string
 	Line   int
+	// held is 1 + the record's line number in its file's lineage while it
+	// waits for its parent (claude.Lineage.Waits), 0 otherwise.
+	held uint64
+	// ts orders the record among its file's: its own time, or the time
+	// of the record read before it.
+	ts int64
 }
 
 // fileReader yields the records of one file in order.
@@ -50,6 +56,11 @@ type fileReader struct {
 	skip    func(Skip)
 	next    *Item // look-ahead
 	done    bool
+	// lineage, set for the main transcript, puts its main chain in
+	// parent order: a record whose parent is further down waits for it,
+	// the records read meanwhile in ahead (claude.Lineage).
+	lineage *claude.Lineage
+	ahead   []*Item
 }
 
 func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileReader, error) {
@@ -78,8 +89,59 @@ func newFileReader(path string, r io.Reader, c io.Closer, size int64, maxLine in
 
 func (fr *fileReader) close() { fr.f.Close() }
 
-// advance loads the next usable record into fr.next.
+// advance loads the next record into fr.next: the next usable line, or,
+// in the main transcript, the next in parent order. A record whose parent
+// is not read yet waits while the next records are read, at most
+// claude.MaxHeld of them, up to its parent (which then goes in front of
+// it with the records between them on its chain) or to the end of the
+// file (then it goes on in file order).
 func (fr *fileReader) advance() error {
+	if fr.lineage == nil {
+		return fr.readLine()
+	}
+	if len(fr.ahead) > 0 {
+		fr.next = fr.ahead[0]
+		fr.ahead[0] = nil
+		fr.ahead = fr.ahead[1:]
+	} else if err := fr.readLine(); err != nil {
+		return err
+	}
+	it := fr.next
+	if it == nil || it.held == 0 {
+		return nil
+	}
+	n := it.held - 1
+	it.held = 0
+	held := append([]*Item{it}, fr.ahead...)
+	conv := 0
+	for _, x := range held {
+		if claude.IsConversationType(x.Record.Type) {
+			conv++
+		}
+	}
+	for !claude.Hoist(fr.lineage, held, n, itemRecord) {
+		if conv >= claude.MaxHeld || fr.done {
+			break
+		}
+		if err := fr.readLine(); err != nil {
+			return err
+		}
+		if fr.next == nil {
+			break
+		}
+		held = append(held, fr.next)
+		if claude.IsConversationType(fr.next.Record.Type) {
+			conv++
+		}
+	}
+	fr.next, fr.ahead = held[0], held[1:]
+	return nil
+}
+
+func itemRecord(it *Item) *claude.Record { return it.Record }
+
+// readLine loads the next usable line of the file into fr.next.
+func (fr *fileReader) readLine() error {
 	fr.next = nil
 	for !fr.done {
 		ln, err := fr.lr.Next()
@@ -104,7 +166,7 @@ func (fr *fileReader) advance() error {
 		}
 		// The line buffer is reused: non-conversation records (most of the
 		// bytes, D14) are recognised by their type alone and keep no copy.
-		rec, err := claude.ParseLine(line)
+		rec, held, err := fr.parseLine(line)
 		if err != nil {
 			reason := err.Error()
 			if !complete {
@@ -121,20 +183,40 @@ func (fr *fileReader) advance() error {
 		if rec.Timestamp > 0 {
 			fr.lastTS = rec.Timestamp
 		}
-		fr.next = &Item{Record: rec, File: fr.path, Line: fr.line}
+		fr.next = &Item{Record: rec, File: fr.path, Line: fr.line, held: held, ts: fr.lastTS}
 		return nil
 	}
 	return nil
 }
 
+// parseLine parses a line (claude.ParseLine); in the main transcript it
+// notes the line's place in the parent chain, and held is set (1 + its
+// line number) for a record that waits for its parent.
+func (fr *fileReader) parseLine(line []byte) (rec *claude.Record, held uint64, err error) {
+	if fr.lineage == nil {
+		rec, err = claude.ParseLine(line)
+		return rec, 0, err
+	}
+	rec, uuid, parent, err := claude.ParseLineLink(line)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !claude.IsConversationType(rec.Type) {
+		if uuid != "" {
+			fr.lineage.Add(uuid, parent, false)
+		}
+		return rec, 0, nil
+	}
+	waits := fr.lineage.Waits(rec)
+	if n := fr.lineage.Add(rec.UUID, rec.ParentUUID, true); waits {
+		held = n + 1
+	}
+	return rec, held, nil
+}
+
 // ts orders records of a file: records without a timestamp sort with the
 // record before them.
-func (fr *fileReader) ts() int64 {
-	if fr.next.Record.Timestamp > 0 {
-		return fr.next.Record.Timestamp
-	}
-	return fr.lastTS
-}
+func (fr *fileReader) ts() int64 { return fr.next.ts }
 
 func isText(b []byte) bool {
 	if len(b) > 512 {
@@ -174,11 +256,14 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 		maxLine = DefaultMaxLine
 	}
 	m := &Merger{}
-	for _, p := range paths {
+	for i, p := range paths {
 		fr, err := openFile(p, maxLine, &m.Read, onSkip)
 		if err != nil {
 			m.Close()
 			return nil, err
+		}
+		if i == 0 {
+			fr.lineage = &claude.Lineage{} // the main transcript
 		}
 		m.files = append(m.files, fr)
 	}
