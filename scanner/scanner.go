@@ -21,6 +21,8 @@ import (
 const (
 	DefaultPollInterval   = 2 * time.Second
 	DefaultMissingTimeout = 60 * time.Second
+	// DefaultParentWindow is Config.ParentWindow's default.
+	DefaultParentWindow = 2 * time.Second
 
 	// MaxBatchRecords and MaxBatchBytes bound one batch handed to the
 	// sink (a single longer record goes alone), and what a session reads
@@ -106,6 +108,11 @@ type Config struct {
 	// the subagent's file to appear (default 2 s): on a busy machine Claude
 	// can take longer than OrderWindow to create it.
 	LaunchWindow time.Duration
+	// ParentWindow is how long a main-transcript record whose parent is
+	// not written yet waits for it (claude.Lineage; default
+	// DefaultParentWindow), held with what follows it, at most
+	// claude.MaxHeld records.
+	ParentWindow time.Duration
 	MaxLine      int
 	Logger       *slog.Logger
 	Now          func() time.Time
@@ -164,6 +171,10 @@ type session struct {
 	expectTS    int64     // timestamp of the launch
 	expectSince time.Time // when the launch was read; zero: nothing expected
 
+	// lineage remembers the lines of the main transcript read, to put
+	// its records in parent order (claude.Lineage).
+	lineage claude.Lineage
+
 	// Read ahead of delivery, across the session's files.
 	pendingRecords int
 	pendingBytes   int64
@@ -192,6 +203,11 @@ type pendingRecord struct {
 	ts    int64
 	start int64 // offset of the line
 	size  int64
+	// held is 1 + the record's line number in its session's lineage while
+	// it waits for its parent (claude.Lineage.Waits), 0 otherwise; since
+	// is when it was read.
+	held  uint64
+	since time.Time
 }
 
 // errAhead stops reading a file at the read-ahead bound; errTorn stops at a
@@ -228,6 +244,9 @@ func New(cfg Config, sink Sink) (*Scanner, error) {
 	}
 	if cfg.OrderWindow <= 0 {
 		cfg.OrderWindow = 500 * time.Millisecond
+	}
+	if cfg.ParentWindow <= 0 {
+		cfg.ParentWindow = DefaultParentWindow
 	}
 	s := &Scanner{cfg: cfg, sink: sink, log: cfg.Logger, add: make(chan announce, 16), flushes: make(chan chan error),
 		done: make(chan struct{}), synced: make(chan struct{}, 1), files: map[string]*file{},
@@ -599,7 +618,14 @@ func (s *Scanner) release(ctx context.Context, ss *session, files []*file) (bool
 	for _, f := range files {
 		pos := f.tail.Position()
 		if len(f.pending) > 0 {
+			// The first in the file: records put in parent order may
+			// have left it behind the first pending.
 			first := f.pending[0]
+			for _, p := range f.pending[1:] {
+				if p.start < first.start {
+					first = p
+				}
+			}
 			pos = Position{Offset: first.start, Line: first.rec.Line - 1, ID: pos.ID}
 		}
 		if pos.Offset < f.replayTo {
@@ -642,6 +668,29 @@ func (s *Scanner) nextBatch(ss *session, files []*file) ([]Record, map[*file]int
 		if head == nil || blocked {
 			break
 		}
+		if p := head.pending[take[head]]; p.held != 0 {
+			// A main-chain record whose parent was not read when it was
+			// (claude.Lineage): its parent and the records between go in
+			// front of it once read; until then it waits, with what
+			// follows it, at most ParentWindow and claude.MaxHeld records,
+			// and not at all in a pass that waits for nothing.
+			rest := head.pending[take[head]:]
+			rest[0].held = 0
+			if !claude.Hoist(&ss.lineage, rest, p.held-1, pendingRecordOf) {
+				if wait && len(rest) < claude.MaxHeld && now.Sub(p.since) < s.cfg.ParentWindow {
+					rest[0].held = p.held
+					break
+				}
+				continue // passed on in file order
+			}
+			for j := range rest {
+				if rest[j].rec.Record == p.rec.Record {
+					break
+				}
+				rest[j].ts = min(rest[j].ts, p.ts)
+			}
+			continue
+		}
 		// Only recent records wait: history (a resumed session, a restart)
 		// flows at once, and no record waits past OrderWindow after its own
 		// time.
@@ -669,6 +718,8 @@ func (s *Scanner) nextBatch(ss *session, files []*file) ([]Record, map[*file]int
 	}
 	return out, take
 }
+
+func pendingRecordOf(p pendingRecord) *claude.Record { return p.rec.Record }
 
 // pop drops the first n pending records, delivered. Their slots are
 // cleared so that delivered records do not stay reachable through the
@@ -734,7 +785,13 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 		if len(l.Data) == 0 {
 			return nil
 		}
-		typ, err := claude.PeekType(l.Data)
+		var typ, uuid, parent string
+		var err error
+		if isMain {
+			typ, uuid, parent, err = claude.PeekTypeLink(l.Data)
+		} else {
+			typ, err = claude.PeekType(l.Data)
+		}
 		if err != nil && l.Partial {
 			s.log.Info("the last line has no end (Claude stopped while writing it); not sent", "file", path, "line", l.Num)
 			return errTorn
@@ -744,6 +801,9 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 			return nil
 		}
 		if !claude.IsConversationType(typ) {
+			if uuid != "" {
+				ss.lineage.Add(uuid, parent, false) // in the chain (claude.Lineage)
+			}
 			return nil // D14
 		}
 		r, err := claude.Parse(append([]byte(nil), l.Data...))
@@ -753,6 +813,13 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 		}
 		if r.Timestamp > f.lastTS {
 			f.lastTS = r.Timestamp
+		}
+		var held uint64
+		if isMain {
+			waits := !replayed && ss.lineage.Waits(r)
+			if n := ss.lineage.Add(r.UUID, r.ParentUUID, true); waits {
+				held = n + 1
+			}
 		}
 		dd := s.dedupe[ss.id]
 		if dd == nil {
@@ -770,8 +837,12 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 		}
 		// A record without a timestamp sorts with the one before it.
 		size := int64(len(l.Data))
-		f.pending = append(f.pending, pendingRecord{rec: Record{Record: r, File: path, Line: l.Num, Replayed: replayed},
-			ts: f.lastTS, start: l.Start, size: size})
+		p := pendingRecord{rec: Record{Record: r, File: path, Line: l.Num, Replayed: replayed},
+			ts: f.lastTS, start: l.Start, size: size, held: held}
+		if held != 0 {
+			p.since = s.cfg.Now()
+		}
+		f.pending = append(f.pending, p)
 		ss.pendingRecords++
 		ss.pendingBytes += size
 		return nil

@@ -1,0 +1,90 @@
+package launcher
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/scanner"
+)
+
+// Claude Code 2.1.197, answering fast, writes the answer and the turn's
+// turn_duration before the user record of the prompt they answer (the
+// answer's parentUuid names it). Live, the scanner holds the answer until
+// the prompt is written and the pipeline maps them in parent order: the
+// phone shows the prompt, then the turn, as replay of the transcript
+// does. Mapped as written, the phone got the turn, and the prompt after
+// it ended.
+func TestLiveParentOrder(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	const sess = "5e55a0a0-3333-4444-8555-666666666666"
+	projectDir, err := claude.ProjectDir(filepath.Join(home, ".claude"), project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(projectDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := claude.TranscriptPath(projectDir, sess)
+	t0 := time.Now().UTC()
+	at := func(ms int) string { return t0.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano) }
+	first := []string{
+		`{"parentUuid":"u1","isSidechain":false,"type":"assistant","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"answer in the terminal"}]},"uuid":"a1","timestamp":"` + at(44) + `"}`,
+		`{"parentUuid":"a1","isSidechain":false,"type":"system","subtype":"turn_duration","durationMs":44,"uuid":"d1","timestamp":"` + at(45) + `"}`,
+	}
+	prompt := `{"parentUuid":null,"isSidechain":false,"type":"user","message":{"role":"user","content":"typed in the terminal"},"uuid":"u1","timestamp":"` + at(0) + `"}`
+	if err := os.WriteFile(path, []byte(strings.Join(first, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	out := &lockedOutbox{}
+	pipe := NewPipeline("", out)
+	// A clock that stands still: only the prompt ends the hold.
+	frozen := func() time.Time { return t0.Add(time.Second) }
+	sc, err := scanner.New(scanner.Config{ProjectDir: projectDir, PollInterval: 20 * time.Millisecond, Logger: log, Now: frozen}, pipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	sc.AddSession(sess)
+	// Passes read the answer and hold it.
+	for range 3 {
+		select {
+		case <-sc.Synced():
+		case <-time.After(10 * time.Second):
+			t.Fatal("no pass of the scanner")
+		}
+	}
+	if d := describeAll(out.of(sess)); len(d) != 0 {
+		t.Fatalf("mapped before the prompt was written: %q", d)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(prompt + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := []string{"U(typed in the terminal)", "TS", "A(answer in the terminal)", "TE(completed)"}
+	got := untilSession(t, out, sess, "the turn", func(d []string) bool { return len(d) >= len(want) })
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("live %q, want %q", got, want)
+	}
+	live := out.of(sess)
+	replayed := replayFiles(t, path)
+	for i := range replayed {
+		if i >= len(live) || live[i].ID != replayed[i].ID {
+			t.Fatalf("live differs from replay\nlive:   %q\nreplay: %q", got, describeAll(replayed))
+		}
+	}
+}
