@@ -88,3 +88,48 @@ func TestLiveParentOrder(t *testing.T) {
 		}
 	}
 }
+
+// The same with Claude in the terminal (local mode, the fake Claude
+// writing the transcript as 2.1.197 did: the answer and turn_duration,
+// then, 300 ms later, the prompt): the phone shows the prompt, then the
+// turn, as replay does.
+func TestLocalPromptWrittenAfterItsAnswer(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	local := filepath.Join(t.TempDir(), "local.json")
+	const sess = "5e55a0a0-4444-4555-8666-777777777777"
+	ts := time.Now().UTC()
+	at := func(ms int) string { return ts.Add(time.Duration(ms) * time.Millisecond).Format(time.RFC3339Nano) }
+	writeJSON(t, local, map[string]any{"lines": []string{
+		`{"parentUuid":"lu","isSidechain":false,"type":"assistant","sessionId":"{{session}}","message":{"id":"msg_la","role":"assistant","content":[{"type":"text","text":"answer in the terminal"}]},"uuid":"la","timestamp":"` + at(44) + `"}`,
+		`{"parentUuid":"la","isSidechain":false,"type":"system","subtype":"turn_duration","durationMs":44,"sessionId":"{{session}}","uuid":"ld","timestamp":"` + at(45) + `"}`,
+		`{"parentUuid":null,"isSidechain":false,"type":"user","sessionId":"{{session}}","message":{"role":"user","content":"typed in the terminal"},"uuid":"lu","timestamp":"` + at(0) + `"}`,
+	}, "intervalMs": 300, "hang": true})
+	env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "FAKE_CLAUDE_SCRIPT=" + local}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	out := &MemOutbox{}
+	sr := startScan(t, home, project, out, log)
+	cmds := make(chan Command)
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := startLoop(ctx, LoopOptions{
+		Local:    fakeLocal(project, env, log, "--session-id", sess),
+		Remote:   RemoteOptions{StopTimeout: time.Second},
+		Pipeline: sr.pipe, Scanner: sr.sc, Commands: cmds, Events: ev, Logger: log,
+	})
+	rig := &remoteRig{t: t, out: out, ev: ev}
+	rig.until("the terminal's turn", has("TE(completed)", 1))
+	cancel()
+	if r := <-done; r.err != nil {
+		t.Fatal(r.err)
+	}
+	live := describeAll(rig.checkTurns())
+	want := []string{"U(typed in the terminal)", "TS", "A(answer in the terminal)", "TE(completed)"}
+	if strings.Join(live, " ") != strings.Join(want, " ") {
+		t.Fatalf("live %q, want %q", live, want)
+	}
+	replayed := describeAll(replayFiles(t, claude.TranscriptPath(sr.projectDir, sess)))
+	if strings.Join(replayed, " ") != strings.Join(want, " ") {
+		t.Fatalf("replay %q, want %q", replayed, want)
+	}
+}
