@@ -301,6 +301,7 @@ func (r *CodexRemote) watch(srv *codexServer) {
 		return
 	}
 	r.srv, r.turn, r.queued, r.pending = nil, "", 0, nil
+	r.declinedDoneLocked() // its turn ended with it
 	if !r.closed {
 		r.err = "Codex app-server stopped" + srv.stderrTail()
 		r.log.Warn("codex remote: app-server ended", "thread", r.thread, "err", srv.waitErr)
@@ -523,6 +524,8 @@ func (r *CodexRemote) Stop() {
 		_ = codex.Decline(p.req, "The session stopped.", true)
 	}
 	r.pending = nil
+	// The turn does not end in Codex now: what was counted of it is told.
+	r.declinedDoneLocked()
 	r.mu.Unlock()
 	if srv != nil {
 		srv.stop(r.opts.StopTimeout)
