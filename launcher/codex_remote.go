@@ -399,7 +399,7 @@ func (r *CodexRemote) Interrupt(ctx context.Context) error {
 // ErrCodexEditedInput refuses an allow that brings an input other than
 // the one shown: Codex's approvals take no edited command or change, and
 // would run what Codex asked for, not what the app sent.
-var ErrCodexEditedInput = errors.New("Codex runs the command or change it asked for and takes no edited one: allow it as asked, or deny it with a reason that says what to do instead")
+var ErrCodexEditedInput = errors.New("Codex runs the command or change it asked for and takes no edited one: allow it as asked, or deny it and say what to do instead in a prompt (Codex does not read a denial's reason)")
 
 // Answer answers a request shown to the app: allow (for the session: the
 // same command, or changes to the same files, are not asked again) or
