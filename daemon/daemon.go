@@ -74,7 +74,8 @@ type Config struct {
 	ClaudeDir string
 	// Roots are folders under which any folder may be started (--allow).
 	Roots []string
-	// NoKnown: only Roots are allowed, not the folders Claude Code knows.
+	// NoKnown: only Roots are allowed, not the folders Claude Code (or
+	// Codex) knows.
 	NoKnown bool
 	// AllowBypass lets the app choose bypassPermissions.
 	AllowBypass bool
@@ -292,7 +293,8 @@ func (d *daemon) command(ctx context.Context, in apiclient.Inbound) {
 }
 
 // allowedDir resolves dir and checks that sessions may start there: a
-// folder Claude Code knows, or one under an allowed root.
+// folder Claude Code (or Codex, when installed) knows, or one under an
+// allowed root.
 func (d *daemon) allowedDir(dir string) (string, error) {
 	real, err := realDir(dir)
 	if err != nil {
@@ -306,7 +308,7 @@ func (d *daemon) allowedDir(dir string) (string, error) {
 			return real, nil
 		}
 	}
-	return "", fmt.Errorf("%s is outside the folders this machine allows: the folders Claude Code already knows, and those under --allow of `ccrelay daemon`", dir)
+	return "", fmt.Errorf("%s is outside the folders this machine allows: the folders Claude Code or Codex already knows, and those under --allow of `ccrelay daemon`", dir)
 }
 
 // start starts a session as asked: checks first, then ccrelay --remote.

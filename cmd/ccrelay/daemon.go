@@ -43,7 +43,8 @@ a remote-mode session (ccrelay --remote) in one of them as the daemon's child; "
 one of Claude Code's past sessions there; "Stop" ends one.
 
 Sessions start only in the folders Claude Code already knows (its projects folder, those that
-still exist) and under each --allow folder; nothing else is ever started. bypassPermissions is
+still exist), those Codex knows when it is installed (the cwd of its past threads) and under
+each --allow folder; nothing else is ever started. bypassPermissions is
 offered only with --allow-bypass-from-app. Every session ends with the daemon, however it stops.
 
 ccrelay daemon install runs it at login (a systemd user unit on Linux, a launchd agent on macOS).`,
@@ -65,7 +66,7 @@ func addDaemonFlags(cmd *cobra.Command, f *daemonFlags) {
 	fl.StringVar(&f.codex, "codex", "codex", "the codex binary Codex sessions run (the app offers Codex when it runs)")
 	fl.StringVar(&f.name, "name", "", "this machine's name in the app (default its host name)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "also allow sessions in this folder and every folder below it (repeatable)")
-	fl.BoolVar(&f.onlyAllowed, "only-allowed", false, "allow only the --allow folders, not the folders Claude Code already knows")
+	fl.BoolVar(&f.onlyAllowed, "only-allowed", false, "allow only the --allow folders, not the folders Claude Code or Codex already knows")
 	fl.BoolVar(&f.allowBypass, "allow-bypass-from-app", false, "let the app start sessions in bypassPermissions (every tool runs without asking)")
 	fl.BoolVar(&f.plaintext, "plaintext", false, "send to a relay on another machine even when no device is paired with this machine (the relay can read everything)")
 	fl.IntVar(&f.maxSessions, "max-sessions", daemon.DefaultMaxSessions, "the most sessions the app can run here at once")
