@@ -118,3 +118,25 @@ func TestParsePatch(t *testing.T) {
 		t.Error("text without *** Begin Patch taken as a patch")
 	}
 }
+
+// The day folder after a rollout's: across a month's and a year's end,
+// and none for a folder that is not a day's.
+func TestNextDayDir(t *testing.T) {
+	s := filepath.Join("h", "sessions")
+	for _, tc := range []struct{ in, want string }{
+		{filepath.Join(s, "2026", "11", "27"), filepath.Join(s, "2026", "11", "28")},
+		{filepath.Join(s, "2026", "11", "30"), filepath.Join(s, "2026", "12", "01")},
+		{filepath.Join(s, "2026", "12", "31"), filepath.Join(s, "2027", "01", "01")},
+		{filepath.Join(s, "2028", "02", "28"), filepath.Join(s, "2028", "02", "29")},
+		{filepath.Join(s, "2026", "13", "01"), ""},
+		{filepath.Join("h", "project"), ""},
+	} {
+		if got := NextDayDir(tc.in); got != tc.want {
+			t.Errorf("NextDayDir(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	day := time.Date(2027, 3, 4, 1, 0, 0, 0, time.Local)
+	if got, want := SameRootDayDir(filepath.Join(s, "2026", "11", "27"), day), filepath.Join(s, "2027", "03", "04"); got != want {
+		t.Errorf("SameRootDayDir = %q, want %q", got, want)
+	}
+}

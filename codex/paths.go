@@ -31,6 +31,43 @@ func DayDir(codexHome string, t time.Time) string {
 	return filepath.Join(SessionsDir(codexHome), t.Format("2006"), t.Format("01"), t.Format("02"))
 }
 
+// dayOf parses a day folder (…/sessions/YYYY/MM/DD): its sessions folder
+// and its day; ok false for another folder.
+func dayOf(dir string) (sessions string, day time.Time, ok bool) {
+	d := filepath.Clean(dir)
+	dd, mm := filepath.Base(d), filepath.Base(filepath.Dir(d))
+	yyyy := filepath.Base(filepath.Dir(filepath.Dir(d)))
+	if len(yyyy) != 4 || len(mm) != 2 || len(dd) != 2 {
+		return "", time.Time{}, false
+	}
+	t, err := time.ParseInLocation("2006/01/02", yyyy+"/"+mm+"/"+dd, time.Local)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return filepath.Dir(filepath.Dir(filepath.Dir(d))), t, true
+}
+
+// NextDayDir is the day folder after dir, a day folder of Codex's
+// sessions (…/sessions/YYYY/MM/DD); "" when dir is no day folder.
+func NextDayDir(dir string) string {
+	sessions, day, ok := dayOf(dir)
+	if !ok {
+		return ""
+	}
+	next := day.AddDate(0, 0, 1)
+	return filepath.Join(sessions, next.Format("2006"), next.Format("01"), next.Format("02"))
+}
+
+// SameRootDayDir is the day folder of t's day beside dir, a day folder of
+// Codex's sessions; "" when dir is no day folder.
+func SameRootDayDir(dir string, t time.Time) string {
+	sessions, _, ok := dayOf(dir)
+	if !ok {
+		return ""
+	}
+	return filepath.Join(sessions, t.Format("2006"), t.Format("01"), t.Format("02"))
+}
+
 // rolloutName is a rollout's file name: rollout-<local time>-<thread uuid>.jsonl.
 var rolloutName = regexp.MustCompile(`^rollout-.*-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$`)
 

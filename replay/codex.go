@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/ccrelay/ccrelay/codex"
@@ -263,13 +264,38 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 // maxSubagentScan bounds the rollouts looked at for a thread's subagents.
 const maxSubagentScan = 10000
 
+// CodexSubagentDirs are the folders the rollouts of the subagents of the
+// thread whose rollout is main are looked for in: its own, and, when it is
+// a day folder (sessions/YYYY/MM/DD: the day a thread started), the next
+// day's (a subagent started after midnight) and that of the day main was
+// last written (a thread resumed days later), as the live follower looks
+// (scanner.CodexFollower).
+func CodexSubagentDirs(main string) []string {
+	dir := filepath.Dir(main)
+	dirs := []string{dir}
+	more := []string{codex.NextDayDir(dir)}
+	if fi, err := os.Stat(main); err == nil {
+		more = append(more, codex.SameRootDayDir(dir, fi.ModTime()))
+	}
+	for _, d := range more {
+		if d != "" && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
 // CodexSubagents lists the rollouts of the subagent threads of thread id
-// (and of theirs) in dir, the folder of its rollout: rollouts whose
+// (and of theirs) in dirs (CodexSubagentDirs): rollouts whose
 // session_meta names a parent among them, in name order.
-func CodexSubagents(dir, id string) ([]string, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "rollout-*.jsonl"))
-	if err != nil {
-		return nil, fmt.Errorf("list the rollouts in %s: %w", dir, err)
+func CodexSubagents(dirs []string, id string) ([]string, error) {
+	var names []string
+	for _, dir := range dirs {
+		in, err := filepath.Glob(filepath.Join(dir, "rollout-*.jsonl"))
+		if err != nil {
+			return nil, fmt.Errorf("list the rollouts in %s: %w", dir, err)
+		}
+		names = append(names, in...)
 	}
 	sort.Strings(names)
 	if len(names) > maxSubagentScan {

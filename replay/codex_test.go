@@ -202,3 +202,34 @@ func TestReplayCodexSubagents(t *testing.T) {
 		t.Fatal("a file that is not a rollout was taken for a subagent's")
 	}
 }
+
+// A subagent started after midnight has its rollout in the next day's
+// folder: replay of the parent's rollout reads it too, as live does.
+func TestReplayCodexSubagentNextDay(t *testing.T) {
+	sessions := filepath.Join(t.TempDir(), "sessions")
+	fix := filepath.Join("..", "codex", "testdata", codex.TestedVersion)
+	parentID, childID := "01a21dbb-e0d9-7522-8d58-c59df541000b", "01a21dbb-e24b-7ca3-aa69-cdca4f166101"
+	put := func(src, day, id string) string {
+		t.Helper()
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(sessions, day)
+		os.MkdirAll(dir, 0o700)
+		dst := filepath.Join(dir, "rollout-2026-12-31T23-59-41-"+id+".jsonl")
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dst
+	}
+	parent := put(filepath.Join(fix, "exec_subagent.jsonl"), filepath.Join("2026", "12", "31"), parentID)
+	child := put(filepath.Join(fix, "exec_subagent.2.jsonl"), filepath.Join("2027", "01", "01"), childID)
+	s, err := FindSession([]string{parent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Codex || strings.Join(s.Subagents, " ") != child {
+		t.Fatalf("session %+v, want the subagent %s", s, child)
+	}
+}

@@ -340,11 +340,11 @@ func FindSession(paths []string) (Session, error) {
 	}
 	if id, ok := CodexThread(s.Main); ok {
 		// A Codex subagent runs in a thread of its own, whose rollout is
-		// written beside its parent's: given alone, the rollout is read
-		// with those of its subagents.
+		// written beside its parent's (or in a later day's folder): given
+		// alone, the rollout is read with those of its subagents.
 		s = Session{ID: id, Main: s.Main, Subagents: paths[1:], Codex: true}
 		if len(paths) == 1 {
-			subs, err := CodexSubagents(filepath.Dir(s.Main), id)
+			subs, err := CodexSubagents(CodexSubagentDirs(s.Main), id)
 			if err != nil {
 				return Session{}, err
 			}

@@ -171,6 +171,7 @@ type codexFile struct {
 	pending  []CodexLine
 	retry    bool
 	errLog   bool // a read error was logged (once until it reads again)
+	oddLog   bool // a line with an ordinal out of bounds was logged (once)
 	// root is the root thread of the group this subagent's thread is
 	// followed with ("" for a root).
 	root      string
@@ -431,6 +432,13 @@ func (f *CodexFollower) deliver(ctx context.Context, cf *codexFile, n int) error
 	return nil
 }
 
+// MaxCodexOrdinalGap bounds how far a rollout line's ordinal may run
+// ahead of the lines before it (the highest ordinal had, or the line's
+// own number in its file, whichever is more): Codex numbers its lines
+// from 0, so a line past that is hostile or damaged, and skipped with a
+// log. Taken as read, it would make every later line look had.
+const MaxCodexOrdinalGap = 1 << 20
+
 // errCodexBatchFull stops a read at the batch bound.
 var errCodexBatchFull = errors.New("batch full")
 
@@ -459,6 +467,13 @@ func (f *CodexFollower) read(cf *codexFile) {
 		o := int64(l.Num - 1)
 		if r.HasOrdinal {
 			o = r.Ordinal
+		}
+		if o-max(cf.seen, int64(l.Num-1)) > MaxCodexOrdinalGap {
+			if !cf.oddLog {
+				f.log.Warn("a rollout line's ordinal is far past the lines before it; skipped", "file", cf.path, "line", l.Num, "ordinal", o)
+				cf.oddLog = true
+			}
+			return nil
 		}
 		if o <= cf.seen {
 			return nil // had (a file read again from the start)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ccrelay/ccrelay/codex"
 )
@@ -43,10 +44,17 @@ func (f *CodexFollower) adoptChildren() {
 	if f.metas == nil {
 		f.metas = map[string]groupMeta{}
 	}
+	// A rollout is in the folder of the day its thread started: a
+	// subagent started after midnight is in the next day's, or today's
+	// (a thread resumed days later).
 	var dirs []string
+	now := time.Now()
 	for _, cf := range f.files {
-		if d := filepath.Dir(cf.path); !slices.Contains(dirs, d) {
-			dirs = append(dirs, d)
+		d := filepath.Dir(cf.path)
+		for _, dir := range []string{d, codex.NextDayDir(d), codex.SameRootDayDir(d, now)} {
+			if dir != "" && !slices.Contains(dirs, dir) {
+				dirs = append(dirs, dir)
+			}
 		}
 	}
 	var cands []string
