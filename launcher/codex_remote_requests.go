@@ -248,6 +248,15 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		if len(changes) == 0 {
 			p.pr.Description = strings.TrimSpace(deref(a.Reason) + " (Codex did not say which files)")
 		}
+		if root := deref(a.GrantRoot); root != "" {
+			// Codex also asks to write anywhere under root for the rest of
+			// the session: said where the answer is given, and first among
+			// what "for this session" allows.
+			in["grantRoot"] = root
+			p.pr.Input = mustJSON(in)
+			p.pr.Description = strings.TrimSpace(p.pr.Description + " (Codex also asks to write anywhere under " + root + " for the rest of the session)")
+			p.pr.ForSession = append([]string{"writes under " + root}, p.pr.ForSession...)
+		}
 	case codex.RequestLegacyExec:
 		var a codex.LegacyExecParams
 		if err := json.Unmarshal(req.Params, &a); err != nil || a.CallID == "" {
