@@ -160,7 +160,7 @@ func medianRun(runs []processRun) (wall, cpu time.Duration) {
 // beside a session; happy's scanner reads the main one only.
 //
 //	export CCRELAY_TEST_HAPPY=~/.cache/ccrelay-ci/happy-mapper-2c8ecac
-//	go test ./replay -run '^$' -bench 'MapperHappy/[0-9a-f]{8}-' -benchtime 30x -count 3 | benchstat -
+//	go test ./replay -run '^$' -bench 'MapperHappy/[0-9a-f]{8}-' -benchtime 20x -count 3 | benchstat -
 //	go test ./replay -run '^$' -bench MapperHappy/mix -benchtime 3x -count 3 | benchstat -
 func BenchmarkMapperHappy(b *testing.B) {
 	bundle := happybench.Build(b)
@@ -168,6 +168,19 @@ func BenchmarkMapperHappy(b *testing.B) {
 	for _, p := range largeSessions(b) {
 		name := strings.TrimSuffix(filepath.Base(p), ".jsonl")
 		b.Run(name, func(b *testing.B) { benchHappy(b, bundle, bin, p) })
+		// The same bytes for both: the main transcript alone, without the
+		// subagent transcripts ccrelay would read beside it.
+		b.Run(name+"-alone", func(b *testing.B) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			alone := filepath.Join(b.TempDir(), filepath.Base(p))
+			if err := os.WriteFile(alone, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			benchHappy(b, bundle, bin, alone)
+		})
 	}
 	b.Run("mix-100MB", func(b *testing.B) {
 		p := filepath.Join(b.TempDir(), "mix.jsonl")
