@@ -283,6 +283,11 @@ type CommandApprovalParams struct {
 	// Kind: command (default), writeStdin, humanCommand.
 	Kind                        string   `json:"kind,omitempty"`
 	ProposedExecpolicyAmendment []string `json:"proposedExecpolicyAmendment,omitempty"`
+	// AdditionalPermissions (file system entries, the network) and
+	// NetworkApprovalContext (a host of the managed network) are granted
+	// with the command when it is accepted.
+	AdditionalPermissions  json.RawMessage `json:"additionalPermissions,omitempty"`
+	NetworkApprovalContext json.RawMessage `json:"networkApprovalContext,omitempty"`
 }
 
 // FileChangeApprovalParams is item/fileChange/requestApproval's params:

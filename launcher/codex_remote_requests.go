@@ -222,8 +222,19 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		}
 		cmd := deref(a.Command)
 		p.turn = a.TurnID
-		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolCommand, Description: deref(a.Reason),
-			Input: mustJSON(map[string]string{"command": cmd, "cwd": deref(a.Cwd), "description": deref(a.Reason)})}
+		in := map[string]any{"command": cmd, "cwd": deref(a.Cwd), "description": deref(a.Reason)}
+		desc := deref(a.Reason)
+		// What an accept grants with the command is said where the app
+		// shows the request.
+		if perms := rawOrNil(a.AdditionalPermissions); perms != nil {
+			in["additionalPermissions"] = perms
+			desc = strings.TrimSpace(desc + " (Codex also asks for these permissions with it: " + clip(string(perms), 1000) + ")")
+		}
+		if host := rawOrNil(a.NetworkApprovalContext); host != nil {
+			in["networkApprovalContext"] = host
+			desc = strings.TrimSpace(desc + " (Codex asks for network access: " + clip(string(host), 500) + ")")
+		}
+		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolCommand, Description: desc, Input: mustJSON(in)}
 		if a.ApprovalID != nil && *a.ApprovalID != "" {
 			p.pr.ID += ":" + *a.ApprovalID
 		}
