@@ -14,21 +14,35 @@ import (
 // parsed from a copy of line (Raw), so line may be reused. It gives what
 // PeekType followed, for conversation records, by Parse of a copy gives,
 // errors included.
-func ParseLine(line []byte) (*Record, error) {
-	return parseLine(line, nil)
-}
+func ParseLine(line []byte) (*Record, error) { return parseLine(line, nil, nil) }
 
 // ParseLineLink is ParseLine that also returns, for a line that is not
 // conversation, its uuid and parentUuid as PeekTypeLink does (a
 // conversation record has its own).
 func ParseLineLink(line []byte) (r *Record, uuid, parent string, err error) {
 	var l link
-	r, err = parseLine(line, &l)
+	r, err = parseLine(line, nil, &l)
 	return r, l.uuid, l.parent, err
 }
 
-func parseLine(line []byte, l *link) (*Record, error) {
-	r, err := parseRecord(line, true, l)
+// A LineParser reads the lines of one transcript as ParseLine and
+// ParseLineLink do, and makes once the strings its records repeat: the
+// session id, the model, a message id over the lines of its blocks, a uuid
+// as the next record's parent. The zero value is ready to use.
+type LineParser struct{ c strCache }
+
+// ParseLine is ParseLine with the strings of the lines before.
+func (lp *LineParser) ParseLine(line []byte) (*Record, error) { return parseLine(line, &lp.c, nil) }
+
+// ParseLineLink is ParseLineLink with the strings of the lines before.
+func (lp *LineParser) ParseLineLink(line []byte) (r *Record, uuid, parent string, err error) {
+	var l link
+	r, err = parseLine(line, &lp.c, &l)
+	return r, l.uuid, l.parent, err
+}
+
+func parseLine(line []byte, c *strCache, l *link) (*Record, error) {
+	r, err := parseRecord(line, true, c, l)
 	if err != nil && r != nil {
 		// A conversation record that did not parse: r holds its copy.
 		if rest := tornTail(r.Raw); rest != nil {
@@ -41,9 +55,39 @@ func parseLine(line []byte, l *link) (*Record, error) {
 	return r, err
 }
 
+// strCache holds the last strings made of id-like values.
+type strCache struct {
+	s    [8]string
+	next int
+}
+
+// cached is jsonStr of v, a string of the cache when one equals it.
+func (p *peeker) cached(v []byte) string {
+	c := p.c
+	if c == nil || len(v) < 2 || v[0] != '"' {
+		return jsonStr(v)
+	}
+	in := v[1 : len(v)-1]
+	for _, s := range c.s {
+		if len(s) == len(in) && s == string(in) {
+			// s was made of the same bytes (see below), so it is what
+			// they decode to.
+			return s
+		}
+	}
+	s := jsonStr(v)
+	if len(s) > 0 && len(s) <= 128 && s == string(in) {
+		// Only a value that is its own text: no escape, valid UTF-8,
+		// no control character.
+		c.s[c.next] = s
+		c.next = (c.next + 1) % len(c.s)
+	}
+	return s
+}
+
 // parse decodes one line (see Parse), which the record keeps.
 func parse(line []byte) (*Record, error) {
-	r, err := parseRecord(line, false, nil)
+	r, err := parseRecord(line, false, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +111,7 @@ type pending struct {
 // from a copy of line made at its type. On an error after a conversation
 // type it returns the record so far (its Raw the line or its copy) with
 // the error, for the torn-line check.
-func parseRecord(line []byte, copyLine bool, l *link) (*Record, error) {
+func parseRecord(line []byte, copyLine bool, c *strCache, l *link) (*Record, error) {
 	line = bytes.TrimRight(line, "\r\n")
 	t := bytes.TrimLeft(line, " \t\r\n")
 	if len(t) == 0 {
@@ -79,7 +123,7 @@ func parseRecord(line []byte, copyLine bool, l *link) (*Record, error) {
 		}
 		return nil, errors.New("invalid JSON")
 	}
-	p := peeker{b: line, i: len(line) - len(t) + 1}
+	p := peeker{b: line, i: len(line) - len(t) + 1, c: c}
 	var (
 		before [16]pending
 		early  = before[:0]
@@ -118,7 +162,7 @@ func parseRecord(line []byte, copyLine bool, l *link) (*Record, error) {
 					r = &Record{Type: typ, Raw: p.b}
 					rp.r = r
 					for _, e := range early {
-						sub := peeker{b: p.b, i: e.vs}
+						sub := peeker{b: p.b, i: e.vs, c: p.c}
 						if err = rp.member(e.key, &sub); err != nil {
 							break
 						}
@@ -248,23 +292,23 @@ func (rp *recordParser) member(k []byte, p *peeker) error {
 	case "subtype":
 		r.Subtype = jsonStr(v)
 	case "uuid":
-		r.UUID = jsonStr(v)
+		r.UUID = p.cached(v)
 	case "parentUuid":
-		r.ParentUUID = jsonStr(v)
+		r.ParentUUID = p.cached(v)
 	case "parentUUID":
-		rp.parentAlt = jsonStr(v)
+		rp.parentAlt = p.cached(v)
 	case "sessionId":
-		r.SessionID = jsonStr(v)
+		r.SessionID = p.cached(v)
 	case "session_id":
-		rp.sessionAlt = jsonStr(v)
+		rp.sessionAlt = p.cached(v)
 	case "agentId":
-		r.AgentID = jsonStr(v)
+		r.AgentID = p.cached(v)
 	case "agent_id":
-		rp.agentAlt = jsonStr(v)
+		rp.agentAlt = p.cached(v)
 	case "parent_tool_use_id":
-		r.ParentToolUseID = jsonStr(v)
+		r.ParentToolUseID = p.cached(v)
 	case "parentToolUseId":
-		rp.toolUseAlt = jsonStr(v)
+		rp.toolUseAlt = p.cached(v)
 	case "timestamp":
 		r.Timestamp = parseTime(v)
 	case "isSidechain":
@@ -314,7 +358,7 @@ func (rp *recordParser) member(k []byte, p *peeker) error {
 	case "summary":
 		r.Summary = jsonStr(v)
 	case "leafUuid":
-		r.LeafUUID = jsonStr(v)
+		r.LeafUUID = p.cached(v)
 	}
 	return nil
 }
@@ -385,7 +429,7 @@ func messageAt(p *peeker, strict bool) (*Message, error) {
 	if v[0] != '{' {
 		return nil, nil
 	}
-	m, err := walkMessage(&peeker{b: v}, false)
+	m, err := walkMessage(&peeker{b: v, c: p.c}, false)
 	if err != nil {
 		return nil, nil
 	}
@@ -421,11 +465,11 @@ func walkMessage(p *peeker, strict bool) (*Message, error) {
 		}
 		switch string(k) {
 		case "id":
-			m.ID = jsonStr(v)
+			m.ID = p.cached(v)
 		case "role":
 			m.Role = role(v)
 		case "model":
-			m.Model = jsonStr(v)
+			m.Model = p.cached(v)
 		case "usage":
 			if v[0] == '{' {
 				m.Usage = v
@@ -464,7 +508,7 @@ func contentAt(p *peeker, strict bool) (Content, error) {
 			c.Present, c.IsString, c.String = true, true, s
 		}
 	case '[':
-		if blocks, err := walkBlocks(&peeker{b: v}, false); err == nil {
+		if blocks, err := walkBlocks(&peeker{b: v, c: p.c}, false); err == nil {
 			c.Present, c.Blocks = true, blocks
 		}
 	}
@@ -507,7 +551,7 @@ func blockAt(p *peeker, strict bool) (Block, error) {
 		return Block{}, err
 	}
 	var b Block
-	if v[0] != '{' || walkBlock(&peeker{b: v}, &b, false) != nil {
+	if v[0] != '{' || walkBlock(&peeker{b: v, c: p.c}, &b, false) != nil {
 		return Block{Type: "invalid"}, nil
 	}
 	return b, nil
@@ -542,13 +586,13 @@ func walkBlock(p *peeker, b *Block, strict bool) error {
 				b.Thinking = &s
 			}
 		case "id":
-			b.ID = jsonStr(v)
+			b.ID = p.cached(v)
 		case "name":
-			b.Name = jsonStr(v)
+			b.Name = p.cached(v)
 		case "input":
 			b.Input = v
 		case "tool_use_id":
-			b.ToolUseID = jsonStr(v)
+			b.ToolUseID = p.cached(v)
 		case "content":
 			b.Content = v
 		case "is_error":

@@ -279,6 +279,21 @@ func FuzzParseLine(f *testing.F) {
 		got, err := ParseLine(line)
 		want, werr := refParseLine(line)
 		sameRecord(t, "ParseLine", line, got, err, want, werr)
+		// A LineParser reads the line again with the strings of its first
+		// reading.
+		var lp LineParser
+		for range 2 {
+			got, err = lp.ParseLine(line)
+			sameRecord(t, "LineParser.ParseLine", line, got, err, want, werr)
+		}
+		wl, wu, wp, wlerr := ParseLineLink(line)
+		for range 2 {
+			gl, gu, gp, glerr := lp.ParseLineLink(line)
+			sameRecord(t, "LineParser.ParseLineLink", line, gl, glerr, wl, wlerr)
+			if gu != wu || gp != wp {
+				t.Fatalf("LineParser.ParseLineLink(%q): uuid %q parent %q, ParseLineLink %q %q", line, gu, gp, wu, wp)
+			}
+		}
 		got, err = Parse(append([]byte(nil), line...))
 		want, werr = refParseTorn(append([]byte(nil), line...))
 		sameRecord(t, "Parse", line, got, err, want, werr)
@@ -326,7 +341,7 @@ func dump(r *Record) string {
 }
 
 // Every line of the corpus reads the same with the one-pass parse as with
-// the reference.
+// the reference, and with a LineParser that read the lines before it.
 func TestParseLineCorpus(t *testing.T) {
 	var files []string
 	err := filepath.WalkDir("../testdata/corpus", func(p string, d fs.DirEntry, err error) error {
@@ -344,10 +359,13 @@ func TestParseLineCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var lp LineParser
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			got, err := ParseLine(line)
 			want, werr := refParseLine(line)
 			sameRecord(t, "ParseLine", line, got, err, want, werr)
+			got, err = lp.ParseLine(line)
+			sameRecord(t, "LineParser.ParseLine", line, got, err, want, werr)
 			n++
 		}
 	}
@@ -432,5 +450,43 @@ func TestUTCMillis(t *testing.T) {
 	v := []byte(`"2026-11-27T10:14:40.865Z"`)
 	if n := testing.AllocsPerRun(100, func() { parseTime(v) }); n != 0 {
 		t.Errorf("parseTime: %.0f allocations, want none", n)
+	}
+}
+
+// A LineParser makes the strings the records of a transcript repeat once:
+// the second of two records of a session (its parent the first, the same
+// session, message and model) allocates less than the first.
+func TestLineParserReusesStrings(t *testing.T) {
+	first := []byte(`{"parentUuid":null,"sessionId":"89eecacc-1147-4659-85f5-9b202b423a85","type":"assistant","message":{"id":"msg_01XYZabcdefghijklmnopq","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"thinking","thinking":"hm"}]},"uuid":"0e07d554-640c-42d7-af7a-a4171883a107"}`)
+	second := []byte(`{"parentUuid":"0e07d554-640c-42d7-af7a-a4171883a107","sessionId":"89eecacc-1147-4659-85f5-9b202b423a85","type":"assistant","message":{"id":"msg_01XYZabcdefghijklmnopq","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"hi"}]},"uuid":"1f18e665-751d-53e8-b5f5-a5282994b218"}`)
+	alone := testing.AllocsPerRun(100, func() { ParseLine(second) })
+	lp := &LineParser{}
+	after := testing.AllocsPerRun(100, func() {
+		*lp = LineParser{}
+		lp.ParseLine(first)
+		lp.ParseLine(second)
+	}) - testing.AllocsPerRun(100, func() { ParseLine(first) })
+	*lp = LineParser{}
+	lp.ParseLine(first)
+	t.Logf("the second record: %.0f allocations alone, %.0f after the first", alone, after)
+	if after > alone-4 {
+		t.Errorf("the second record after the first: %.0f allocations, want at most %.0f (parent, session, message id and model made before)", after, alone-4)
+	}
+	r, err := lp.ParseLine(second)
+	if err != nil || r.ParentUUID != "0e07d554-640c-42d7-af7a-a4171883a107" || r.SessionID != "89eecacc-1147-4659-85f5-9b202b423a85" ||
+		r.Message.ID != "msg_01XYZabcdefghijklmnopq" || r.Message.Model != "claude-sonnet-4-5" || r.UUID != "1f18e665-751d-53e8-b5f5-a5282994b218" {
+		t.Fatalf("%+v, %v", r, err)
+	}
+}
+
+// A value the cache holds is used only for the same bytes: an escaped
+// form, a control character or invalid UTF-8 decodes as jsonStr does.
+func TestLineParserCacheExact(t *testing.T) {
+	var lp LineParser
+	for _, v := range []string{`"ab"`, `"a\u0062"`, `"ab"`, `"a\nb"`, "\"a\nb\"", "\"\xffab\"", "\"\xffab\"", `"ab"`} {
+		p := peeker{c: &lp.c}
+		if got, want := p.cached([]byte(v)), jsonStr([]byte(v)); got != want {
+			t.Errorf("cached(%q) = %q, jsonStr %q", v, got, want)
+		}
 	}
 }

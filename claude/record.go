@@ -485,6 +485,7 @@ var errTruncated = errors.New("truncated JSON (line ends early)")
 type peeker struct {
 	b []byte
 	i int
+	c *strCache // strings made before (LineParser), or nil
 }
 
 func (p *peeker) ws() {

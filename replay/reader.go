@@ -61,6 +61,7 @@ type fileReader struct {
 	// the records read meanwhile in ahead (claude.Lineage).
 	lineage *claude.Lineage
 	ahead   []*Item
+	parser  claude.LineParser
 }
 
 func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileReader, error) {
@@ -194,10 +195,10 @@ func (fr *fileReader) readLine() error {
 // line number) for a record that waits for its parent.
 func (fr *fileReader) parseLine(line []byte) (rec *claude.Record, held uint64, err error) {
 	if fr.lineage == nil {
-		rec, err = claude.ParseLine(line)
+		rec, err = fr.parser.ParseLine(line)
 		return rec, 0, err
 	}
-	rec, uuid, parent, err := claude.ParseLineLink(line)
+	rec, uuid, parent, err := fr.parser.ParseLineLink(line)
 	if err != nil {
 		return nil, 0, err
 	}
