@@ -110,7 +110,7 @@ func (m *Mapper) cut(c Cut) {
 		// which the relay drops.
 		id := protocol.DeriveID(m.session, "cut", call.id, "tool-call-end")
 		if first, ok := m.cutIn[call.id]; !ok {
-			m.cutIn[call.id] = m.turn
+			put(&m.cutIn, call.id, m.turn)
 		} else if first != m.turn {
 			id = protocol.DeriveID(m.session, "cut", m.turn, call.id, "tool-call-end")
 		}
@@ -175,7 +175,7 @@ func (m *Mapper) ended(id string) {
 		return
 	}
 	m.endedSeq++
-	m.endedSet[id] = m.endedSeq
+	put(&m.endedSet, id, m.endedSeq)
 	m.endedQ = append(m.endedQ, endedCall{id, m.endedSeq})
 	if len(m.endedSet) > MaxEndedCalls {
 		// Forget the oldest call still remembered.

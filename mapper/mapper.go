@@ -141,7 +141,7 @@ type subagent struct {
 
 // New returns a mapper for the session with the given id.
 func New(sessionID string) *Mapper {
-	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered, derived: map[string]struct{}{}, cutIn: map[string]string{}, endedSet: map[string]uint64{}}
+	m := &Mapper{session: sessionID, maxBuffered: DefaultMaxBuffered}
 	m.reset()
 	return m
 }
@@ -156,16 +156,26 @@ func (m *Mapper) SetMaxBuffered(n int) {
 }
 
 func (m *Mapper) reset() {
-	m.subs = map[string]*subagent{}
+	m.subs = nil
 	m.subOrder = nil
-	m.uuidToSub = map[string]string{}
-	m.prompts = map[string][]string{}
-	m.agents = map[string]string{}
-	m.buffered = map[string][]*claude.Record{}
+	m.uuidToSub = nil
+	m.prompts = nil
+	m.agents = nil
+	m.buffered = nil
 	m.bufferOrder = nil
 	m.nBuffered = 0
-	m.usageSeen = map[string]struct{}{}
+	m.usageSeen = nil
 	m.retries = 0
+}
+
+// put sets mp[k] to v, making the map at its first key: the maps of the
+// mapper's state stay nil (a read of a nil map finds nothing) until used,
+// so a short session or a turn that uses few of them makes few.
+func put[K comparable, V any](mp *map[K]V, k K, v V) {
+	if *mp == nil {
+		*mp = make(map[K]V)
+	}
+	(*mp)[k] = v
 }
 
 // Stats returns the counters so far.
@@ -228,7 +238,7 @@ func (m *Mapper) derive(key, fallback string) string {
 			k = fallback + "#" + strconv.Itoa(n)
 		}
 	}
-	m.derived[k] = struct{}{}
+	put(&m.derived, k, struct{}{})
 	m.derivedQ = append(m.derivedQ, k)
 	if len(m.derived) > MaxDerived {
 		// Forget the oldest source.
@@ -301,7 +311,7 @@ func (m *Mapper) mapRecord(r *claude.Record, forceNoSub bool) {
 		}
 	}
 	if provider != "" && r.UUID != "" {
-		m.uuidToSub[r.UUID] = provider
+		put(&m.uuidToSub, r.UUID, provider)
 	}
 	var sub *subagent
 	if provider != "" {
@@ -413,7 +423,7 @@ func (m *Mapper) popPrompt(key string) string {
 	if len(q) == 1 {
 		delete(m.prompts, key)
 	} else {
-		m.prompts[key] = q[1:]
+		put(&m.prompts, key, q[1:])
 	}
 	return p
 }
@@ -426,7 +436,7 @@ func (m *Mapper) linkAgent(agentID, p string) {
 		return
 	}
 	if _, ok := m.agents[agentID]; !ok {
-		m.agents[agentID] = p
+		put(&m.agents, agentID, p)
 	}
 }
 
@@ -440,7 +450,7 @@ func (m *Mapper) buffer(key string, r *claude.Record) bool {
 	if _, ok := m.buffered[key]; !ok {
 		m.bufferOrder = append(m.bufferOrder, key)
 	}
-	m.buffered[key] = append(m.buffered[key], r)
+	put(&m.buffered, key, append(m.buffered[key], r))
 	m.nBuffered++
 	return true
 }
@@ -478,7 +488,7 @@ func (m *Mapper) subFor(provider string) *subagent {
 	s := m.subs[provider]
 	if s == nil {
 		s = &subagent{provider: provider, id: protocol.SubagentID(provider)}
-		m.subs[provider] = s
+		put(&m.subs, provider, s)
 		m.subOrder = append(m.subOrder, provider)
 	}
 	return s
@@ -575,11 +585,11 @@ func (m *Mapper) closeTurn(status protocol.TurnStatus) {
 // wipe clears the turn's tracking state, keeping only background subagents
 // that are still running (D13).
 func (m *Mapper) wipe() {
-	keep := map[string]*subagent{}
+	var keep map[string]*subagent
 	var order []string
 	for _, p := range m.subOrder {
 		if s := m.subs[p]; s.background && !s.done {
-			keep[p] = s
+			put(&keep, p, s)
 			order = append(order, p)
 		}
 	}
@@ -612,19 +622,19 @@ func (m *Mapper) wipe() {
 	m.subs, m.subOrder = keep, order
 	for u, p := range oldUUID {
 		if keep[p] != nil {
-			m.uuidToSub[u] = p
+			put(&m.uuidToSub, u, p)
 		}
 	}
 	for k, q := range oldPrompts {
 		for _, p := range q {
 			if keep[p] != nil {
-				m.prompts[k] = append(m.prompts[k], p)
+				put(&m.prompts, k, append(m.prompts[k], p))
 			}
 		}
 	}
 	for a, p := range oldAgents {
 		if keep[p] != nil {
-			m.agents[a] = p
+			put(&m.agents, a, p)
 		}
 	}
 }
@@ -696,7 +706,7 @@ func (m *Mapper) toolUse(r *claude.Record, src string, i int, b *claude.Block, s
 				dup = dup || x == id
 			}
 			if !dup {
-				m.prompts[p] = append(q, id)
+				put(&m.prompts, p, append(q, id))
 			}
 		}
 		s.title = subagentTitle(input)
@@ -736,7 +746,7 @@ func (m *Mapper) attachUsage(r *claude.Record, start int) {
 		}
 		m.out[j].Usage = &u
 		if id := r.Message.ID; id != "" {
-			m.usageSeen[id] = struct{}{}
+			put(&m.usageSeen, id, struct{}{})
 		}
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -256,4 +257,24 @@ func TestSeedExample5Abort(t *testing.T) {
 	got = append(got, describeAll(m.Close(protocol.StatusCancelled))...)
 	eq(t, got, "TS", "S(p)"+s, "TCS(toolu_sc_1,Bash,Bash call,{})"+s,
 		"TCE(toolu_sc_1)"+s+"[err][result=[Request interrupted by user for tool use]]", "P"+s, "TE(cancelled)")
+}
+
+// A mapper makes its maps when it first uses them: a new one is a single
+// allocation (it made nine maps, and six more at every turn's end), so a
+// short session costs little to map.
+func TestNewMapperAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { New("s") }); n > 1 {
+		t.Errorf("New: %.0f allocations, want 1", n)
+	}
+	m := New("s")
+	text := "hello"
+	m.Map(&claude.Record{Type: claude.TypeUser, UUID: "u1", Timestamp: 1, Message: &claude.Message{Role: "user", Content: claude.Content{Present: true, IsString: true, String: "hi"}}})
+	m.Map(&claude.Record{Type: claude.TypeAssistant, UUID: "a1", ParentUUID: "u1", Timestamp: 2, Message: &claude.Message{ID: "m1", Role: "assistant",
+		Content: claude.Content{Present: true, Blocks: []claude.Block{{Type: "text", Text: &text}}}}})
+	if env := m.Close(protocol.StatusCompleted); len(env) == 0 {
+		t.Fatal("no turn to close")
+	}
+	if m.subs != nil || m.prompts != nil || m.buffered != nil || m.usageSeen != nil {
+		t.Error("a turn without subagents or usage left maps made")
+	}
 }
