@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,10 +91,14 @@ func validMem(ms memSession) int {
 
 // benchLimit measures, in the same run, the mapper over ms and a json.Valid
 // pass over the same bytes, alternating which goes first. x-jsonvalid is
-// the mapper's speed as a share of json.Valid's (goal: >= 0.6).
+// the mapper's speed as a share of json.Valid's (goal: >= 0.6), from the
+// total times of both; x-jsonvalid-best is the same share from the fastest
+// pass of each, which a machine loaded by other work disturbs far less (a
+// pass that was descheduled is not the fastest).
 func benchLimit(b *testing.B, ms memSession) {
 	var buf []byte
 	var mapT, validT time.Duration
+	mapBest, validBest := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	runs := 0
 	b.ReportAllocs()
 	for b.Loop() {
@@ -101,10 +106,14 @@ func benchLimit(b *testing.B, ms memSession) {
 			t0 := time.Now()
 			if (runs+k)%2 == 0 {
 				mapMem(b, ms, &buf)
-				mapT += time.Since(t0)
+				d := time.Since(t0)
+				mapT += d
+				mapBest = min(mapBest, d)
 			} else {
 				validMem(ms)
-				validT += time.Since(t0)
+				d := time.Since(t0)
+				validT += d
+				validBest = min(validBest, d)
 			}
 		}
 		runs++
@@ -114,6 +123,9 @@ func benchLimit(b *testing.B, ms memSession) {
 	}
 	mb := float64(ms.size) * float64(runs) / 1e6
 	b.ReportMetric(validT.Seconds()/mapT.Seconds(), "x-jsonvalid")
+	if mapBest > 0 && validBest > 0 {
+		b.ReportMetric(validBest.Seconds()/mapBest.Seconds(), "x-jsonvalid-best")
+	}
 	b.ReportMetric(mb/mapT.Seconds(), "map-MB/s")
 	b.ReportMetric(mb/validT.Seconds(), "valid-MB/s")
 }
