@@ -363,6 +363,7 @@ type LegacyPatchParams struct {
 	ConversationID string                     `json:"conversationId"`
 	FileChanges    map[string]json.RawMessage `json:"fileChanges"`
 	Reason         *string                    `json:"reason,omitempty"`
+	GrantRoot      *string                    `json:"grantRoot,omitempty"`
 }
 
 // LegacyExecParams is execCommandApproval's params.

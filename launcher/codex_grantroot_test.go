@@ -52,3 +52,23 @@ func TestCodexRemoteGrantRootShown(t *testing.T) {
 		})
 	}
 }
+
+// The same for an older server's applyPatchApproval.
+func TestCodexRemoteLegacyGrantRootShown(t *testing.T) {
+	f := startFakeCodex(t, fakeScript{Steps: []fakeStep{{Request: codex.RequestLegacyPatch, Params: params(map[string]any{
+		"callId": "c2", "conversationId": fakeThreadID, "grantRoot": "/home/dev",
+		"fileChanges": map[string]any{"a.txt": map[string]any{"type": "add", "content": "x"}}})}}})
+	f.prompt(t, "go")
+	var pr PermissionRequest
+	f.rec.waitFor(t, "the request shown", func() bool {
+		st := f.rec.last()
+		if len(st.Permissions) == 1 {
+			pr = st.Permissions[0]
+			return true
+		}
+		return false
+	})
+	if !strings.Contains(pr.Description, "/home/dev") || !strings.Contains(string(pr.Input), "/home/dev") || len(pr.ForSession) == 0 || pr.ForSession[0] != "writes under /home/dev" {
+		t.Errorf("the request does not say it asks for writes under /home/dev: %q %s %q", pr.Description, pr.Input, pr.ForSession)
+	}
+}

@@ -282,11 +282,17 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		if err := json.Unmarshal(req.Params, &a); err != nil || a.CallID == "" {
 			return nil, "the request was not readable"
 		}
-		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolPatch, Description: deref(a.Reason),
-			Input: mustJSON(map[string]any{"fileChanges": a.FileChanges})}
+		in := map[string]any{"fileChanges": a.FileChanges}
+		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolPatch, Description: deref(a.Reason)}
 		for _, path := range slices.Sorted(maps.Keys(a.FileChanges)) {
 			p.pr.ForSession = append(p.pr.ForSession, path)
 		}
+		if root := deref(a.GrantRoot); root != "" {
+			in["grantRoot"] = root
+			p.pr.Description = strings.TrimSpace(p.pr.Description + " (Codex also asks to write anywhere under " + root + " for the rest of the session)")
+			p.pr.ForSession = append([]string{"writes under " + root}, p.pr.ForSession...)
+		}
+		p.pr.Input = mustJSON(in)
 	case codex.RequestPermissions:
 		var a codex.PermissionsApprovalParams
 		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" {
