@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,9 @@ type fakeStep struct {
 type fakeScript struct {
 	Steps []fakeStep `json:"steps"`
 	Hang  bool       `json:"hang"`
+	// Path is the thread's rollout as thread/start and thread/resume
+	// give it ("": none, null).
+	Path string `json:"path,omitempty"`
 }
 
 func runFakeAppServer() int {
@@ -127,7 +131,11 @@ func runFakeAppServer() int {
 			write(`{"method":"configWarning","params":{"summary":"a warning before the thread","details":null}}`)
 		case "initialized":
 		case "thread/start", "thread/resume":
-			write(fmt.Sprintf(`{"id":%s,"result":{"thread":{"id":%q,"path":null,"cwd":"/p","cliVersion":"0.169.0"},"model":"gpt-5.5","approvalPolicy":"on-request","sandbox":{"type":"readOnly"}}}`, m.ID, fakeThreadID))
+			path := "null"
+			if sc.Path != "" {
+				path = strconv.Quote(sc.Path)
+			}
+			write(fmt.Sprintf(`{"id":%s,"result":{"thread":{"id":%q,"path":%s,"cwd":"/p","cliVersion":"0.169.0"},"model":"gpt-5.5","approvalPolicy":"on-request","sandbox":{"type":"readOnly"}}}`, m.ID, fakeThreadID, path))
 		case "turn/start":
 			turns++
 			turn = fmt.Sprintf("turn-%d", turns)

@@ -130,7 +130,7 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 			}
 			if o.Ledger != nil {
 				var run bool
-				if c, run = ledgerCommand(o.Ledger, c, o.Logger); !run {
+				if c, run = ledgerCommand(o.Ledger, c, r.RolloutPath, o.Logger); !run {
 					continue
 				}
 			}
@@ -174,17 +174,34 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 
 // ledgerCommand checks c against the ledger: a command seen before is
 // answered with its recorded outcome (one still being carried out is left
-// to its own answer), and run false; a new one is recorded as begun, and
-// comes back with a Reply that records its outcome before answering.
-// A command the ledger could not record is refused: carried out
-// unrecorded, it could run twice.
-func ledgerCommand(l *Ledger, c Command, log *slog.Logger) (Command, bool) {
-	fresh, outcome, err := l.Begin(c.ID)
+// to its own answer; one a ccrelay began and never ended, with what the
+// thread's rollout, at the path rollout gives, says became of it:
+// codexInterrupted), and run false; a new one is recorded as begun (a
+// prompt or an answer with the rollout's size), and comes back with a
+// Reply that records its outcome before answering. A command the ledger
+// could not record is refused: carried out unrecorded, it could run twice.
+func ledgerCommand(l *Ledger, c Command, rollout func() string, log *slog.Logger) (Command, bool) {
+	var fresh bool
+	var outcome, err error
+	if codexLedgered(c) {
+		fresh, outcome, err = l.BeginPrompt(c.ID, rolloutSize(rollout()))
+	} else {
+		fresh, outcome, err = l.Begin(c.ID)
+	}
 	switch {
 	case err != nil:
 		c.Reply(fmt.Errorf("ccrelay could not record the command: %w", err))
 		return c, false
 	case !fresh && errors.Is(outcome, ErrInProgress):
+		return c, false
+	case !fresh && errors.Is(outcome, ErrInterrupted):
+		// Recorded, so that a later repeat is answered the same.
+		outcome = codexInterrupted(l, c, rollout())
+		log.Info("codex remote: a command begun before ccrelay stopped", "id", c.ID, "kind", c.Kind, "outcome", errString(outcome))
+		if lerr := l.Finish(c.ID, outcome); lerr != nil {
+			log.Error("codex remote: could not record a command's outcome", "id", c.ID, "err", lerr)
+		}
+		c.Reply(outcome)
 		return c, false
 	case !fresh:
 		c.Reply(outcome)
