@@ -457,6 +457,11 @@ func (u Usage) MarshalJSON() ([]byte, error) { return u.appendJSON(nil), nil }
 // UnmarshalJSON decodes usage strictly: input_tokens and output_tokens are
 // required non-negative integers; service_tier null is accepted as absent.
 func (u *Usage) UnmarshalJSON(data []byte) error {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' && jsonscan.Valid(data) {
+		if ok, err := u.unmarshalScan(data); ok {
+			return err
+		}
+	}
 	m, err := usageMembers(data)
 	if err != nil {
 		return err
@@ -492,6 +497,78 @@ func (u *Usage) UnmarshalJSON(data []byte) error {
 		u.Extra = m
 	}
 	return u.Validate()
+}
+
+// usageKeys are the keys of usage that Usage has fields for.
+var usageKeys = [...]string{"input_tokens", "output_tokens", "cache_creation_input_tokens",
+	"cache_read_input_tokens", "context_window", "service_tier"}
+
+// unmarshalScan is UnmarshalJSON of a valid object by one scan of its
+// members: the known ones are read where they are, only the others are
+// copied (into Extra). ok is false when the scan does not take data.
+func (u *Usage) unmarshalScan(data []byte) (ok bool, err error) {
+	var known [len(usageKeys)][]byte
+	var extra map[string]json.RawMessage
+	if jsonscan.EachMember(data, func(k, v []byte) error {
+		for i, name := range usageKeys {
+			if string(k) == name {
+				known[i] = v
+				return nil
+			}
+		}
+		if extra == nil {
+			extra = make(map[string]json.RawMessage, 4)
+		}
+		extra[string(k)] = bytes.Clone(v)
+		return nil
+	}) != nil {
+		return false, nil
+	}
+	*u = Usage{}
+	num := func(i int) (*int64, error) {
+		raw := known[i]
+		if raw == nil || isNull(raw) {
+			return nil, nil
+		}
+		f, ok := jsonNumber(raw)
+		if !ok {
+			return nil, invalid("usage %s is not a number", usageKeys[i])
+		}
+		v := int64(f)
+		if float64(v) != f {
+			return nil, invalid("usage %s is not an integer", usageKeys[i])
+		}
+		return &v, nil
+	}
+	for i, p := range []*int64{&u.InputTokens, &u.OutputTokens} {
+		n, err := num(i)
+		if err != nil {
+			return true, err
+		}
+		if n == nil {
+			return true, invalid("usage %s missing", usageKeys[i])
+		}
+		*p = *n
+	}
+	for i, p := range []**int64{&u.CacheCreationInputTokens, &u.CacheReadInputTokens, &u.ContextWindow} {
+		if *p, err = num(i + 2); err != nil {
+			return true, err
+		}
+	}
+	if raw := known[5]; raw != nil && !isNull(raw) {
+		s, ok := "", false
+		if raw[0] == '"' {
+			s, ok = jsonscan.String(raw)
+		}
+		if !ok {
+			return true, invalid("service_tier is not a string")
+		}
+		u.ServiceTier = s
+	}
+	if len(extra) > 0 {
+		u.Extra = extra
+	}
+	return true, u.Validate()
 }
 
 func isNull(raw json.RawMessage) bool {
