@@ -34,6 +34,7 @@ var migrations = []migration{
 	{8, "machines found through an index (a list's first page holds them)", sqliteExec(sessionsMachines), pgExec(sessionsMachines)},
 	{9, "an append in one statement on PostgreSQL (ccrelay_append, appendpg.go)", func(context.Context, *sqlDB) error { return nil }, pgAppendFunction},
 	{10, "cli_held: the sessions a CLI holds, which the next start marks if it does not come back", sqliteExec(heldTable), pgExec(pgDDL(heldTable))},
+	{11, "envelopes found by a hash of their session number and id (envkey.go)", envelopesByHashSQLite, envelopesByHashPG},
 }
 
 // Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32

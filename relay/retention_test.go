@@ -15,8 +15,10 @@ import (
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
-// retentionFixture is a store with n sessions, every other one last active
-// 60 days ago, the others now, each with per envelopes.
+// retentionFixture is a store with n sessions, the first half made and
+// last active 60 days ago, the others now, each with per envelopes (the
+// old sessions' rows are together, as they are when older sessions were
+// made first: deleting them frees whole pages).
 func retentionFixture(tb testing.TB, n, per int) (*Server, *Store, string, []string, []string, time.Time) {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "relay.db")
@@ -28,7 +30,7 @@ func retentionFixture(tb testing.TB, n, per int) (*Server, *Store, string, []str
 	for i := range n {
 		id := fmt.Sprintf("5e55a001-0000-4000-8000-%012d", i)
 		at := now
-		if i%2 == 0 {
+		if i < n/2 {
 			at = now.Add(-60 * 24 * time.Hour)
 			old = append(old, id)
 		} else {

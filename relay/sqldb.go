@@ -128,6 +128,13 @@ type txStmt struct {
 	q  string
 }
 
+func (t txStmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	if t.st != nil {
+		return t.st.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, t.q, args...)
+}
+
 func (t txStmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
 	if t.st != nil {
 		return t.st.ExecContext(ctx, args...)

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,7 +153,7 @@ func OpenStore(path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	s := &Store{w: wdb, r: &sqlDB{r, sqliteSQL}}
-	if err := s.prepareHot(context.Background(), qTombstone, qNewSession, qAppendSession, qInsertEnvelope, qUpdateSession); err != nil {
+	if err := s.prepareHot(context.Background(), qTombstone, qNewSession, qAppendSession, qInsertEnvelope, qFindEnvelopes, qUpdateSession); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -210,8 +211,12 @@ const (
 	qTombstone      = `SELECT COUNT(*) FROM tombstones WHERE id = ?`
 	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`
 	qAppendSession  = `SELECT no, last_seq, prompt FROM sessions WHERE id = ?`
-	qInsertEnvelope = `INSERT INTO envelopes (k, sn, id, body) VALUES (?, ?, ?, ?) ON CONFLICT (sn, id) DO NOTHING`
-	qUpdateSession  = `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`
+	qInsertEnvelope = `INSERT INTO envelopes (k, h, id, body) VALUES (?, ?, ?, ?)`
+	// qFindEnvelopes is the batch's one lookup of the ids stored before:
+	// the rows whose h is one of the batch's (a JSON array), which the
+	// caller keeps if they are of the session and have the same id.
+	qFindEnvelopes = `SELECT k, id, body FROM envelopes WHERE h IN (SELECT value FROM json_each(?))`
+	qUpdateSession = `UPDATE sessions SET last_seq = ?, updated_ms = ?, prompt = ? WHERE id = ?`
 )
 
 // appendTx stores items in order in session (created if new) within tx
@@ -281,35 +286,67 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 
 // appendRowsOneByOne inserts items after last in the session numbered no,
 // one statement each (SQLite: prepared once, in process, no round trip),
-// looking up only the ids stored already. It returns what became of
-// each, the last sequence number and the session's first prompt.
+// after one lookup of the batch's ids stored already (envkey.go). It
+// returns what became of each, the last sequence number and the session's
+// first prompt.
 func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int64, prompt string, items []Item) ([]Appended, int64, string, error) {
-	// Each envelope is inserted unless its id is stored already (one
-	// statement for a new id, the usual case); only a duplicate is looked up.
-	ins, find := q(qInsertEnvelope), q(`SELECT k, body FROM envelopes WHERE sn = ? AND id = ?`)
+	hs := make([]int64, len(items))
+	list := make([]byte, 0, 1+21*len(items))
+	list = append(list, '[')
+	for i, it := range items {
+		hs[i] = envelopeHash(no, it.ID)
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, hs[i], 10)
+	}
+	list = append(list, ']')
+	// Ids of this session stored before, or earlier in the batch.
+	type known struct {
+		seq    int64
+		body   []byte
+		stored bool // body is as stored (encoded)
+	}
+	seen := map[string]known{}
+	rows, err := q(qFindEnvelopes).QueryContext(ctx, string(list))
+	if err != nil {
+		return nil, 0, "", err
+	}
+	for rows.Next() {
+		var k int64
+		var id string
+		var body []byte
+		if err := rows.Scan(&k, &id, &body); err != nil {
+			rows.Close()
+			return nil, 0, "", err
+		}
+		if k>>seqBits == no { // another session's row is another envelope
+			seen[id] = known{seq: k & maxSeq, body: body, stored: true}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, "", err
+	}
+	ins := q(qInsertEnvelope)
 	out := make([]Appended, len(items))
 	next := last
 	for i, it := range items {
-		res, err := ins.ExecContext(ctx, envelopeKey(no, next+1), no, it.ID, encodeBody(it.ID, it.Body))
-		if err != nil {
-			return nil, 0, "", err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return nil, 0, "", err
-		} else if n == 0 {
-			var k int64
-			var stored []byte
-			if err := find.QueryRowContext(ctx, no, it.ID).Scan(&k, &stored); err != nil {
-				return nil, 0, "", err
+		if was, ok := seen[it.ID]; ok {
+			body := was.body
+			if was.stored {
+				if body, err = decodeBody(it.ID, was.body); err != nil {
+					return nil, 0, "", fmt.Errorf("envelope %s: %w", it.ID, err)
+				}
 			}
-			body, err := decodeBody(it.ID, stored)
-			if err != nil {
-				return nil, 0, "", fmt.Errorf("envelope %s: %w", it.ID, err)
-			}
-			out[i] = Appended{Seq: k & maxSeq, Conflict: !bytes.Equal(body, it.Body)}
+			out[i] = Appended{Seq: was.seq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
 		}
+		if _, err := ins.ExecContext(ctx, envelopeKey(no, next+1), hs[i], it.ID, encodeBody(it.ID, it.Body)); err != nil {
+			return nil, 0, "", err
+		}
 		next++
+		seen[it.ID] = known{seq: next, body: it.Body}
 		if prompt == "" {
 			prompt = promptOf(it.Body)
 		}
@@ -794,7 +831,7 @@ func (s *Store) DeleteSession(ctx context.Context, owner, session string) (err e
 func dropSession(ctx context.Context, tx interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, session string, no int64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM envelopes WHERE sn = ?`, no); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM envelopes WHERE k > ? AND k <= ?`, envelopeKey(no, 0), envelopeKey(no, maxSeq)); err != nil {
 		return err
 	}
 	for _, q := range []string{

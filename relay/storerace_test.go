@@ -65,7 +65,7 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 			}
 		})
 		var n int
-		if err := first.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`).Scan(&n); err != nil {
+		if err := first.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.k >> 32)`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -76,7 +76,7 @@ func suiteDeleteRacingAppends(t *testing.T, open func(t *testing.T) *Store) {
 		what, query string
 		want        int
 	}{
-		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`, 0},
+		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.k >> 32)`, 0},
 		{"blobs of deleted sessions", `SELECT COUNT(*) FROM blobs b WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = b.session)`, 0},
 		{"deleted sessions listed", `SELECT COUNT(*) FROM sessions s WHERE EXISTS (SELECT 1 FROM tombstones d WHERE d.id = s.id)`, 0},
 		{"tombstones", `SELECT COUNT(*) FROM tombstones`, rounds},
@@ -146,7 +146,7 @@ func suiteDeleteRacingClaims(t *testing.T, open func(t *testing.T) *Store) {
 	}
 	for _, q := range []struct{ what, query string }{
 		{"keys of deleted sessions", `SELECT COUNT(*) FROM session_keys k WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = k.session)`},
-		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.sn)`},
+		{"envelopes of deleted sessions", `SELECT COUNT(*) FROM envelopes e WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.no = e.k >> 32)`},
 	} {
 		var n int
 		if err := first.w.QueryRowContext(ctx, q.query).Scan(&n); err != nil {
