@@ -490,3 +490,45 @@ func TestLineParserCacheExact(t *testing.T) {
 		}
 	}
 }
+
+// refStr is peeker.str as it was: a search for each quote, the backslashes
+// before it counted.
+func refStr(p *peeker) (int, int, error) {
+	p.i++
+	start := p.i
+	for {
+		j := bytes.IndexByte(p.b[p.i:], '"')
+		if j < 0 {
+			return 0, 0, errTruncated
+		}
+		end := p.i + j
+		n := 0
+		for k := end - 1; k >= start && p.b[k] == '\\'; k-- {
+			n++
+		}
+		p.i = end + 1
+		if n%2 == 0 {
+			return start, end, nil
+		}
+	}
+}
+
+// FuzzPeekerStr: a string ends where it did when every quote was searched
+// for, short or long, escapes anywhere.
+func FuzzPeekerStr(f *testing.F) {
+	for _, s := range []string{`"ab"`, `"a\"b"`, `"a\\"b`, `"` + strings.Repeat(`\\`, 20) + `\"x"`, `"` + strings.Repeat("a", 31) + `\"b"`,
+		`"` + strings.Repeat("a", 30) + `\\"`, `"` + strings.Repeat("a", 31) + `\`, `"abc`, `"`, `"\`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 || b[0] != '"' {
+			return
+		}
+		p, q := peeker{b: b}, peeker{b: b}
+		s1, e1, err1 := p.str()
+		s2, e2, err2 := refStr(&q)
+		if (err1 == nil) != (err2 == nil) || (err1 == nil && (s1 != s2 || e1 != e2 || p.i != q.i)) {
+			t.Fatalf("str(%q) = %d %d %v (at %d), before %d %d %v (at %d)", b, s1, e1, err1, p.i, s2, e2, err2, q.i)
+		}
+	})
+}

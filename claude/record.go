@@ -500,18 +500,36 @@ func (p *peeker) ws() {
 }
 
 // str consumes a string at p.i and returns the bounds of its contents.
+// Its first bytes are looked at one by one (most strings of a record are
+// short: keys, ids, flags), the rest searched for a quote.
 func (p *peeker) str() (int, int, error) {
 	p.i++ // opening quote
 	start := p.i
+	b := p.b
+	i := start
+	for n := min(len(b), start+shortString); i < n; i++ {
+		switch b[i] {
+		case '"':
+			p.i = i + 1
+			return start, i, nil
+		case '\\':
+			i++ // the escaped byte
+		}
+	}
+	// i is not inside an escape: backslashes before a quote are counted
+	// back to it.
+	from := min(i, len(b))
+	p.i = from
 	for {
-		j := bytes.IndexByte(p.b[p.i:], '"')
+		j := bytes.IndexByte(b[p.i:], '"')
 		if j < 0 {
+			p.i = len(b)
 			return 0, 0, errTruncated
 		}
 		end := p.i + j
 		// Count the backslashes before the quote.
 		n := 0
-		for k := end - 1; k >= start && p.b[k] == '\\'; k-- {
+		for k := end - 1; k >= from && b[k] == '\\'; k-- {
 			n++
 		}
 		p.i = end + 1
@@ -520,6 +538,9 @@ func (p *peeker) str() (int, int, error) {
 		}
 	}
 }
+
+// shortString is how many bytes of a string str looks at one by one.
+const shortString = 32
 
 func (p *peeker) skipValue() error {
 	if p.i >= len(p.b) {
