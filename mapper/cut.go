@@ -47,6 +47,10 @@ const (
 // a second end.
 const MaxEndedCalls = 4096
 
+// MaxCutCalls bounds the calls a cut ended that the mapper remembers with
+// the turn of their first cut.
+const MaxCutCalls = 4096
+
 // openCall is a tool call of the session without a result yet.
 type openCall struct {
 	id     string
@@ -103,24 +107,52 @@ func (m *Mapper) cut(c Cut) {
 		if parent != nil {
 			m.ensureStarted(parent, "cut:"+call.id)
 		}
-		// From the call; a call id used again (and cut again) in a later
-		// turn takes the turn too. A cut of it again in the turn of its
-		// first cut (the records of a turn an earlier launcher's end cut
-		// read again, then Claude's repair) is the same end: its id again,
-		// which the relay drops.
-		id := protocol.DeriveID(m.session, "cut", call.id, "tool-call-end")
-		if first, ok := m.cutIn[call.id]; !ok {
-			put(&m.cutIn, call.id, m.turn)
-		} else if first != m.turn {
-			id = protocol.DeriveID(m.session, "cut", m.turn, call.id, "tool-call-end")
-		}
-		m.emit(protocol.RoleAgent, id, parent, "", ev)
+		m.emit(protocol.RoleAgent, m.cutEndID(call.id), parent, "", ev)
 	}
 	if c.Note != "" {
 		m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "cut", m.turn, "note"), nil, "",
 			protocol.Event{T: protocol.KindService, Text: c.Note})
 	}
 	m.closeTurn(c.Status)
+}
+
+// cutEndID is the id of the end a cut gives call in the open turn: from
+// the call; a call id used again (and cut again) in a later turn takes
+// the turn too. A cut of it again in the turn of its first cut (the
+// records of a turn an earlier launcher's end cut read again, then
+// Claude's repair) is the same end: its id again, which the relay drops.
+//
+// The last MaxCutCalls calls cut are remembered with the turn of their
+// first cut. A call forgotten is taken as cut for the first time: its id
+// from the call alone. Cut again in the turn of its first cut, that is
+// the first cut's id, the same end, as when it is remembered. Only a tool
+// id used again in a later turn, thousands of cut calls after its first
+// cut, would repeat the first cut's id, which the relay drops (the turn's
+// end still ends it in the app); Claude's tool ids are not used again.
+func (m *Mapper) cutEndID(call string) string {
+	id := protocol.DeriveID(m.session, "cut", call, "tool-call-end")
+	first, ok := m.cutIn[call]
+	if ok {
+		if first != m.turn {
+			id = protocol.DeriveID(m.session, "cut", m.turn, call, "tool-call-end")
+		}
+		return id
+	}
+	put(&m.cutIn, call, m.turn)
+	m.cutQ = append(m.cutQ, call)
+	if len(m.cutIn) > MaxCutCalls {
+		// Forget the oldest call.
+		delete(m.cutIn, m.cutQ[m.cutHead])
+		m.cutQ[m.cutHead] = ""
+		m.cutHead++
+	}
+	if m.cutHead >= MaxCutCalls {
+		// Drop what was forgotten.
+		n := copy(m.cutQ, m.cutQ[m.cutHead:])
+		clear(m.cutQ[n:])
+		m.cutQ, m.cutHead = m.cutQ[:n], 0
+	}
+	return id
 }
 
 // Unfinished reports whether the open turn waits for Claude: a call of it

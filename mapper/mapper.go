@@ -73,9 +73,12 @@ type Mapper struct {
 	derived     map[string]struct{}
 	derivedQ    []string
 	derivedHead int
-	// cutIn maps each call a cut ended to the turn of its first cut
-	// (cut.go).
-	cutIn map[string]string
+	// cutIn maps each of the last MaxCutCalls calls a cut ended to the
+	// turn of its first cut (cut.go); cutQ[cutHead:] are they, oldest
+	// first.
+	cutIn   map[string]string
+	cutQ    []string
+	cutHead int
 
 	// calls are the tool calls without a result yet, in the order they
 	// started; endedSet (endedQ, oldest first) the last MaxEndedCalls
