@@ -32,6 +32,10 @@ const LineageWindow = 1 << 14
 type Lineage struct {
 	lines []lineEntry // a ring: line number n is lines[n%LineageWindow]
 	n     uint64      // lines added
+	// missing is the line the last incomplete Hoist found not read (its
+	// uuid's hash); arrived is set when a line with that uuid is added.
+	missing uint64
+	arrived bool
 }
 
 type lineEntry struct {
@@ -56,7 +60,35 @@ func hashUUID(s string) uint64 {
 // for a line that has none) and its parent's, and whether it is a
 // conversation record. It returns the line's number.
 func (l *Lineage) Add(uuid, parent string, conv bool) uint64 {
-	e := lineEntry{uuid: hashUUID(uuid), parent: hashUUID(parent), conv: conv}
+	return l.add(lineEntry{uuid: hashUUID(uuid), parent: hashUUID(parent), conv: conv})
+}
+
+// AddRaw is Add of a line that is not conversation, its uuid and parent
+// given as the JSON values in the line (ParseLineLink).
+func (l *Lineage) AddRaw(uuid, parent []byte) uint64 {
+	return l.add(lineEntry{uuid: hashRaw(uuid), parent: hashRaw(parent)})
+}
+
+// hashRaw is hashUUID of a JSON string value (0 for anything else).
+func hashRaw(v []byte) uint64 {
+	if len(v) < 3 || v[0] != '"' || v[len(v)-1] != '"' {
+		return 0
+	}
+	c := v[1 : len(v)-1]
+	if bytes.IndexByte(c, '\\') >= 0 {
+		return hashUUID(jsonStr(v))
+	}
+	h := maphash.Bytes(lineageSeed, c)
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func (l *Lineage) add(e lineEntry) uint64 {
+	if l.missing != 0 && e.uuid == l.missing {
+		l.arrived = true
+	}
 	n := l.n
 	l.n++
 	if len(l.lines) < LineageWindow {
@@ -82,6 +114,11 @@ func (l *Lineage) find(h uint64) (uint64, lineEntry, bool) {
 	}
 	return 0, lineEntry{}, false
 }
+
+// Arrived reports whether the line that the last Hoist that was not
+// complete found missing was added since: only then can Hoist of the same
+// record be complete (or a line after it added was forgotten).
+func (l *Lineage) Arrived() bool { return l.arrived }
 
 // Waits reports whether r, about to be added, is a main-chain record
 // that should wait for its parent: an assistant or system record whose
@@ -119,14 +156,17 @@ func Hoist[T any](l *Lineage, s []T, held uint64, rec func(T) *Record) bool {
 	}
 	var from []int // indices in s of the records to move, newest first
 	h := hashUUID(r.ParentUUID)
+	l.missing = 0
 	// Each step is a line read after s[0]: no more steps than those
 	// lines (a cycle in a broken transcript ends there).
 	for steps := l.n - held; h != 0; steps-- {
 		if steps == 0 {
+			l.missing, l.arrived = 0, true
 			return false
 		}
 		n, e, ok := l.find(h)
 		if !ok {
+			l.missing, l.arrived = h, false
 			return false // not read yet
 		}
 		if n <= held {
@@ -168,14 +208,29 @@ const tailBytes = 512
 var uuidKey = []byte(`"uuid"`)
 
 // tailUUID finds the uuid member of the object t (trimmed) among its last
-// tailBytes: a "uuid" key after ',' whose members run to t's closing brace
-// (a key of a nested object is followed by that object's own brace).
-func tailUUID(t []byte) (string, bool) {
-	start := max(0, len(t)-tailBytes)
+// tailBytes (the last tailFirst first: where Claude writes it after a
+// large value): a "uuid" key after ',' whose members run to t's closing
+// brace (a key of a nested object is followed by that object's own brace).
+// It returns the member's value as it is in t.
+func tailUUID(t []byte) ([]byte, bool) {
+	if v, ok := tailUUIDFrom(t, max(0, len(t)-tailFirst), len(t)); ok {
+		return v, true
+	}
+	if len(t) <= tailFirst {
+		return nil, false
+	}
+	return tailUUIDFrom(t, max(0, len(t)-tailBytes), len(t)-tailFirst+len(uuidKey))
+}
+
+// tailFirst is the end of a line tailUUID looks at first.
+const tailFirst = 160
+
+// tailUUIDFrom is tailUUID for a "uuid" key that starts in t[start:end].
+func tailUUIDFrom(t []byte, start, end int) ([]byte, bool) {
 	for i := start; ; {
-		j := bytes.Index(t[i:], uuidKey)
+		j := bytes.Index(t[i:end], uuidKey)
 		if j < 0 {
-			return "", false
+			return nil, false
 		}
 		k := i + j
 		i = k + 1
@@ -194,37 +249,37 @@ func tailUUID(t []byte) (string, bool) {
 
 // membersToEnd reads the members of t from k to the closing brace that
 // ends t, and returns the value of its uuid member.
-func membersToEnd(t []byte, k int) (string, bool) {
+func membersToEnd(t []byte, k int) ([]byte, bool) {
 	p := peeker{b: t, i: k}
-	uuid := ""
+	var uuid []byte
 	for {
 		p.ws()
 		if p.i >= len(t) || t[p.i] != '"' {
-			return "", false
+			return nil, false
 		}
 		key, err := p.key()
 		if err != nil {
-			return "", false
+			return nil, false
 		}
 		p.ws()
 		vs := p.i
 		if p.skipValue() != nil || p.i == vs {
-			return "", false
+			return nil, false
 		}
 		if string(key) == "uuid" {
 			if t[vs] != '"' {
-				return "", false
+				return nil, false
 			}
-			uuid = jsonStr(t[vs:p.i])
+			uuid = t[vs:p.i]
 		}
 		p.ws()
 		switch {
 		case p.i < len(t) && t[p.i] == ',':
 			p.i++
 		case p.i == len(t)-1 && t[p.i] == '}':
-			return uuid, uuid != ""
+			return uuid, len(uuid) > 2
 		default:
-			return "", false
+			return nil, false
 		}
 	}
 }

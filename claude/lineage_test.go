@@ -23,6 +23,9 @@ func TestPeekTypeLink(t *testing.T) {
 			"progress", "u1", "p1", false},
 		{"a nested uuid last", `{"parentUuid":"p1","type":"progress","uuid":"u1","data":{"a":1,"uuid":"nested"}}`,
 			"progress", "u1", "p1", false},
+		{"the uuid 300 bytes from the end", `{"parentUuid":"p1","attachment":{"uuid":"n"},"type":"attachment","uuid":"u1","cwd":"/` + strings.Repeat("d", 300) + `"}`,
+			"attachment", "u1", "p1", false},
+		{"a uuid with an escape", `{"parentUuid":"p\u0031","type":"attachment","uuid":"u\u0031"}`, "attachment", "u1", "p1", false},
 		{"a null parent", `{"parentUuid":null,"type":"attachment","uuid":"u1"}`, "attachment", "u1", "", false},
 		{"no parentUuid: not in the chain", `{"type":"file-history-snapshot","messageId":"m","uuid":"u1"}`, "file-history-snapshot", "", "", false},
 		{"conversation: parsed, not peeked", `{"parentUuid":"p1","type":"user","uuid":"u1"}`, "user", "", "", false},
@@ -42,7 +45,11 @@ func TestPeekTypeLink(t *testing.T) {
 			if pt, perr := PeekType([]byte(c.line)); pt != typ || (perr != nil) != (err != nil) {
 				t.Fatalf("PeekType gives %q %v, PeekTypeLink %q %v", pt, perr, typ, err)
 			}
-			r, u, p, perr := ParseLineLink([]byte(c.line))
+			r, ru, rp, perr := ParseLineLink([]byte(c.line))
+			u, p := "", ""
+			if ru != nil {
+				u, p = jsonStr(ru), jsonStr(rp)
+			}
 			if (perr != nil) != (err != nil) || u != uuid || p != parent || (r != nil && r.Type != typ) {
 				t.Fatalf("ParseLineLink gives %v %q %q %v, PeekTypeLink %q %q %q %v", r, u, p, perr, typ, uuid, parent, err)
 			}
@@ -84,6 +91,15 @@ func TestLineageHoist(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "u,a,d" {
 		t.Fatalf("order %v, want u,a,d", got)
+	}
+	// A line added from its JSON values is the same line.
+	var r Lineage
+	r.AddRaw([]byte(`"att"`), []byte(`"u\u0030"`))
+	if r.Waits(rec(TypeAssistant, "b", "att")) {
+		t.Fatal("a record whose parent was added by AddRaw waits")
+	}
+	if n, e, ok := r.find(hashUUID("att")); !ok || n != 0 || e.parent != hashUUID("u0") {
+		t.Fatalf("AddRaw gave %v %+v %v", n, e, ok)
 	}
 	// Past the window, a line is forgotten: its children wait.
 	var w Lineage

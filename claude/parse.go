@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
@@ -17,9 +18,10 @@ import (
 func ParseLine(line []byte) (*Record, error) { return parseLine(line, nil, nil) }
 
 // ParseLineLink is ParseLine that also returns, for a line that is not
-// conversation, its uuid and parentUuid as PeekTypeLink does (a
-// conversation record has its own).
-func ParseLineLink(line []byte) (r *Record, uuid, parent string, err error) {
+// conversation, its uuid and parentUuid where PeekTypeLink finds them, as
+// the JSON values in line (nil: none), for Lineage.AddRaw; a conversation
+// record has its own.
+func ParseLineLink(line []byte) (r *Record, uuid, parent []byte, err error) {
 	var l link
 	r, err = parseLine(line, nil, &l)
 	return r, l.uuid, l.parent, err
@@ -35,7 +37,7 @@ type LineParser struct{ c strCache }
 func (lp *LineParser) ParseLine(line []byte) (*Record, error) { return parseLine(line, &lp.c, nil) }
 
 // ParseLineLink is ParseLineLink with the strings of the lines before.
-func (lp *LineParser) ParseLineLink(line []byte) (r *Record, uuid, parent string, err error) {
+func (lp *LineParser) ParseLineLink(line []byte) (r *Record, uuid, parent []byte, err error) {
 	var l link
 	r, err = parseLine(line, &lp.c, &l)
 	return r, l.uuid, l.parent, err
@@ -194,8 +196,8 @@ func parseRecord(line []byte, copyLine bool, c *strCache, l *link) (*Record, err
 }
 
 // link is the place in the parent chain of a line that is not
-// conversation (ParseLineLink).
-type link struct{ uuid, parent string }
+// conversation (ParseLineLink): JSON values in the line.
+type link struct{ uuid, parent []byte }
 
 // find reads it: parentUuid among the members before the type (early,
 // values in line), where Claude writes it (without it there, the line is
@@ -209,12 +211,13 @@ func (l *link) find(line, t []byte, early []pending) {
 			sub := peeker{b: line, i: e.vs}
 			v, err := sub.value(false)
 			if err != nil {
+				*l = link{}
 				return
 			}
 			if string(e.key) == "uuid" {
-				l.uuid = jsonStr(v)
+				l.uuid = v
 			} else {
-				hasParent, l.parent = true, jsonStr(v)
+				hasParent, l.parent = true, v
 			}
 		}
 	}
@@ -222,14 +225,14 @@ func (l *link) find(line, t []byte, early []pending) {
 		*l = link{}
 		return
 	}
-	if l.uuid == "" {
+	if len(l.uuid) == 0 {
 		if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
 			l.uuid = u
-		} else {
-			_, l.uuid, l.parent, _ = PeekTypeLink(line)
+		} else if _, u, p, _ := PeekTypeLink(line); u != "" {
+			l.uuid, l.parent = strconv.AppendQuote(nil, u), strconv.AppendQuote(nil, p)
 		}
 	}
-	if l.uuid == "" {
+	if hashRaw(l.uuid) == 0 {
 		*l = link{}
 	}
 }

@@ -290,7 +290,7 @@ func FuzzParseLine(f *testing.F) {
 		for range 2 {
 			gl, gu, gp, glerr := lp.ParseLineLink(line)
 			sameRecord(t, "LineParser.ParseLineLink", line, gl, glerr, wl, wlerr)
-			if gu != wu || gp != wp {
+			if !bytes.Equal(gu, wu) || !bytes.Equal(gp, wp) {
 				t.Fatalf("LineParser.ParseLineLink(%q): uuid %q parent %q, ParseLineLink %q %q", line, gu, gp, wu, wp)
 			}
 		}

@@ -444,7 +444,7 @@ func peekType(line []byte, link bool) (typ, uuid, parent string, err error) {
 				return errFound
 			}
 			if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
-				uuid = u
+				uuid = jsonStr(u)
 				return errFound
 			}
 		case "parentUuid":

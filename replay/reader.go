@@ -120,7 +120,7 @@ func (fr *fileReader) advance() error {
 			conv++
 		}
 	}
-	for !claude.Hoist(fr.lineage, held, n, itemRecord) {
+	for complete := claude.Hoist(fr.lineage, held, n, itemRecord); !complete; {
 		if conv >= claude.MaxHeld || fr.done {
 			break
 		}
@@ -133,6 +133,9 @@ func (fr *fileReader) advance() error {
 		held = append(held, fr.next)
 		if claude.IsConversationType(fr.next.Record.Type) {
 			conv++
+		}
+		if fr.lineage.Arrived() {
+			complete = claude.Hoist(fr.lineage, held, n, itemRecord)
 		}
 	}
 	fr.next, fr.ahead = held[0], held[1:]
@@ -203,8 +206,8 @@ func (fr *fileReader) parseLine(line []byte) (rec *claude.Record, held uint64, e
 		return nil, 0, err
 	}
 	if !claude.IsConversationType(rec.Type) {
-		if uuid != "" {
-			fr.lineage.Add(uuid, parent, false)
+		if uuid != nil {
+			fr.lineage.AddRaw(uuid, parent)
 		}
 		return rec, 0, nil
 	}
@@ -257,14 +260,11 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 		maxLine = DefaultMaxLine
 	}
 	m := &Merger{}
-	for i, p := range paths {
+	for _, p := range paths {
 		fr, err := openFile(p, maxLine, &m.Read, onSkip)
 		if err != nil {
 			m.Close()
 			return nil, err
-		}
-		if i == 0 {
-			fr.lineage = &claude.Lineage{} // the main transcript
 		}
 		m.files = append(m.files, fr)
 	}
@@ -274,8 +274,12 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 	return m, nil
 }
 
-// start reads the first record of every file.
+// start reads the first record of every file. The first is the main
+// transcript, read in parent order.
 func (m *Merger) start() error {
+	if len(m.files) > 0 {
+		m.files[0].lineage = &claude.Lineage{}
+	}
 	for _, fr := range m.files {
 		if err := fr.advance(); err != nil {
 			m.Close()
