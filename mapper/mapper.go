@@ -200,6 +200,22 @@ func (m *Mapper) SetTime(ms int64) {
 // Records must come in order; duplicates must be removed before (see
 // claude.Dedupe).
 func (m *Mapper) Map(r *claude.Record) []protocol.Envelope {
+	m.mapOne(r)
+	return m.result()
+}
+
+// MapShort is Map whose envelopes are valid only until the next call of a
+// method of m: they are the mapper's own, not a copy, for a caller that
+// uses each at once (replay writes it).
+func (m *Mapper) MapShort(r *claude.Record) []protocol.Envelope {
+	m.mapOne(r)
+	if len(m.out) == 0 {
+		return nil
+	}
+	return m.out
+}
+
+func (m *Mapper) mapOne(r *claude.Record) {
 	m.stats.Records++
 	if r.Timestamp > 0 {
 		m.SetTime(r.Timestamp)
@@ -208,7 +224,6 @@ func (m *Mapper) Map(r *claude.Record) []protocol.Envelope {
 	m.mapRecord(r, false)
 	clear(m.texts)
 	m.texts = m.texts[:0]
-	return m.result()
 }
 
 // Close ends the open turn with the given status: stop for every active

@@ -2,6 +2,7 @@ package mapper
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -276,5 +277,38 @@ func TestNewMapperAllocs(t *testing.T) {
 	}
 	if m.subs != nil || m.prompts != nil || m.buffered != nil || m.usageSeen != nil {
 		t.Error("a turn without subagents or usage left maps made")
+	}
+}
+
+// MapShort gives what Map gives, in the mapper's own slice (reused by the
+// next call) rather than a copy of it.
+func TestMapShortIsMap(t *testing.T) {
+	text := "hello"
+	recs := []*claude.Record{
+		{Type: claude.TypeUser, UUID: "u1", Timestamp: 1, Message: &claude.Message{Role: "user", Content: claude.Content{Present: true, IsString: true, String: "hi"}}},
+		{Type: claude.TypeAssistant, UUID: "a1", ParentUUID: "u1", Timestamp: 2, Message: &claude.Message{ID: "m1", Role: "assistant",
+			Content: claude.Content{Present: true, Blocks: []claude.Block{{Type: "text", Text: &text}}}, Usage: []byte(`{"input_tokens":1,"output_tokens":2}`)}},
+		{Type: claude.TypeAssistant, UUID: "a2", ParentUUID: "a1", Timestamp: 3, Message: &claude.Message{ID: "m2", Role: "assistant",
+			Content: claude.Content{Present: true, Blocks: []claude.Block{{Type: "text", Text: &text}}}}},
+	}
+	m1, m2 := New("s"), New("s")
+	var prev []protocol.Envelope
+	reused := 0
+	for i, r := range recs {
+		want := m1.Map(r)
+		got := m2.MapShort(r)
+		if len(want) == 0 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("record %d: MapShort %+v, Map %+v", i, got, want)
+		}
+		if prev != nil && len(got) <= cap(prev) {
+			if &got[0] != &prev[:1][0] {
+				t.Errorf("record %d: MapShort's envelopes were copied", i)
+			}
+			reused++
+		}
+		prev = got
+	}
+	if reused == 0 {
+		t.Fatal("no call could reuse the slice")
 	}
 }

@@ -106,7 +106,8 @@ func (e *NothingReadError) Is(target error) bool { return target == ErrNothingRe
 
 // Run replays a session: every record, merged in timestamp order and
 // deduplicated, goes through one mapper; each envelope goes to emit in
-// order. It stops early if ctx is cancelled or emit fails.
+// order. The envelope is valid only during the call (emit copies what it
+// keeps). It stops early if ctx is cancelled or emit fails.
 func Run(ctx context.Context, s Session, opts Options, emit func(*protocol.Envelope) error) (*Stats, error) {
 	began := time.Now()
 	st := &Stats{Other: map[string]int{}, Envelopes: map[protocol.Kind]int{}, Files: len(s.Files())}
@@ -172,7 +173,8 @@ func run(ctx context.Context, s Session, mg *Merger, st *Stats, opts Options, em
 			st.Duplicates++
 			continue
 		}
-		if err := send(mp.Map(r)); err != nil {
+		// Each envelope is written at once: the mapper's own do.
+		if err := send(mp.MapShort(r)); err != nil {
 			return err
 		}
 		if opts.Progress != nil && mg.Read-lastProgress > 1<<20 {
