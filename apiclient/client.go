@@ -85,6 +85,10 @@ type Client struct {
 	changed  chan struct{}             // an announcement to send
 	unsent   map[string]protocol.Frame // session/command id -> a result not acknowledged
 	refused  bool                      // the relay refused the token: Run ended
+	// stage is how far the current attempt got, since stageSince
+	// (attempt.go).
+	stage      Stage
+	stageSince time.Time
 
 	unreachable bool // the user was told the relay cannot be reached
 	// limit bounds the next batch: the configured bounds, smaller after a
@@ -670,7 +674,8 @@ var errProgress = errors.New("connection ended after progress")
 // session connects and sends until the connection ends; upSince is set
 // when the connection is made.
 func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer c.setStage(StageNone)
+	dctx, cancel := context.WithTimeout(c.traceTaken(ctx), dialTimeout)
 	ws, resp, err := websocket.Dial(dctx, wsURL(c.cfg.URL)+"/ws/cli", &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.cfg.Token}}})
 	cancel()
@@ -699,6 +704,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 	rctx, stopRead := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRead()
 	go c.read(rctx, cn)
+	c.setStage(StageUpgraded)
 	// A relay that took the connection answers a ping at once; one that
 	// does not (its machine gone after the upgrade, a relay or a proxy
 	// stuck) is not reached: said as such, instead of waiting silently
@@ -720,6 +726,7 @@ func (c *Client) session(ctx context.Context, upSince *time.Time) (err error) {
 		c.unreachable = false
 		c.notice("ccrelay: reached the relay at %s again; sending what waited", c.cfg.URL)
 	}
+	c.setStage(StageConnected)
 	c.mu.Lock()
 	c.conn = cn
 	c.mu.Unlock()

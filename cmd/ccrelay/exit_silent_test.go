@@ -16,7 +16,9 @@ import (
 // exitFlushTimeout for what is unsent, says it was not sent and where it
 // is kept, and exits, whether the relay takes no connection at all (a
 // TCP accept and nothing more: no HTTP answer) or takes the websocket and
-// then answers nothing.
+// then answers nothing. What it says is what happened: the relay took the
+// connection and did not answer it, or answered nothing on its websocket
+// (not that it "was not reached"), or nothing took the connection.
 func TestExitRelayNeverAnswers(t *testing.T) {
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -53,9 +55,22 @@ func TestExitRelayNeverAnswers(t *testing.T) {
 	}))
 	t.Cleanup(silent.Close)
 
-	for _, tc := range []struct{ name, url string }{
-		{"no HTTP answer", "http://" + ln.Addr().String()},
-		{"websocket taken, no frame answered", silent.URL},
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nothing := "http://" + closed.Addr().String()
+	closed.Close() // nothing listens there
+
+	// What the exit says happened: the relay was reached (it took the
+	// connection) and did not answer, or it was not reached at all.
+	for _, tc := range []struct{ name, url, says, not string }{
+		{"no HTTP answer", "http://" + ln.Addr().String(),
+			"the relay at http://" + ln.Addr().String() + " took the connection but did not answer it", "not reached"},
+		{"websocket taken, no frame answered", silent.URL,
+			"the relay at " + silent.URL + " accepted the websocket but answered nothing on it", "not reached"},
+		{"nothing listening", nothing,
+			"cannot reach the relay at " + nothing, "took the connection"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const session = "11111111-2222-4333-8444-555555555556"
@@ -84,10 +99,16 @@ func TestExitRelayNeverAnswers(t *testing.T) {
 			if took > 45*time.Second {
 				t.Errorf("ccrelay took %v to exit", took)
 			}
-			for _, want := range []string{"sending the last", "not sent: ", "kept in "} {
+			for _, want := range []string{"sending the last", "not sent: " + tc.says, "kept in "} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("no %q in:\n%s", want, out)
 				}
+			}
+			_, said, _ := strings.Cut(string(out), "not sent: ")
+			said, _, _ = strings.Cut(said, "\n")
+			t.Logf("said: not sent: %s", said)
+			if strings.Contains(said, tc.not) {
+				t.Errorf("says %q:\n%s", tc.not, out)
 			}
 		})
 	}

@@ -843,17 +843,26 @@ func (x *exitFlush) run() {
 	}
 }
 
-// reason says why the relay did not take everything.
+// reason says why the relay did not take everything: what happened to
+// the attempt to talk to it. A relay that took the connection was reached,
+// and did not answer.
 func (x *exitFlush) reason(stopped os.Signal) string {
+	stage, since := x.sender.Attempt()
+	silent := time.Since(since).Round(100 * time.Millisecond)
 	why := ""
-	if !x.sender.Connected() {
-		if n := x.gate.lastUnreachable(); n != "" {
-			why = n
-		} else {
-			why = "the relay at " + x.url + " was not reached"
-		}
-	} else {
-		why = "the relay at " + x.url + " did not acknowledge everything in time"
+	switch {
+	case x.sender.Connected():
+		why = "the relay at " + x.url + " did not confirm what was sent within " + x.timeout.String()
+	case stage == apiclient.StageUpgraded:
+		why = "the relay at " + x.url + " accepted the websocket but answered nothing on it for " + silent.String() +
+			" (is the relay, or a proxy in front of it, stuck?)"
+	case stage == apiclient.StageTaken:
+		why = "the relay at " + x.url + " took the connection but did not answer it for " + silent.String() +
+			" (is that the relay's address, and is the relay or a proxy in front of it stuck?)"
+	case x.gate.lastUnreachable() != "":
+		why = x.gate.lastUnreachable()
+	default:
+		why = "the relay at " + x.url + " was not reached"
 	}
 	if stopped != nil {
 		why = "stopped (" + stopped.String() + "); " + why
