@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/scanner"
@@ -93,6 +94,9 @@ func RunCodexRemote(ctx context.Context, o CodexLoopOptions) error {
 				return
 			case c := <-prompts:
 				err := r.Prompt(wctx, c.Text)
+				if err == nil {
+					crashpoint.Hit(crashpoint.CodexPromptTaken)
+				}
 				if err == nil && o.Follower != nil {
 					// The rollout exists once the first turn started.
 					if p := r.RolloutPath(); p != "" {

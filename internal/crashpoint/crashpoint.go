@@ -74,12 +74,16 @@ const (
 	// BackToLocal: remote mode gave the session back to the terminal (its
 	// Claude stopped, its turn ended); local mode has not started.
 	BackToLocal = "back-to-local"
+	// CodexPromptTaken: Codex's app-server took a prompt from the app
+	// (turn/start or turn/steer answered); its outcome is not recorded in
+	// the command ledger yet.
+	CodexPromptTaken = "codex-prompt-taken"
 )
 
 // Steps lists every step.
 var Steps = []string{ScannerDelivered, OutboxWritten, OutboxSynced, RelayCommitted, OutboxAcked, OutboxCompacted,
 	Renamed, SwitchFlushed, SwitchClosed, AdoptCopied, SlotRenamed, LedgerBegun, LedgerFinished, RelayCommandAdded,
-	RelayCommandMoved, RemoteMapped, RemoteHeld, BackToLocal}
+	RelayCommandMoved, RemoteMapped, RemoteHeld, BackToLocal, CodexPromptTaken}
 
 var (
 	once   sync.Once

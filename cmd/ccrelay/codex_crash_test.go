@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/internal/codextest"
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/internal/testutil"
+	"github.com/ccrelay/ccrelay/launcher"
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// ccrelay codex --remote with the real Codex 0.169.0 offline, killed
+// between taking a prompt from the app and its answer: the relay hands the
+// prompt to the next ccrelay of the thread, which answers it from the
+// thread's rollout: done where Codex had taken it (it is in the rollout
+// once, not run again), rejected saying so where ccrelay was killed before
+// Codex got it.
+func TestRealCodexPromptThroughKill(t *testing.T) {
+	for _, tc := range []struct {
+		step  string
+		taken bool
+	}{
+		{crashpoint.CodexPromptTaken, true},
+		{crashpoint.LedgerBegun, false},
+	} {
+		t.Run(tc.step, func(t *testing.T) {
+			e := codextest.New(t)
+			srv, base, token := startServe(t, t.TempDir())
+			defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+			state := t.TempDir()
+			start := func(crashAt string, args ...string) (*exec.Cmd, *testutil.SyncBuffer, chan error) {
+				cmd := exec.Command(binary, append([]string{"codex", "--remote", "--codex", e.Codex, "--state", state, "--relay", base, "--relay-token", token}, args...)...)
+				cmd.Dir, cmd.Env = e.Project, append(e.Environ(), crashpoint.Env+"="+crashAt)
+				var stderr testutil.SyncBuffer
+				cmd.Stderr = &stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { cmd.Process.Kill() })
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				return cmd, &stderr, exited
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			app, _, err := websocket.Dial(ctx, strings.Replace(base, "http", "ws", 1)+"/ws/app", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer app.CloseNow()
+			frames := make(chan protocol.Frame, 1024)
+			go func() {
+				for {
+					_, b, err := app.Read(ctx)
+					if err != nil {
+						close(frames)
+						return
+					}
+					var f protocol.Frame
+					if json.Unmarshal(b, &f) == nil {
+						frames <- f
+					}
+				}
+			}()
+			send := func(f protocol.Frame) {
+				f.V = protocol.FrameVersion
+				b, _ := json.Marshal(f)
+				if err := app.Write(ctx, websocket.MessageText, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next := func(what string, stderr *testutil.SyncBuffer) protocol.Frame {
+				select {
+				case f, ok := <-frames:
+					if !ok {
+						t.Fatalf("the app's connection ended waiting for %s", what)
+					}
+					return f
+				case <-ctx.Done():
+					t.Fatalf("timed out waiting for %s; stderr: %s", what, stderr.String())
+				}
+				return protocol.Frame{}
+			}
+
+			// The second time the step is met: the first prompt makes the
+			// thread's rollout, which the next ccrelay resumes.
+			_, stderr, exited := start(tc.step + "@2")
+			// The thread, listed once app-server started it.
+			thread := codexSessionListed(t, send, next, stderr)
+			send(protocol.Frame{Type: protocol.FrameSubscribe, Session: thread})
+			first := protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "TEXT first"}
+			send(protocol.Frame{Type: protocol.FrameCommand, Session: thread, Command: &first})
+			for done, ended := false, false; !done || !ended; {
+				f := next("the first prompt's turn", stderr)
+				switch f.Type {
+				case protocol.FrameStatus:
+					if f.Command != nil && f.Command.ID == first.ID {
+						if f.Status == protocol.StatusRejected {
+							t.Fatalf("the first prompt was rejected: %s", f.Message)
+						}
+						done = done || f.Status == protocol.StatusDone
+					}
+				case protocol.FrameBatch:
+					for _, it := range f.Items {
+						ended = ended || strings.Contains(string(it.Envelope), `"turn-end"`)
+					}
+				}
+			}
+			prompt := protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "TEXT say hello"}
+			send(protocol.Frame{Type: protocol.FrameCommand, Session: thread, Command: &prompt})
+			for killed := false; !killed; {
+				select {
+				case <-exited:
+					killed = true
+				case f := <-frames:
+					if f.Type == protocol.FrameError || f.Type == protocol.FrameStatus && f.Status == protocol.StatusRejected {
+						t.Fatalf("the prompt was rejected: %s", f.Message)
+					}
+				case <-ctx.Done():
+					t.Fatalf("ccrelay was not killed at %s; stderr: %s", tc.step, stderr.String())
+				}
+			}
+
+			// The next ccrelay of the thread gets the prompt again.
+			_, stderr, _ = start("", "--session", thread)
+			var status, message string
+			for status != protocol.StatusDone && status != protocol.StatusRejected {
+				f := next("the prompt's outcome", stderr)
+				if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == prompt.ID {
+					status, message = f.Status, f.Message
+				}
+			}
+			want := protocol.StatusRejected
+			if tc.taken {
+				want = protocol.StatusDone
+			}
+			if status != want || (!tc.taken && message != launcher.ErrCodexPromptLost.Error()) {
+				t.Fatalf("the prompt after the kill: %s %q, want %s; stderr: %s", status, message, want, stderr.String())
+			}
+			path, err := codex.FindRollout(e.CodexHome, thread)
+			if err != nil && tc.taken {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(path)
+			n := strings.Count(string(b), `"role":"user","content":[{"type":"input_text","text":"TEXT say hello"}]`)
+			if tc.taken && n != 1 || !tc.taken && n != 0 {
+				t.Fatalf("the prompt is in the rollout %d times", n)
+			}
+		})
+	}
+}
+
+// codexSessionListed asks the relay for its sessions until a remote Codex
+// session is listed, and returns its id.
+func codexSessionListed(t *testing.T, send func(protocol.Frame), next func(string, *testutil.SyncBuffer) protocol.Frame, stderr *testutil.SyncBuffer) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		send(protocol.Frame{Type: protocol.FrameList})
+		f := next("the list", stderr)
+		for f.Type != protocol.FrameSessions {
+			f = next("the list", stderr)
+		}
+		for _, s := range f.Sessions {
+			if strings.Contains(string(s.Info), `"agent":"codex"`) && strings.Contains(string(s.Info), `"mode":"remote"`) {
+				return s.ID
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Codex session listed; stderr: %s", stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
