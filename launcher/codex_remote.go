@@ -382,7 +382,7 @@ func (r *CodexRemote) Interrupt(ctx context.Context) error {
 	r.mu.Lock()
 	if r.srv == nil || r.turn == "" {
 		r.mu.Unlock()
-		return ErrIdle
+		return ErrCodexIdle
 	}
 	c, thread, turn := r.srv.client, r.thread, r.turn
 	for _, p := range r.pending {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -375,7 +376,9 @@ func TestCodexRemoteInterrupt(t *testing.T) {
 		t.Errorf("interrupt %q", got)
 	}
 	f.rec.waitFor(t, "idle", func() bool { return f.rec.last().Status == StatusIdle })
-	if err := f.r.Interrupt(ctx); err != ErrIdle {
+	// An interrupt with no turn is refused as Claude's is, in words that
+	// name Codex (the app shows the refusal as it is).
+	if err := f.r.Interrupt(ctx); !errors.Is(err, ErrIdle) || err.Error() != "Codex is not working on anything" {
 		t.Errorf("an interrupt with no turn: %v", err)
 	}
 	// The next prompt is a new turn.

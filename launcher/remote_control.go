@@ -162,8 +162,21 @@ func suggestedRules(suggestions json.RawMessage) []claude.PermissionRule {
 	return rules
 }
 
-// ErrIdle is returned by Interrupt when no turn is running.
-var ErrIdle = errors.New("Claude is not working on anything")
+// ErrIdle is returned by Interrupt when no turn is running: in Claude's
+// words; a Codex session's (ErrCodexIdle) is also ErrIdle (errors.Is).
+var ErrIdle error = idleError("Claude")
+
+// ErrCodexIdle is ErrIdle in a Codex session's words.
+var ErrCodexIdle error = idleError("Codex")
+
+// idleError is an interrupt's refusal when nothing runs, naming the
+// session's agent; every one of them is ErrIdle.
+type idleError string
+
+func (e idleError) Error() string { return string(e) + " is not working on anything" }
+
+// Is makes every idleError match ErrIdle.
+func (e idleError) Is(target error) bool { return target == ErrIdle }
 
 // Interrupt stops the running turn: pending permission requests are denied,
 // and Claude's interrupt request is sent; the turn ends cancelled (D7).
