@@ -148,7 +148,8 @@ func (f *CodexFollower) rootOf(thread string) string {
 }
 
 // readParent reads a rollout's first line and returns the parent thread
-// its session_meta names; ok is false while that line is not whole.
+// its session_meta names ("" when its session_meta is another thread's
+// than its name's); ok is false while that line is not whole.
 func readParent(path string) (parent string, ok bool) {
 	fh, err := OpenRegular(path)
 	if err != nil {
@@ -167,6 +168,12 @@ func readParent(path string) (parent string, ok bool) {
 	}
 	r, err := codex.Parse(line)
 	if err != nil || r.SessionMeta == nil {
+		return "", true
+	}
+	if named, _ := CodexThreadOf(path); r.SessionMeta.ID != "" && !strings.EqualFold(r.SessionMeta.ID, named) {
+		// Codex names a rollout by its thread: this one was copied or
+		// renamed, and would be followed as the name's thread (as the
+		// local watcher refuses it too).
 		return "", true
 	}
 	return strings.ToLower(r.SessionMeta.ParentThreadID), true

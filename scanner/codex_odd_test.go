@@ -62,3 +62,36 @@ func TestCodexSubagentAfterMidnight(t *testing.T) {
 		t.Fatalf("%d lines of the subagent's thread delivered, want 2: %+v", fromSub, got)
 	}
 }
+
+// A rollout whose name says thread X but whose session_meta is thread Y's
+// (a copy or a rename), naming a followed thread as parent, is not
+// followed as X's subagent; a true subagent beside it is.
+func TestCodexSubagentMetaNamesItsThread(t *testing.T) {
+	const (
+		named  = "01a21dbb-e0d9-7522-8d58-c59df541000c" // the file name's
+		inMeta = "01a21dbb-e0d9-7522-8d58-c59df541000d" // its session_meta's
+		sub    = "01a21dbb-e0d9-7522-8d58-c59df541000e" // a true subagent
+	)
+	parent := rolloutPath(t)
+	dir := filepath.Dir(parent)
+	appendFile(t, parent, `{"timestamp":"2026-11-27T15:46:37.000Z","ordinal":0,"type":"session_meta","payload":{"id":"`+codexThread+`"}}`+"\n")
+	sink := newCodexSink()
+	runFollower(t, CodexConfig{NoWatch: true, PollInterval: 20e6}, sink, parent)
+	sink.waitLines(t, 1)
+	for _, c := range []struct{ file, id string }{{named, inMeta}, {sub, sub}} {
+		appendFile(t, filepath.Join(dir, "rollout-2026-11-27T15-46-40-"+c.file+".jsonl"),
+			`{"timestamp":"2026-11-27T15:46:40.000Z","ordinal":0,"type":"session_meta","payload":{"id":"`+c.id+`","parent_thread_id":"`+codexThread+`"}}`+"\n"+
+				`{"timestamp":"2026-11-27T15:46:41.000Z","ordinal":1,"type":"event_msg","payload":{}}`+"\n")
+	}
+	appendFile(t, parent, `{"timestamp":"2026-11-27T15:46:42.000Z","ordinal":1,"type":"event_msg","payload":{}}`+"\n")
+	got := sink.waitLines(t, 4) // both of the parent's, both of the subagent's
+	// The parent's second line is delivered after both rollouts were
+	// judged (in the same pass, before it): nothing of named's comes later.
+	byThread := map[string]int{}
+	for _, l := range got {
+		byThread[l.Thread]++
+	}
+	if byThread[named] != 0 || byThread[inMeta] != 0 || byThread[sub] != 2 || byThread[codexThread] != 2 {
+		t.Fatalf("lines by thread %v: want 2 of the parent's, 2 of the subagent's, none of the renamed rollout", byThread)
+	}
+}
