@@ -201,13 +201,16 @@ func (rs *relaySender) sync() error {
 	return nil
 }
 
-// finish appends what is left and waits until the relay acknowledged all.
-func (rs *relaySender) finish(ctx context.Context, timeout time.Duration) error {
+// finish appends what is left and waits until the relay acknowledged all,
+// for as long as the relay confirms something: it gives up once the relay
+// has confirmed nothing for stall (a large replay to a slow relay may
+// take longer than that in all).
+func (rs *relaySender) finish(ctx context.Context, stall time.Duration) error {
 	defer rs.box.Close()
 	if err := rs.sync(); err != nil {
 		return err
 	}
-	fctx, cancel := context.WithTimeout(ctx, timeout)
+	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	flushErr := make(chan error, 1)
 	go func() { flushErr <- rs.client.Flush(fctx) }()
@@ -215,6 +218,9 @@ func (rs *relaySender) finish(ctx context.Context, timeout time.Duration) error 
 	// output came after it): a wait that lasts says again what it is for.
 	say := time.NewTimer(finishSay)
 	defer say.Stop()
+	look := time.NewTicker(max(min(stall/10, time.Second), time.Millisecond))
+	defer look.Stop()
+	left, progress := rs.box.Pending(), time.Now()
 	var err error
 wait:
 	for {
@@ -226,6 +232,15 @@ wait:
 				err = <-flushErr
 			}
 			break wait
+		case <-look.C:
+			if n := rs.box.Pending(); n < left {
+				left, progress = n, time.Now()
+			} else if time.Since(progress) >= stall {
+				cancel()
+				<-flushErr
+				err = fmt.Errorf("the relay confirmed nothing for %s: %d bytes not sent stay on disk and go with the next run to this relay", stall, rs.box.Pending())
+				break wait
+			}
 		case <-say.C:
 			if rs.notes != nil {
 				why := ""
@@ -234,8 +249,8 @@ wait:
 					last, _, _ = strings.Cut(last, "; the envelopes are kept")
 					why = ": " + strings.TrimPrefix(last, "ccrelay: ")
 				}
-				fmt.Fprintf(rs.notes.w, "ccrelay: waiting up to %s for the relay to take %d bytes not sent yet%s; Ctrl-C stops, and they stay on disk for the next run\n",
-					timeout.Round(time.Second), rs.box.Pending(), why)
+				fmt.Fprintf(rs.notes.w, "ccrelay: waiting for the relay to take %d bytes not sent yet%s (given up once it confirms nothing for %s); Ctrl-C stops, and they stay on disk for the next run\n",
+					rs.box.Pending(), why, stall)
 			}
 		}
 	}

@@ -18,6 +18,11 @@ import (
 	"github.com/ccrelay/ccrelay/replay"
 )
 
+// replayStall is how long replay --to waits at the end for a relay that
+// confirms nothing: a relay that confirms something is waited for, however
+// long a large session takes in all.
+const replayStall = 30 * time.Second
+
 func newReplayCmd() *cobra.Command {
 	var (
 		format    string
@@ -46,7 +51,13 @@ whose first line is a session_meta): its session is the thread, and the
 rollouts of its subagents' threads beside it are read with it.
 
 Formats: jsonl (one envelope per line; default when stdout is not a terminal)
-and chat (a readable transcript; default on a terminal).`,
+and chat (a readable transcript; default on a terminal).
+
+With --to, the envelopes also go to a relay, through the durable outbox in
+the state folder. Once the session is read, replay waits for the relay to
+confirm them all, for as long as it confirms some: it gives up when the relay
+has confirmed nothing for 30 s, and what is not sent stays on disk for the
+next run to that relay.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			defer replay.LimitMemory()()
@@ -160,7 +171,7 @@ and chat (a readable transcript; default on a terminal).`,
 				replay.WriteSummary(stderr, st, max)
 			}
 			if sender != nil && runErr == nil {
-				if err := sender.finish(cmd.Context(), 5*time.Minute); err != nil {
+				if err := sender.finish(cmd.Context(), replayStall); err != nil {
 					return fmt.Errorf("send to %s: %w", to, err)
 				}
 				if !quiet {
@@ -178,7 +189,7 @@ and chat (a readable transcript; default on a terminal).`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "list every skipped line")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no summary or progress on stderr")
 	cmd.Flags().IntVar(&maxLine, "max-line", replay.DefaultMaxLine, "longest line to read, in bytes; longer lines are skipped")
-	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707)")
+	cmd.Flags().StringVar(&to, "to", "", "also send the envelopes to the relay at this URL (e.g. http://127.0.0.1:8707); waits until it confirms them, giving up after 30 s without a confirmation")
 	cmd.Flags().BoolVar(&plaintext, "plaintext", false, "send to a relay on another machine even when no device is paired with this machine (the relay can read the session)")
 	cmd.Flags().StringVar(&token, "relay-token", "", "the relay's token (visible in ps: prefer --relay-token-file; default $CCRELAY_TOKEN, or the token of a relay on this machine)")
 	cmd.Flags().StringVar(&tokFile, "relay-token-file", "", "read the relay's token from this file (mode 0600)")
