@@ -73,6 +73,13 @@ const (
 // past this is refused rather than decoded.
 const MaxLineBytes = 64 << 20
 
+// MaxOrdinalGap bounds how far a line's ordinal may run ahead of the lines
+// before it in its file (the highest ordinal had, or the line's own number
+// from 0, whichever is more): Codex numbers a rollout's lines from 0, so a
+// line past that is hostile or damaged. Replay and the live follower skip
+// it alike (scanner.MaxCodexOrdinalGap).
+const MaxOrdinalGap = 1 << 20
+
 // Errors of Parse.
 var (
 	ErrNotObject = errors.New("not a JSON object")

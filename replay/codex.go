@@ -84,6 +84,7 @@ type codexFile struct {
 	line    int
 	maxLine int
 	seen    map[int64]struct{}
+	maxOrd  int64 // the highest ordinal kept (-1: none)
 	next    *codex.Record
 	lastTS  int64
 	done    bool
@@ -123,8 +124,15 @@ func (cf *codexFile) advance(st *Stats) error {
 			st.skip(Skip{cf.path, cf.line, reason})
 			continue
 		}
+		if r.HasOrdinal && r.Ordinal-max(cf.maxOrd, int64(cf.line-1)) > codex.MaxOrdinalGap {
+			// As the live follower does: Codex numbers a rollout's lines
+			// from 0 (scanner.MaxCodexOrdinalGap).
+			st.skip(Skip{cf.path, cf.line, fmt.Sprintf("its ordinal %d is far past the lines before it", r.Ordinal)})
+			continue
+		}
 		st.Lines++
 		if r.HasOrdinal {
+			cf.maxOrd = max(cf.maxOrd, r.Ordinal)
 			if _, dup := cf.seen[r.Ordinal]; dup {
 				st.Duplicates++
 				continue
@@ -171,7 +179,7 @@ func runCodex(ctx context.Context, s Session, opts Options, st *Stats, emit func
 		if err != nil {
 			return st, fmt.Errorf("open %s: %w", p, errors.Unwrap(err))
 		}
-		cf := &codexFile{path: p, f: f, lr: lines.NewReader(f, 256<<10, maxLine), maxLine: maxLine, seen: map[int64]struct{}{}}
+		cf := &codexFile{path: p, f: f, lr: lines.NewReader(f, 256<<10, maxLine), maxLine: maxLine, seen: map[int64]struct{}{}, maxOrd: -1}
 		files = append(files, cf)
 		if i > 0 {
 			id, ok := CodexThread(p)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -231,5 +232,50 @@ func TestReplayCodexSubagentNextDay(t *testing.T) {
 	}
 	if !s.Codex || strings.Join(s.Subagents, " ") != child {
 		t.Fatalf("session %+v, want the subagent %s", s, child)
+	}
+}
+
+// A line whose ordinal runs far past the lines before it (hostile or
+// damaged) is skipped and said, as the live follower skips it
+// (scanner.TestCodexHugeOrdinalSkipped): live equals replay.
+func TestReplayCodexHugeOrdinal(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "codex", "testdata", "samples", "text.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(src), "\n"), "\n")
+	var odd string
+	for _, l := range lines {
+		if strings.Contains(l, `"role":"assistant"`) {
+			odd = regexp.MustCompile(`"ordinal":\d+`).ReplaceAllString(l, `"ordinal":9223372036854775807`)
+		}
+	}
+	if odd == "" {
+		t.Fatal("no assistant message in the sample")
+	}
+	replay := func(body []string) ([]string, *Stats) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "rollout-2026-11-27T15-46-48-01a21db0-15a3-79c2-bd43-d66cd47ec9ef.jsonl")
+		if err := os.WriteFile(path, []byte(strings.Join(body, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := FindSession([]string{path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		st, err := Run(context.Background(), s, Options{}, func(e *protocol.Envelope) error {
+			kinds = append(kinds, string(e.Ev.T))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kinds, st
+	}
+	want, _ := replay(lines)
+	got, st := replay(append(append(append([]string{}, lines[:3]...), odd), lines[3:]...))
+	if strings.Join(got, " ") != strings.Join(want, " ") || len(st.Skipped) != 1 || !strings.Contains(st.Skipped[0].Reason, "far past") {
+		t.Fatalf("envelopes %v (without the line: %v), skipped %+v", got, want, st.Skipped)
 	}
 }

@@ -433,11 +433,10 @@ func (f *CodexFollower) deliver(ctx context.Context, cf *codexFile, n int) error
 }
 
 // MaxCodexOrdinalGap bounds how far a rollout line's ordinal may run
-// ahead of the lines before it (the highest ordinal had, or the line's
-// own number in its file, whichever is more): Codex numbers its lines
-// from 0, so a line past that is hostile or damaged, and skipped with a
-// log. Taken as read, it would make every later line look had.
-const MaxCodexOrdinalGap = 1 << 20
+// ahead of the lines before it (codex.MaxOrdinalGap): a line past it is
+// skipped with a log. Taken as read, it would make every later line look
+// had.
+const MaxCodexOrdinalGap = codex.MaxOrdinalGap
 
 // errCodexBatchFull stops a read at the batch bound.
 var errCodexBatchFull = errors.New("batch full")
