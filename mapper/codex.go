@@ -59,6 +59,12 @@ type Codex struct {
 	// threads are the subagent threads mapped into this session
 	// (MapThread), by thread id.
 	threads map[string]*codexSub
+	// threadQ[threadHead:] are the threads, oldest first, the last
+	// maxThreads (MaxCodexThreads when 0) with their whole state
+	// (keepThreads).
+	threadQ    []string
+	threadHead int
+	maxThreads int
 }
 
 // NewCodex returns a mapper for the Codex thread with the given id (the

@@ -19,6 +19,60 @@ type codexSub struct {
 	thread string
 	mapper *Codex // its own records' rules and state
 	sub    *subagent
+	queued bool // in threadQ: its state was used since it was compacted
+}
+
+// MaxCodexThreads bounds the subagent threads of a session whose whole
+// mapping state is kept: past it, the state of the oldest thread that is
+// between turns is given up for a fresh one that keeps what a later turn
+// of the thread needs (its title, model, context window, time and last
+// rate limit). What goes is what serves the turns that ended (the calls
+// that had their end, the id sources used), which Codex's unique turn,
+// item and call ids do not need again: its later turns map as before.
+const MaxCodexThreads = 256
+
+// idle reports whether the thread is between turns, with nothing held.
+func (cs *codexSub) idle() bool {
+	c := cs.mapper
+	m := c.Mapper
+	return m.turn == "" && len(m.calls) == 0 && m.nBuffered == 0 && len(m.subs) == 0 && m.unanswered == "" &&
+		len(c.held) == 0 && c.turnKey == "" && c.noteModel == ""
+}
+
+// compact gives up the thread's mapping state for a fresh one with what a
+// later turn needs.
+func (cs *codexSub) compact() {
+	old := cs.mapper
+	c := NewCodex(old.Mapper.session)
+	c.window, c.model = old.window, old.model
+	c.Mapper.lastTime, c.Mapper.rateLimit, c.Mapper.stats = old.Mapper.lastTime, old.Mapper.rateLimit, old.Mapper.stats
+	c.Mapper.lastPrompt = old.Mapper.lastPrompt
+	cs.mapper, cs.queued = c, false
+}
+
+// keepThreads compacts the threads past the last maxThreads whose state
+// was used (mapped since they were made or compacted), oldest first, those
+// between turns; a thread in a turn is looked at again later.
+func (c *Codex) keepThreads() {
+	most := c.maxThreads
+	if most <= 0 {
+		most = MaxCodexThreads
+	}
+	for n := len(c.threadQ) - c.threadHead - most; n > 0; n-- {
+		thread := c.threadQ[c.threadHead]
+		c.threadQ[c.threadHead] = ""
+		c.threadHead++
+		if cs := c.threads[thread]; cs.idle() {
+			cs.compact()
+		} else {
+			c.threadQ = append(c.threadQ, thread) // in a turn: later
+		}
+	}
+	if c.threadHead >= most {
+		k := copy(c.threadQ, c.threadQ[c.threadHead:])
+		clear(c.threadQ[k:])
+		c.threadQ, c.threadHead = c.threadQ[:k], 0
+	}
 }
 
 // SubagentProvider is the provider id a Codex subagent thread's subagent
@@ -61,6 +115,11 @@ func (c *Codex) subThread(thread string) *codexSub {
 		cs.sub.hidden = true
 		// Its model is said once, not as a change from the parent's.
 		c.threads[thread] = cs
+	}
+	if !cs.queued {
+		cs.queued = true
+		c.threadQ = append(c.threadQ, thread)
+		c.keepThreads()
 	}
 	return cs
 }
