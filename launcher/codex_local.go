@@ -106,6 +106,7 @@ func RunCodexLocal(ctx context.Context, o CodexLocalOptions) (int, error) {
 		return 0, fmt.Errorf("start codex: %w", err)
 	}
 	defer tree.release()
+	w.started(cmd.Process.Pid)
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 
@@ -158,8 +159,11 @@ func RunCodexLocal(ctx context.Context, o CodexLocalOptions) (int, error) {
 // resumes: Codex says nothing of its thread to another process, so a
 // rollout is this run's when it appears (or grows, for a resume) after
 // the start and its session_meta names this folder and the kind of Codex
-// run (the TUI's originator, or exec's for `codex exec`); a thread the
-// arguments resume by id is this run's wherever it ran.
+// run (the TUI's originator, or exec's for `codex exec`), and it is not
+// another Codex's in the same folder (codex_holder.go: a process of this
+// run's tree holds it open; where that is not known, the first thread
+// found only); a thread the arguments resume by id is this run's wherever
+// it ran.
 type codexWatch struct {
 	sessions   string
 	cwd        []string // the folder as given and with links resolved
@@ -167,15 +171,18 @@ type codexWatch struct {
 	resume     string   // the thread `resume <id>` names, if any
 	onThread   func(string, *codex.SessionMeta)
 	log        *slog.Logger
+	holderOf   func(path string, root int) rolloutHolder
 
 	mu     sync.Mutex
+	root   int              // the Codex process started (0 until it is)
+	found  bool             // a thread of this run was reported (one resumed by id aside)
 	before map[string]int64 // size of each rollout before the start
 	done   map[string]bool  // rollouts reported, or found to be another run's
 }
 
 func newCodexWatch(codexHome, dir string, args []string, onThread func(string, *codex.SessionMeta), log *slog.Logger) *codexWatch {
 	w := &codexWatch{sessions: codex.SessionsDir(codexHome), cwd: []string{filepath.Clean(dir)}, onThread: onThread, log: log,
-		before: map[string]int64{}, done: map[string]bool{}}
+		holderOf: holderOf, before: map[string]int64{}, done: map[string]bool{}}
 	if real, err := filepath.EvalSymlinks(dir); err == nil && real != w.cwd[0] {
 		w.cwd = append(w.cwd, real)
 	}
@@ -331,11 +338,46 @@ func (w *codexWatch) scan() (pending bool) {
 			w.markDone(f)
 			continue
 		}
+		if !explicit {
+			if other, h := w.another(f); other {
+				w.log.Info("a rollout of another Codex process in this folder", "file", f, "held by", h.String())
+				w.markDone(f)
+				continue
+			}
+			w.mu.Lock()
+			w.found = true
+			w.mu.Unlock()
+		}
 		w.markDone(f)
 		w.log.Info("following a Codex thread", "thread", id, "file", f, "resumed", existed)
 		w.onThread(f, meta)
 	}
 	return pending
+}
+
+// started tells the watch the process Codex runs as.
+func (w *codexWatch) started(pid int) {
+	w.mu.Lock()
+	w.root = pid
+	w.mu.Unlock()
+}
+
+// another reports whether a rollout that has this run's folder and kind
+// is another Codex process's: one that only other processes hold open, or,
+// where no process holds it or the system does not say, any after the
+// first thread this run found (never a switch to another's thread).
+func (w *codexWatch) another(f string) (bool, rolloutHolder) {
+	w.mu.Lock()
+	root, found := w.root, w.found
+	w.mu.Unlock()
+	h := w.holderOf(f, root)
+	switch h {
+	case holderOurs:
+		return false, h
+	case holderOther:
+		return true, h
+	}
+	return found, h
 }
 
 func (w *codexWatch) markDone(f string) {

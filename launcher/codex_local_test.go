@@ -91,6 +91,9 @@ func TestCodexWatchFindsThisRunsThreads(t *testing.T) {
 		got = append(got, filepath.Base(p))
 		mu.Unlock()
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Every rollout is held by this run's Codex (several threads: /new);
+	// another Codex's are TestCodexWatchAnotherCodex's.
+	w.holderOf = func(string, int) rolloutHolder { return holderOurs }
 	w.snapshot()
 	if w.scan(); len(got) != 1 || got[0] != filepath.Base(elsewhere) {
 		t.Fatalf("first scan reported %v; want only the thread resumed by id", got)
@@ -243,6 +246,7 @@ func TestCodexWatchMetaNamesItsThread(t *testing.T) {
 	var got []string
 	w := newCodexWatch(home, cwd, []string{"resume", id(2)}, func(p string, m *codex.SessionMeta) { got = append(got, filepath.Base(p)) },
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w.holderOf = func(string, int) rolloutHolder { return holderOurs } // threads of this run's Codex
 	w.snapshot()
 	dir := filepath.Join(codex.SessionsDir(home), "d")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
