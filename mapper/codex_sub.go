@@ -143,7 +143,7 @@ func (c *Codex) adopt(cs *codexSub, r *codex.Record, envs []protocol.Envelope) {
 		c.subStart(cs, r)
 		e.Role = protocol.RoleAgent
 		e.Turn = m.turn
-		e.Subagent = cs.sub.id
+		e.Subagent = cs.sub.sid()
 		m.out = append(m.out, e)
 		m.own = append(m.own, m.depth == 0)
 	}

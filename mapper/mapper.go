@@ -132,7 +132,7 @@ func (m *Mapper) resultText(b *claude.Block) string {
 
 type subagent struct {
 	provider string
-	id       string
+	sidMade  string // sid's, made when first used
 	title    string
 	hidden   bool // Task/Agent: no tool-call envelopes
 	// background: launched asynchronously (D13); it outlives its turn.
@@ -140,6 +140,16 @@ type subagent struct {
 	active     bool // start emitted, stop not yet
 	rooted     bool // its prompt (sidechain root) was mapped
 	done       bool
+}
+
+// sid is the subagent's session id (protocol.SubagentID of its provider
+// id), hashed when first used: every tool call gets a subagent, which
+// most never need.
+func (s *subagent) sid() string {
+	if s.sidMade == "" {
+		s.sidMade = protocol.SubagentID(s.provider)
+	}
+	return s.sidMade
 }
 
 // New returns a mapper for the session with the given id.
@@ -505,7 +515,7 @@ func (m *Mapper) flushAgent(agentID string) {
 func (m *Mapper) subFor(provider string) *subagent {
 	s := m.subs[provider]
 	if s == nil {
-		s = &subagent{provider: provider, id: protocol.SubagentID(provider)}
+		s = &subagent{provider: provider}
 		put(&m.subs, provider, s)
 		m.subOrder = append(m.subOrder, provider)
 	}
@@ -520,7 +530,7 @@ func (m *Mapper) emit(role protocol.Role, id string, sub *subagent, claudeUUID s
 		e.Turn = m.turn
 	}
 	if sub != nil {
-		e.Subagent = sub.id
+		e.Subagent = sub.sid()
 	}
 	m.out = append(m.out, e)
 	m.own = append(m.own, false)
@@ -546,7 +556,7 @@ func (m *Mapper) ensureStarted(s *subagent, cause string) {
 	s.active = true
 	s.done = false
 	m.stats.Subagents++
-	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "start", cause, s.id), s, "",
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "start", cause, s.sid()), s, "",
 		protocol.Event{T: protocol.KindStart, Title: s.title})
 }
 
@@ -556,7 +566,7 @@ func (m *Mapper) stop(s *subagent, cause string) {
 		return
 	}
 	s.active = false
-	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "stop", cause, s.id), s, "",
+	m.emit(protocol.RoleAgent, protocol.DeriveID(m.session, "stop", cause, s.sid()), s, "",
 		protocol.Event{T: protocol.KindStop})
 }
 

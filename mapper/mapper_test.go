@@ -312,3 +312,20 @@ func TestMapShortIsMap(t *testing.T) {
 		t.Fatal("no call could reuse the slice")
 	}
 }
+
+// A tool call's subagent id is hashed only when an envelope needs it: a
+// plain call, which most are, costs no SHA-256 of its id; a call whose
+// sidechain shows gets the id SubagentID gives.
+func TestToolCallSubagentIDLazy(t *testing.T) {
+	m := New("s")
+	m.Map(&claude.Record{Type: claude.TypeUser, UUID: "u1", Timestamp: 1, Message: &claude.Message{Role: "user", Content: claude.Content{Present: true, IsString: true, String: "hi"}}})
+	m.Map(&claude.Record{Type: claude.TypeAssistant, UUID: "a1", ParentUUID: "u1", Timestamp: 2, Message: &claude.Message{ID: "m1", Role: "assistant",
+		Content: claude.Content{Present: true, Blocks: []claude.Block{{Type: "tool_use", ID: "toolu_1", Name: "Bash", Input: []byte(`{"command":"ls"}`)}}}}})
+	s := m.subs["toolu_1"]
+	if s == nil || s.sidMade != "" {
+		t.Fatalf("the plain call's subagent: %+v", s)
+	}
+	if got, want := s.sid(), protocol.SubagentID("toolu_1"); got != want {
+		t.Fatalf("sid %q, want %q", got, want)
+	}
+}
