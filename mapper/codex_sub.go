@@ -28,7 +28,10 @@ type codexSub struct {
 // of the thread needs (its title, model, context window, time and last
 // rate limit). What goes is what serves the turns that ended (the calls
 // that had their end, the id sources used), which Codex's unique turn,
-// item and call ids do not need again: its later turns map as before.
+// item and call ids do not need again: its later turns map as before. A
+// second output of a call that ended (ignored while its end is
+// remembered) would come right after the first, within the thread's turn,
+// not after the records of MaxCodexThreads other threads.
 const MaxCodexThreads = 256
 
 // idle reports whether the thread is between turns, with nothing held.
