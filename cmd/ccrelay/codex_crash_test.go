@@ -30,7 +30,7 @@ import (
 func TestRealCodexPromptThroughKill(t *testing.T) {
 	for _, tc := range []struct {
 		step  string
-		taken bool
+		taken bool // Codex may have taken the prompt
 	}{
 		{crashpoint.CodexPromptTaken, true},
 		{crashpoint.LedgerBegun, false},
@@ -48,9 +48,23 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { cmd.Process.Kill() })
 				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
+				waited := make(chan struct{})
+				go func() {
+					exited <- cmd.Wait()
+					close(waited)
+				}()
+				// Ended before Codex's home is removed: asked first (it stops
+				// app-server and waits for it), killed past a minute.
+				t.Cleanup(func() {
+					cmd.Process.Signal(syscall.SIGTERM)
+					select {
+					case <-waited:
+					case <-time.After(time.Minute):
+						cmd.Process.Kill()
+						<-waited
+					}
+				})
 				return cmd, &stderr, exited
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -142,22 +156,24 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 					status, message = f.Status, f.Message
 				}
 			}
-			want := protocol.StatusRejected
-			if tc.taken {
-				want = protocol.StatusDone
-			}
-			if status != want || (!tc.taken && message != launcher.ErrCodexPromptLost.Error()) {
-				t.Fatalf("the prompt after the kill: %s %q, want %s; stderr: %s", status, message, want, stderr.String())
-			}
+			// The status is final and true: done if Codex wrote the prompt
+			// to the rollout (once), rejected saying so if not. Killed at
+			// ledger-begun, Codex never got it; killed once app-server
+			// answered turn/start, Codex usually wrote it first, but may
+			// have died before (Pdeathsig): then it was not run either.
 			path, err := codex.FindRollout(e.CodexHome, thread)
-			if err != nil && tc.taken {
+			if err != nil {
 				t.Fatal(err)
 			}
 			b, _ := os.ReadFile(path)
 			n := strings.Count(string(b), `"role":"user","content":[{"type":"input_text","text":"TEXT say hello"}]`)
-			if tc.taken && n != 1 || !tc.taken && n != 0 {
-				t.Fatalf("the prompt is in the rollout %d times", n)
+			switch {
+			case status == protocol.StatusDone && n == 1 && tc.taken:
+			case status == protocol.StatusRejected && n == 0 && message == launcher.ErrCodexPromptLost.Error():
+			default:
+				t.Fatalf("the prompt after the kill: %s %q, and the rollout holds it %d times; stderr: %s", status, message, n, stderr.String())
 			}
+			t.Logf("the prompt after the kill at %s: %s", tc.step, status)
 		})
 	}
 }
