@@ -134,6 +134,21 @@ const KINDS = {
   agent: 'A background agent finished',
 };
 
+// kindText is what a notification of kind says for a session whose info
+// is info: naming its agent (Claude Code's when an older machine names
+// none), or none where the info is sealed and the agent not known here.
+function kindText(kind, info) {
+  const who = info.agent === 'codex' ? 'Codex' : info.agent === 'claude' || typeof info.sealed !== 'string' ? 'Claude' : '';
+  if (kind === 'permission') return who ? who + ' is waiting for you' : 'A session is waiting for you';
+  if (kind === 'turn') return who ? who + ' finished' : 'A session finished';
+  return KINDS[kind];
+}
+
+// untitled names a session without a title or prompt.
+function untitled(info) {
+  return info.agent === 'codex' ? 'a Codex session' : info.agent === 'claude' || typeof info.sealed !== 'string' ? 'a Claude session' : 'a session';
+}
+
 // ANSWERED: a permission request notified before no longer waits (answered
 // elsewhere, or cancelled): its notification is replaced.
 const ANSWERED = 'answered';
@@ -160,7 +175,7 @@ function oneLine(s, n) {
 async function notify(p) {
   const s = await sessionNow(p.session);
   const info = (s && typeof s.info === 'object' && s.info) || {};
-  const title = oneLine(info.title || s?.prompt || 'a Claude session', 80);
+  const title = oneLine(info.title || s?.prompt || untitled(info), 80);
   const base = { icon: 'icon-192.png', badge: 'icon-192.png', timestamp: Date.now(), data: { session: p.session, kind: p.kind, seq: p.seq } };
   const perms = p.kind === 'permission' ? waitingRequests(s) : [];
   if (p.kind === 'permission') {
@@ -182,7 +197,7 @@ async function notify(p) {
   if (perms.length) {
     for (const q of perms) {
       const what = [q.tool, q.description].filter((x) => typeof x === 'string' && x).join(': ');
-      await self.registration.showNotification(KINDS.permission, {
+      await self.registration.showNotification(kindText('permission', info), {
         ...base,
         tag: 'perm:' + p.session + ':' + q.id,
         body: oneLine((what ? what + ' — ' : '') + title, 180),
@@ -196,7 +211,7 @@ async function notify(p) {
     }
     return;
   }
-  await self.registration.showNotification(KINDS[p.kind], { ...base, tag: p.kind + ':' + p.session, body: title });
+  await self.registration.showNotification(kindText(p.kind, info), { ...base, tag: p.kind + ':' + p.session, body: title });
 }
 
 // sessionNow asks the relay for the session as lists show it now (null:
@@ -226,7 +241,7 @@ async function answered(p) {
   if (p.seq > prev) await kvPut('answered:' + p.session, p.seq);
   const s = await sessionNow(p.session);
   const info = (s && typeof s.info === 'object' && s.info) || {};
-  await replaceAnswered(p.session, s, oneLine(info.title || s?.prompt || 'a Claude session', 80));
+  await replaceAnswered(p.session, s, oneLine(info.title || s?.prompt || untitled(info), 80));
 }
 
 // replaceAnswered replaces each permission notification of session whose
@@ -313,7 +328,7 @@ async function answer(session, requestId, allow) {
     let ws;
     try { ws = new WebSocket(url, ['ccrelay-token.' + token]); } catch { resolve({ ok: false }); return; }
     const end = (r) => { clearTimeout(timer); ws.onclose = null; ws.close(); resolve(r); };
-    const timer = setTimeout(() => end({ ok: false, message: 'No answer from Claude\'s machine in time. Open the session to check.' }), COMMAND_TIMEOUT_MS);
+    const timer = setTimeout(() => end({ ok: false, message: 'No answer from the session\'s machine in time. Open the session to check.' }), COMMAND_TIMEOUT_MS);
     ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'command', session, command: { id, ...cmd } }));
     ws.onmessage = (e) => {
       let f;

@@ -562,7 +562,7 @@ function showTokenPage(signedOutWhy = '') {
 // --- the first steps ---------------------------------------------------------
 
 // ABOUT says what ccrelay is, in one line.
-const ABOUT = 'ccrelay puts your Claude Code sessions on this device: follow them and answer Claude from here.';
+const ABOUT = 'ccrelay puts your Claude Code and Codex sessions on this device: follow them and answer them from here.';
 
 // firstSteps says what ccrelay is and what to do next where there is
 // nothing to show yet: a device that did not pair is told to pair; a
@@ -980,7 +980,7 @@ function sessionPage(id) {
       protectionChip(s, { machine: true }),
       h('span', { class: 'dim agent agent-' + (i.agent || 'claude'), text: ' · ' + agentLabel(i), title: agentTitle(i) }),
       bits.length ? h('span', { class: 'dim', text: ' · ' + bits.join(' · ') }) : null);
-    const use = i.context ? contextCount(i.context) : contextUse(i.usage || model.usage);
+    const use = i.context ? contextCount(i.context, AGENTS[i.agent] || AGENTS.claude) : contextUse(i.usage || model.usage);
     meter.hidden = !use || use.used === 0;
     if (use) {
       meter.querySelector('.meter-bar span').style.width = use.pct.toFixed(1) + '%';
@@ -1085,7 +1085,7 @@ function sessionPage(id) {
       // A request too long to announce whole is shown in part: said, and
       // not editable (Allow and Deny answer what was asked).
       p.clipped === true ? h('div', { class: 'meta perm-clipped', text: 'Too long to show whole: part of it is shown. Allow and Deny answer all of it.' }) : null,
-      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: !editable }));
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: !editable, agent: info().agent }));
     const card = h('div', { class: 'perm', 'data-request': p.id },
       h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
         sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),

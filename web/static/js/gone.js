@@ -25,7 +25,7 @@ export function goneState(info, live = false) {
   return {
     kind: 'offline',
     text: 'Machine offline',
-    note: 'Claude\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).',
+    note: (info?.agent === 'codex' ? 'Codex' : 'Claude') + '\'s machine is offline: the relay is reachable, but ccrelay is not connected for this session. What you send waits on the relay until it is back; check the machine (is it awake, is ccrelay running?).',
   };
 }
 

@@ -117,7 +117,7 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
         h('span', { class: 'meta folder-at', text: f.at ? ago(f.at) : '' }));
     }));
     if (!shown.length) {
-      folders.replaceChildren(h('li', { class: 'empty-hint', text: d.folders.length ? 'No folder matches.' : 'Claude Code has no projects on this machine yet.' + (d.roots.length ? ' Type a folder below.' : ' Start ccrelay daemon with --allow DIR.') }));
+      folders.replaceChildren(h('li', { class: 'empty-hint', text: d.folders.length ? 'No folder matches.' : (d.codexVersion ? (d.claudeVersion ? 'Neither Claude Code nor Codex has projects' : 'Codex has no projects') : 'Claude Code has no projects') + ' on this machine yet.' + (d.roots.length ? ' Type a folder below.' : ' Start ccrelay daemon with --allow DIR.') }));
     }
   }
 

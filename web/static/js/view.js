@@ -424,10 +424,10 @@ export function toolName(name) {
 }
 
 /** contextMeter describes usage as context in use over the window. */
-/** contextCount is the meter's reading from Claude's own count. */
-export function contextCount(c) {
+/** contextCount is the meter's reading from the agent's own count (who: its name). */
+export function contextCount(c, who = 'Claude') {
   const used = Math.max(0, c.usedTokens), win = c.maxTokens;
-  return { used, win, pct: Math.min(100, (used / win) * 100), label: tokens(used) + ' / ' + tokens(win) + ' (Claude\'s count)' };
+  return { used, win, pct: Math.min(100, (used / win) * 100), label: tokens(used) + ' / ' + tokens(win) + ' (' + who + '\'s count)' };
 }
 
 export function contextUse(usage, fallbackWindow = 200000) {

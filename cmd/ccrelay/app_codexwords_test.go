@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/ccrelay/ccrelay/protocol"
+)
+
+// What the app says of a Codex session names Codex, not Claude: the
+// composer, the context meter's count, the offline note; and the
+// deny-reason box of a request says that the text becomes a note in the
+// session, which Codex does not read (docs/compatibility.md, "a denial's
+// reason"), where a Claude Code session's says Claude reads it.
+func TestAppCodexWords(t *testing.T) {
+	r := startAppRelay(t)
+	id, _ := r.replay(t, corpus+smallSession)
+	cli := dialCLI(t, r)
+	ctx := newBrowser(t)
+	must(t, ctx, phone390())
+	r.open(t, ctx, id)
+	for _, c := range []struct {
+		agent, link, placeholder, composer, count, offline string
+	}{
+		{protocol.AgentCodex, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline"},
+		{protocol.AgentClaude, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline"},
+	} {
+		// A request of each session's own (a card is made once per request).
+		req := "req-" + c.agent
+		perm := map[string]any{"id": req, "tool": "Bash", "input": map[string]any{"command": "rm -rf build", "cwd": "/p", "description": ""}}
+		cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "agent": c.agent, "permissions": []map[string]any{perm},
+			"context": map[string]any{"usedTokens": 250000, "maxTokens": 1000000}})
+		waitJS(t, ctx, c.agent+"'s request and meter", fmt.Sprintf(`(() => {
+			const p = document.querySelector('.perm[data-request=%q]'), m = document.querySelector('.meter');
+			return !!p && !!document.querySelector('.agent-%s') && !m.hidden && m.title.startsWith('Context in use: 250k / 1.0M');
+		})()`, req, c.agent))
+		if title := eval[string](t, ctx, `document.querySelector('.meter').title`); title != "Context in use: 250k / 1.0M "+c.count {
+			t.Errorf("%s session's meter: %q", c.agent, title)
+		}
+		must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="`+req+`"] button.deny-why`)))
+		got := eval[map[string]string](t, ctx, fmt.Sprintf(`(() => {
+			const p = document.querySelector('.perm[data-request=%q]'), r = p.querySelector('.perm-reason-text');
+			return { link: p.querySelector('button.deny-why').textContent, placeholder: r.placeholder, label: r.getAttribute('aria-label'),
+				shown: String(!p.querySelector('.perm-reason').hidden), composer: document.querySelector('.composer textarea').placeholder };
+		})()`, req))
+		if got["link"] != c.link || got["placeholder"] != c.placeholder || got["shown"] != "true" || got["composer"] != c.composer {
+			t.Errorf("%s session: %v; want link %q, placeholder %q, composer %q", c.agent, got, c.link, c.placeholder, c.composer)
+		}
+		if c.agent == protocol.AgentCodex && got["label"] == "Reason for denying" {
+			t.Errorf("a Codex session's box is labelled %q", got["label"])
+		}
+		// What the app says when the session's machine is offline.
+		note, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import('/js/gone.js').then((g) => g.goneState({ mode: 'remote', cliGone: 1, agent: %q }).note)`, c.agent), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(note) < len(c.offline) || note[:len(c.offline)] != c.offline {
+			t.Errorf("%s session offline: %q", c.agent, note)
+		}
+	}
+}
