@@ -273,7 +273,7 @@ func (c *Client) sendLive(ctx context.Context) {
 const MaxUnsentReplies = 1024
 
 // Reply tells the relay (and the app) what became of a command: done, or
-// rejected with a reason. A reply that fails (the relay is not connected,
+// rejected with a reason (sealed for a sealed session: resultFrame). A reply that fails (the relay is not connected,
 // or the connection is lost before the relay acknowledged it) is sent
 // again on the next connection, after the announcements.
 func (c *Client) Reply(ctx context.Context, session, id string, ok bool, message string) error {
@@ -281,7 +281,7 @@ func (c *Client) Reply(ctx context.Context, session, id string, ok bool, message
 	if !ok {
 		status = protocol.StatusRejected
 	}
-	f := protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message}
+	f := c.resultFrame(session, id, status, message)
 	c.mu.Lock()
 	cn := c.conn
 	c.mu.Unlock()
@@ -462,9 +462,10 @@ func (c *Client) openCommand(session string, cmd protocol.Command) (protocol.Com
 // queueReply keeps a rejection for the sending loop (the reader must not
 // wait for the relay's answer, which it reads itself).
 func (c *Client) queueReply(session, id, message string) {
+	f := c.resultFrame(session, id, protocol.StatusRejected, message)
 	c.mu.Lock()
 	if len(c.unsent) < MaxUnsentReplies {
-		c.unsent[session+"/"+id] = protocol.Frame{Type: protocol.FrameResult, Session: session, Command: &protocol.Command{ID: id}, Status: protocol.StatusRejected, Message: message}
+		c.unsent[session+"/"+id] = f
 	}
 	c.mu.Unlock()
 	select {

@@ -79,6 +79,12 @@ type Frame struct {
 	Command *Command `json:"command,omitempty"`
 	// Status (FrameStatus, FrameResult): queued, delivered, done, rejected.
 	Status string `json:"status,omitempty"`
+	// SealedMessage (FrameResult, FrameStatus), for a session that is
+	// end-to-end encrypted: the result's message sealed by the machine
+	// under the session's key for (session, ResultSealID(command id), from
+	// the machine). Message then holds SealedResultMessage, a text with
+	// nothing of the session, for apps that cannot open it.
+	SealedMessage string `json:"sealedMessage,omitempty"`
 	// Device (FrameVisibility): the app's device id; Visible: whether
 	// Session is shown on a visible page.
 	Device  string `json:"device,omitempty"`
@@ -184,6 +190,17 @@ const (
 	StatusDone      = "done"      // the CLI carried it out
 	StatusRejected  = "rejected"  // refused; Message says why
 )
+
+// SealedResultMessage is the readable message of a command result whose
+// message is sealed (Frame.SealedMessage): what an app that cannot open it
+// shows, and all the relay reads.
+const SealedResultMessage = "the machine's reason is end-to-end encrypted; open this session on a device that has its key to read it"
+
+// ResultSealID is the id in the associated data of a command result's
+// sealed message: the command's id and "/result", so that it opens for
+// that command's result alone (not for an envelope, a blob or another
+// command's result).
+func ResultSealID(commandID string) string { return commandID + "/result" }
 
 // Command is something an app asks of a session's CLI.
 type Command struct {

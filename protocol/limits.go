@@ -36,6 +36,10 @@ const (
 	// its tool-call-end (the blob behind "show all"): a longer result is
 	// kept to its first MaxFullResultBytes, cut on a UTF-8 boundary.
 	MaxFullResultBytes = 1 << 20
+	// MaxSealedResultChars bounds a command result's sealed message
+	// (Frame.SealedMessage): a message of MaxResultMessageBytes, sealed,
+	// in base64url.
+	MaxSealedResultChars = ((MaxResultMessageBytes+SealOverheadMax)*8 + 5) / 6
 	// MaxSealedCommandChars bounds a sealed command's text: a command of
 	// MaxCommandBytes, sealed, in base64url.
 	MaxSealedCommandChars = ((MaxCommandBytes+SealOverheadMax)*8 + 5) / 6

@@ -242,5 +242,14 @@ func checkResult(f protocol.Frame) error {
 	if len(f.Message) > protocol.MaxResultMessageBytes {
 		return fmt.Errorf("result message is %d bytes, more than %d", len(f.Message), protocol.MaxResultMessageBytes)
 	}
+	if f.SealedMessage != "" {
+		// Sealed by the machine: the relay checks its form and size only.
+		if min := (protocol.SealOverhead*8 + 5) / 6; len(f.SealedMessage) < min || len(f.SealedMessage) > protocol.MaxSealedResultChars {
+			return fmt.Errorf("result sealedMessage is %d characters, not a sealed message (%d to %d)", len(f.SealedMessage), min, protocol.MaxSealedResultChars)
+		}
+		if _, ok := sealedBytes([]byte(f.SealedMessage)); !ok {
+			return errors.New("result sealedMessage is not strict unpadded base64url (another alphabet, padding, or unused trailing bits set)")
+		}
+	}
 	return nil
 }

@@ -226,7 +226,7 @@ func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error 
 	if !ok {
 		return errNotDelivered
 	}
-	moved, c, err := s.commandStatus(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message)
+	moved, c, err := s.commandResult(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message, f.SealedMessage)
 	switch {
 	case err != nil:
 		return errNotDelivered
@@ -332,7 +332,7 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 		crashpoint.Hit(crashpoint.RelayCommandAdded)
 	}
 	if !isNew || status == protocol.StatusRejected { // a resend, or refused: say where it stands
-		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: f.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message})
+		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: f.Session, Command: &protocol.Command{ID: cmd.ID}, Status: stored.Status, Message: stored.Message, SealedMessage: stored.Sealed})
 		return nil
 	}
 	s.peersMu.Lock()
@@ -341,7 +341,7 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	switch {
 	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
 	case queueable(cmd.Kind):
-		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "")
+		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "", "")
 		s.fanSend(ctx, fanMsg{Kind: "c", Session: f.Session, Owner: owner}) // its CLI may be on another relay
 	case s.heldElsewhere(ctx, f.Session):
 		// Another relay holds the session's CLI: it hands the command
@@ -376,7 +376,7 @@ func (s *Server) sweepCommands(ctx context.Context) {
 		s.storeFailed("expire pending commands", "", err)
 	}
 	for _, c := range expired {
-		s.notify(c.Owner, c.Session, c.ID, c.Status, c.Message)
+		s.notify(c.Owner, c.Session, c.ID, c.Status, c.Message, "")
 		s.fanSend(ctx, fanMsg{Kind: "x", Session: c.Session, Owner: c.Owner, ID: c.ID})
 	}
 	if _, err := s.store.PruneCommands(ctx, now.Add(-CommandRetention)); err != nil {
@@ -388,9 +388,15 @@ func (s *Server) sweepCommands(ctx context.Context) {
 // if it moved, tells the apps that follow its session. It returns where
 // the command stands.
 func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, message string) (bool, StoredCommand, error) {
+	return s.commandResult(ctx, owner, session, id, status, message, "")
+}
+
+// commandResult is commandStatus with the message a machine sealed (a
+// CLI's result for a sealed session), kept and passed on beside message.
+func (s *Server) commandResult(ctx context.Context, owner, session, id, status, message, sealed string) (bool, StoredCommand, error) {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
-	moved, c, err := s.store.AdvanceCommand(ctx, owner, session, id, status, message)
+	moved, c, err := s.store.AdvanceCommandSealed(ctx, owner, session, id, status, message, sealed)
 	if err != nil {
 		s.storeFailed("command status", session, err)
 		return false, c, err
@@ -403,15 +409,16 @@ func (s *Server) commandStatus(ctx context.Context, owner, session, id, status, 
 	if moved {
 		crashpoint.Hit(crashpoint.RelayCommandMoved)
 		s.commandEnded(status)
-		s.notify(owner, session, id, status, message)
+		s.notify(owner, session, id, status, message, sealed)
 		s.fanSend(ctx, fanMsg{Kind: "x", Session: session, Owner: owner, ID: id})
 	}
 	return moved, c, nil
 }
 
 // notify tells every app connection that follows the session where a
-// command stands. It never blocks (peer queues).
-func (s *Server) notify(owner, session, id, status, message string) {
+// command stands (sealed: its message as the machine sealed it). It never
+// blocks (peer queues).
+func (s *Server) notify(owner, session, id, status, message, sealed string) {
 	s.peersMu.Lock()
 	var apps []*peer
 	for p := range s.followers[owner+"/"+session] {
@@ -419,7 +426,7 @@ func (s *Server) notify(owner, session, id, status, message string) {
 	}
 	s.peersMu.Unlock()
 	for _, app := range apps {
-		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message})
+		app.send(protocol.Frame{Type: protocol.FrameStatus, Session: session, Command: &protocol.Command{ID: id}, Status: status, Message: message, SealedMessage: sealed})
 	}
 }
 

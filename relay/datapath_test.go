@@ -192,6 +192,10 @@ func TestRefusedCLIFramesLeaveNothing(t *testing.T) {
 		{"live payload over its limit", frameJSON(protocol.Frame{Type: protocol.FrameLive, Session: s1, Payload: json.RawMessage(`{"text":"` + big[:protocol.MaxLiveBytes] + `"}`)}), "bad-live", "more than"},
 		{"result message over its limit", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected, Message: big[:protocol.MaxResultMessageBytes+1]}), "bad-result", "more than"},
 		{"result for a command id not a cuid2", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "P-1"}, Status: protocol.StatusDone}), "bad-result", "cuid2"},
+		{"result sealedMessage not base64url", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected, SealedMessage: strings.Repeat("A", 40) + "!!!!"}), "bad-result", "base64url"},
+		{"result sealedMessage with trailing bits set", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected, SealedMessage: strings.Repeat("A", 38) + "B"}), "bad-result", "base64url"},
+		{"result sealedMessage too short", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected, SealedMessage: "AAAA"}), "bad-result", "4 characters"},
+		{"result sealedMessage over its limit", frameJSON(protocol.Frame{Type: protocol.FrameResult, Session: s1, Command: &protocol.Command{ID: "p1"}, Status: protocol.StatusRejected, SealedMessage: strings.Repeat("A", protocol.MaxSealedResultChars+1)}), "bad-result", "characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sendRaw(t, cli, tc.frame)

@@ -187,7 +187,7 @@ func (s *Server) fanReceived(ctx context.Context, m fanMsg) {
 	case "x":
 		c, err := s.store.Command(ctx, m.Owner, m.Session, m.ID)
 		if err == nil {
-			s.notify(m.Owner, m.Session, m.ID, c.Status, c.Message)
+			s.notify(m.Owner, m.Session, m.ID, c.Status, c.Message, c.Sealed)
 		}
 	case "l":
 		if len(m.Live) > 0 && m.Live[0] == '{' {

@@ -35,7 +35,12 @@ var migrations = []migration{
 	{9, "an append in one statement on PostgreSQL (ccrelay_append, appendpg.go)", func(context.Context, *sqlDB) error { return nil }, pgAppendFunction},
 	{10, "cli_held: the sessions a CLI holds, which the next start marks if it does not come back", sqliteExec(heldTable), pgExec(pgDDL(heldTable))},
 	{11, "envelopes found by a hash of their session number and id (envkey.go)", envelopesByHashSQLite, envelopesByHashPG},
+	{12, "a command result's message as the machine sealed it", sqliteExec(commandsSealedMessage), pgExec(commandsSealedMessage)},
 }
+
+// commandsSealedMessage keeps a command result's message sealed by the
+// machine (a sealed session's), beside the readable message.
+const commandsSealedMessage = `ALTER TABLE commands ADD COLUMN sealed_message TEXT NOT NULL DEFAULT ''`
 
 // Envelopes from version 6: a session has a number (sessions.no), and an envelope's key k is that number times 2^32
 // plus its sequence number, so that a session's envelopes are one range of

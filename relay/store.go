@@ -534,6 +534,9 @@ type StoredCommand struct {
 	Body    json.RawMessage
 	Status  string
 	Message string
+	// Sealed is the message as the machine sealed it, for a sealed
+	// session (Frame.SealedMessage); Message is then a neutral text.
+	Sealed string
 }
 
 // AddCommand stores a command with status (and message), unless its id is
@@ -567,17 +570,23 @@ var advanceFrom = map[string]string{
 // order the steps arrive in, a command never goes back, and a final status
 // stays. It reports whether the command moved, and where it stands.
 func (s *Store) AdvanceCommand(ctx context.Context, owner, session, id, status, message string) (moved bool, _ StoredCommand, _ error) {
+	return s.AdvanceCommandSealed(ctx, owner, session, id, status, message, "")
+}
+
+// AdvanceCommandSealed is AdvanceCommand with the message as the machine
+// sealed it (sealed, kept beside message).
+func (s *Store) AdvanceCommandSealed(ctx context.Context, owner, session, id, status, message, sealed string) (moved bool, _ StoredCommand, _ error) {
 	from, ok := advanceFrom[status]
 	if !ok {
 		return false, StoredCommand{}, fmt.Errorf("command %s of %s: no step to status %q", id, session, status)
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, updated_ms = ? WHERE owner = ? AND session = ? AND id = ? AND status IN `+from,
-		status, message, s.clock().UnixMilli(), owner, session, id)
+	res, err := s.w.ExecContext(ctx, `UPDATE commands SET status = ?, message = ?, sealed_message = ?, updated_ms = ? WHERE owner = ? AND session = ? AND id = ? AND status IN `+from,
+		status, message, sealed, s.clock().UnixMilli(), owner, session, id)
 	if err != nil {
 		return false, StoredCommand{}, fmt.Errorf("command %s of %s: %w", id, session, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
-		return true, StoredCommand{Owner: owner, Session: session, ID: id, Status: status, Message: message}, nil
+		return true, StoredCommand{Owner: owner, Session: session, ID: id, Status: status, Message: message, Sealed: sealed}, nil
 	}
 	c, err := s.Command(ctx, owner, session, id)
 	return false, c, err
@@ -690,7 +699,7 @@ func (s *Store) OwnerOf(ctx context.Context, session string) (string, error) {
 func (s *Store) Command(ctx context.Context, owner, session, id string) (StoredCommand, error) {
 	c := StoredCommand{Owner: owner, Session: session, ID: id}
 	var b []byte
-	err := s.w.QueryRowContext(ctx, `SELECT body, status, message FROM commands WHERE owner = ? AND session = ? AND id = ?`, owner, session, id).Scan(&b, &c.Status, &c.Message)
+	err := s.w.QueryRowContext(ctx, `SELECT body, status, message, sealed_message FROM commands WHERE owner = ? AND session = ? AND id = ?`, owner, session, id).Scan(&b, &c.Status, &c.Message, &c.Sealed)
 	if err != nil {
 		return c, fmt.Errorf("command %s of %s: %w", id, session, err)
 	}
