@@ -411,6 +411,7 @@ export async function openFrame(f, chain) {
       return null;
     }
   }
+  if (f.type === 'command-status' && typeof f.sealedMessage === 'string') return openResult(f);
   if ((f.type === 'sessions' || f.type === 'session') && Array.isArray(f.sessions)) {
     for (const s of f.sessions) {
       if (s && typeof s.id === 'string' && s.info && typeof s.info === 'object' && typeof s.info.sealed !== 'string') {
@@ -422,6 +423,33 @@ export async function openFrame(f, chain) {
     return { ...f, sessions };
   }
   return f;
+}
+
+/** RESULT_NO_KEY is what a command's status says in place of a reason the machine sealed that this device cannot open. */
+export const RESULT_NO_KEY = 'the machine\'s reason is end-to-end encrypted, and this device has no key to read it';
+/** RESULT_NOT_OPENED is what it says when the sealed reason does not open under the key this device has. */
+export const RESULT_NOT_OPENED = 'the machine\'s reason is end-to-end encrypted, and it did not open here (sealed under a key this device was not given, or changed on the way)';
+
+/**
+ * openResult opens the reason of a command's status that the machine
+ * sealed (for the session, the command's id + "/result", from the
+ * machine): message becomes what the machine said, or, without the key,
+ * a neutral text. Never a failure: the status stands either way.
+ */
+async function openResult(f) {
+  const id = f.command?.id;
+  if (typeof f.session !== 'string' || typeof id !== 'string') return { ...f, sealedMessage: undefined, message: RESULT_NO_KEY };
+  sealedSessions.add(f.session);
+  // A command sent to a sealed session was sealed here: its key is here,
+  // or being opened.
+  const key = keyFor(f.session) ?? (unwrapping.has(f.session) ? await unwrapping.get(f.session) : null);
+  if (!key) return { ...f, sealedMessage: undefined, message: RESULT_NO_KEY };
+  try {
+    const message = await S.openText(key, { session: f.session, id: id + '/result', direction: S.FROM_MACHINE }, f.sealedMessage);
+    return { ...f, sealedMessage: undefined, message };
+  } catch {
+    return { ...f, sealedMessage: undefined, message: RESULT_NOT_OPENED };
+  }
 }
 
 /** NotSentError is a command this device will not send; its message says
