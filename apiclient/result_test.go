@@ -21,7 +21,11 @@ import (
 // resent command) and writes to its disk holds a neutral text and the
 // status only; the device opens the message for that command's result
 // alone.
-func TestSealedResultMessageNotOnRelay(t *testing.T) {
+// sealedResultSession is a relay, a machine's client that seals sessA
+// for a paired phone, and the phone's app connection subscribed to sessA
+// with the session's key.
+func sealedResultSession(t *testing.T) (*relayProc, *running, *phoneConn, *seal.SessionKey) {
+	t.Helper()
 	r := newRelay(t)
 	phone, _ := seal.GenerateKeyPair()
 	phoneID, phoneCred := pairTestDeviceCred(t, r, "phone", phone.Public().Bytes())
@@ -29,9 +33,8 @@ func TestSealedResultMessageNotOnRelay(t *testing.T) {
 	kr, _ := OpenKeyring(t.TempDir(), machine)
 	kr.Trust(TrustedDevice{ID: phoneID, Name: "phone", PublicKey: phone.Public().Bytes()})
 	box, _ := OpenOutboxWith(t.TempDir(), OutboxOptions{Sealer: kr})
-	defer box.Close()
+	t.Cleanup(func() { box.Close() })
 	rc := runClient(Config{URL: "http://" + r.addr, Token: token, Keyring: kr, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, box)
-	defer rc.finish(t)
 	box.Append(context.Background(), sessA, envs(sessA, 0, 1))
 	rc.cl.Announce(sessA, json.RawMessage(`{"mode":"remote","status":"idle"}`))
 
@@ -48,6 +51,12 @@ func TestSealedResultMessageNotOnRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.next("caught up", func(f protocol.Frame) bool { return f.Type == protocol.FrameCaughtUp })
+	return r, rc, app, key
+}
+
+func TestSealedResultMessageNotOnRelay(t *testing.T) {
+	r, rc, app, key := sealedResultSession(t)
+	defer rc.finish(t)
 
 	const marker = "/home/dev/marker-7f3a9/.codex/config.toml"
 	tests := []struct {
@@ -140,5 +149,27 @@ func TestPlainResultMessageReadable(t *testing.T) {
 	f := cl.resultFrame(sessA, protocol.DeriveID("cmd", "plain"), protocol.StatusRejected, "no such request")
 	if f.Message != "no such request" || f.SealedMessage != "" {
 		t.Errorf("plaintext session: %q, %q", f.Message, f.SealedMessage)
+	}
+}
+
+// The client's own refusal of a sealed command it opened but will not
+// carry out quotes what the command asked: it goes sealed too.
+func TestSealedRefusalMessageSealed(t *testing.T) {
+	_, rc, app, key := sealedResultSession(t)
+	defer rc.finish(t)
+	// A prompt that names an agent: only a start may (Command.Validate).
+	c := protocol.Command{ID: protocol.DeriveID("refused", "1"), Kind: protocol.CommandPrompt, Text: "x", Agent: "marker-4c1e-agent"}
+	b, _ := json.Marshal(c)
+	s, _ := key.Seal(seal.AD{Session: sessA, ID: c.ID, Direction: seal.FromDevice}, b)
+	app.send(protocol.Frame{Type: protocol.FrameCommand, Session: sessA, Command: &protocol.Command{ID: c.ID, Kind: c.Kind, Sealed: s}})
+	st := app.next("the refusal", func(f protocol.Frame) bool {
+		return f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == c.ID && f.Status == protocol.StatusRejected
+	})
+	if raw, _ := json.Marshal(st); strings.Contains(string(raw), "marker-4c1e") {
+		t.Errorf("the refusal reached the relay readable: %s", raw)
+	}
+	plain, err := key.Open(seal.AD{Session: sessA, ID: protocol.ResultSealID(c.ID), Direction: seal.FromMachine}, st.SealedMessage)
+	if err != nil || !strings.Contains(string(plain), "marker-4c1e-agent") {
+		t.Errorf("the refusal opens to %q, %v", plain, err)
 	}
 }
