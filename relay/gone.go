@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // DefaultCLIGoneAfter is how long the relay waits for a session's CLI to
@@ -23,11 +25,24 @@ const DefaultCLIGoneAfter = 30 * time.Second
 // What the lists say of a session whose CLI is gone (its summary's error).
 const (
 	// CLIGoneWorking: the session was working (or waiting for a
-	// permission answer) when its ccrelay went away.
+	// permission answer) when its ccrelay went away; a Claude Code
+	// session's words (CLIGoneWorkingAs gives every agent's).
 	CLIGoneWorking = "ccrelay stopped relaying this session while Claude was working: its connection to the relay ended and did not come back (ccrelay stopped, or its machine is off or offline). What Claude did after that is not known here. Resume the session to go on."
 	// CLIGoneMachine: a machine's daemon went away.
 	CLIGoneMachine = "The daemon of this machine is not connected to the relay (it stopped, or the machine is off or offline): a start or stop waits on the relay until it is back; the sessions it ran ended with it or are out of reach too."
 )
+
+// CLIGoneWorkingAs is CLIGoneWorking for a session of agent (as agentOf
+// gives it: "" for a sealed session, whose agent the relay cannot read).
+func CLIGoneWorkingAs(agent string) string {
+	switch agent {
+	case protocol.AgentClaude:
+		return CLIGoneWorking
+	case protocol.AgentCodex:
+		return "ccrelay stopped relaying this session while Codex was working: its connection to the relay ended and did not come back (ccrelay stopped, or its machine is off or offline). What Codex did after that is not known here. Resume the session to go on."
+	}
+	return "ccrelay stopped relaying this session while it was working: its connection to the relay ended and did not come back (ccrelay stopped, or its machine is off or offline). What happened after that is not known here. Resume the session to go on."
+}
 
 // gone watches the sessions of CLI connections that ended. The watchers
 // belong to the server: each ends at its deadline, or when stop is called
@@ -321,7 +336,7 @@ func cliGoneInfo(info json.RawMessage, now int64, stopped bool) (json.RawMessage
 		return nil, false
 	case m["status"] == "busy" || m["status"] == "waiting-for-permission":
 		m["status"] = "idle"
-		m["error"] = CLIGoneWorking
+		m["error"] = CLIGoneWorkingAs(agentOf(info))
 		delete(m, "permissions")
 	default:
 		if mode, _ := m["mode"].(string); mode == "" {

@@ -70,7 +70,11 @@ func TestCLIGoneMarksTheList(t *testing.T) {
 			`{"mode":"remote","status":"waiting-for-permission","permissions":[{"id":"p1","tool":"Bash","input":{"command":"ls"}}]}`, false,
 			want{status: "idle", errText: CLIGoneWorking, marked: true, noPermissions: true, running: -1}, true},
 		{"sealed and working", "a0000000-0000-4000-8000-000000000003", `{"mode":"remote","status":"busy","sealed":"` + sealedText + `","error":"sealed:abcd"}`, false,
-			want{status: "idle", errText: CLIGoneWorking, marked: true, running: -1}, true},
+			want{status: "idle", errText: CLIGoneWorkingAs(""), marked: true, running: -1}, true},
+		// A Codex session's reason names Codex; a sealed one's, whose
+		// agent the relay cannot read, names no agent.
+		{"Codex and working", "a0000000-0000-4000-8000-000000000010", `{"mode":"remote","status":"busy","agent":"codex","cwd":"/w"}`, false,
+			want{status: "idle", errText: "ccrelay stopped relaying this session while Codex was working: its connection to the relay ended and did not come back (ccrelay stopped, or its machine is off or offline). What Codex did after that is not known here. Resume the session to go on.", marked: true, stopped: true, running: -1}, false},
 		{"machine", "a0000000-0000-4000-8000-000000000004",
 			`{"mode":"machine","status":"idle","machine":"box","daemon":{"os":"linux","folders":[],"running":["a0000000-0000-4000-8000-000000000001"]}}`, false,
 			want{status: "idle", errText: CLIGoneMachine, marked: true, running: 0}, false},

@@ -118,6 +118,7 @@ type pushAnnounced struct {
 	perms   []string // permission ids notified
 	waiting bool
 	err     string
+	agent   string // the session's agent, "" where its info is sealed (agentOf)
 }
 
 // pushState is the Server's notification state. The subscriptions are
@@ -369,7 +370,7 @@ func (s *Server) pushAnnounced(ctx context.Context, si SessionInfo, info json.Ra
 	if !ok {
 		was = &pushAnnounced{}
 	}
-	now := &pushAnnounced{waiting: a.Status == "waiting-for-permission", err: a.Error}
+	now := &pushAnnounced{waiting: a.Status == "waiting-for-permission", err: a.Error, agent: agentOf(info)}
 	var fresh []string
 	for _, q := range a.Permissions {
 		if q.ID == "" || slices.Contains(now.perms, q.ID) {
@@ -443,12 +444,49 @@ type pushPayload struct {
 	Seq     int64  `json:"seq"`
 }
 
-// ntfyText is what ntfy is told of each kind: never a session's content.
-var ntfyText = map[string]string{
-	PushPermission: "Claude is waiting for your permission",
-	PushTurn:       "Claude finished a turn",
-	PushFailed:     "A Claude session failed",
-	PushAgent:      "A background agent finished",
+// ntfyText is what ntfy is told of each kind for a session of agent
+// (protocol.AgentClaude, protocol.AgentCodex; "": not known, a sealed
+// session's): never a session's content.
+func ntfyText(kind, agent string) string {
+	who := map[string]string{protocol.AgentClaude: "Claude", protocol.AgentCodex: "Codex"}[agent]
+	switch kind {
+	case PushPermission:
+		if who == "" {
+			return "A session is waiting for your permission"
+		}
+		return who + " is waiting for your permission"
+	case PushTurn:
+		if who == "" {
+			return "A session finished a turn"
+		}
+		return who + " finished a turn"
+	case PushFailed:
+		if who == "" {
+			return "A session failed"
+		}
+		return "A " + who + " session failed"
+	case PushAgent:
+		return "A background agent finished"
+	}
+	return ""
+}
+
+// agentOf is the agent an announced info names: its "agent" (Claude
+// Code's when an older CLI names none), or "" for a sealed info, whose
+// agent is sealed with it.
+func agentOf(info json.RawMessage) string {
+	var a struct {
+		Agent  string `json:"agent"`
+		Sealed string `json:"sealed"`
+	}
+	_ = json.Unmarshal(info, &a)
+	switch {
+	case protocol.KnownAgent(a.Agent):
+		return a.Agent
+	case a.Sealed != "":
+		return ""
+	}
+	return protocol.AgentClaude
 }
 
 // pushEvent notifies owner's devices that chose kind, except those that
@@ -508,6 +546,10 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 	}
 	// ntfy's posts cannot be replaced: nothing is posted for an answer.
 	ntfy := opts.Ntfy != nil && kind != PushAnswered && len(elsewhere) == 0 && !p.shownTo(owner, "", session)
+	agent := protocol.AgentClaude // a session not announced since this relay started: as before agents were named
+	if a, ok := p.ann.get(session); ok {
+		agent = a.agent
+	}
 	p.mu.Unlock()
 
 	payload, _ := json.Marshal(pushPayload{Session: session, Kind: kind, Seq: seq})
@@ -529,7 +571,7 @@ func (s *Server) pushEvent(ctx context.Context, owner, session, kind string, seq
 		if opts.AppURL != "" {
 			link = opts.AppURL + "/#/s/" + session
 		}
-		err := opts.Ntfy.Send("ccrelay", ntfyText[kind], link)
+		err := opts.Ntfy.Send("ccrelay", ntfyText(kind, agent), link)
 		s.pushCounted("ntfy", err)
 		if err != nil {
 			s.log.Warn("ntfy not queued", "session", session, "kind", kind, "err", err)

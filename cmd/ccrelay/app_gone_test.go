@@ -58,7 +58,7 @@ func TestAppSealedSessionsWhoseCLIIsGone(t *testing.T) {
 	stop() // the machine's ccrelay goes away
 	<-done
 	done <- nil
-	want, _ := json.Marshal(map[string]string{"working": relay.CLIGoneWorking, "machine": relay.CLIGoneMachine})
+	want, _ := json.Marshal(map[string]string{"working": relay.CLIGoneWorkingAs(""), "machine": relay.CLIGoneMachine}) // sealed: the agent is not known to the relay
 	waitJS(t, ctx, "the session idle with the reason, the machine gone running nothing", fmt.Sprintf(`(() => {
 		const want = %s, s = ccrelay.sessions.get(%q), m = ccrelay.sessions.get(%q);
 		return s.info.status === 'idle' && s.info.error === want.working && s.info.cliGone > 0 &&
