@@ -56,7 +56,6 @@ func sealedResultSession(t *testing.T) (*relayProc, *running, *phoneConn, *seal.
 
 func TestSealedResultMessageNotOnRelay(t *testing.T) {
 	r, rc, app, key := sealedResultSession(t)
-	defer rc.finish(t)
 
 	const marker = "/home/dev/marker-7f3a9/.codex/config.toml"
 	tests := []struct {
@@ -128,7 +127,9 @@ func TestSealedResultMessageNotOnRelay(t *testing.T) {
 		})
 	}
 
-	// Nothing of the messages on the relay's disk.
+	// Nothing of the messages on the relay's disk (the client stopped
+	// first: the relay is halted as a crash, with no connection coming).
+	rc.finish(t)
 	r.halt()
 	for _, name := range []string{"relay.db", "relay.db-wal"} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(r.db), name))
@@ -139,7 +140,6 @@ func TestSealedResultMessageNotOnRelay(t *testing.T) {
 			t.Errorf("%s holds a result's message", name)
 		}
 	}
-	r.start()
 }
 
 // A session that is not sealed (no trusted device) keeps its results'
