@@ -10,7 +10,8 @@ import (
 )
 
 // What the app says of a Codex session names Codex, not Claude: the
-// composer, the context meter's count, the offline note; and the
+// composer, the context meter's count, the offline note, the hint in
+// local mode (where Codex's terminal takes nothing from the app); and the
 // deny-reason box of a request says that the text becomes a note in the
 // session, which Codex does not read (docs/compatibility.md, "a denial's
 // reason"), where a Claude Code session's says Claude reads it.
@@ -22,10 +23,12 @@ func TestAppCodexWords(t *testing.T) {
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
 	for _, c := range []struct {
-		agent, link, placeholder, composer, count, offline string
+		agent, link, placeholder, composer, count, offline, local string
 	}{
-		{protocol.AgentCodex, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline"},
-		{protocol.AgentClaude, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline"},
+		{protocol.AgentCodex, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline",
+			"This Codex session runs in its terminal, which takes nothing from the app: answer Codex there."},
+		{protocol.AgentClaude, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline",
+			"Sending a message moves this session from the terminal to your phone."},
 	} {
 		// A request of each session's own (a card is made once per request).
 		req := "req-" + c.agent
@@ -50,6 +53,13 @@ func TestAppCodexWords(t *testing.T) {
 		}
 		if c.agent == protocol.AgentCodex && got["label"] == "Reason for denying" {
 			t.Errorf("a Codex session's box is labelled %q", got["label"])
+		}
+		// In local mode: a Claude Code session is taken over by a prompt
+		// from the app, a Codex session is not (its terminal takes nothing).
+		cli.announce(id, map[string]any{"mode": "local", "status": "idle", "agent": c.agent})
+		waitJS(t, ctx, c.agent+" in local mode", `!document.querySelector('.perm') && !!document.querySelector('.composer-hint').textContent`)
+		if hint := eval[string](t, ctx, `document.querySelector('.composer-hint').textContent`); hint != c.local {
+			t.Errorf("%s session in local mode: hint %q, want %q", c.agent, hint, c.local)
 		}
 		// What the app says when the session's machine is offline.
 		note, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import('/js/gone.js').then((g) => g.goneState({ mode: 'remote', cliGone: 1, agent: %q }).note)`, c.agent), chromedp.EvalAwaitPromise))

@@ -1007,7 +1007,10 @@ function sessionPage(id) {
     if (recording || followed) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
-    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' && !gone ? 'Sending a message moves this session from the terminal to your phone.'
+    // Codex's terminal takes nothing from the app (docs/compatibility.md,
+    // terminal → phone): no hand-over is offered.
+    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' && !gone
+      ? (i.agent === 'codex' ? 'This Codex session runs in its terminal, which takes nothing from the app: answer Codex there.' : 'Sending a message moves this session from the terminal to your phone.')
       : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '');
     hint.classList.toggle('error', !!i.error);
     renderPerms(i.permissions || []);
