@@ -152,6 +152,21 @@ func TestNodesShareOnePostgres(t *testing.T) {
 	if f := recvType(t, cli, protocol.FrameCommand); f.Command.ID != "q1" {
 		t.Fatalf("the CLI got %+v", f.Command)
 	}
+	// Its rejection, with a message the machine sealed, reaches B with the
+	// sealed message as the CLI sent it.
+	sealedMsg := strings.Repeat("A", 40)
+	send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "r2", Session: session, Command: &protocol.Command{ID: "q1"}, Status: protocol.StatusRejected,
+		Message: protocol.SealedResultMessage, SealedMessage: sealedMsg})
+	recvType(t, cli, protocol.FrameAck)
+	for {
+		f := recvType(t, app, protocol.FrameStatus)
+		if f.Command != nil && f.Command.ID == "q1" && f.Status == protocol.StatusRejected {
+			if f.SealedMessage != sealedMsg || f.Message != protocol.SealedResultMessage {
+				t.Fatalf("the rejection on B: %q, %q", f.Message, f.SealedMessage)
+			}
+			break
+		}
+	}
 
 	// A small live frame crosses.
 	send(t, cli, protocol.Frame{Type: protocol.FrameLive, Session: session, Payload: json.RawMessage(`{"delta":"hel"}`)})
