@@ -38,9 +38,10 @@ func newDaemonCmd() *cobra.Command {
 		Use:   "daemon",
 		Short: "Let the app start, resume and stop sessions on this machine",
 		Long: `ccrelay daemon keeps one connection to the relay and announces this machine: its name, OS,
-Claude Code's version and the folders sessions may start in. From the app, "New session" starts
-a remote-mode session (ccrelay --remote) in one of them as the daemon's child; "Resume" continues
-one of Claude Code's past sessions there; "Stop" ends one.
+the versions of Claude Code and Codex it has and the folders sessions may start in. From the app,
+"New session" starts a remote-mode session of either (ccrelay --remote, ccrelay codex --remote)
+in one of them as the daemon's child; "Resume" continues one of their past sessions there; "Stop"
+ends one.
 
 Sessions start only in the folders Claude Code already knows (its projects folder, those that
 still exist), those Codex knows when it is installed (the cwd of its past threads) and under

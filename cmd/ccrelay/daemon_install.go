@@ -28,7 +28,7 @@ type serviceID struct {
 // the relay (ccrelay setup).
 var (
 	daemonService = serviceID{unit: "ccrelay-daemon.service", label: "dev.ccrelay.daemon", task: "ccrelay-daemon",
-		what: "ccrelay daemon: start Claude Code sessions from the app", file: "daemon"}
+		what: "ccrelay daemon: start Claude Code and Codex sessions from the app", file: "daemon"}
 	relayService = serviceID{unit: "ccrelay-relay.service", label: "dev.ccrelay.relay", task: "ccrelay-relay",
 		what: "ccrelay relay: the server phones and ccrelay connect to", file: "relay"}
 )
