@@ -87,6 +87,12 @@ func (p *sealedApp) sealed(session string, k *seal.SessionKey, c protocol.Comman
 		for _, f := range p.frames {
 			if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == c.ID && (f.Status == protocol.StatusDone || f.Status == protocol.StatusRejected) {
 				reason = f.Message
+				if f.SealedMessage != "" { // the machine's reason, sealed
+					b, err := k.Open(seal.AD{Session: session, ID: protocol.ResultSealID(c.ID), Direction: seal.FromMachine}, f.SealedMessage)
+					if reason = string(b); err != nil {
+						reason = "a sealed reason that does not open: " + err.Error()
+					}
+				}
 				if f.Status == protocol.StatusRejected && reason == "" {
 					reason = "rejected"
 				}
