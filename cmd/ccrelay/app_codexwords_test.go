@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -23,12 +24,12 @@ func TestAppCodexWords(t *testing.T) {
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
 	for _, c := range []struct {
-		agent, link, placeholder, composer, count, offline, local string
+		agent, link, placeholder, composer, count, offline, local, resume string
 	}{
 		{protocol.AgentCodex, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline",
-			"This Codex session runs in its terminal, which takes nothing from the app: answer Codex there."},
+			"This Codex session runs in its terminal, which takes nothing from the app: answer Codex there.", "(ccrelay codex resume with its id in its folder)"},
 		{protocol.AgentClaude, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline",
-			"Sending a message moves this session from the terminal to your phone."},
+			"Sending a message moves this session from the terminal to your phone.", "(ccrelay --resume in its folder)"},
 	} {
 		// A request of each session's own (a card is made once per request).
 		req := "req-" + c.agent
@@ -68,6 +69,14 @@ func TestAppCodexWords(t *testing.T) {
 		}
 		if len(note) < len(c.offline) || note[:len(c.offline)] != c.offline {
 			t.Errorf("%s session offline: %q", c.agent, note)
+		}
+		// ... and when its ccrelay stopped: how to run it again.
+		stopped, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import('/js/gone.js').then((g) => g.goneState({ mode: 'local', cliGone: 1, cliStopped: true, agent: %q }).note)`, c.agent), chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stopped, c.resume) {
+			t.Errorf("%s session's ccrelay stopped: %q, want it to say %q", c.agent, stopped, c.resume)
 		}
 	}
 }

@@ -19,7 +19,8 @@ export function goneState(info, live = false) {
     return {
       kind: 'stopped',
       text: 'ccrelay stopped',
-      note: 'ccrelay stopped on ' + (info.machine || 'its machine') + ': nothing runs this session now. What you send waits on the relay until ccrelay runs it again (ccrelay --resume in its folder).',
+      note: 'ccrelay stopped on ' + (info.machine || 'its machine') + ': nothing runs this session now. What you send waits on the relay until ccrelay runs it again ('
+        + (info.agent === 'codex' ? 'ccrelay codex resume with its id' : 'ccrelay --resume') + ' in its folder).',
     };
   }
   return {
