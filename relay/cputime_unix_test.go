@@ -16,3 +16,8 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// sessionApart makes a child the leader of a session of its own, so that
+// the kernel's autogroup scheduling gives it a share apart from this
+// process's.
+func sessionApart() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }

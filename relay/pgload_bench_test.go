@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/coder/websocket"
@@ -123,7 +122,7 @@ func busyLoops(b *testing.B, n int) (stop func()) {
 	for range n {
 		c := exec.Command("/bin/sh", "-c", "while :; do :; done")
 		if os.Getenv("CCRELAY_BENCH_LOAD_APART") == "1" {
-			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			c.SysProcAttr = sessionApart()
 		}
 		if err := c.Start(); err != nil {
 			b.Fatal(err)
