@@ -37,7 +37,7 @@ func TestAppFirstScreenSaysWhatAndNext(t *testing.T) {
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
 	waitJS(t, ctx, "the first steps", `!!document.querySelector('.first-steps')`)
 	got := eval[firstSteps](t, ctx, readFirstSteps)
-	if got.Next != "pair" || !strings.Contains(got.Text, "Claude Code sessions") || !strings.Contains(got.Text, "ccrelay pair") || !got.Fits {
+	if got.Next != "pair" || !strings.Contains(got.Text, "Claude Code and Codex sessions") || !strings.Contains(got.Text, "ccrelay pair") || !got.Fits {
 		t.Errorf("unpaired device's first steps: %+v", got)
 	}
 	screenshot(t, ctx, "first-steps-unpaired")
@@ -46,7 +46,7 @@ func TestAppFirstScreenSaysWhatAndNext(t *testing.T) {
 	pairBrowser(t, ctx, r)
 	waitJS(t, ctx, "the first steps of a paired device", `document.querySelector('.first-steps')?.dataset.next === 'start'`)
 	got = eval[firstSteps](t, ctx, readFirstSteps)
-	if !strings.Contains(got.Text, "Claude Code sessions") || !strings.Contains(got.Text, "run ccrelay where you would run claude") || strings.Contains(got.Text, "ccrelay pair") || !got.Fits {
+	if !strings.Contains(got.Text, "Claude Code and Codex sessions") || !strings.Contains(got.Text, "run ccrelay where you would run claude") || strings.Contains(got.Text, "ccrelay pair") || !got.Fits {
 		t.Errorf("paired device's first steps: %+v", got)
 	}
 	screenshot(t, ctx, "first-steps-paired")
@@ -61,7 +61,7 @@ func TestAppTokenPageSaysWhat(t *testing.T) {
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/"))
 	waitJS(t, ctx, "the token page", `!!document.querySelector('.token-form')`)
 	text := eval[string](t, ctx, `document.querySelector('.empty-page').innerText`)
-	if !strings.Contains(text, "Claude Code sessions") || !strings.Contains(text, "run ccrelay pair") {
+	if !strings.Contains(text, "Claude Code and Codex sessions") || !strings.Contains(text, "run ccrelay pair") {
 		t.Errorf("the token page says:\n%s", text)
 	}
 	checkAccessible(t, ctx, "the token page")
