@@ -27,6 +27,10 @@ const MaxHeld = 64
 // naming it is held as one whose parent may still come.
 const LineageWindow = 1 << 14
 
+// lineageFirst is how many lines a Lineage has room for at first: a
+// short transcript grows it once or not at all.
+const lineageFirst = 1 << 8
+
 // Lineage remembers the uuid and parent of the last LineageWindow lines
 // of one main transcript. The zero value is ready to use.
 type Lineage struct {
@@ -92,6 +96,9 @@ func (l *Lineage) add(e lineEntry) uint64 {
 	n := l.n
 	l.n++
 	if len(l.lines) < LineageWindow {
+		if l.lines == nil {
+			l.lines = make([]lineEntry, 0, lineageFirst)
+		}
 		l.lines = append(l.lines, e)
 	} else {
 		l.lines[n%LineageWindow] = e

@@ -25,6 +25,8 @@ func TestPeekTypeLink(t *testing.T) {
 			"progress", "u1", "p1", false},
 		{"the uuid 300 bytes from the end", `{"parentUuid":"p1","attachment":{"uuid":"n"},"type":"attachment","uuid":"u1","cwd":"/` + strings.Repeat("d", 300) + `"}`,
 			"attachment", "u1", "p1", false},
+		{"the uuid right after the type, far from the end (2.1.330)", attachment2_1_330,
+			"attachment", "u1", "p1", false},
 		{"a uuid with an escape", `{"parentUuid":"p\u0031","type":"attachment","uuid":"u\u0031"}`, "attachment", "u1", "p1", false},
 		{"a null parent", `{"parentUuid":null,"type":"attachment","uuid":"u1"}`, "attachment", "u1", "", false},
 		{"no parentUuid: not in the chain", `{"type":"file-history-snapshot","messageId":"m","uuid":"u1"}`, "file-history-snapshot", "", "", false},
@@ -54,6 +56,30 @@ func TestPeekTypeLink(t *testing.T) {
 				t.Fatalf("ParseLineLink gives %v %q %q %v, PeekTypeLink %q %q %q %v", r, u, p, perr, typ, uuid, parent, err)
 			}
 		})
+	}
+}
+
+// attachment2_1_330 is an attachment as Claude Code 2.1.330 writes it: a
+// large attachment before the type, the uuid right after the type, and
+// more than tailBytes after the uuid.
+var attachment2_1_330 = `{"parentUuid":"p1","isSidechain":false,"attachment":{"type":"file","uuid":"n","content":"` +
+	strings.Repeat("a", 4*tailBytes) + `"},"type":"attachment","uuid":"u1","timestamp":"2026-11-27T10:00:00.000Z","cwd":"/` +
+	strings.Repeat("d", 2*tailBytes) + `","sessionId":"s","version":"2.1.330","gitBranch":"main"}`
+
+// ParseLineLink finds a 2.1.330 attachment's uuid where Claude writes it,
+// right after the type, without reading the line again from its start
+// and without making a string: the record is its only allocation.
+func TestParseLineLinkAllocs(t *testing.T) {
+	line := []byte(attachment2_1_330)
+	var lp LineParser
+	allocs := testing.AllocsPerRun(100, func() {
+		r, u, p, err := lp.ParseLineLink(line)
+		if err != nil || r.Type != "attachment" || string(u) != `"u1"` || string(p) != `"p1"` {
+			t.Fatalf("got %v %q %q %v", r, u, p, err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("ParseLineLink of a 2.1.330 attachment: %v allocations, want the record's alone", allocs)
 	}
 }
 

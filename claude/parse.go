@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/ccrelay/ccrelay/internal/jsonscan"
 )
@@ -154,7 +153,7 @@ func parseRecord(line []byte, copyLine bool, c *strCache, l *link) (*Record, err
 					}
 					if !IsConversationType(typ) {
 						if l != nil {
-							l.find(line, t, early)
+							l.find(line, t, early, p.i)
 						}
 						return &Record{Type: typ}, nil
 					}
@@ -201,9 +200,13 @@ type link struct{ uuid, parent []byte }
 
 // find reads it: parentUuid among the members before the type (early,
 // values in line), where Claude writes it (without it there, the line is
-// not in the chain), the uuid there too or among the last bytes of t (the
-// object, trimmed), else as PeekTypeLink finds it.
-func (l *link) find(line, t []byte, early []pending) {
+// not in the chain), the uuid there too, or among the members after the
+// type (from line[after], where its value ends): first among the last
+// bytes of t (the object, trimmed), where Claude writes it after a large
+// value (progress data), then in the members from the type on (Claude
+// Code 2.1.330 writes it right after the type, behind a large attachment).
+// Nothing is read twice and no string is made.
+func (l *link) find(line, t []byte, early []pending, after int) {
 	hasParent := false
 	for _, e := range early {
 		switch string(e.key) {
@@ -226,15 +229,42 @@ func (l *link) find(line, t []byte, early []pending) {
 		return
 	}
 	if len(l.uuid) == 0 {
-		if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
+		if u, ok := nextUUID(line, after, 1); ok {
 			l.uuid = u
-		} else if _, u, p, _ := PeekTypeLink(line); u != "" {
-			l.uuid, l.parent = strconv.AppendQuote(nil, u), strconv.AppendQuote(nil, p)
+		} else if u, ok := tailUUID(bytes.TrimRight(t, " \t\r\n")); ok {
+			l.uuid = u
+		} else if u, ok := nextUUID(line, after, -1); ok {
+			l.uuid = u
 		}
 	}
 	if hashRaw(l.uuid) == 0 {
 		*l = link{}
 	}
+}
+
+// nextUUID reads the members of the object in line from i, the end of a
+// member's value, to its closing brace, at most n of them (n < 0: all),
+// and returns the value of the first uuid member (a JSON string).
+func nextUUID(line []byte, i, n int) ([]byte, bool) {
+	p := peeker{b: line, i: i}
+	for first := false; n != 0; n-- {
+		more, err := p.more('}', &first)
+		if err != nil || !more {
+			return nil, false
+		}
+		k, err := p.key()
+		if err != nil {
+			return nil, false
+		}
+		v, err := p.value(false)
+		if err != nil {
+			return nil, false
+		}
+		if string(k) == "uuid" {
+			return v, v[0] == '"'
+		}
+	}
+	return nil, false
 }
 
 // recordType is the type of a record, the string constants for the

@@ -277,7 +277,7 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 // start reads the first record of every file. The first is the main
 // transcript, read in parent order.
 func (m *Merger) start() error {
-	if len(m.files) > 0 {
+	if len(m.files) > 0 && !fileOrder {
 		m.files[0].lineage = &claude.Lineage{}
 	}
 	for _, fr := range m.files {
@@ -288,6 +288,10 @@ func (m *Merger) start() error {
 	}
 	return nil
 }
+
+// fileOrder, set only by BenchmarkParentOrder, reads the main transcript
+// in file order, to measure what parent order costs.
+var fileOrder bool
 
 // Next returns the next record in merged order, or io.EOF.
 func (m *Merger) Next() (*Item, error) {
