@@ -10,7 +10,8 @@ import (
 
 // holderOf tells, from /proc, whether a process of root's tree (root and
 // its descendants) holds the file at path open, only others do, or none;
-// held by Codex's shared app server outside root's tree, it does not say.
+// held by Codex's shared app server (inside root's tree or not), it does
+// not say.
 // A process whose descriptors cannot be read (another user's) is not
 // counted: it is not of root's tree, which runs as this user.
 func holderOf(path string, root int) rolloutHolder {
@@ -37,17 +38,20 @@ func holderOf(path string, root int) rolloutHolder {
 		if !holds(pid, want) {
 			continue
 		}
-		if inTree(pid, root) {
-			return holderOurs
-		}
 		if sharedServer(pid) {
 			// Codex's shared background app server (the TUI's default)
 			// writes the threads of every TUI that uses it: it tells
-			// nothing of whose thread it is.
+			// nothing of whose thread it is, even as a child of this
+			// run's TUI, which starts it when none runs (seen with
+			// 0.169.0: its own session, this run's TUI its parent until
+			// the TUI exits).
 			if found == holderNone {
 				found = holderUnknown
 			}
 			continue
+		}
+		if inTree(pid, root) {
+			return holderOurs
 		}
 		found = holderOther
 	}
@@ -55,7 +59,9 @@ func holderOf(path string, root int) rolloutHolder {
 }
 
 // sharedServer reports whether process pid runs `codex app-server …`
-// (the shared background server the TUI starts and leaves running).
+// (the shared background server the TUI starts and leaves running: with
+// 0.169.0, `<CODEX_HOME>/packages/app-server-daemon/releases/…/bin/codex
+// app-server --listen unix:// --analytics-default-enabled --managed-daemon`).
 func sharedServer(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {

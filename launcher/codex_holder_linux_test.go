@@ -12,12 +12,14 @@ import (
 // holderOf reads /proc: a file a descendant of root holds open is
 // holderOurs, one only a process outside root's tree holds is
 // holderOther, one no process holds is holderNone; one only Codex's shared
-// app server holds, or without a root, it does not say.
+// app server holds, or without a root, it does not say, even when the
+// server is a child of root (the TUI that started it: it writes the
+// threads of every TUI that connects to it, seen with 0.169.0).
 func TestHolderOfProc(t *testing.T) {
 	dir := t.TempDir()
 	ours, theirs, nobody := filepath.Join(dir, "ours.jsonl"), filepath.Join(dir, "theirs.jsonl"), filepath.Join(dir, "nobody.jsonl")
-	shared := filepath.Join(dir, "shared.jsonl")
-	for _, p := range []string{ours, theirs, nobody, shared} {
+	shared, sharedOurs := filepath.Join(dir, "shared.jsonl"), filepath.Join(dir, "shared-ours.jsonl")
+	for _, p := range []string{ours, theirs, nobody, shared, sharedOurs} {
 		if err := os.WriteFile(p, []byte("{}\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -45,17 +47,31 @@ func TestHolderOfProc(t *testing.T) {
 	}
 	// This run's Codex: the file is held by a child of the process
 	// started, as the codex binary under the node launcher holds it.
-	root := start(`(exec 3<"$0"; exec sleep 300) & wait`, ours)
+	// It also started the shared server, as the TUI does: a child of
+	// root whose arguments hold app-server (the sleep under it does not
+	// hold the file).
+	root := start(`(exec 3<"$0"; exec sleep 300) & (exec 3<"$1"; exec sh -c 'sleep 300 3<&-; :' app-server) & wait`, ours, sharedOurs)
 	start(`exec 3<"$0"; exec sleep 300`, theirs)
 	// Codex's shared server: a process whose arguments hold app-server.
 	start(`exec 3<"$0"; read x`, shared, "app-server")
 	pid := root.Process.Pid
 	deadline := time.Now().Add(30 * time.Second)
-	for holderOf(ours, pid) != holderOurs || holderOf(theirs, pid) != holderOther || holderOf(shared, pid) != holderUnknown {
+	held := func(p string) bool { return holderOf(p, pid) != holderNone }
+	for !held(ours) || !held(theirs) || !held(shared) || !held(sharedOurs) {
 		if time.Now().After(deadline) {
-			t.Fatalf("ours held by %v, theirs by %v, shared by %v", holderOf(ours, pid), holderOf(theirs, pid), holderOf(shared, pid))
+			t.Fatalf("ours held by %v, theirs by %v, shared by %v, the shared server started by root by %v",
+				holderOf(ours, pid), holderOf(theirs, pid), holderOf(shared, pid), holderOf(sharedOurs, pid))
 		}
 		time.Sleep(20 * time.Millisecond) // the shells opening the files; bounded by the deadline
+	}
+	for _, c := range []struct {
+		what, path string
+		want       rolloutHolder
+	}{{"ours", ours, holderOurs}, {"theirs", theirs, holderOther}, {"the shared server", shared, holderUnknown},
+		{"the shared server started by root", sharedOurs, holderUnknown}} {
+		if h := holderOf(c.path, pid); h != c.want {
+			t.Errorf("a file held by %s: %v, want %v", c.what, h, c.want)
+		}
 	}
 	if h := holderOf(nobody, pid); h != holderNone {
 		t.Errorf("a file no process holds: %v", h)
