@@ -175,6 +175,7 @@ type codexWatch struct {
 
 	mu     sync.Mutex
 	root   int              // the Codex process started (0 until it is)
+	start  time.Time        // when it was started (zero until it is)
 	found  bool             // a thread of this run was reported (one resumed by id aside)
 	before map[string]int64 // size of each rollout before the start
 	done   map[string]bool  // rollouts reported, or found to be another run's
@@ -339,7 +340,7 @@ func (w *codexWatch) scan() (pending bool) {
 			continue
 		}
 		if !explicit {
-			if other, h := w.another(f); other {
+			if other, h := w.another(f, meta, existed); other {
 				w.log.Info("a rollout of another Codex process in this folder", "file", f, "held by", h.String())
 				w.markDone(f)
 				continue
@@ -359,16 +360,27 @@ func (w *codexWatch) scan() (pending bool) {
 func (w *codexWatch) started(pid int) {
 	w.mu.Lock()
 	w.root = pid
+	w.start = time.Now()
 	w.mu.Unlock()
 }
 
+// startSlack is how much earlier than this run's start a thread of its may
+// say it started: the two clocks are the same, but Codex writes
+// milliseconds and the start is taken just after the process is.
+const startSlack = time.Second
+
 // another reports whether a rollout that has this run's folder and kind
 // is another Codex process's: one that only other processes hold open, or,
-// where no process holds it or the system does not say, any after the
-// first thread this run found (never a switch to another's thread).
-func (w *codexWatch) another(f string) (bool, rolloutHolder) {
+// where no process holds it or the system does not say (Codex's shared
+// app server writes the threads of every TUI), one whose thread started
+// before this run did (session_meta's timestamp: a thread another TUI
+// opened earlier, whose rollout Codex writes at its first prompt; a
+// resumed one, grown, aside), and any
+// after the first thread this run found (never a switch to another's
+// thread).
+func (w *codexWatch) another(f string, meta *codex.SessionMeta, grown bool) (bool, rolloutHolder) {
 	w.mu.Lock()
-	root, found := w.root, w.found
+	root, found, start := w.root, w.found, w.start
 	w.mu.Unlock()
 	h := w.holderOf(f, root)
 	switch h {
@@ -377,7 +389,16 @@ func (w *codexWatch) another(f string) (bool, rolloutHolder) {
 	case holderOther:
 		return true, h
 	}
-	return found, h
+	if found {
+		return true, h
+	}
+	if grown || start.IsZero() {
+		return false, h // a resumed thread started before this run
+	}
+	if began, err := time.Parse(time.RFC3339Nano, meta.Timestamp); err == nil && began.Before(start.Add(-startSlack)) {
+		return true, h
+	}
+	return false, h
 }
 
 func (w *codexWatch) markDone(f string) {
