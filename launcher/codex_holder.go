@@ -6,7 +6,9 @@ package launcher
 // another process; a second Codex in the same folder writes rollouts of
 // the same kind there. Where the system tells which process holds a file
 // open (Linux: /proc), a rollout is this run's only when a process of its
-// tree holds it; where it does not, only the first thread found is.
+// tree holds it, Codex's shared app server aside (it holds every TUI's
+// rollouts); where that does not say, only the first thread found that
+// began after this run started is.
 
 // rolloutHolder is what is known of the processes that hold a rollout open.
 type rolloutHolder int

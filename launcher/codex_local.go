@@ -161,8 +161,9 @@ func RunCodexLocal(ctx context.Context, o CodexLocalOptions) (int, error) {
 // the start and its session_meta names this folder and the kind of Codex
 // run (the TUI's originator, or exec's for `codex exec`), and it is not
 // another Codex's in the same folder (codex_holder.go: a process of this
-// run's tree holds it open; where that is not known, the first thread
-// found only); a thread the arguments resume by id is this run's wherever
+// run's tree other than Codex's shared app server holds it open; where
+// that is not known, the first thread found that began after the start
+// only); a thread the arguments resume by id is this run's wherever
 // it ran.
 type codexWatch struct {
 	sessions   string
