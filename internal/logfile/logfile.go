@@ -27,17 +27,7 @@ type File struct {
 // Open opens (creating, mode 0600) the log at path, turning it over first
 // if it is already at limit bytes or more.
 func Open(path string, limit int64) (*File, error) {
-	l := &File{path: path, limit: limit, next: limit}
-	if err := l.open(); err != nil {
-		return nil, err
-	}
-	if l.size >= limit {
-		if err := l.turn(); err != nil {
-			l.f.Close()
-			return nil, err
-		}
-	}
-	return l, nil
+	return openLog(&File{path: path, limit: limit, next: limit})
 }
 
 // OpenShared is Open for a log that several processes write at once,
@@ -45,11 +35,16 @@ func Open(path string, limit int64) (*File, error) {
 // it, and before each write a File that finds the log turned over by
 // another goes on in the new one.
 func OpenShared(path string, limit int64) (*File, error) {
-	l := &File{path: path, limit: limit, next: limit, shared: true}
+	return openLog(&File{path: path, limit: limit, next: limit, shared: true})
+}
+
+// openLog opens l's file, turning it over first if it is already at its
+// limit or more.
+func openLog(l *File) (*File, error) {
 	if err := l.open(); err != nil {
 		return nil, err
 	}
-	if l.size >= limit {
+	if l.size >= l.limit {
 		if err := l.turn(); err != nil {
 			l.f.Close()
 			return nil, err
