@@ -111,15 +111,7 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 	if _, err := exec.LookPath(f.codex); err != nil {
 		return fmt.Errorf("%w (%v)", launcher.ErrCodexNotFound, err)
 	}
-	state, err := stateDir(f.state)
-	if err != nil {
-		return err
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	home, err := os.UserHomeDir()
+	state, cwd, home, err := runPlace(f.state)
 	if err != nil {
 		return err
 	}

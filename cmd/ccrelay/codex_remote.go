@@ -33,15 +33,7 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	if err != nil {
 		return err
 	}
-	state, err := stateDir(f.state)
-	if err != nil {
-		return err
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	home, err := os.UserHomeDir()
+	state, cwd, home, err := runPlace(f.state)
 	if err != nil {
 		return err
 	}

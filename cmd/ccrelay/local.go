@@ -78,19 +78,26 @@ func stateDir(flag string) (string, error) {
 	return platformDir(dirs.State, "state")
 }
 
+// runPlace is where a run in this terminal works: its state folder (flag,
+// or the platform's), the current folder and the user's home.
+func runPlace(stateFlag string) (state, cwd, home string, err error) {
+	if state, err = stateDir(stateFlag); err != nil {
+		return "", "", "", err
+	}
+	if cwd, err = os.Getwd(); err != nil {
+		return "", "", "", err
+	}
+	if home, err = os.UserHomeDir(); err != nil {
+		return "", "", "", err
+	}
+	return state, cwd, home, nil
+}
+
 // runLocal is local mode: interactive Claude in this terminal, its
 // transcripts followed by the scanner and mapped into the outbox.
 func runLocal(cmd *cobra.Command, f *localFlags, claudeArgs []string) error {
 	ctx := cmd.Context()
-	state, err := stateDir(f.state)
-	if err != nil {
-		return err
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	home, err := os.UserHomeDir()
+	state, cwd, home, err := runPlace(f.state)
 	if err != nil {
 		return err
 	}
