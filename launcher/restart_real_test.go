@@ -84,12 +84,20 @@ func restartMidTool(t *testing.T, unwritten bool) {
 	t.Cleanup(func() { rig1.r.Stop(protocol.StatusCancelled) })
 	rig1.prompt("run it")
 	rig1.until("the tool call", has("TCS(toolu_fake0001", 1))
+	path := claude.TranscriptPath(e.ProjectDir(t), session)
+	if !unwritten {
+		// The call reaches stdout before the transcript: kill Claude only
+		// once the transcript holds it, or this is the other case.
+		waitFor(t, "the call in the transcript", func() bool {
+			b, _ := os.ReadFile(path)
+			return bytes.Contains(b, []byte(`"id":"toolu_fake0001"`))
+		})
+	}
 	first.kill()
 	<-killClaude(t, rig1.r).done
 
 	// The next ccrelay: the scanner rebuilds the session from its
 	// transcript (what was sent already), then the app's prompt resumes it.
-	path := claude.TranscriptPath(e.ProjectDir(t), session)
 	pipe2 := NewPipeline("", out)
 	if err := pipe2.KeepTurns(turns, log); err != nil {
 		t.Fatal(err)

@@ -187,9 +187,6 @@ func TestRealCodexReportsThread(t *testing.T) {
 	if err := json.Unmarshal(report, &m); err != nil || !protocol.IsSessionID(m.Thread) || m.Thread == target || bytes.Count(report, []byte("\n")) != 1 {
 		t.Fatalf("report %q (%v); stderr: %s", report, err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "Codex thread "+m.Thread) {
-		t.Errorf("the thread reported is not the session's: %s", stderr.String())
-	}
 	stdin.Close() // the daemon is gone: the session ends
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -197,5 +194,10 @@ func TestRealCodexReportsThread(t *testing.T) {
 	case <-waited:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("ccrelay codex --remote did not end with its daemon; stderr: %s", stderr.String())
+	}
+	// Only now is all of its stderr here: Wait waits for the copy of it,
+	// which may lag behind the report.
+	if !strings.Contains(stderr.String(), "Codex thread "+m.Thread) {
+		t.Errorf("the thread reported is not the session's: %s", stderr.String())
 	}
 }
