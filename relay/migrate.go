@@ -22,7 +22,9 @@ type migration struct {
 // migrations, in order. A database records the versions it went through
 // (schema_version); each start applies those it lacks, and a database a
 // newer ccrelay migrated further is refused (an older binary would not
-// know its tables). Add a version; never change one that shipped.
+// know its tables). Add a version; never change one that shipped. A
+// SQLite step is not recorded in its own transaction: it must find
+// itself done when it runs again (a relay killed before the record).
 var migrations = []migration{
 	{1, "sessions, envelopes, blobs, commands, tombstones, accounts, credentials, session keys", sqliteBaseline, pgBaseline},
 	{2, "cli_presence: which relay holds a session's CLI", sqliteExec(presenceTable), pgExec(presenceTable)},
@@ -35,7 +37,7 @@ var migrations = []migration{
 	{9, "an append in one statement on PostgreSQL (ccrelay_append, appendpg.go)", func(context.Context, *sqlDB) error { return nil }, pgAppendFunction},
 	{10, "cli_held: the sessions a CLI holds, which the next start marks if it does not come back", sqliteExec(heldTable), pgExec(pgDDL(heldTable))},
 	{11, "envelopes found by a hash of their session number and id (envkey.go)", envelopesByHashSQLite, envelopesByHashPG},
-	{12, "a command result's message as the machine sealed it", sqliteExec(commandsSealedMessage), pgExec(commandsSealedMessage)},
+	{12, "a command result's message as the machine sealed it", sqliteAddColumn("commands", "sealed_message", commandsSealedMessage), pgExec(commandsSealedMessage)},
 }
 
 // commandsSealedMessage keeps a command result's message sealed by the
@@ -202,6 +204,24 @@ const heldTable = `CREATE TABLE IF NOT EXISTS cli_held (
 	since_ms INTEGER NOT NULL,
 	stopped  INTEGER NOT NULL DEFAULT 0
 )`
+
+// sqliteAddColumn runs q, which adds column to table, unless table has
+// it: a relay killed after the column was added and before its version
+// was recorded runs the step again at its next start, where a second ADD
+// COLUMN fails.
+func sqliteAddColumn(table, column, q string) func(context.Context, *sqlDB) error {
+	return func(ctx context.Context, w *sqlDB) error {
+		var has int
+		if err := w.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&has); err != nil {
+			return fmt.Errorf("columns of %s: %w", table, err)
+		}
+		if has > 0 {
+			return nil
+		}
+		_, err := w.ExecContext(ctx, q)
+		return err
+	}
+}
 
 func sqliteExec(q string) func(context.Context, *sqlDB) error {
 	return func(ctx context.Context, w *sqlDB) error { _, err := w.ExecContext(ctx, q); return err }

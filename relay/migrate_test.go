@@ -109,3 +109,39 @@ func TestUpgradeKeepsEnvelopes(t *testing.T) {
 		})
 	}
 }
+
+// A relay killed between a SQLite migration's step and the line that
+// records its version (SQLite runs each step in a statement or a
+// transaction of its own, then records it) starts again: the step runs a
+// second time, and must then change nothing and succeed, whatever
+// version it is. PostgreSQL runs a step and its record in one
+// transaction.
+func TestSQLiteMigrationStepRunsAgain(t *testing.T) {
+	for i, m := range migrations {
+		t.Run(fmt.Sprint(m.version), func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "relay.db")
+			db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(1)
+			defer db.Close()
+			w := &sqlDB{db, sqliteSQL}
+			if err := migrateWith(ctx, w, migrations[:i]); err != nil {
+				t.Fatal(err)
+			}
+			// The step ran; its version was not recorded.
+			if err := m.sqlite(ctx, w); err != nil {
+				t.Fatalf("version %d's step: %v", m.version, err)
+			}
+			if err := migrateWith(ctx, w, migrations); err != nil {
+				t.Fatalf("a start after version %d's step, before its record: %v", m.version, err)
+			}
+			var v int
+			if err := w.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil || v != SchemaVersion() {
+				t.Fatalf("schema version %d %v", v, err)
+			}
+		})
+	}
+}
