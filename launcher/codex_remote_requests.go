@@ -223,17 +223,18 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		cmd := deref(a.Command)
 		p.turn = a.TurnID
 		in := map[string]any{"command": cmd, "cwd": deref(a.Cwd), "description": deref(a.Reason)}
-		desc := deref(a.Reason)
 		// What an accept grants with the command is said where the app
-		// shows the request.
+		// shows the request, before the model's reason (grantsFirst).
+		var grants []string
 		if perms := rawOrNil(a.AdditionalPermissions); perms != nil {
 			in["additionalPermissions"] = perms
-			desc = strings.TrimSpace(desc + " (Codex also asks for these permissions with it: " + clip(string(perms), 1000) + ")")
+			grants = append(grants, "Codex also asks for these permissions with it: "+clip(string(perms), 1000))
 		}
 		if host := rawOrNil(a.NetworkApprovalContext); host != nil {
 			in["networkApprovalContext"] = host
-			desc = strings.TrimSpace(desc + " (Codex asks for network access: " + clip(string(host), 500) + ")")
+			grants = append(grants, "Codex asks for network access: "+clip(string(host), 500))
 		}
+		desc := grantsFirst(grants, deref(a.Reason))
 		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolCommand, Description: desc, Input: mustJSON(in)}
 		if a.ApprovalID != nil && *a.ApprovalID != "" {
 			p.pr.ID += ":" + *a.ApprovalID
@@ -265,7 +266,7 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			// what "for this session" allows.
 			in["grantRoot"] = root
 			p.pr.Input = mustJSON(in)
-			p.pr.Description = strings.TrimSpace(p.pr.Description + " (Codex also asks to write anywhere under " + root + " for the rest of the session)")
+			p.pr.Description = grantsFirst([]string{grantRootText(root)}, p.pr.Description)
 			p.pr.ForSession = append([]string{"writes under " + root}, p.pr.ForSession...)
 		}
 	case codex.RequestLegacyExec:
@@ -289,7 +290,7 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		}
 		if root := deref(a.GrantRoot); root != "" {
 			in["grantRoot"] = root
-			p.pr.Description = strings.TrimSpace(p.pr.Description + " (Codex also asks to write anywhere under " + root + " for the rest of the session)")
+			p.pr.Description = grantsFirst([]string{grantRootText(root)}, p.pr.Description)
 			p.pr.ForSession = append([]string{"writes under " + root}, p.pr.ForSession...)
 		}
 		p.pr.Input = mustJSON(in)
@@ -335,6 +336,26 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		return nil, "ccrelay does not know this request"
 	}
 	return p, ""
+}
+
+// grantsFirst is a request's description: what an accept grants beyond
+// the request itself (grants, each in parentheses), then the model's
+// reason. The grants come first, each bounded, because the description is
+// cut to MaxShownString (clipShown) and the reason is the model's to make
+// as long as it likes: after it, a grant could be cut out of what the app
+// shows.
+func grantsFirst(grants []string, reason string) string {
+	var b strings.Builder
+	for _, g := range grants {
+		b.WriteString("(" + g + ") ")
+	}
+	b.WriteString(reason)
+	return strings.TrimSpace(b.String())
+}
+
+// grantRootText says that a file change asks for writes under root.
+func grantRootText(root string) string {
+	return "Codex also asks to write anywhere under " + clip(root, 2000) + " for the rest of the session"
 }
 
 // describeRequest says what a declined request asked, for the note.
