@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,7 +51,9 @@ func TestReplayRSSChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("\nrss-result %d %d %d %d\n", st.PeakRSS, st.Bytes, st.EnvelopeCount(), st.Elapsed.Nanoseconds())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("\nrss-result %d %d %d %d %d\n", st.PeakRSS, st.Bytes, st.EnvelopeCount(), st.Elapsed.Nanoseconds(), ms.NumGC)
 }
 
 var (
@@ -98,6 +101,7 @@ func rssChild(tb testing.TB) string {
 type rssResult struct {
 	peak, bytes, envelopes int64
 	secs                   float64
+	collections            int64 // garbage collections in the whole process
 }
 
 // replayPeakRSS replays path in a fresh process (this test binary) and
@@ -112,12 +116,12 @@ func replayPeakRSS(tb testing.TB, path string) rssResult {
 	}
 	for l := range strings.Lines(string(out)) {
 		f := strings.Fields(l)
-		if len(f) == 5 && f[0] == "rss-result" {
-			var v [4]int64
+		if len(f) == 6 && f[0] == "rss-result" {
+			var v [5]int64
 			for i := range v {
 				v[i], _ = strconv.ParseInt(f[i+1], 10, 64)
 			}
-			return rssResult{peak: v[0], bytes: v[1], envelopes: v[2], secs: float64(v[3]) / 1e9}
+			return rssResult{peak: v[0], bytes: v[1], envelopes: v[2], secs: float64(v[3]) / 1e9, collections: v[4]}
 		}
 	}
 	tb.Fatalf("no result from the replay child:\n%s", out)
@@ -191,5 +195,24 @@ func BenchmarkReplayPeakRSS(b *testing.B) {
 			b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
 			b.ReportMetric(float64(size)*float64(b.N)/1e6/secs, "MB/s")
 		})
+	}
+}
+
+// A replay's collector runs on its memory limit alone: a real 3 MB
+// session (with its subagent transcripts) is read with at most one
+// collection, where the proportional collector (GOGC=100), starting at a
+// 4 MB heap, ran three or more, a tenth of the process's CPU time.
+func TestReplayCollections(t *testing.T) {
+	p := filepath.Join(corpusDir, "public/spotter/test/fixtures/transcripts/fa812bfe-b295-4cca-9c2f-fdf01028cb46.jsonl")
+	r := replayPeakRSS(t, p)
+	t.Logf("%d bytes, %d envelopes: %d collections, peak RSS %.1f MiB", r.bytes, r.envelopes, r.collections, float64(r.peak)/(1<<20))
+	if r.bytes < 3<<20 {
+		t.Fatalf("read %d bytes, want the whole session (over 3 MiB)", r.bytes)
+	}
+	if r.collections > 1 {
+		t.Fatalf("%d collections, want at most 1", r.collections)
+	}
+	if r.peak > maxReplayRSS {
+		t.Fatalf("peak RSS %.1f MiB, want at most %d MiB", float64(r.peak)/(1<<20), maxReplayRSS>>20)
 	}
 }
