@@ -218,14 +218,9 @@ func (s *Server) storeBatch(ctx context.Context, session string, items []Item) (
 		if notice == nil {
 			s.fanSend(ctx, fanMsg{Kind: "e", Session: session, Owner: ownerFrom(ctx)})
 		}
-		if si == nil {
-			if got, err := s.store.session(ctx, session); err == nil {
-				si = &got
-			}
-		}
-		if si != nil {
-			s.hub.sessionChanged(*si)
-		}
+		// The session as this append committed it (the store says, on
+		// either engine: its row is not read again).
+		s.hub.sessionChanged(*si)
 		s.pushStored(ctx, session, fresh)
 	}
 	return ack, nil

@@ -89,8 +89,11 @@ type appendReq struct {
 	// committed, in commit order, before the append returns.
 	after func([]Appended)
 	res   []Appended
-	err   error
-	done  chan struct{}
+	// si is the session's row as the append left it (SQLite), set with
+	// res.
+	si   SessionInfo
+	err  error
+	done chan struct{}
 	// bytes is the size of the items' bodies and blobs.
 	bytes int
 }
@@ -124,7 +127,7 @@ func (s *Store) AppendThen(ctx context.Context, session string, items []Item, af
 
 // appendNotice is AppendThen that, on PostgreSQL, also sends notice in
 // the append's transaction if it stores anything, and returns the session
-// as the append left it (nil on SQLite, which does not say it).
+// as the append left it, as committed.
 func (s *Store) appendNotice(ctx context.Context, session string, items []Item, notice *pgNotice, after func([]Appended)) ([]Appended, *SessionInfo, error) {
 	if s.w.d == postgresSQL {
 		return s.appendNow(ctx, session, items, notice, after)
@@ -146,7 +149,10 @@ func (s *Store) appendNotice(ctx context.Context, session string, items []Item, 
 		return nil, nil, fmt.Errorf("append to %s: %w", session, errStoreClosed)
 	}
 	<-req.done // the committer always finishes a request it took
-	return req.res, nil, req.err
+	if req.err != nil {
+		return nil, nil, req.err
+	}
+	return req.res, &req.si, nil
 }
 
 // appendNow is appendNotice on PostgreSQL, in the caller's goroutine: the
@@ -315,7 +321,7 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 		// every page it changes first).
 		r := reqs[0]
 		if r.err = r.ctx.Err(); r.err == nil {
-			r.res, r.err = s.appendTx(ctx, tx, r.session, r.items)
+			r.res, r.si, r.err = s.appendTx(ctx, tx, r.session, r.items)
 		}
 		if r.err != nil {
 			r.err = fmt.Errorf("append to %s: %w", r.session, r.err)
@@ -335,7 +341,7 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 			finish(err)
 			return
 		}
-		res, err := s.appendTx(ctx, tx, r.session, r.items)
+		res, si, err := s.appendTx(ctx, tx, r.session, r.items)
 		if err != nil {
 			r.err = fmt.Errorf("append to %s: %w", r.session, err)
 			if _, err := tx.ExecContext(ctx, "ROLLBACK TO "+sp); err != nil {
@@ -343,7 +349,7 @@ func (s *Store) commitGroup(reqs []*appendReq) {
 				return
 			}
 		}
-		r.res = res
+		r.res, r.si = res, si
 		if _, err := tx.ExecContext(ctx, "RELEASE "+sp); err != nil {
 			finish(err)
 			return

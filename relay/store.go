@@ -38,6 +38,9 @@ type Store struct {
 	stmts sync.Map // query -> *sql.Stmt prepared on w (Store.stmt)
 
 	reads atomic.Int64 // Read calls (tests: how often apps' reads reach the store)
+	// sessionReads counts reads of a session's row by id (tests: the ack
+	// path reads none).
+	sessionReads atomic.Int64
 }
 
 func (s *Store) clock() time.Time {
@@ -210,7 +213,7 @@ type Appended struct {
 const (
 	qTombstone      = `SELECT COUNT(*) FROM tombstones WHERE id = ?`
 	qNewSession     = `INSERT INTO sessions (id, created_ms, updated_ms) SELECT ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?) ON CONFLICT(id) DO NOTHING`
-	qAppendSession  = `SELECT no, last_seq, prompt FROM sessions WHERE id = ?`
+	qAppendSession  = `SELECT no, last_seq, prompt, owner, info, updated_ms FROM sessions WHERE id = ?`
 	qInsertEnvelope = `INSERT INTO envelopes (k, h, id, body) VALUES (?, ?, ?, ?)`
 	// qFindEnvelopes is the batch's one lookup of the ids stored before:
 	// the rows whose h is one of the batch's (a JSON array), which the
@@ -220,12 +223,14 @@ const (
 )
 
 // appendTx stores items in order in session (created if new) within tx
-// and returns what became of each (see Append). SQLite's; PostgreSQL runs
-// the same steps in one statement (appendPG).
-func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, error) {
+// and returns what became of each (see Append) and the session's row as
+// the append leaves it (what the commit holds: the relay tells the apps
+// from it, without reading the row again). SQLite's; PostgreSQL runs the
+// same steps in one statement (appendPG).
+func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []Item) ([]Appended, SessionInfo, error) {
 	for i, it := range items {
 		if it.ID == "" {
-			return nil, fmt.Errorf("envelope %d has no id", i)
+			return nil, SessionInfo{}, fmt.Errorf("envelope %d has no id", i)
 		}
 	}
 	q := func(query string) txStmt { return s.stmt(ctx, tx, query) }
@@ -236,15 +241,15 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	upd := q(qUpdateSession)
 	now := s.clock().UnixMilli()
 	if _, err := newSession.ExecContext(ctx, session, now, now, session); err != nil {
-		return nil, err
+		return nil, SessionInfo{}, err
 	}
-	var no, last int64
-	var prompt string
-	switch err := sel.QueryRowContext(ctx, session).Scan(&no, &last, &prompt); {
+	var no, last, updated int64
+	var prompt, owner, info string
+	switch err := sel.QueryRowContext(ctx, session).Scan(&no, &last, &prompt, &owner, &info, &updated); {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, ErrDeleted // deleted by another node since the insert above
+		return nil, SessionInfo{}, ErrDeleted // deleted by another node since the insert above
 	case err != nil:
-		return nil, err
+		return nil, SessionInfo{}, err
 	}
 	// A deleted session stays deleted: checked in the append's own
 	// transaction once the session's row is held, so a delete between a
@@ -253,35 +258,36 @@ func (s *Store) appendTx(ctx context.Context, tx sqlTx, session string, items []
 	// insert above may have made again goes with the rollback.
 	var gone int
 	if err := tomb.QueryRowContext(ctx, session).Scan(&gone); err != nil {
-		return nil, err
+		return nil, SessionInfo{}, err
 	}
 	if gone > 0 {
-		return nil, ErrDeleted
+		return nil, SessionInfo{}, ErrDeleted
 	}
 	if no < 1 || no > maxSessionNo {
-		return nil, fmt.Errorf("session number %d is out of range", no)
+		return nil, SessionInfo{}, fmt.Errorf("session number %d is out of range", no)
 	}
 	if last+int64(len(items)) > maxSeq {
-		return nil, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
+		return nil, SessionInfo{}, fmt.Errorf("the session has %d envelopes: at most %d are kept", last, int64(maxSeq))
 	}
 	out, next, prompt, err := appendRowsOneByOne(ctx, q, no, last, prompt, items)
 	if err != nil {
-		return nil, err
+		return nil, SessionInfo{}, err
 	}
 	insBlob := q(`INSERT INTO blobs (session, id, data) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
 	for i, it := range items {
 		if out[i].New && len(it.Blob) > 0 {
 			if _, err := insBlob.ExecContext(ctx, session, it.ID, it.Blob); err != nil {
-				return nil, err
+				return nil, SessionInfo{}, err
 			}
 		}
 	}
 	if next != last {
 		if _, err := upd.ExecContext(ctx, next, now, prompt, session); err != nil {
-			return nil, err
+			return nil, SessionInfo{}, err
 		}
+		updated = now
 	}
-	return out, nil
+	return out, SessionInfo{ID: session, Info: json.RawMessage(info), Owner: owner, Prompt: prompt, LastSeq: next, UpdatedMS: updated}, nil
 }
 
 // appendRowsOneByOne inserts items after last in the session numbered no,
@@ -488,6 +494,7 @@ func (s *Store) Announce(ctx context.Context, session string, info json.RawMessa
 }
 
 func (s *Store) session(ctx context.Context, id string) (SessionInfo, error) {
+	s.sessionReads.Add(1)
 	var si SessionInfo
 	var info string
 	err := s.r.QueryRowContext(ctx, `SELECT id, info, owner, prompt, last_seq, updated_ms FROM sessions WHERE id = ?`, id).Scan(&si.ID, &info, &si.Owner, &si.Prompt, &si.LastSeq, &si.UpdatedMS)
