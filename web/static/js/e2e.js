@@ -412,6 +412,12 @@ export async function openFrame(f, chain) {
     }
   }
   if (f.type === 'command-status' && typeof f.sealedMessage === 'string') return openResult(f);
+  if (f.type === 'command-status' && typeof f.message === 'string' && f.message && typeof f.session === 'string' && (keyFor(f.session) || sealedSessions.has(f.session))) {
+    // A sealed session's machine seals its reasons: a readable one is the
+    // relay's (no CLI connected, too many prompts waiting), or made up by
+    // it, and is said to be.
+    return { ...f, message: RESULT_FROM_RELAY + f.message };
+  }
   if ((f.type === 'sessions' || f.type === 'session') && Array.isArray(f.sessions)) {
     for (const s of f.sessions) {
       if (s && typeof s.id === 'string' && s.info && typeof s.info === 'object' && typeof s.info.sealed !== 'string') {
@@ -427,6 +433,8 @@ export async function openFrame(f, chain) {
 
 /** RESULT_NO_KEY is what a command's status says in place of a reason the machine sealed that this device cannot open. */
 export const RESULT_NO_KEY = 'the machine\'s reason is end-to-end encrypted, and this device has no key to read it';
+/** RESULT_FROM_RELAY starts a sealed session's command reason that came readable: the relay wrote it (or an older ccrelay that does not seal reasons), not the machine under the session's key. */
+export const RESULT_FROM_RELAY = 'the relay says (not sealed by the machine): ';
 /** RESULT_NOT_OPENED is what it says when the sealed reason does not open under the key this device has. */
 export const RESULT_NOT_OPENED = 'the machine\'s reason is end-to-end encrypted, and it did not open here (sealed under a key this device was not given, or changed on the way)';
 
