@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -110,4 +111,46 @@ func errString(err error) string {
 		return "done"
 	}
 	return err.Error()
+}
+
+// A new Codex thread has no rollout until its first turn: app-server
+// writes nothing of it before. A ccrelay killed between announcing such a
+// thread and Codex writing it (the app's first prompt taken, or not yet)
+// leaves a session in the app that Codex cannot resume (thread/resume:
+// "no rollout found"), with its prompt delivered and never answered. The
+// next ccrelay asked for that thread starts a new one, and answers what
+// the app sent the old one with CodexThreadGone: nothing of it was run.
+
+// CodexThreadGone is the answer to a command for thread, a thread this
+// state's ccrelay ran that Codex has no rollout of, now that it goes on
+// as the new thread next.
+func CodexThreadGone(thread, next string) error {
+	return fmt.Errorf("Codex has no thread %s: ccrelay stopped, and Codex with it, before Codex wrote the thread's first prompt (or the thread was removed since), so it cannot go on and this was not run. It goes on as a new Codex session, %s: send it there", thread, next)
+}
+
+// AnswerGoneThread answers c, a command for a thread Codex has no rollout
+// of, with why (CodexThreadGone), and records that in the ledger: a
+// command whose outcome was recorded before (it reached its end before
+// ccrelay stopped) gets that outcome again; one begun and never ended, or
+// new, is rejected with why, and a repeat later gets the same.
+func AnswerGoneThread(l *Ledger, c Command, why error) {
+	if l == nil || c.ID == "" {
+		c.Reply(why)
+		return
+	}
+	fresh, outcome, err := l.Begin(c.ID)
+	switch {
+	case err != nil:
+		c.Reply(why)
+	case !fresh && errors.Is(outcome, ErrInProgress):
+		// This process carries it out: its own answer follows.
+	case !fresh && !errors.Is(outcome, ErrInterrupted):
+		c.Reply(outcome)
+	default:
+		if lerr := l.Finish(c.ID, why); lerr != nil {
+			c.Reply(fmt.Errorf("%w (ccrelay could not record this answer: %v)", why, lerr))
+			return
+		}
+		c.Reply(why)
+	}
 }

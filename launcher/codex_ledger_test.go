@@ -174,3 +174,55 @@ func TestCodexRemoteKilledMidCommand(t *testing.T) {
 }
 
 func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// A command for a thread Codex has no rollout of is rejected with why, and
+// recorded: one begun by a ccrelay that was killed, or new, is rejected
+// (never left unanswered), a repeat gets the same answer, and one that had
+// reached its end before keeps its outcome.
+func TestAnswerGoneThread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "commands.jsonl")
+	killed, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := killed.BeginPrompt("c-begun", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := killed.Begin("c-done"); err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Finish("c-done", nil); err != nil {
+		t.Fatal(err)
+	}
+	killed.Close()
+	why := CodexThreadGone(fakeThreadID, "01a21c00-53f4-7513-90cd-7879df4a4931")
+	answer := func(l *Ledger, id string) (error, bool) {
+		var got error
+		replied := false
+		AnswerGoneThread(l, Command{Command: protocol.Command{ID: id, Kind: protocol.CommandPrompt, Text: "go"}, Reply: func(err error) { got, replied = err, true }}, why)
+		return got, replied
+	}
+	for round := range 2 {
+		l, err := OpenLedger(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			id   string
+			want error
+		}{
+			{"c-begun", why},
+			{"c-new", why},
+			{"c-done", nil},
+		} {
+			got, replied := answer(l, tc.id)
+			if !replied || errString(got) != errString(tc.want) {
+				t.Errorf("round %d, %s: replied %v with %v, want %v", round, tc.id, replied, got, tc.want)
+			}
+		}
+		l.Close()
+	}
+	if !strings.Contains(why.Error(), fakeThreadID) || !strings.Contains(why.Error(), "01a21c00-53f4-7513-90cd-7879df4a4931") {
+		t.Errorf("the answer does not name both threads: %v", why)
+	}
+}

@@ -26,16 +26,27 @@ import (
 // prompt to the next ccrelay of the thread, which answers it from the
 // thread's rollout: done where Codex had taken it (it is in the rollout
 // once, not run again), rejected saying so where ccrelay was killed before
-// Codex got it.
+// Codex got it. Killed at a new thread's first prompt, before Codex wrote
+// the thread (it has no rollout until its first turn), the thread cannot
+// be resumed: the next ccrelay asked for it starts a new thread, and the
+// old session's prompt is rejected saying why and where the thread goes
+// on, its session says so too, never left delivered.
 func TestRealCodexPromptThroughKill(t *testing.T) {
 	for _, tc := range []struct {
 		step  string
+		first bool // killed at the thread's first prompt
 		taken bool // Codex may have taken the prompt
 	}{
-		{crashpoint.CodexPromptTaken, true},
-		{crashpoint.LedgerBegun, false},
+		{crashpoint.CodexPromptTaken, false, true},
+		{crashpoint.LedgerBegun, false, false},
+		{crashpoint.CodexPromptTaken, true, true},
+		{crashpoint.LedgerBegun, true, false},
 	} {
-		t.Run(tc.step, func(t *testing.T) {
+		name := tc.step
+		if tc.first {
+			name += "/first"
+		}
+		t.Run(name, func(t *testing.T) {
 			e := codextest.New(t)
 			srv, base, token := startServe(t, t.TempDir())
 			defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
@@ -109,14 +120,21 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 			}
 
 			// The second time the step is met: the first prompt makes the
-			// thread's rollout, which the next ccrelay resumes.
-			_, stderr, exited := start(tc.step + "@2")
+			// thread's rollout, which the next ccrelay resumes; or the
+			// first time, before Codex wrote the thread.
+			crashAt := tc.step + "@2"
+			if tc.first {
+				crashAt = tc.step
+			}
+			_, stderr, exited := start(crashAt)
 			// The thread, listed once app-server started it.
-			thread := codexSessionListed(t, send, next, stderr)
+			thread := codexSessionListed(t, send, next, stderr, "")
 			send(protocol.Frame{Type: protocol.FrameSubscribe, Session: thread})
 			first := protocol.Command{ID: protocol.New(), Kind: protocol.CommandPrompt, Text: "TEXT first"}
-			send(protocol.Frame{Type: protocol.FrameCommand, Session: thread, Command: &first})
-			for done, ended := false, false; !done || !ended; {
+			if !tc.first {
+				send(protocol.Frame{Type: protocol.FrameCommand, Session: thread, Command: &first})
+			}
+			for done, ended := tc.first, tc.first; !done || !ended; {
 				f := next("the first prompt's turn", stderr)
 				switch f.Type {
 				case protocol.FrameStatus:
@@ -149,19 +167,46 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 
 			// The next ccrelay of the thread gets the prompt again.
 			_, stderr, _ = start("", "--session", thread)
-			var status, message string
+			var status, message, note string
+			noted := func(f protocol.Frame) {
+				if f.Type == protocol.FrameBatch && f.Session == thread {
+					for _, it := range f.Items {
+						if s := string(it.Envelope); strings.Contains(s, `"service"`) && strings.Contains(s, "cannot go on") {
+							note = s
+						}
+					}
+				}
+			}
 			for status != protocol.StatusDone && status != protocol.StatusRejected {
 				f := next("the prompt's outcome", stderr)
+				noted(f)
 				if f.Type == protocol.FrameStatus && f.Command != nil && f.Command.ID == prompt.ID {
 					status, message = f.Status, f.Message
 				}
+			}
+			path, err := codex.FindRollout(e.CodexHome, thread)
+			if tc.first && err != nil {
+				// Codex never wrote the thread: a new one took its place,
+				// which the prompt's answer and the old session name.
+				for note == "" {
+					noted(next("the old session's note", stderr))
+				}
+				newThread := codexSessionListed(t, send, next, stderr, thread)
+				want := launcher.CodexThreadGone(thread, newThread).Error()
+				if status != protocol.StatusRejected || message != want {
+					t.Fatalf("the prompt to the thread Codex never wrote: %s %q, want rejected %q", status, message, want)
+				}
+				if !strings.Contains(note, newThread) {
+					t.Fatalf("the old session's note does not name the new thread %s: %s", newThread, note)
+				}
+				t.Logf("the prompt to the thread Codex never wrote (killed at %s): %s", tc.step, message)
+				return
 			}
 			// The status is final and true: done if Codex wrote the prompt
 			// to the rollout (once), rejected saying so if not. Killed at
 			// ledger-begun, Codex never got it; killed once app-server
 			// answered turn/start, Codex usually wrote it first, but may
 			// have died before (Pdeathsig): then it was not run either.
-			path, err := codex.FindRollout(e.CodexHome, thread)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,8 +224,8 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 }
 
 // codexSessionListed asks the relay for its sessions until a remote Codex
-// session is listed, and returns its id.
-func codexSessionListed(t *testing.T, send func(protocol.Frame), next func(string, *testutil.SyncBuffer) protocol.Frame, stderr *testutil.SyncBuffer) string {
+// session other than not is listed, and returns its id.
+func codexSessionListed(t *testing.T, send func(protocol.Frame), next func(string, *testutil.SyncBuffer) protocol.Frame, stderr *testutil.SyncBuffer, not string) string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -190,7 +235,7 @@ func codexSessionListed(t *testing.T, send func(protocol.Frame), next func(strin
 			f = next("the list", stderr)
 		}
 		for _, s := range f.Sessions {
-			if strings.Contains(string(s.Info), `"agent":"codex"`) && strings.Contains(string(s.Info), `"mode":"remote"`) {
+			if s.ID != not && strings.Contains(string(s.Info), `"agent":"codex"`) && strings.Contains(string(s.Info), `"mode":"remote"`) {
 				return s.ID
 			}
 		}

@@ -45,10 +45,18 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 		return fmt.Errorf("--started-by %q is not a session id", f.startedBy)
 	}
 	thread := ""
+	// gone is a thread a ccrelay of this state ran (its lock file is
+	// there) that Codex has no rollout of: killed before Codex wrote the
+	// thread, it cannot be resumed. Its session is told so, and what the
+	// app sent it is answered (CodexThreadGone).
+	gone := ""
 	if f.session != "" {
 		if _, err := codex.FindRollout(codexHome, f.session); err == nil {
 			thread = f.session // continued
 		} else {
+			if _, err := os.Stat(launcher.CodexThreadLockPath(state, f.session)); err == nil {
+				gone = f.session
+			}
 			// Codex chooses a new thread's id: the session is the thread's.
 			fmt.Fprintf(os.Stderr, "ccrelay: Codex has no thread %s in %s; a new thread starts, under the id Codex gives it\n", f.session, codexHome)
 		}
@@ -61,6 +69,14 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 		if threadLock, err = launcher.LockCodexThread(state, thread); err != nil {
 			return err
 		}
+	}
+	if gone != "" {
+		// Its commands are answered by this ccrelay only.
+		goneLock, err := launcher.LockCodexThread(state, gone)
+		if err != nil {
+			return err
+		}
+		defer goneLock.Release()
 	}
 	if f.relay, _, err = chooseRelay(f.relay, state); err != nil {
 		return err
@@ -128,7 +144,8 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	}
 	defer ledger.Close()
 	link := &codexRemoteLink{sender: sender, cwd: cwd, version: version, warning: warning, log: log,
-		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy, startedAs: f.session}
+		cmds: make(chan launcher.Command), machine: fromDaemon.Machine, startedBy: f.startedBy, startedAs: f.session,
+		gone: gone, ledger: ledger}
 	pipe := launcher.NewCodexPipeline(box, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
 	follower := scanner.NewCodexFollower(scanner.CodexConfig{CursorFile: filepath.Join(runDir, "codex-cursor.json"), Logger: log}, pipe)
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
@@ -170,6 +187,9 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 				}
 			}
 			fmt.Fprintf(os.Stderr, "ccrelay: Codex thread %s is a session in the app (%s); its prompts come from there\n", id, f.relay)
+			if gone != "" {
+				link.endGone(loopCtx, pipe, id)
+			}
 			if fromDaemon.Prompt != "" {
 				go func() {
 					defer close(firstDone)
@@ -244,6 +264,25 @@ type codexRemoteLink struct {
 	startedAs string
 	log       *slog.Logger
 	cmds      chan launcher.Command
+	// gone is a thread of this state's that Codex has no rollout of
+	// (see runCodexRemoteMode): its session is told it ended, and its
+	// commands are answered launcher.CodexThreadGone, recorded in ledger.
+	gone   string
+	ledger *launcher.Ledger
+}
+
+// endGone tells the app that the session of l.gone cannot go on, and why,
+// now that next, a new thread, takes its place: its info says so (error),
+// and a note in it.
+func (l *codexRemoteLink) endGone(ctx context.Context, pipe *launcher.CodexPipeline, next string) {
+	why := launcher.CodexThreadGone(l.gone, next)
+	l.State(l.gone, launcher.SessionState{Mode: "remote", Status: launcher.StatusIdle, Error: why.Error()})
+	text := "ccrelay stopped, and Codex with it, before Codex wrote this thread's first prompt: Codex has no thread " + l.gone +
+		", so this session cannot go on, and nothing sent to it was run. It goes on as a new Codex session, " + next + "."
+	if err := pipe.Note(ctx, l.gone, "codex-gone:"+l.gone+":"+next, text, time.Now().UnixMilli()); err != nil {
+		l.log.Warn("could not note that a Codex thread is gone", "thread", l.gone, "err", err)
+	}
+	fmt.Fprintf(os.Stderr, "ccrelay: Codex thread %s was never written (ccrelay was stopped before Codex wrote it): its session in the app says so, and what the app sent it is refused\n", l.gone)
 }
 
 // State implements launcher.RemoteEvents.
@@ -300,6 +339,10 @@ func (l *codexRemoteLink) run(ctx context.Context, threads <-chan string) {
 				if rerr := l.sender.Reply(rctx, in.Session, in.Command.ID, err == nil, msg); rerr != nil {
 					l.log.Warn("could not answer a command", "id", in.Command.ID, "err", rerr)
 				}
+			}
+			if l.gone != "" && in.Session == l.gone {
+				launcher.AnswerGoneThread(l.ledger, launcher.Command{Command: in.Command, Reply: reply}, launcher.CodexThreadGone(l.gone, thread))
+				continue
 			}
 			if in.Session != thread {
 				reply(fmt.Errorf("this ccrelay runs the Codex session %s, not %s", thread, in.Session))
