@@ -33,6 +33,16 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	if err != nil {
 		return err
 	}
+	// The daemon's report pipe is closed on exec before anything runs
+	// (codex --version first): a program that held it could write a
+	// thread of its choosing there, or keep the daemon's reader waiting.
+	report, err := openDaemonReport(f)
+	if err != nil {
+		return err
+	}
+	if report != nil {
+		defer report.Close()
+	}
 	state, cwd, home, err := runPlace(f.state)
 	if err != nil {
 		return err
@@ -93,13 +103,6 @@ func runCodexRemoteMode(ctx context.Context, f *codexFlags, codexArgs []string) 
 	runDir := slot.Path
 	version, warning := checkCodexVersion(ctx, f.codex, log, os.Stderr)
 
-	report, err := openDaemonReport(f)
-	if err != nil {
-		return err
-	}
-	if report != nil {
-		defer report.Close()
-	}
 	var daemonIn *bufio.Reader
 	var fromDaemon daemonStart
 	if f.daemonPipe {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ccrelay/ccrelay/claude"
+	"github.com/ccrelay/ccrelay/codex"
 	"github.com/ccrelay/ccrelay/internal/codextest"
 	"github.com/ccrelay/ccrelay/internal/fakeresponses"
 	"github.com/ccrelay/ccrelay/internal/testutil"
@@ -200,4 +202,55 @@ func TestRealCodexReportsThread(t *testing.T) {
 	if !strings.Contains(stderr.String(), "Codex thread "+m.Thread) {
 		t.Errorf("the thread reported is not the session's: %s", stderr.String())
 	}
+}
+
+// The daemon's report pipe is the session's alone: no program the session
+// starts holds it, the Codex whose version it reads first included (a
+// line written there would be taken as the session's thread, and a
+// process that kept it open would keep the daemon's reader waiting after
+// the session ended). A fake Codex writes to descriptor 3 whenever it
+// runs; nothing of it reaches the pipe.
+func TestCodexRemoteReportPipeNotInherited(t *testing.T) {
+	dir := t.TempDir()
+	const impostor = "0b0e0b0e-0000-4000-8000-00000000c0de"
+	fake := filepath.Join(dir, "codex")
+	script := "#!/bin/sh\n" +
+		"echo '{\"thread\":\"" + impostor + "\"}' >&3 2>/dev/null\n" +
+		"if [ \"$1\" = \"--version\" ]; then echo 'codex-cli " + codex.TestedVersion + "'; exit 0; fi\n" +
+		"exit 3\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	reports, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reports.Close()
+	cmd := exec.Command(binary, "codex", "--remote", "--codex", fake, "--state", t.TempDir(), "--relay", "http://127.0.0.1:9", "--relay-token", "t",
+		"--daemon-pipe", "--session", claude.NewSessionID(), "--started-by", claude.NewSessionID(), "--daemon-report-fd", "3")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "CODEX_HOME="+filepath.Join(dir, ".codex"))
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.Stdin = strings.NewReader(`{"machine":"box"}` + "\n")
+	var stderr testutil.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Process.Kill()
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(reports) // to its end: every holder closed it
+		got <- b
+	}()
+	select {
+	case b := <-got:
+		if len(b) > 0 {
+			t.Errorf("the report pipe got %q from the programs ccrelay started; stderr: %s", b, stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the report pipe was held open; stderr: %s", stderr.String())
+	}
+	cmd.Wait()
 }
