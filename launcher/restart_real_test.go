@@ -85,14 +85,19 @@ func restartMidTool(t *testing.T, unwritten bool) {
 	rig1.prompt("run it")
 	rig1.until("the tool call", has("TCS(toolu_fake0001", 1))
 	path := claude.TranscriptPath(e.ProjectDir(t), session)
-	if !unwritten {
-		// The call reaches stdout before the transcript: kill Claude only
-		// once the transcript holds it, or this is the other case.
-		waitFor(t, "the call in the transcript", func() bool {
-			b, _ := os.ReadFile(path)
-			return bytes.Contains(b, []byte(`"id":"toolu_fake0001"`))
-		})
+	// The call reaches stdout before the transcript: kill Claude only once
+	// the transcript holds it, or this is the other case. Not written: the
+	// transcript is cut back to the prompt below, and Claude may not have
+	// written even that yet (no transcript at all is another case,
+	// TestRealClaudeRemoteKilledBeforeTranscript).
+	written, what := []byte(`"id":"toolu_fake0001"`), "the call in the transcript"
+	if unwritten {
+		written, what = []byte(`"text":"run it"`), "the prompt in the transcript"
 	}
+	waitFor(t, what, func() bool {
+		b, _ := os.ReadFile(path)
+		return bytes.Contains(b, written)
+	})
 	first.kill()
 	<-killClaude(t, rig1.r).done
 
