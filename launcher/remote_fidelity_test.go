@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
@@ -104,6 +105,10 @@ func TestRealClaudeRemoteKilledMidTool(t *testing.T) {
 	rig.r.state.PermissionMode = "bypassPermissions"
 	rig.prompt("run it")
 	rig.until("the tool call", has("TCS(toolu_fake0001", 1))
+	// The call reaches stdout before the transcript: kill Claude only once
+	// the transcript holds what live sent, or the resumed Claude knows
+	// nothing of the call and live cannot equal replay.
+	untilTranscriptHas(t, claude.TranscriptPath(e.ProjectDir(t), rig.r.ID()), rig.out.Envelopes)
 	rig.r.mu.Lock()
 	p := rig.r.proc
 	rig.r.mu.Unlock()

@@ -70,20 +70,28 @@ func sameAsReplay(t *testing.T, rig *remoteRig, e *claudetest.Env, contentOnly b
 // the comparison that follows says what is missing.
 func (rig *remoteRig) untilTranscriptHolds(e *claudetest.Env) {
 	rig.t.Helper()
-	path := filepath.Join(e.ProjectDir(rig.t), rig.r.ID()+".jsonl")
+	untilTranscriptHas(rig.t, filepath.Join(e.ProjectDir(rig.t), rig.r.ID()+".jsonl"), rig.out.Envelopes)
+}
+
+// untilTranscriptHas waits until the replay of the transcript at path holds
+// every message of live() (turn markers aside), as untilTranscriptHolds:
+// before Claude is killed or stopped, when what follows compares live with
+// the transcript.
+func untilTranscriptHas(t *testing.T, path string, live func() []protocol.Envelope) {
+	t.Helper()
 	begin := time.Now()
 	deadline := begin.Add(30 * time.Second)
-	for {
-		missing := transcriptLacks(path, rig.out.Envelopes())
+	for polls := 1; ; polls++ {
+		missing := transcriptLacks(path, live())
 		if missing == 0 {
-			rig.t.Logf("the transcript held what live sent after %v", time.Since(begin))
+			t.Logf("the transcript held what live sent after %v (%d looks)", time.Since(begin), polls)
 			return
 		}
 		if time.Now().After(deadline) {
-			rig.t.Logf("the transcript still lacks %d of the messages live sent after %v", missing, time.Since(begin))
+			t.Logf("the transcript still lacks %d of the messages live sent after %v", missing, time.Since(begin))
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling the file, with a deadline
 	}
 }
 

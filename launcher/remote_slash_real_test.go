@@ -115,7 +115,10 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	}
 
 	// Claude dies; the next prompt starts it again on the session after
-	// the clear.
+	// the clear. It prints before it writes its transcript: it dies once
+	// the transcript holds what live sent, or the restarted Claude lacks
+	// that and live cannot equal replay.
+	untilTranscriptHas(t, filepath.Join(e.ProjectDir(t), second+".jsonl"), func() []protocol.Envelope { return out.of(second) })
 	<-killClaude(t, r).done
 	prompt("hello three")
 	untilSession(t, out, second, "the turn after the restart", func(d []string) bool { return count(d, "TE(completed)") == 2 })
