@@ -168,7 +168,7 @@ func writeJSON(t *testing.T, path string, v any) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("waiting for %s", what)

@@ -167,11 +167,16 @@ func (rig *remoteRig) prompt(text string) {
 	}
 }
 
+// untilLimit bounds the waits of the remote rigs: generous, as they wait
+// for the real Claude Code too, which under -race on a loaded machine has
+// taken more than 10 s for a turn. A wait that is met returns at once.
+const untilLimit = 60 * time.Second
+
 // until polls (with a deadline) until cond holds for the described
 // envelopes, and returns them.
 func (rig *remoteRig) until(what string, cond func(d []string) bool) []string {
 	rig.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for {
 		d := describeAll(rig.out.Envelopes())
 		if cond(d) {
@@ -186,7 +191,7 @@ func (rig *remoteRig) until(what string, cond func(d []string) bool) []string {
 
 func (rig *remoteRig) untilState(what string, cond func(SessionState) bool) SessionState {
 	rig.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for {
 		if st := rig.r.State(); cond(st) {
 			return st
