@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,11 +176,31 @@ func TestRealClaudeRemotePermissions(t *testing.T) {
 	sameAsReplay(t, rig, e, false)
 }
 
+// streamingWord is the first word of heldReply's text, which no other
+// reply of these tests has.
+const streamingWord = "Streaming"
+
+// heldReply is rule answering a text that streams word by word and holds
+// after its first word, streamingWord, until release is called (at the
+// test's end at the latest): Claude streams for as long as the test needs,
+// however loaded the machine, where a reply of a fixed length could end
+// before the test acted on it.
+func heldReply(t *testing.T, rule fakeapi.Rule) (held fakeapi.Rule, release func()) {
+	hold := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	rule.Reply = []fakeapi.Block{fakeapi.Text(streamingWord + " one two three four five six seven eight nine ten")}
+	rule.ChunkDelay = 20 * time.Millisecond
+	rule.Hold, rule.HoldMidStream = hold, true
+	return rule, release
+}
+
 func TestRealClaudeRemoteInterrupt(t *testing.T) {
-	rig, e := realRemote(t, fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")},
-		ChunkDelay: 150 * time.Millisecond})
+	slow, _ := heldReply(t, fakeapi.Rule{})
+	rig, e := realRemote(t, slow)
 	rig.prompt("talk slowly")
-	interruptWhileStreaming(t, rig, "two")
+	interruptWhileStreaming(t, rig, streamingWord)
 	d := describeAll(rig.out.Envelopes())
 	if count(d, "S(Interrupted by user)") != 1 || d[len(d)-1] != "TE(cancelled)" {
 		t.Fatalf("interrupt: %q", d)
@@ -230,9 +251,8 @@ func TestRealClaudeRemoteSubagent(t *testing.T) {
 func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 	for _, interrupt := range []bool{false, true} {
 		t.Run(map[bool]string{false: "in turn", true: "interrupted"}[interrupt], func(t *testing.T) {
-			rig, e := realRemote(t,
-				fakeapi.Rule{LastUserContains: "talk slowly", Reply: []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten")},
-					ChunkDelay: 100 * time.Millisecond},
+			slow, release := heldReply(t, fakeapi.Rule{LastUserContains: "talk slowly"})
+			rig, e := realRemote(t, slow,
 				fakeapi.Rule{LastUserContains: "second", Reply: []fakeapi.Block{fakeapi.Text("reply to second")}},
 				fakeapi.Rule{LastUserContains: "third", Reply: []fakeapi.Block{fakeapi.Text("reply to third")}})
 			rig.prompt("talk slowly")
@@ -252,11 +272,9 @@ func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 					taken <- text
 				}()
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(rig.ev.liveText(), "three") && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			// The first turn still streams: neither queued prompt is taken.
+			untilLiveText(t, rig, streamingWord)
+			// The first turn still streams (its reply held): neither
+			// queued prompt is taken.
 			select {
 			case s := <-taken:
 				t.Fatalf("prompt %q done while the turn before it ran", s)
@@ -266,6 +284,8 @@ func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 				if err := rig.r.Interrupt(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+			} else {
+				release()
 			}
 			// Claude takes the prompts queued behind a turn together (one
 			// user message, a text block each): both are done then.
@@ -303,17 +323,18 @@ func TestRealClaudeRemoteQueuedPrompts(t *testing.T) {
 // after the prompt's turn ended) and a queued prompt's turn: the session is
 // busy while they run, and Interrupt stops them (the turn ends cancelled).
 func TestRealClaudeRemoteBusyAndInterruptOutsidePromptTurns(t *testing.T) {
-	slow := []fakeapi.Block{fakeapi.Text("one two three four five six seven eight nine ten eleven twelve")}
 	t.Run("self-started", func(t *testing.T) {
-		rig, e := realRemote(t, backgroundHelper(fakeapi.Rule{Reply: slow, ChunkDelay: 150 * time.Millisecond})...)
+		slow, _ := heldReply(t, fakeapi.Rule{})
+		rig, e := realRemote(t, backgroundHelper(slow)...)
 		rig.prompt("spawn a helper")
-		interruptWhileStreaming(t, rig, "two")
+		interruptWhileStreaming(t, rig, streamingWord)
 		sameAsReplay(t, rig, e, true)
 	})
 	t.Run("queued", func(t *testing.T) {
+		slow, _ := heldReply(t, fakeapi.Rule{LastUserContains: "second"})
 		rig, e := realRemote(t,
 			fakeapi.Rule{LastUserContains: "first", Reply: []fakeapi.Block{fakeapi.Text("alpha beta gamma")}, ChunkDelay: 100 * time.Millisecond},
-			fakeapi.Rule{LastUserContains: "second", Reply: slow, ChunkDelay: 150 * time.Millisecond})
+			slow)
 		rig.prompt("first")
 		wait, err := rig.r.SendPrompt("second")
 		if err != nil {
@@ -324,19 +345,28 @@ func TestRealClaudeRemoteBusyAndInterruptOutsidePromptTurns(t *testing.T) {
 		if err := wait(ctx); err != nil {
 			t.Fatal(err)
 		}
-		interruptWhileStreaming(t, rig, "two")
+		interruptWhileStreaming(t, rig, streamingWord)
 		sameAsReplay(t, rig, e, false)
 	})
 }
 
-// interruptWhileStreaming waits for word in the live text, checks that the
-// session is busy, interrupts, and waits for the turn to end cancelled.
-func interruptWhileStreaming(t *testing.T, rig *remoteRig, word string) {
+// untilLiveText waits (with a deadline) for word in the live text.
+func untilLiveText(t *testing.T, rig *remoteRig, word string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(rig.ev.liveText(), word) && time.Now().Before(deadline) {
+	for deadline := time.Now().Add(untilLimit); !strings.Contains(rig.ev.liveText(), word); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the live text %q; envelopes: %q", word, rig.ev.liveText(), describeAll(rig.out.Envelopes()))
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// interruptWhileStreaming waits for word in the live text (of a reply that
+// holds, see heldReply), checks that the session is busy, interrupts, and
+// waits for the turn to end cancelled.
+func interruptWhileStreaming(t *testing.T, rig *remoteRig, word string) {
+	t.Helper()
+	untilLiveText(t, rig, word)
 	if st := rig.r.State(); st.Status != StatusBusy {
 		t.Fatalf("status %q while Claude streams", st.Status)
 	}
@@ -354,9 +384,11 @@ func interruptWhileStreaming(t *testing.T, rig *remoteRig, word string) {
 // longer running.
 func TestRealClaudeRemoteStopTask(t *testing.T) {
 	rules := backgroundHelper(fakeapi.Rule{Reply: []fakeapi.Block{fakeapi.Text("The helper is done.")}})
+	working := make(chan struct{})
+	t.Cleanup(func() { close(working) })
 	for i := range rules {
 		if rules[i].Agent == "subagent" {
-			rules[i].Delay = 20 * time.Second // still working when stopped
+			rules[i].Hold = working // still working when stopped, however long that takes
 		}
 	}
 	rig, e := realRemote(t, rules...)
