@@ -54,6 +54,9 @@ func TestRealClaudeRemoteKilledBeforeTranscript(t *testing.T) {
 			}
 			rig.until("the answer to "+p, has("A(answer "+p+")", 1))
 		}
+		// Claude prints before it writes its transcript, and one stopped
+		// before it wrote a batch never writes it.
+		untilTranscriptHas(t, claude.TranscriptPath(e.ProjectDir(t), rig.r.ID()), func() []protocol.Envelope { return withoutCrashNotes(rig.out.Envelopes()) })
 		rig.r.Stop(protocol.StatusCompleted)
 		live := rig.checkTurns()
 		if n := count(describeAll(live), "U(one)"); n != 1 {
@@ -109,6 +112,7 @@ func TestRealClaudeRemoteKilledWaitingForModel(t *testing.T) {
 		t.Fatalf("the next prompt: %v", err)
 	}
 	rig.until("the answer", has("A(answer two)", 1))
+	untilTranscriptHas(t, path, func() []protocol.Envelope { return withoutCrashNotes(rig.out.Envelopes()) })
 	rig.r.Stop(protocol.StatusCompleted)
 	live := rig.checkTurns()
 	if n := count(describeAll(live), "U(one)"); n != 1 {

@@ -212,6 +212,18 @@ func liveOnlyCrash(t *testing.T, live, want []protocol.Envelope) {
 	}
 }
 
+// withoutCrashNotes is live without what liveOnlyCrash lets live alone
+// have (how Claude ended): what the transcript can hold.
+func withoutCrashNotes(live []protocol.Envelope) []protocol.Envelope {
+	var out []protocol.Envelope
+	for _, env := range live {
+		if d := envtest.Describe(env); !strings.Contains(d, "Claude Code exited while this tool ran") && !strings.HasPrefix(d, "SVC(Claude Code stopped unexpectedly") {
+			out = append(out, env)
+		}
+	}
+	return out
+}
+
 // Prompts queued behind one Claude took without echoing it when it was
 // killed: the first is done; the one it never took goes to the next
 // Claude, once, and is answered there.

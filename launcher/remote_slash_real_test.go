@@ -127,6 +127,7 @@ func TestRealClaudeRemoteClearAndCompact(t *testing.T) {
 	if !strings.Contains(said, "hello two") || strings.Contains(said, "hello one") {
 		t.Fatalf("the restarted Claude's conversation: %s", said)
 	}
+	untilTranscriptHas(t, filepath.Join(e.ProjectDir(t), second+".jsonl"), func() []protocol.Envelope { return out.of(second) })
 	r.Stop(protocol.StatusCompleted)
 	var withoutNote []protocol.Envelope
 	for _, env := range out.of(first) {
@@ -151,6 +152,18 @@ func TestRealClaudeRemoteLocalCommands(t *testing.T) {
 	prompt("/cost")
 	prompt("hello two")
 	rig.untilState("idle", func(s SessionState) bool { return s.Status == StatusIdle })
+	prompts := func() []protocol.Envelope {
+		var out []protocol.Envelope
+		for _, env := range rig.out.Envelopes() {
+			if env.Role == protocol.RoleUser {
+				out = append(out, env)
+			}
+		}
+		return out
+	}
+	// Claude prints before it writes its transcript, and one stopped
+	// before it wrote a batch never writes it.
+	untilTranscriptHas(t, filepath.Join(e.ProjectDir(t), rig.r.ID()+".jsonl"), prompts)
 	rig.r.Stop(protocol.StatusCompleted)
 	users := func(envs []protocol.Envelope) (ids, d []string) {
 		for _, env := range envs {

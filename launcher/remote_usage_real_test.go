@@ -34,6 +34,9 @@ func TestRealClaudeRemoteFinalUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rig.until("the second turn", has("TE(completed)", 3))
+	// Claude prints before it writes its transcript, and one stopped
+	// before it wrote a batch never writes it.
+	rig.untilTranscriptHolds(e)
 	rig.r.Stop(protocol.StatusCompleted)
 	live := map[string]string{}
 	for _, env := range rig.out.Envelopes() {
