@@ -7,12 +7,12 @@ import (
 // QuickCheck decides, in one pass over raw and without decoding it, that
 // raw is an envelope's JSON that json.Unmarshal into an Envelope and
 // Validate both accept, for the envelopes a CLI sends all the time (text,
-// thinking, tool calls without a diff, turns, service notes without
-// details, start and stop, with or without usage). It returns the
+// thinking, tool calls and the diffs of their ends, turns, service notes
+// without details, start and stop, with or without usage). It returns the
 // envelope's id and true then. It returns false for everything else:
 // anything invalid, and anything it does not decide (escaped keys or ids,
 // null, a number that is not a plain integer, duplicate or unknown keys,
-// file envelopes, diffs, commands, API errors, compactions). The caller
+// file envelopes, commands, API errors, compactions). The caller
 // decodes those in full, which gives the answer and its error: QuickCheck
 // never accepts an envelope the full decoding refuses.
 func QuickCheck(raw []byte) (id string, ok bool) {
@@ -65,6 +65,7 @@ const (
 	evTruncated
 	evFull
 	evStatus
+	evDiff
 )
 
 type quickEvent struct {
@@ -492,7 +493,13 @@ func (q *quick) event(ev *quickEvent) bool {
 			bit = evFull
 		case "status":
 			bit = evStatus
-		case "command", "apiError", "compaction", "diff", "ref", "size", "mimeType", "image":
+		case "diff":
+			if ev.seen&evDiff != 0 {
+				return false
+			}
+			ev.seen |= evDiff
+			return q.diff()
+		case "command", "apiError", "compaction", "ref", "size", "mimeType", "image":
 			return false // details not decided here
 		default:
 			return q.skipValue(0) // a key no kind reads
@@ -542,6 +549,109 @@ func (q *quick) event(ev *quickEvent) bool {
 		}
 		return false // null, arrays and other numbers: not decided here
 	})
+}
+
+// diff scans a tool-call-end's diff that decodeDiff and Diff.validate
+// accept: an object of path (a string), op (create or update), truncated
+// (a boolean) and hunks (an array of objects of plain integers oldStart,
+// oldLines, newStart and newLines and lines, an array of strings), within
+// the diff's bounds. Null, unknown keys (a struct's fields are matched
+// without case) and duplicates are not decided here.
+func (q *quick) diff() bool {
+	var seen uint8
+	hunks, lines, size := 0, 0, 0
+	ok := q.object(func(k []byte) bool {
+		bit := uint8(0)
+		switch string(k) {
+		case "path":
+			bit = 1
+		case "op":
+			bit = 2
+		case "truncated":
+			bit = 4
+		case "hunks":
+			bit = 8
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		var s quickString
+		switch bit {
+		case 1:
+			return q.string(&s) && s.n <= MaxDetailBytes
+		case 2:
+			return q.string(&s) && !s.escaped && (string(s.raw) == DiffCreate || string(s.raw) == DiffUpdate)
+		case 4:
+			_, ok := q.boolean()
+			return ok
+		}
+		return q.array(func() bool {
+			if hunks++; hunks > MaxDiffHunks {
+				return false
+			}
+			var hseen uint8
+			return q.object(func(k []byte) bool {
+				bit := uint8(0)
+				switch string(k) {
+				case "oldStart":
+					bit = 1
+				case "oldLines":
+					bit = 2
+				case "newStart":
+					bit = 4
+				case "newLines":
+					bit = 8
+				case "lines":
+					bit = 16
+				default:
+					return false
+				}
+				if hseen&bit != 0 {
+					return false
+				}
+				hseen |= bit
+				if bit != 16 {
+					_, ok := q.plainInt()
+					return ok
+				}
+				return q.array(func() bool {
+					var s quickString
+					if !q.string(&s) || s.n > MaxDiffLineBytes {
+						return false
+					}
+					lines++
+					size += s.n
+					return lines <= MaxDiffLines && size <= MaxDiffBytes
+				})
+			})
+		})
+	})
+	return ok && seen&2 != 0
+}
+
+// array scans an array, calling elem for each element with the scanner
+// at it.
+func (q *quick) array(elem func() bool) bool {
+	if !q.byte('[') {
+		return false
+	}
+	if q.byte(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if q.byte(']') {
+			return true
+		}
+		if !q.byte(',') {
+			return false
+		}
+	}
 }
 
 // valid applies Validate's rules to what was scanned.

@@ -42,6 +42,10 @@ func TestQuickCheck(t *testing.T) {
 		{"start", `{"id":"ca","time":8,"role":"agent","ev":{"t":"start","title":"x"}}`, true},
 		{"stop", `{"id":"ca","time":8,"role":"agent","subagent":"cs","claudeUuid":"u-\u0031","ev":{"t":"stop"}}`, true},
 		{"service", `{"id":"ca","time":8,"role":"agent","ev":{"t":"service","text":"x"}}`, true},
+		{"diff", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","result":"ok","diff":{"path":"a/b.go","op":"update","hunks":[{"oldStart":3,"oldLines":2,"newStart":3,"newLines":3,"lines":[" a","-b","+c\td","+\u00e9"]},{"lines":[]}],"truncated":true}}}`, true},
+		{"diff with spaces", `{"id":"ca","time":5,"role":"agent","ev":{"diff" : { "op" : "create" , "hunks" : [ ] , "path" : "" } ,"t":"tool-call-end","call":"c"}}`, true},
+		{"diff of another kind", `{"id":"ca","time":5,"role":"agent","ev":{"t":"text","text":"x","diff":{"op":"create"}}}`, true},
+		{"diff lines at the bounds", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"lines":["` + strings.Repeat("x", MaxDiffLineBytes) + `"` + strings.Repeat(`,"`+strings.Repeat("y", 64)+`"`, 991) + `]}]}}}`, true},
 
 		// Refused by the full decoding: QuickCheck leaves them to it.
 		{"result too long", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","result":"` + long + `x"}}`, false},
@@ -49,6 +53,17 @@ func TestQuickCheck(t *testing.T) {
 		{"full without truncated", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","result":"r","full":3}}`, false},
 		{"truncated without result", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","truncated":true}}`, false},
 		{"full too large", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","result":"r","truncated":true,"full":1048577}}`, false},
+		{"diff without op", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"path":"a","hunks":[]}}}`, false},
+		{"diff bad op", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"delete"}}}`, false},
+		{"diff path too long", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","path":"` + strings.Repeat("p", MaxDetailBytes+1) + `"}}}`, false},
+		{"diff negative start", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"oldStart":-1}]}}}`, false},
+		{"diff line too long", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"lines":["` + strings.Repeat("x", MaxDiffLineBytes+1) + `"]}]}}}`, false},
+		{"diff too many hunks", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{}` + strings.Repeat(",{}", MaxDiffHunks) + `]}}}`, false},
+		{"diff too many lines", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"lines":[""` + strings.Repeat(`,""`, MaxDiffLines) + `]}]}}}`, false},
+		{"diff too many bytes", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"lines":["` + strings.Repeat("x", 2000) + `"` + strings.Repeat(`,"`+strings.Repeat("x", 2000)+`"`, MaxDiffBytes/2000) + `]}]}}}`, false},
+		{"diff line not a string", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"lines":[1]}]}}}`, false},
+		{"diff truncated not a boolean", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","truncated":"yes"}}}`, false},
+		{"diff not an object", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":[]}}`, false},
 		{"bad id", `{"id":"Ca","time":1,"role":"user","ev":{"t":"text","text":"hi"}}`, false},
 		{"bad turn", `{"id":"ca","time":1,"role":"user","turn":"1","ev":{"t":"text","text":"hi"}}`, false},
 		{"bad role", `{"id":"ca","time":1,"role":"bot","ev":{"t":"text","text":"hi"}}`, false},
@@ -79,7 +94,14 @@ func TestQuickCheck(t *testing.T) {
 		{"duplicate key", `{"id":"ca","id":"cb","time":1,"role":"user","ev":{"t":"text","text":"hi"}}`, false},
 		{"escaped id", `{"id":"c\u0061","time":1,"role":"user","ev":{"t":"text","text":"hi"}}`, false},
 		{"command", `{"id":"ca","time":1,"role":"user","ev":{"t":"text","text":"/x","command":{"name":"x"}}}`, false},
-		{"diff", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"path":"a","hunks":[]}}}`, false},
+		{"diff null", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":null}}`, false},
+		{"diff path null", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"path":null,"op":"create"}}}`, false},
+		{"diff key in capitals", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"Path":"a","op":"create"}}}`, false},
+		{"diff unknown key", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","more":1}}}`, false},
+		{"diff hunk unknown key", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[{"oldstart":1}]}}}`, false},
+		{"diff duplicate op", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","op":"update"}}}`, false},
+		{"two diffs", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create"},"diff":{"op":"create"}}}`, false},
+		{"diff hunk null", `{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"op":"create","hunks":[null]}}}`, false},
 		{"file", `{"id":"ca","time":6,"role":"user","ev":{"t":"file","ref":"ca","name":"a.png","size":10}}`, false},
 		{"invalid UTF-8", "{\"id\":\"ca\",\"time\":1,\"role\":\"user\",\"ev\":{\"t\":\"text\",\"text\":\"\xff\"}}", false},
 	}
@@ -154,9 +176,14 @@ func TestQuickCheckAgreesWithFullDecoding(t *testing.T) {
 	}
 	// Each byte of a sample of envelopes replaced by others that matter to
 	// JSON, or removed.
+	// The first few with a diff are changed too.
 	subst := []byte{'"', '\\', '{', '}', '[', ']', ',', ':', ' ', '0', '-', '.', 'e', 'n', 't', 'x', 'A', 0x01, 0xff}
+	diffs := 0
 	for n, raw := range gold {
-		if n%80 != 0 || len(raw) > 700 {
+		withDiff := diffs < 6 && len(raw) <= 1500 && bytes.Contains(raw, []byte(`"diff":{`))
+		if withDiff {
+			diffs++
+		} else if n%80 != 0 || len(raw) > 700 {
 			continue
 		}
 		for i := range raw {
@@ -168,7 +195,10 @@ func TestQuickCheckAgreesWithFullDecoding(t *testing.T) {
 			check(append(bytes.Clone(raw[:i]), raw[i+1:]...))
 		}
 	}
-	t.Logf("%d envelopes checked", checked)
+	t.Logf("%d envelopes checked, %d of them with a diff changed", checked, diffs)
+	if diffs == 0 {
+		t.Error("no real envelope with a diff was changed")
+	}
 }
 
 func FuzzQuickCheck(f *testing.F) {
