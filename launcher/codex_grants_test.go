@@ -14,6 +14,8 @@ import (
 // reason longer than that cannot push the grant out of what the app
 // shows. The app shows a request's call as the session mapped it, whose
 // arguments do not hold the grant: the description is where it is seen.
+// "For this session", which puts the grant in Codex's session-wide
+// approval cache too, names it first among its rules.
 func TestCodexRemoteGrantsShownPastLongReason(t *testing.T) {
 	long := "please " + strings.Repeat("run this to fix the build ", MaxShownString/20)
 	change := fakeStep{Notify: codex.NotifyItemStarted, Params: params(map[string]any{"threadId": fakeThreadID, "turnId": fakeTurn,
@@ -23,22 +25,23 @@ func TestCodexRemoteGrantsShownPastLongReason(t *testing.T) {
 		name  string
 		steps []fakeStep
 		want  []string
+		rule  string // what "for this session" says first
 	}{
 		{"additional permissions", []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0007", "command": "make", "cwd": "/p", "reason": long, "startedAtMs": 1,
 			"additionalPermissions": map[string]any{"fileSystem": map[string]any{"write": []string{"/home/dev/.ssh"}}}})}},
-			[]string{"/home/dev/.ssh"}},
+			[]string{"/home/dev/.ssh"}, "the extra permissions it asks for"},
 		{"network host", []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0008", "command": "make", "cwd": "/p", "reason": long, "startedAtMs": 1,
 			"networkApprovalContext": map[string]any{"host": "exfil.example.org", "protocol": "https"}})}},
-			[]string{"exfil.example.org"}},
+			[]string{"exfil.example.org"}, "network access to exfil.example.org"},
 		{"grantRoot", []fakeStep{change, {Request: codex.RequestFileChangeApproval, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0013", "startedAtMs": 1, "reason": long, "grantRoot": "/home/dev"})}},
-			[]string{"/home/dev"}},
+			[]string{"/home/dev"}, "writes under /home/dev"},
 		{"legacy grantRoot", []fakeStep{{Request: codex.RequestLegacyPatch, Params: params(map[string]any{
 			"callId": "c2", "conversationId": fakeThreadID, "grantRoot": "/home/dev", "reason": long,
 			"fileChanges": map[string]any{"a.txt": map[string]any{"type": "add", "content": "x"}}})}},
-			[]string{"/home/dev"}},
+			[]string{"/home/dev"}, "writes under /home/dev"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFakeCodex(t, fakeScript{Steps: tc.steps})
@@ -54,6 +57,9 @@ func TestCodexRemoteGrantsShownPastLongReason(t *testing.T) {
 			})
 			if len(pr.Description) > MaxShownString+64 {
 				t.Errorf("description of %d bytes, over MaxShownString", len(pr.Description))
+			}
+			if len(pr.ForSession) == 0 || pr.ForSession[0] != tc.rule {
+				t.Errorf("'for this session' grants %q too, but says %q", tc.rule, pr.ForSession)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(pr.Description, w) {

@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -225,14 +226,23 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		in := map[string]any{"command": cmd, "cwd": deref(a.Cwd), "description": deref(a.Reason)}
 		// What an accept grants with the command is said where the app
 		// shows the request, before the model's reason (grantsFirst).
-		var grants []string
-		if perms := rawOrNil(a.AdditionalPermissions); perms != nil {
-			in["additionalPermissions"] = perms
-			grants = append(grants, "Codex also asks for these permissions with it: "+clip(string(perms), 1000))
-		}
+		// "For this session" (acceptForSession) puts what was asked in
+		// Codex's session-wide approval cache, the extra permissions and
+		// the host included: its rules say so first, as a grantRoot's.
+		var grants, rules []string
 		if host := rawOrNil(a.NetworkApprovalContext); host != nil {
 			in["networkApprovalContext"] = host
 			grants = append(grants, "Codex asks for network access: "+clip(string(host), 500))
+			var h struct {
+				Host string `json:"host"`
+			}
+			_ = json.Unmarshal(host, &h)
+			rules = append(rules, "network access to "+cmp.Or(clip(h.Host, 200), "a host"))
+		}
+		if perms := rawOrNil(a.AdditionalPermissions); perms != nil {
+			in["additionalPermissions"] = perms
+			grants = append(grants, "Codex also asks for these permissions with it: "+clip(string(perms), 1000))
+			rules = append(rules, "the extra permissions it asks for")
 		}
 		desc := grantsFirst(grants, deref(a.Reason))
 		p.pr = PermissionRequest{ID: a.ItemID, Call: a.ItemID, Tool: CodexToolCommand, Description: desc, Input: mustJSON(in)}
@@ -240,8 +250,9 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			p.pr.ID += ":" + *a.ApprovalID
 		}
 		if cmd != "" {
-			p.pr.ForSession = []string{clip(cmd, 200)}
+			rules = append(rules, clip(cmd, 200))
 		}
+		p.pr.ForSession = rules
 	case codex.RequestFileChangeApproval:
 		var a codex.FileChangeApprovalParams
 		if err := json.Unmarshal(req.Params, &a); err != nil || a.ItemID == "" {
