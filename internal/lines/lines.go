@@ -38,10 +38,18 @@ func NewReader(r io.Reader, bufSize, max int) *Reader {
 // Next returns the next line, or io.EOF when nothing is left. A last line
 // without a newline is returned with Complete false.
 func (lr *Reader) Next() (Line, error) {
+	chunk, err := lr.r.ReadSlice('\n')
+	if err == nil && len(chunk) <= lr.max+1 {
+		// The whole line is in the read buffer: it is returned from there
+		// (valid until the next read, as the scratch copy would be).
+		return Line{Data: bytes.TrimRight(chunk, "\r\n"), Size: int64(len(chunk)), Complete: true}, nil
+	}
 	buf := lr.scratch[:0]
 	var l Line
-	for {
-		chunk, err := lr.r.ReadSlice('\n')
+	for first := true; ; first = false {
+		if !first {
+			chunk, err = lr.r.ReadSlice('\n')
+		}
 		l.Size += int64(len(chunk))
 		if !l.TooLong && len(buf)+len(chunk) > lr.max+1 {
 			l.TooLong, buf = true, nil
