@@ -29,7 +29,9 @@ func ParseLineLink(line []byte) (r *Record, uuid, parent []byte, err error) {
 // A LineParser reads the lines of one transcript as ParseLine and
 // ParseLineLink do, and makes once the strings its records repeat: the
 // session id, the model, a message id over the lines of its blocks, a uuid
-// as the next record's parent. The zero value is ready to use.
+// as the next record's parent. A record that is not conversation (its Type
+// alone) is made once per type and shared by the lines of that type: it
+// must not be changed. The zero value is ready to use.
 type LineParser struct{ c strCache }
 
 // ParseLine is ParseLine with the strings of the lines before.
@@ -56,10 +58,30 @@ func parseLine(line []byte, c *strCache, l *link) (*Record, error) {
 	return r, err
 }
 
-// strCache holds the last strings made of id-like values.
+// strCache holds the last strings made of id-like values, and the records
+// made for types that are not conversation (a few per transcript).
 type strCache struct {
-	s    [8]string
-	next int
+	s      [8]string
+	next   int
+	others []*Record
+}
+
+// other is a record of type typ alone (not conversation): the one made for
+// an earlier line of that type when there is one.
+func (c *strCache) other(typ string) *Record {
+	if c == nil {
+		return &Record{Type: typ}
+	}
+	for _, r := range c.others {
+		if r.Type == typ {
+			return r
+		}
+	}
+	r := &Record{Type: typ}
+	if len(c.others) < 8 {
+		c.others = append(c.others, r)
+	}
+	return r
 }
 
 // cached is jsonStr of v, a string of the cache when one equals it.
@@ -155,7 +177,7 @@ func parseRecord(line []byte, copyLine bool, c *strCache, l *link) (*Record, err
 						if l != nil {
 							l.find(line, t, early, p.i)
 						}
-						return &Record{Type: typ}, nil
+						return c.other(typ), nil
 					}
 					if copyLine {
 						p.b = bytes.Clone(line)
