@@ -922,12 +922,14 @@ func (m *Mapper) toolResult(r *claude.Record, src string, i int, b *claude.Block
 	ev := protocol.Event{T: protocol.KindToolCallEnd, Call: b.ToolUseID, Error: b.IsError}
 	var full []byte
 	if text := m.resultText(b); text != "" {
-		preview, cut := Preview(text, protocol.MaxResultBytes)
+		// ToolResultText's text is valid UTF-8: it is cut, not checked
+		// again (a pass over every byte of every result).
+		preview, cut := cutValid(text, protocol.MaxResultBytes)
 		ev.Result, ev.Truncated = &preview, cut
 		if cut {
 			// The relay keeps the whole text (up to a bound) beside the
 			// envelope, for "show all".
-			kept, _ := Preview(text, protocol.MaxFullResultBytes)
+			kept, _ := cutValid(text, protocol.MaxFullResultBytes)
 			full = []byte(kept)
 			ev.Full = int64(len(full))
 		}
@@ -997,6 +999,11 @@ func Preview(s string, max int) (string, bool) {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
+	return cutValid(s, max)
+}
+
+// cutValid is Preview of s known to be valid UTF-8.
+func cutValid(s string, max int) (string, bool) {
 	if len(s) <= max {
 		return s, false
 	}
