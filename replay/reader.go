@@ -48,7 +48,7 @@ type Item struct {
 type fileReader struct {
 	path    string
 	f       io.Closer
-	lr      *lines.Reader
+	lr      lines.Reader
 	line    int
 	maxLine int
 	lastTS  int64
@@ -62,6 +62,9 @@ type fileReader struct {
 	lineage *claude.Lineage
 	ahead   []*Item
 	parser  claude.LineParser
+	// ownLineage is what lineage points to when set: the reader's own,
+	// with no allocation of its own.
+	ownLineage claude.Lineage
 }
 
 func openFile(path string, maxLine int, read *int64, skip func(Skip)) (*fileReader, error) {
@@ -84,8 +87,9 @@ func newFileReader(path string, r io.Reader, c io.Closer, size int64, maxLine in
 	// Small files get a small buffer: sessions often have many tiny
 	// subagent files.
 	bufSize := int(min(max(size+1, 4<<10), 256<<10))
-	return &fileReader{path: path, f: c, lr: lines.NewReader(r, bufSize, maxLine), maxLine: maxLine,
-		read: read, skip: skip}
+	fr := &fileReader{path: path, f: c, maxLine: maxLine, read: read, skip: skip}
+	fr.lr.Init(r, bufSize, maxLine)
+	return fr
 }
 
 func (fr *fileReader) close() { fr.f.Close() }
@@ -278,7 +282,7 @@ func Open(paths []string, maxLine int, onSkip func(Skip)) (*Merger, error) {
 // transcript, read in parent order.
 func (m *Merger) start() error {
 	if len(m.files) > 0 && !fileOrder {
-		m.files[0].lineage = &claude.Lineage{}
+		m.files[0].lineage = &m.files[0].ownLineage
 	}
 	for _, fr := range m.files {
 		if err := fr.advance(); err != nil {

@@ -24,7 +24,7 @@ type Line struct {
 
 // Reader reads lines from r, keeping at most max bytes of one line.
 type Reader struct {
-	r       *bufio.Reader
+	r       bufio.Reader
 	max     int
 	scratch []byte
 }
@@ -32,7 +32,15 @@ type Reader struct {
 // NewReader returns a Reader over r with a read buffer of bufSize bytes and
 // a line limit of max bytes.
 func NewReader(r io.Reader, bufSize, max int) *Reader {
-	return &Reader{r: bufio.NewReaderSize(r, bufSize), max: max}
+	lr := new(Reader)
+	lr.Init(r, bufSize, max)
+	return lr
+}
+
+// Init makes lr, not yet used, what NewReader returns: for a Reader held in
+// a struct of the caller's, without an allocation of its own.
+func (lr *Reader) Init(r io.Reader, bufSize, max int) {
+	*lr = Reader{r: *bufio.NewReaderSize(r, bufSize), max: max}
 }
 
 // Next returns the next line, or io.EOF when nothing is left. A last line
