@@ -399,11 +399,12 @@ func (r *CodexRemote) Interrupt(ctx context.Context) error {
 // ErrCodexEditedInput refuses an allow that brings an input other than
 // the one shown: Codex's approvals take no edited command or change, and
 // would run what Codex asked for, not what the app sent.
-var ErrCodexEditedInput = errors.New("Codex runs the command or change it asked for and takes no edited one: allow it as asked, or deny it and say what to do instead in a prompt (Codex does not read a denial's reason)")
+var ErrCodexEditedInput = errors.New("Codex runs the command or change it asked for and takes no edited one: allow it as asked, or deny it and say what to do instead in a prompt")
 
 // Answer answers a request shown to the app: allow (for the session: the
 // same command, or changes to the same files, are not asked again) or
-// deny. Codex's approvals take no reason: the app is shown it in a note.
+// deny. Codex's current approvals take no reason: the app is shown it in
+// a note; its older ones (ReasonRead) take it, and have no note.
 // An allow with an input other than the one shown is refused
 // (ErrCodexEditedInput) and the request waits on, but for a question,
 // whose input is the answer.
@@ -443,6 +444,9 @@ func (r *CodexRemote) Answer(requestID string, allow bool, input json.RawMessage
 	case codex.RequestPermissions:
 		if !allow {
 			err = codex.Decline(p.req, reason, false)
+			if reason != "" {
+				r.noteLocked("codex-deny:"+r.thread+":"+p.pr.ID, "Denied from the app: "+clip(reason, 2000))
+			}
 			break
 		}
 		var asked codex.PermissionsApprovalParams

@@ -286,7 +286,7 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			return nil, "the request was not readable"
 		}
 		cmd := strings.Join(a.Command, " ")
-		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolCommand, Description: deref(a.Reason),
+		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolCommand, Description: deref(a.Reason), ReasonRead: true,
 			Input: mustJSON(map[string]string{"command": cmd, "cwd": a.Cwd, "description": deref(a.Reason)})}
 		p.pr.ForSession = []string{clip(cmd, 200)}
 	case codex.RequestLegacyPatch:
@@ -295,7 +295,7 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			return nil, "the request was not readable"
 		}
 		in := map[string]any{"fileChanges": a.FileChanges}
-		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolPatch, Description: deref(a.Reason)}
+		p.pr = PermissionRequest{ID: a.CallID, Call: a.CallID, Tool: CodexToolPatch, Description: deref(a.Reason), ReasonRead: true}
 		for _, path := range slices.Sorted(maps.Keys(a.FileChanges)) {
 			p.pr.ForSession = append(p.pr.ForSession, path)
 		}

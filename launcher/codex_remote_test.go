@@ -211,9 +211,12 @@ func TestCodexRemoteRequests(t *testing.T) {
 		// shown: the request the app is shown (its tool and a piece of its
 		// input), answered with answer; otherwise declined at once.
 		shownTool, shownInput string
-		answer                app
-		want                  string // the answer app-server gets
-		note                  string // a note the app is shown ("" none)
+		// reasonRead: the request shown says a denial's reason reaches
+		// Codex (the app's box asks for a reason, not a note).
+		reasonRead bool
+		answer     app
+		want       string // the answer app-server gets
+		note       string // a note the app is shown ("" none)
 	}{
 		{name: "command accepted", steps: []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0007", "command": "echo hi > x.txt", "cwd": "/p",
@@ -238,11 +241,15 @@ func TestCodexRemoteRequests(t *testing.T) {
 			want: `{"result":{"decision":"accept"}}`},
 		{name: "legacy exec denied with a reason", steps: []fakeStep{{Request: codex.RequestLegacyExec, Params: params(map[string]any{
 			"callId": "c1", "conversationId": fakeThreadID, "command": []string{"bash", "-lc", "ls"}, "cwd": "/p", "parsedCmd": []any{}})}},
-			shownTool: "Bash", shownInput: `"command":"bash -lc ls"`, answer: app{reason: "no"},
-			want: `{"result":{"decision":{"denied":{"rejection":"no"}}}}`},
+			shownTool: "Bash", shownInput: `"command":"bash -lc ls"`, reasonRead: true, answer: app{reason: "not in this folder"},
+			want: `{"result":{"decision":{"denied":{"rejection":"not in this folder"}}}}`},
+		{name: "legacy patch denied with a reason", steps: []fakeStep{{Request: codex.RequestLegacyPatch, Params: params(map[string]any{
+			"callId": "c2", "conversationId": fakeThreadID, "fileChanges": map[string]any{"a.txt": map[string]any{"type": "add", "content": "x"}}})}},
+			shownTool: "apply_patch", shownInput: `"a.txt"`, reasonRead: true, answer: app{reason: "wrong file"},
+			want: `{"result":{"decision":{"denied":{"rejection":"wrong file"}}}}`},
 		{name: "legacy patch approved", steps: []fakeStep{{Request: codex.RequestLegacyPatch, Params: params(map[string]any{
 			"callId": "c2", "conversationId": fakeThreadID, "fileChanges": map[string]any{"a.txt": map[string]any{"type": "add", "content": "x"}}})}},
-			shownTool: "apply_patch", shownInput: `"a.txt"`, answer: app{allow: true},
+			shownTool: "apply_patch", shownInput: `"a.txt"`, reasonRead: true, answer: app{allow: true},
 			want: `{"result":{"decision":"approved"}}`},
 		{name: "permissions granted", steps: []fakeStep{{Request: codex.RequestPermissions, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "p1", "cwd": "/p", "reason": "network", "startedAtMs": 1,
@@ -254,6 +261,11 @@ func TestCodexRemoteRequests(t *testing.T) {
 			"permissions": map[string]any{"network": map[string]any{"enabled": true}}})}},
 			shownTool: "Permissions", shownInput: `"enabled":true`, answer: app{},
 			want: `{"result":{"permissions":{},"scope":"turn"}}`},
+		{name: "permissions refused with a reason", steps: []fakeStep{{Request: codex.RequestPermissions, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "p1", "cwd": "/p", "startedAtMs": 1,
+			"permissions": map[string]any{"network": map[string]any{"enabled": true}}})}},
+			shownTool: "Permissions", shownInput: `"enabled":true`, answer: app{reason: "no network today"},
+			want: `{"result":{"permissions":{},"scope":"turn"}}`, note: "Denied from the app: no network today"},
 		{name: "user input without choices", steps: []fakeStep{{Request: codex.RequestUserInput, Params: params(map[string]any{
 			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_9", "isBlocking": true,
 			"questions": []map[string]any{{"id": "q1", "header": "Colour", "question": "Which colour should the button be?"}}})}},
@@ -313,6 +325,15 @@ func TestCodexRemoteRequests(t *testing.T) {
 				})
 				if pr.Tool != tc.shownTool || !strings.Contains(string(pr.Input), tc.shownInput) {
 					t.Errorf("shown %s %s, want %s with %s", pr.Tool, pr.Input, tc.shownTool, tc.shownInput)
+				}
+				if pr.ReasonRead != tc.reasonRead {
+					t.Errorf("shown with reasonRead %v, want %v", pr.ReasonRead, tc.reasonRead)
+				}
+				// What the app is shown matches what is sent: a denial's
+				// reason goes to Codex where the request says Codex reads
+				// it, and into a note of the session where it does not.
+				if r := tc.answer.reason; !tc.answer.allow && r != "" && (strings.Contains(tc.want, r) != pr.ReasonRead || strings.Contains(tc.note, r) == pr.ReasonRead) {
+					t.Errorf("denied with the reason %q: app-server gets %s and the note is %q, but reasonRead is %v", r, tc.want, tc.note, pr.ReasonRead)
 				}
 				if _, ok := f.answers(t)[id]; ok {
 					t.Fatal("answered before the app answered")

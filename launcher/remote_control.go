@@ -29,6 +29,12 @@ type PermissionRequest struct {
 	// Clipped says that what is shown of the request was cut to fit the
 	// announcement (clipShown): the app then offers no edit of the input.
 	Clipped bool `json:"clipped,omitempty"`
+	// ReasonRead says that a denial's reason reaches the agent with the
+	// answer, for an agent whose requests do not all take one: Codex's
+	// older approvals (execCommandApproval, applyPatchApproval) take it,
+	// its current ones do not (the reason is then a note in the session).
+	// Claude Code reads every denial's reason: its requests leave it unset.
+	ReasonRead bool `json:"reasonRead,omitempty"`
 
 	suggestions json.RawMessage
 	// asked is the input Claude sent with the request, which an allow

@@ -178,6 +178,9 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 			if string(bytes.TrimSpace(p["clipped"])) == "true" {
 				q["clipped"] = true
 			}
+			if string(bytes.TrimSpace(p["reasonRead"])) == "true" {
+				q["reasonRead"] = true
+			}
 			if shrunk {
 				q["inputCut"] = true
 			}

@@ -41,3 +41,29 @@ func TestSummaryPermissionClipped(t *testing.T) {
 		})
 	}
 }
+
+// TestSummaryPermissionReasonRead: a request's mark that a denial's reason
+// reaches the agent passes to the summary (the app's deny box says
+// whether the agent reads the reason or it becomes a note); no mark, or a
+// false one, gives none.
+func TestSummaryPermissionReasonRead(t *testing.T) {
+	for _, tc := range []struct {
+		perm map[string]any
+		want bool
+	}{
+		{map[string]any{"id": "a", "tool": "Bash", "reasonRead": true, "input": map[string]any{"command": "ls"}}, true},
+		{map[string]any{"id": "a", "tool": "Bash", "reasonRead": false, "input": map[string]any{"command": "ls"}}, false},
+		{map[string]any{"id": "a", "tool": "Bash", "input": map[string]any{"command": "ls"}}, false},
+	} {
+		raw, _ := json.Marshal(map[string]any{"mode": "remote", "agent": "codex", "permissions": []any{tc.perm}})
+		var got struct {
+			Permissions []map[string]json.RawMessage `json:"permissions"`
+		}
+		if err := json.Unmarshal(SummarizeInfo(raw), &got); err != nil || len(got.Permissions) != 1 {
+			t.Fatalf("summary %s: %v", SummarizeInfo(raw), err)
+		}
+		if rr, ok := got.Permissions[0]["reasonRead"]; ok != tc.want || (ok && string(rr) != "true") {
+			t.Errorf("%v: summary's request %v, want reasonRead %v", tc.perm, got.Permissions[0], tc.want)
+		}
+	}
+}

@@ -15,7 +15,9 @@ import (
 // local mode (where Codex's terminal takes nothing from the app); and the
 // deny-reason box of a request says that the text becomes a note in the
 // session, which Codex does not read (docs/compatibility.md, "a denial's
-// reason"), where a Claude Code session's says Claude reads it.
+// reason"), where a Claude Code session's says Claude reads it, and so
+// does a Codex request that passes the reason on (reasonRead: Codex's
+// older approvals).
 func TestAppCodexWords(t *testing.T) {
 	r := startAppRelay(t)
 	id, _ := r.replay(t, corpus+smallSession)
@@ -24,16 +26,26 @@ func TestAppCodexWords(t *testing.T) {
 	must(t, ctx, phone390())
 	r.open(t, ctx, id)
 	for _, c := range []struct {
-		agent, link, placeholder, composer, count, offline, local, resume string
+		agent string
+		// reasonRead: the request says Codex reads a denial's reason (its
+		// older approvals).
+		reasonRead bool
+
+		link, placeholder, composer, count, offline, local, resume string
 	}{
-		{protocol.AgentCodex, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline",
+		{protocol.AgentCodex, false, "Deny with a note…", "Note for the session (Codex does not read it)", "Message Codex…", "(Codex's count)", "Codex's machine is offline",
 			"This Codex session runs in its terminal, which takes nothing from the app: answer Codex there.", "(ccrelay codex resume with its id in its folder)"},
-		{protocol.AgentClaude, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline",
+		{protocol.AgentCodex, true, "Deny with a reason…", "Tell Codex why, or what to do instead", "Message Codex…", "(Codex's count)", "Codex's machine is offline",
+			"This Codex session runs in its terminal, which takes nothing from the app: answer Codex there.", "(ccrelay codex resume with its id in its folder)"},
+		{protocol.AgentClaude, false, "Deny with a reason…", "Tell Claude why, or what to do instead", "Message Claude…", "(Claude's count)", "Claude's machine is offline",
 			"Sending a message moves this session from the terminal to your phone.", "(ccrelay --resume in its folder)"},
 	} {
 		// A request of each session's own (a card is made once per request).
-		req := "req-" + c.agent
+		req := fmt.Sprintf("req-%s-%v", c.agent, c.reasonRead)
 		perm := map[string]any{"id": req, "tool": "Bash", "input": map[string]any{"command": "rm -rf build", "cwd": "/p", "description": ""}}
+		if c.reasonRead {
+			perm["reasonRead"] = true
+		}
 		cli.announce(id, map[string]any{"mode": "remote", "status": "waiting-for-permission", "agent": c.agent, "permissions": []map[string]any{perm},
 			"context": map[string]any{"usedTokens": 250000, "maxTokens": 1000000}})
 		waitJS(t, ctx, c.agent+"'s request and meter", fmt.Sprintf(`(() => {
@@ -52,7 +64,7 @@ func TestAppCodexWords(t *testing.T) {
 		if got["link"] != c.link || got["placeholder"] != c.placeholder || got["shown"] != "true" || got["composer"] != c.composer {
 			t.Errorf("%s session: %v; want link %q, placeholder %q, composer %q", c.agent, got, c.link, c.placeholder, c.composer)
 		}
-		if c.agent == protocol.AgentCodex && got["label"] == "Reason for denying" {
+		if c.agent == protocol.AgentCodex && !c.reasonRead && got["label"] == "Reason for denying" {
 			t.Errorf("a Codex session's box is labelled %q", got["label"])
 		}
 		// In local mode: a Claude Code session is taken over by a prompt

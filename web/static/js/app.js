@@ -1088,7 +1088,7 @@ function sessionPage(id) {
       // A request too long to announce whole is shown in part: said, and
       // not editable (Allow and Deny answer what was asked).
       p.clipped === true ? h('div', { class: 'meta perm-clipped', text: 'Too long to show whole: part of it is shown. Allow and Deny answer all of it.' }) : null,
-      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: !editable, agent: info().agent }));
+      permissionExtras(p.tool, inp, { allow: (input) => answer(true, false, input), deny: (reason) => answer(false, false, null, reason), clipped: !editable, agent: info().agent, reasonRead: p.reasonRead === true }));
     const card = h('div', { class: 'perm', 'data-request': p.id },
       h('div', { class: 'perm-head' }, icon('shield'), labels.verb ? h('span', { text: labels.verb + '?' }) : h('span', null, 'Allow ', h('b', { text: toolName(p.tool) }), '?'),
         sub || p.subagent ? h('span', { class: 'chip', text: sub?.title || 'subagent' }) : null),

@@ -759,16 +759,19 @@ export function taskStrip() {
  * reason Claude reads, and edit the input before allowing (a command as
  * text, a plan as Markdown, anything else as JSON) unless the input was
  * clipped (too long to show whole: an edit would allow the part shown).
- * Codex's approvals take no reason (docs/compatibility.md, "a denial's
- * reason"): what is written there is kept in the session as a note, and
- * the box says so.
+ * Codex's current approvals take no reason (docs/compatibility.md, "a
+ * denial's reason"): what is written there is kept in the session as a
+ * note, and the box says so; its older ones (execCommandApproval,
+ * applyPatchApproval) pass the reason on, and the request says so
+ * (reasonRead): then the box asks for a reason, as Claude's does.
  */
-export function permissionExtras(tool, input, { allow, deny, clipped, agent = 'claude' }) {
+export function permissionExtras(tool, input, { allow, deny, clipped, agent = 'claude', reasonRead = false }) {
   const a = obj(input);
   const codex = agent === 'codex';
+  const note = codex && !reasonRead;
   const reason = h('input', { type: 'text', class: 'perm-reason-text', enterkeyhint: 'send',
-    placeholder: codex ? 'Note for the session (Codex does not read it)' : 'Tell Claude why, or what to do instead',
-    'aria-label': codex ? 'Note for the session, with the denial' : 'Reason for denying' });
+    placeholder: note ? 'Note for the session (Codex does not read it)' : 'Tell ' + (codex ? 'Codex' : 'Claude') + ' why, or what to do instead',
+    'aria-label': note ? 'Note for the session, with the denial' : 'Reason for denying' });
   const denyForm = h('form', { class: 'perm-form perm-reason', hidden: true, onsubmit: (e) => { e.preventDefault(); deny(reason.value.trim()); } },
     reason, h('button', { class: 'deny', type: 'submit', text: 'Deny' }));
   const field = tool === 'Bash' ? 'command' : tool === 'ExitPlanMode' ? 'plan' : '';
@@ -791,7 +794,7 @@ export function permissionExtras(tool, input, { allow, deny, clipped, agent = 'c
   const toggle = (form, focus) => () => { form.hidden = !form.hidden; if (!form.hidden) focus.focus(); };
   return h('div', { class: 'perm-extras' },
     h('div', { class: 'perm-more' },
-      h('button', { class: 'link deny-why', type: 'button', text: codex ? 'Deny with a note…' : 'Deny with a reason…', onclick: toggle(denyForm, reason) }),
+      h('button', { class: 'link deny-why', type: 'button', text: note ? 'Deny with a note…' : 'Deny with a reason…', onclick: toggle(denyForm, reason) }),
       tool === 'AskUserQuestion' || clipped ? null : h('button', { class: 'link edit-first', type: 'button', text: 'Edit, then allow…', onclick: toggle(editForm, ta) })),
     denyForm, clipped ? null : editForm);
 }
