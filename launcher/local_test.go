@@ -92,7 +92,7 @@ func TestRunLocalHookAndExitCode(t *testing.T) {
 // waitForTranscript waits until the fake claude has written its transcript.
 func waitForTranscript(t *testing.T, home string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for {
 		m, _ := filepath.Glob(filepath.Join(home, ".claude", "projects", "*", "*.jsonl"))
 		if len(m) > 0 {
@@ -132,7 +132,7 @@ func TestRunLocalStopsClaude(t *testing.T) {
 				if got.err != nil || got.code != want {
 					t.Fatalf("RunLocal = %d, %v; want %d", got.code, got.err, want)
 				}
-			case <-time.After(10 * time.Second):
+			case <-time.After(untilLimit):
 				t.Fatal("RunLocal did not return")
 			}
 		})

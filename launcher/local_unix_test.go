@@ -24,7 +24,7 @@ func TestRunLocalForwardsSignals(t *testing.T) {
 	want := []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGWINCH}
 	for i, sig := range want {
 		syscall.Kill(os.Getpid(), sig)
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(untilLimit)
 		for {
 			b, _ := os.ReadFile(siglog)
 			if strings.Count(string(b), "\n") > i {

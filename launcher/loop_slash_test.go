@@ -51,7 +51,7 @@ func TestLoopFollowsClear(t *testing.T) {
 			if err != nil {
 				t.Fatalf("prompt %q: %v", text, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(untilLimit):
 			t.Fatalf("prompt %q not done", text)
 		}
 	}
@@ -60,7 +60,7 @@ func TestLoopFollowsClear(t *testing.T) {
 	send("c2", "/clear")
 	send("c3", "second")
 	var second string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for second == "" {
 		ents, _ := os.ReadDir(projectDir)
 		for _, e := range ents {

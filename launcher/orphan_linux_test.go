@@ -115,7 +115,7 @@ func TestNoOrphanWithoutPdeathsig(t *testing.T) {
 // waitPID waits for the fake Claude to write its pid.
 func waitPID(t *testing.T, path string, helper *exec.Cmd) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for {
 		b, err := os.ReadFile(path)
 		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {

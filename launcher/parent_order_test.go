@@ -60,7 +60,7 @@ func TestLiveParentOrder(t *testing.T) {
 	for range 3 {
 		select {
 		case <-sc.Synced():
-		case <-time.After(10 * time.Second):
+		case <-time.After(untilLimit):
 			t.Fatal("no pass of the scanner")
 		}
 	}

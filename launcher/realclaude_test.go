@@ -57,7 +57,7 @@ func (l *live) stop(t *testing.T) []protocol.Envelope {
 	for range 2 {
 		select {
 		case <-l.sc.Synced():
-		case <-time.After(10 * time.Second):
+		case <-time.After(untilLimit):
 			t.Fatal("scanner stalled")
 		}
 	}

@@ -167,9 +167,10 @@ func (rig *remoteRig) prompt(text string) {
 	}
 }
 
-// untilLimit bounds the waits of the remote rigs: generous, as they wait
-// for the real Claude Code too, which under -race on a loaded machine has
-// taken more than 10 s for a turn. A wait that is met returns at once.
+// untilLimit bounds the tests' waits for a Claude (real or fake) or the
+// processes around it: generous, as a loaded machine under -race delays
+// them (the real Claude Code has taken more than 10 s for a turn). A wait
+// that is met returns at once.
 const untilLimit = 60 * time.Second
 
 // until polls (with a deadline) until cond holds for the described

@@ -47,7 +47,7 @@ func TestRunLocalRestoresTerminalAfterKill(t *testing.T) {
 		done <- code
 	}()
 	// Wait until Claude runs and has made the terminal raw.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(untilLimit)
 	for {
 		b, _ := os.ReadFile(pidfile)
 		if len(b) > 0 && sttyA(t, tty) != before {
@@ -63,7 +63,7 @@ func TestRunLocalRestoresTerminalAfterKill(t *testing.T) {
 	var code int
 	select {
 	case code = <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(untilLimit):
 		t.Fatal("RunLocal did not return after Claude died")
 	}
 	if code != 137 {
@@ -72,7 +72,7 @@ func TestRunLocalRestoresTerminalAfterKill(t *testing.T) {
 	if after := sttyA(t, tty); after != before {
 		t.Fatalf("terminal not restored:\nbefore %s\nafter  %s", before, after)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(untilLimit)
 	for !strings.Contains(scr.text(), "Claude was killed by SIGKILL") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no line about the signal; screen %q", scr.text())
