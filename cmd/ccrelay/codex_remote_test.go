@@ -36,7 +36,7 @@ func TestRealCodexRemoteCommand(t *testing.T) {
 	state := t.TempDir()
 	cmd := exec.Command(binary, "codex", "--remote", "--codex", e.Codex, "--state", state, "--relay", base, "--relay-token", token)
 	cmd.Dir, cmd.Env = e.Project, e.Environ()
-	var stderr bytes.Buffer
+	var stderr testutil.SyncBuffer // read while ccrelay runs, when the test fails
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
