@@ -161,7 +161,7 @@ func waitRows(t *testing.T, ctx context.Context, what string, want ...string) {
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))
 	b, _ := json.Marshal(want)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for !eval[bool](t, ctx, fmt.Sprintf(`JSON.stringify([...document.querySelectorAll('.session-row .row-title')].map((e) => e.textContent).sort()) === %q`, b)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the list shows %q, want %q", what, rows(t, ctx), want)

@@ -122,7 +122,7 @@ func desktop() chromedp.Action[chromedp.Void] { return chromedp.EmulateViewport(
 // waitJS polls a JavaScript condition in the page until it holds.
 func waitJS(t testing.TB, ctx context.Context, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		// An evaluation the page's own navigation cuts short (the app
 		// starting over on a new #fragment) is tried again.

@@ -438,7 +438,7 @@ func TestAppPermissionAboveKeyboard(t *testing.T) {
 		}
 		return out.join('; ');
 	})()`
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		bad := eval[string](t, ctx, onScreen)
 		if bad == "" {

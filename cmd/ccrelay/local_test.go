@@ -131,9 +131,14 @@ func TestLocalModeExitStatus(t *testing.T) {
 	}
 }
 
+// waitLimit bounds the tests' waits for ccrelay, Claude (real or fake), the
+// relay or the browser to get somewhere: generous, as a loaded machine
+// under -race delays them by seconds. A wait that is met returns at once.
+const waitLimit = 60 * time.Second
+
 func readPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		b, err := os.ReadFile(path)
 		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && pid > 0 {
@@ -148,7 +153,7 @@ func readPID(t *testing.T, path string) int {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for testutil.ProcessAlive(pid) {
 		// A zombie still answers kill(0); it has exited all the same.
 		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
@@ -190,7 +195,7 @@ func TestLocalModeRestartDeliversOnce(t *testing.T) {
 	}
 	readPID(t, r.pidfile)
 	// Kill once some records are in the outbox.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		if b, _ := os.ReadFile(r.out); strings.Count(string(b), "\n") >= 5 {
 			break

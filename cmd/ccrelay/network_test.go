@@ -323,7 +323,7 @@ func TestAppSaysMachineOffline(t *testing.T) {
 	}
 	// The machine goes away; the page, opened afresh, says so.
 	cli.c.CloseNow()
-	waitStatus := time.Now().Add(10 * time.Second)
+	waitStatus := time.Now().Add(waitLimit)
 	for {
 		if !cliConnected(t, r, id) {
 			break

@@ -145,7 +145,7 @@ func TestServeTLSReloadOnHUP(t *testing.T) {
 	}
 	ca.issue(t, dir, "relay", 101) // renewed in place
 	cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for serial() != 101 {
 		if time.Now().After(deadline) {
 			t.Fatal("the renewed certificate was not picked up after SIGHUP")
