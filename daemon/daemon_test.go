@@ -86,10 +86,12 @@ func (l childLog) records(t *testing.T) []map[string]any {
 	return out
 }
 
-// waitFor polls until ok is true or the deadline passes.
+// waitFor polls until ok is true or the deadline passes: generous, as the
+// sessions it waits for are processes, which a loaded machine under -race
+// delays by seconds; a wait that is met returns at once.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
