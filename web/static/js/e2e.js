@@ -452,11 +452,36 @@ async function openResult(f) {
   // or being opened.
   const key = keyFor(f.session) ?? (unwrapping.has(f.session) ? await unwrapping.get(f.session) : null);
   if (!key) return { ...f, sealedMessage: undefined, message: RESULT_NO_KEY };
+  // The machine seals its answer under its current key, never one older
+  // than the key this device sealed the command under (it takes commands
+  // under its current key only): an older key's could only come from a
+  // device revoked since, which holds it, through the relay.
+  const least = commandEpochs.get(id) ?? 0;
+  if (least > 0 && sealedEpoch(f.sealedMessage) < least) return { ...f, sealedMessage: undefined, message: RESULT_OLD_KEY };
   try {
     const message = await S.openText(key, { session: f.session, id: id + '/result', direction: S.FROM_MACHINE }, f.sealedMessage);
     return { ...f, sealedMessage: undefined, message };
   } catch {
     return { ...f, sealedMessage: undefined, message: RESULT_NOT_OPENED };
+  }
+}
+
+/** RESULT_OLD_KEY is what a command's status says in place of a reason sealed under a key older than the command's. */
+export const RESULT_OLD_KEY = 'a reason sealed under an older key of the session than the command: not from the machine (a device revoked since holds that key), so not shown';
+
+// commandEpochs: the key epoch each command this device sealed was sealed
+// under (the latest MAX_COMMAND_EPOCHS commands), for openResult.
+const commandEpochs = new Map();
+const MAX_COMMAND_EPOCHS = 1024;
+
+// sealedEpoch is the key epoch a sealed value's text names (0 for the
+// first form, or one that is not readable: open refuses it then).
+function sealedEpoch(text) {
+  try {
+    const head = S.b64decode(text.slice(0, 4));
+    return head[0] === S.VERSION_EPOCH ? (head[1] << 8) | head[2] : 0;
+  } catch {
+    return 0;
   }
 }
 
@@ -554,6 +579,8 @@ export async function sealCommand(session, cmd, info = {}) {
   // Under the session's current key: the machine refuses a command under
   // a key it replaced when a device was revoked.
   const sealed = await S.seal(key[key.length - 1], { session, id: cmd.id, direction: S.FROM_DEVICE }, JSON.stringify(cmd), key.length - 1);
+  commandEpochs.set(cmd.id, key.length - 1);
+  if (commandEpochs.size > MAX_COMMAND_EPOCHS) commandEpochs.delete(commandEpochs.keys().next().value);
   return { id: cmd.id, kind: cmd.kind, sealed };
 }
 
