@@ -196,6 +196,8 @@ type file struct {
 	pending []pendingRecord // read, not yet delivered, in file order
 	lastTS  int64           // latest record timestamp read
 	grew    time.Time       // when new lines last appeared
+	// parser reads its lines in one pass each (claude.LineParser).
+	parser claude.LineParser
 }
 
 type pendingRecord struct {
@@ -785,31 +787,39 @@ func (s *Scanner) readFile(ss *session, f *file, isMain bool) {
 		if len(l.Data) == 0 {
 			return nil
 		}
-		var typ, uuid, parent string
+		// One pass over the line classifies it and, for a conversation
+		// record, parses a copy of it (the line's buffer is reused); a
+		// record that is not conversation keeps nothing of it (D14).
+		var r *claude.Record
+		var uuid, parent []byte
 		var err error
 		if isMain {
-			typ, uuid, parent, err = claude.PeekTypeLink(l.Data)
+			r, uuid, parent, err = f.parser.ParseLineLink(l.Data)
 		} else {
-			typ, err = claude.PeekType(l.Data)
-		}
-		if err != nil && l.Partial {
-			s.log.Info("the last line has no end (Claude stopped while writing it); not sent", "file", path, "line", l.Num)
-			return errTorn
+			r, err = f.parser.ParseLine(l.Data)
 		}
 		if err != nil {
-			s.log.Warn("skipped a line that is not a record", "file", path, "line", l.Num, "err", err)
-			return nil
-		}
-		if !claude.IsConversationType(typ) {
-			if uuid != "" {
-				ss.lineage.Add(uuid, parent, false) // in the chain (claude.Lineage)
+			// Which of the two it is: a line that is not a record at
+			// all (or not yet: the last one, torn), or a conversation
+			// record that does not parse.
+			if _, perr := claude.PeekType(l.Data); perr != nil {
+				if l.Partial {
+					s.log.Info("the last line has no end (Claude stopped while writing it); not sent", "file", path, "line", l.Num)
+					return errTorn
+				}
+				s.log.Warn("skipped a line that is not a record", "file", path, "line", l.Num, "err", perr)
+				return nil
 			}
-			return nil // D14
-		}
-		r, err := claude.Parse(append([]byte(nil), l.Data...))
-		if err != nil {
 			s.log.Warn("skipped a malformed record", "file", path, "line", l.Num, "err", err)
 			return nil
+		}
+		if !claude.IsConversationType(r.Type) {
+			// In the chain (claude.Lineage), when its uuid is a string
+			// that is not empty.
+			if len(uuid) > 2 && uuid[0] == '"' {
+				ss.lineage.AddRaw(uuid, parent)
+			}
+			return nil // D14
 		}
 		if r.Timestamp > f.lastTS {
 			f.lastTS = r.Timestamp
