@@ -22,6 +22,14 @@ import (
 // file order.
 const MaxHeld = 64
 
+// MaxHeldLines bounds all the lines, of any type, a reader holds behind a
+// record whose parent is not read yet: lines that are not conversation
+// (progress, attachments, snapshots) do not count toward MaxHeld, since
+// Claude Code writes many between two conversation records, but are held
+// with them; past this many the record goes on in file order, whatever
+// MaxHeld says, so that a transcript cannot make a reader hold it whole.
+const MaxHeldLines = 4096
+
 // LineageWindow is how many lines a Lineage remembers (those read last);
 // about 24 bytes each. A parent further back counts as not read: a record
 // naming it is held as one whose parent may still come.

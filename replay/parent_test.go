@@ -104,3 +104,34 @@ func TestReplayParentOrder(t *testing.T) {
 		})
 	}
 }
+
+// A record whose parent is not read yet holds the lines read after it,
+// conversation or not, and no more than claude.MaxHeldLines of them: a
+// transcript whose orphan answer is followed by lines of other types
+// (which do not count toward claude.MaxHeld) without end held every one
+// of them, to the end of the file, in memory. Past the bound the record
+// goes on in file order, so a parent written after it is not moved in
+// front.
+func TestReplayParentWaitBoundedByLines(t *testing.T) {
+	lines := []string{line("assistant", "A", "U", 1)}
+	for i := range claude.MaxHeldLines + 10 {
+		lines = append(lines, line("attachment", fmt.Sprintf("x%d", i), "", 1))
+	}
+	lines = append(lines, line("user", "U", "", 2))
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kinds(replayFile(t, path).envs), "turn-start T(answer A) turn-end U(prompt U)"; got != want {
+		t.Fatalf("got  %s\nwant %s (the answer in file order: its parent came past the bound)", got, want)
+	}
+	// Within the bound the parent is still waited for.
+	short := append([]string{line("assistant", "A", "U", 1)}, lines[1:100]...)
+	short = append(short, line("user", "U", "", 2))
+	if err := os.WriteFile(path, []byte(strings.Join(short, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kinds(replayFile(t, path).envs), "U(prompt U) turn-start T(answer A)"; got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -97,7 +97,8 @@ func (fr *fileReader) close() { fr.f.Close() }
 // advance loads the next record into fr.next: the next usable line, or,
 // in the main transcript, the next in parent order. A record whose parent
 // is not read yet waits while the next records are read, at most
-// claude.MaxHeld of them, up to its parent (which then goes in front of
+// claude.MaxHeld of them (conversation records; claude.MaxHeldLines lines
+// in all), up to its parent (which then goes in front of
 // it with the records between them on its chain) or to the end of the
 // file (then it goes on in file order).
 func (fr *fileReader) advance() error {
@@ -125,7 +126,7 @@ func (fr *fileReader) advance() error {
 		}
 	}
 	for complete := claude.Hoist(fr.lineage, held, n, itemRecord); !complete; {
-		if conv >= claude.MaxHeld || fr.done {
+		if conv >= claude.MaxHeld || len(held) >= claude.MaxHeldLines || fr.done {
 			break
 		}
 		if err := fr.readLine(); err != nil {
