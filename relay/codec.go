@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"slices"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -99,6 +100,31 @@ var startsFragment = func() (m [1 << 16]bool) {
 
 // encodeBody is body as stored, for an envelope whose id column is id.
 func encodeBody(id string, body []byte) []byte {
+	if out, ok := encodeFragments(nil, id, body); ok {
+		return out
+	}
+	if len(body) > 0 && body[0] > formatRaw {
+		return body
+	}
+	return append([]byte{formatRaw}, body...)
+}
+
+// encodeBodyInto is encodeBody written over buf's memory, grown as needed
+// (a caller that stores one body after another reuses one buffer); it
+// never returns body's own memory.
+func encodeBodyInto(buf []byte, id string, body []byte) []byte {
+	if out, ok := encodeFragments(buf, id, body); ok {
+		return out
+	}
+	if len(body) > 0 && body[0] > formatRaw {
+		return append(buf[:0], body...)
+	}
+	return append(append(buf[:0], formatRaw), body...)
+}
+
+// encodeFragments is body in formatFragments, over buf's memory, if its
+// id comes first as the id column has it and it holds no control byte.
+func encodeFragments(buf []byte, id string, body []byte) ([]byte, bool) {
 	rest, ok := bytes.CutPrefix(body, []byte(`{"id":"`))
 	if ok {
 		rest, ok = bytes.CutPrefix(rest, []byte(id))
@@ -106,13 +132,10 @@ func encodeBody(id string, body []byte) []byte {
 	if ok {
 		rest, ok = bytes.CutPrefix(rest, []byte(`"`))
 	}
-	if ok && !hasControl(rest) {
-		return appendFragments(make([]byte, 0, len(rest)+1), rest)
+	if !ok || hasControl(rest) {
+		return nil, false
 	}
-	if len(body) > 0 && body[0] > formatRaw {
-		return body
-	}
-	return append([]byte{formatRaw}, body...)
+	return appendFragments(slices.Grow(buf[:0], len(rest)+1), rest), true
 }
 
 // hasControl says whether b holds a byte below 0x20 (in UTF-8 such a byte

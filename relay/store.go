@@ -313,7 +313,7 @@ func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int
 		body   []byte
 		stored bool // body is as stored (encoded)
 	}
-	seen := map[string]known{}
+	seen := make(map[string]known, len(items))
 	rows, err := q(qFindEnvelopes).QueryContext(ctx, string(list))
 	if err != nil {
 		return nil, 0, "", err
@@ -337,6 +337,9 @@ func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int
 	ins := q(qInsertEnvelope)
 	out := make([]Appended, len(items))
 	next := last
+	// One buffer for every body encoded: SQLite copies a bound value, so
+	// it is free again once its insert returns.
+	var enc []byte
 	for i, it := range items {
 		if was, ok := seen[it.ID]; ok {
 			body := was.body
@@ -348,7 +351,8 @@ func appendRowsOneByOne(ctx context.Context, q func(string) txStmt, no, last int
 			out[i] = Appended{Seq: was.seq, Conflict: !bytes.Equal(body, it.Body)}
 			continue
 		}
-		if _, err := ins.ExecContext(ctx, envelopeKey(no, next+1), hs[i], it.ID, encodeBody(it.ID, it.Body)); err != nil {
+		enc = encodeBodyInto(enc, it.ID, it.Body)
+		if _, err := ins.ExecContext(ctx, envelopeKey(no, next+1), hs[i], it.ID, enc); err != nil {
 			return nil, 0, "", err
 		}
 		next++
