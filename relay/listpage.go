@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -241,10 +242,15 @@ func listState(li listInfo) string {
 	return "finished"
 }
 
-var homeDir, rootDir = regexp.MustCompile(`^/(home|Users)/[^/]+`), regexp.MustCompile(`^/root(/|$)`)
+// homeDirs are the patterns of shortPath, compiled when first used (not at
+// every start of every ccrelay command).
+var homeDirs = sync.OnceValues(func() (home, root *regexp.Regexp) {
+	return regexp.MustCompile(`^/(home|Users)/[^/]+`), regexp.MustCompile(`^/root(/|$)`)
+})
 
 // shortPath is the app's shortPath (format.js): a home folder as ~.
 func shortPath(p string) string {
+	homeDir, rootDir := homeDirs()
 	p = homeDir.ReplaceAllLiteralString(p, "~")
 	return rootDir.ReplaceAllString(p, "~$1")
 }
