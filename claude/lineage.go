@@ -44,6 +44,10 @@ const lineageFirst = 1 << 8
 type Lineage struct {
 	lines []lineEntry // a ring: line number n is lines[n%LineageWindow]
 	n     uint64      // lines added
+	// last finds a uuid's hash among the lines remembered: 1 + the number
+	// of the last line with it. Without it a uuid not remembered (a record
+	// whose parent is not read) cost a walk over every line remembered.
+	last map[uint64]uint64
 	// missing is the line the last incomplete Hoist found not read (its
 	// uuid's hash); arrived is set when a line with that uuid is added.
 	missing uint64
@@ -106,28 +110,34 @@ func (l *Lineage) add(e lineEntry) uint64 {
 	if len(l.lines) < LineageWindow {
 		if l.lines == nil {
 			l.lines = make([]lineEntry, 0, lineageFirst)
+			l.last = make(map[uint64]uint64, lineageFirst)
 		}
 		l.lines = append(l.lines, e)
 	} else {
+		// The line forgotten leaves the index unless a later line has
+		// its uuid.
+		if old := l.lines[n%LineageWindow]; old.uuid != 0 && l.last[old.uuid] == n-LineageWindow+1 {
+			delete(l.last, old.uuid)
+		}
 		l.lines[n%LineageWindow] = e
+	}
+	if e.uuid != 0 {
+		l.last[e.uuid] = n + 1
 	}
 	return n
 }
 
 // find returns the number of the last line remembered whose uuid hashes
-// to h, searching from the newest (a parent is nearly always among the
-// last lines read).
+// to h.
 func (l *Lineage) find(h uint64) (uint64, lineEntry, bool) {
 	if h == 0 {
 		return 0, lineEntry{}, false
 	}
-	for k := l.n; k > 0 && l.n-k < uint64(len(l.lines)); k-- {
-		e := l.lines[(k-1)%LineageWindow]
-		if e.uuid == h {
-			return k - 1, e, true
-		}
+	v := l.last[h]
+	if v == 0 {
+		return 0, lineEntry{}, false
 	}
-	return 0, lineEntry{}, false
+	return v - 1, l.lines[(v-1)%LineageWindow], true
 }
 
 // Arrived reports whether the line that the last Hoist that was not

@@ -1,8 +1,11 @@
 package claude
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // PeekTypeLink finds the uuid and parentUuid of lines that are not
@@ -141,5 +144,70 @@ func TestLineageHoist(t *testing.T) {
 	}
 	if !w.Waits(rec(TypeAssistant, "b", "old")) {
 		t.Fatal("a line past the window is still known")
+	}
+}
+
+// A record whose parent is not remembered (an orphan: a transcript can
+// hold any number of them) costs the same whatever the number of lines
+// remembered: the parent is found through an index, not a walk over the
+// last LineageWindow lines (13.6 µs a record with a full window, and a
+// replay of 300,000 such records 9 times slower than of a chain). The
+// check compares the best of several timings with a full window and with
+// a window of 16 lines: the walk made the first about a thousand times
+// the second, the index keeps them alike (a bound of 20 leaves room for a
+// loaded machine).
+func TestLineageOrphanCostFlat(t *testing.T) {
+	filled := func(n int) *Lineage {
+		l := &Lineage{}
+		for i := range n {
+			l.Add(fmt.Sprint("u", i), fmt.Sprint("u", i-1), true)
+		}
+		return l
+	}
+	orphans := make([]*Record, 2000)
+	for i := range orphans {
+		orphans[i] = &Record{Type: TypeAssistant, UUID: fmt.Sprint("o", i), ParentUUID: fmt.Sprint("gone", i)}
+	}
+	best := func(l *Lineage) time.Duration {
+		b := time.Duration(math.MaxInt64)
+		for range 7 {
+			start := time.Now()
+			for _, r := range orphans {
+				if !l.Waits(r) {
+					t.Fatal("an orphan's parent found")
+				}
+			}
+			b = min(b, time.Since(start))
+		}
+		return max(b, time.Microsecond)
+	}
+	full, small := best(filled(LineageWindow)), best(filled(16))
+	t.Logf("2,000 orphans: %v with %d lines remembered, %v with 16", full, LineageWindow, small)
+	if full > 20*small {
+		t.Errorf("an orphan costs %.0fx more with a full window than with 16 lines", float64(full)/float64(small))
+	}
+}
+
+// The index finds the last line with a uuid, and forgets a line once
+// LineageWindow lines came after it, unless a later line has its uuid.
+func TestLineageIndexForgets(t *testing.T) {
+	var l Lineage
+	l.Add("dup", "", true)
+	for i := range LineageWindow - 2 {
+		l.Add(fmt.Sprint("u", i), "", true)
+	}
+	n := l.Add("dup", "", true) // the same uuid again, later
+	if k, _, ok := l.find(hashUUID("dup")); !ok || k != n {
+		t.Fatalf("find dup: %d %v, want the later line %d", k, ok, n)
+	}
+	l.Add("next", "", true) // the first dup's line is forgotten
+	if k, _, ok := l.find(hashUUID("dup")); !ok || k != n {
+		t.Fatalf("find dup after the first was forgotten: %d %v, want %d", k, ok, n)
+	}
+	for i := range LineageWindow {
+		l.Add(fmt.Sprint("v", i), "", true)
+	}
+	if _, _, ok := l.find(hashUUID("dup")); ok {
+		t.Fatal("a line LineageWindow lines back is still found")
 	}
 }
