@@ -174,6 +174,9 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 		out = box
 		host, _ := os.Hostname()
 		startLine = fmt.Sprintf("ccrelay: relaying Codex to %s as %s: each thread it runs here is a session in the app", f.relay, host)
+		if why := launcher.CodexFirstThreadOnly(codexArgs); why != "" {
+			startLine = fmt.Sprintf("ccrelay: relaying Codex to %s as %s: its first thread here is a session in the app, a thread started after it (/new) is not: %s", f.relay, host, why)
+		}
 	} else {
 		recording := f.out
 		var fo *launcher.FileOutbox
@@ -192,6 +195,9 @@ func runCodexLocal(ctx context.Context, f *codexFlags, codexArgs []string) error
 		}
 		out = fo
 		startLine = fmt.Sprintf("ccrelay: no relay set up: recording Codex's threads to %s; run ccrelay setup (or ccrelay login) once to reach a phone", recording)
+		if why := launcher.CodexFirstThreadOnly(codexArgs); why != "" {
+			startLine = fmt.Sprintf("ccrelay: no relay set up: recording Codex's first thread to %s, not a thread started after it (/new): %s; run ccrelay setup (or ccrelay login) once to reach a phone", recording, why)
+		}
 	}
 
 	pipe := launcher.NewCodexPipeline(out, func(thread string) launcher.CodexMapper { return mapper.NewCodex(thread) })
