@@ -115,14 +115,18 @@ func runInteractiveArgs(t *testing.T, e *claudetest.Env, pipe *Pipeline, args []
 	waitScreen(t, scr, "the prompt", func(s string) bool {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
-	typeLine(t, ptmx, scr, prompt)
+	typePrompt(t, ptmx, scr, e, prompt)
 	// The terminal draws words with cursor moves, not spaces: look for
 	// the answer where it matters, in the outbox (within a minute: a
 	// machine busy with the rest of the suite slows Claude Code down).
 	deadline := time.Now().Add(time.Minute)
 	for !answered() {
 		if time.Now().After(deadline) {
-			t.Fatalf("answer never reached the outbox: %s", what())
+			mu.Lock()
+			named := slices.Clone(sessions)
+			mu.Unlock()
+			t.Fatalf("answer never reached the outbox: %s\nsessions the hook named: %q; requests to the model: %d\nscreen:\n%q",
+				what(), named, len(e.API.Requests()), tail(scr.text(), 3000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -177,6 +181,32 @@ func typeLine(t *testing.T, ptmx io.Writer, scr *screen, text string) {
 		}
 	}
 	ptmx.Write([]byte("\r"))
+}
+
+// typePrompt types prompt into Claude's input box (typeLine) and makes
+// sure Claude took it: it presses Enter again until the model is asked with
+// it. On a loaded machine Claude Code can lose the Enter that follows the
+// echoed text (seen: the prompt left in its input box, no request), while
+// an Enter on an empty input box is nothing to it.
+func typePrompt(t *testing.T, ptmx io.Writer, scr *screen, e *claudetest.Env, prompt string) {
+	t.Helper()
+	typeLine(t, ptmx, scr, prompt)
+	took := func() bool {
+		return slices.ContainsFunc(e.API.Requests(), func(r fakeapi.Request) bool { return strings.Contains(r.LastUser, prompt) })
+	}
+	for try := 0; ; try++ {
+		for deadline := time.Now().Add(10 * time.Second); !took() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
+		}
+		if took() {
+			return
+		}
+		if try == 5 {
+			t.Fatalf("Claude never took the prompt %q; screen:\n%q", prompt, tail(scr.text(), 3000))
+		}
+		t.Logf("Claude has not taken the prompt %q: Enter again", prompt)
+		ptmx.Write([]byte("\r"))
+	}
 }
 
 func hasAgentText(envs []protocol.Envelope, s string) bool {

@@ -77,8 +77,8 @@ func TestRealClaudeSymlinkedWorkingDirectory(t *testing.T) {
 	waitScreen(t, scr, "the prompt", func(s string) bool {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
-	typeLine(t, ptmx, scr, "say hi")
-	deadline := time.Now().Add(30 * time.Second)
+	typePrompt(t, ptmx, scr, e, "say hi")
+	deadline := time.Now().Add(untilLimit)
 	for !hasAgentText(out.Envelopes(), "hello through the link") {
 		if time.Now().After(deadline) {
 			t.Fatalf("answer never reached the outbox: %v", envtest.DescribeAll(out.Envelopes()))
