@@ -60,8 +60,15 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 		return nil, &e
 	}
 	items := make([]Item, len(f.Envelopes))
-	envs := make([]protocol.Envelope, len(f.Envelopes))
-	sealed := make([]bool, len(f.Envelopes))
+	// What the blobs are checked against, kept only for a batch with
+	// blobs (an Envelope is some 400 bytes: a hundred of them were most
+	// of what checking a batch allocated).
+	var envs []protocol.Envelope
+	var sealed []bool
+	if len(f.Blobs) > 0 {
+		envs = make([]protocol.Envelope, len(f.Envelopes))
+		sealed = make([]bool, len(f.Envelopes))
+	}
 	for i, raw := range f.Envelopes {
 		if len(raw) > protocol.MaxEnvelopeBytes {
 			e := errorFrame("bad-envelope", "envelope %d is %d bytes, more than %d", i, len(raw), protocol.MaxEnvelopeBytes)
@@ -75,8 +82,10 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 				return nil, &e
 			}
 			items[i] = Item{ID: h.ID, Body: raw}
-			envs[i] = protocol.Envelope{ID: h.ID, Ev: protocol.Event{T: h.Ev.T}}
-			sealed[i] = true
+			if envs != nil {
+				envs[i] = protocol.Envelope{ID: h.ID, Ev: protocol.Event{T: h.Ev.T}}
+				sealed[i] = true
+			}
 			continue
 		}
 		if len(f.Blobs) == 0 {
@@ -98,7 +107,9 @@ func checkBatch(f protocol.Frame) ([]Item, *protocol.Frame) {
 			return nil, &e
 		}
 		items[i] = Item{ID: env.ID, Body: raw}
-		envs[i] = env
+		if envs != nil {
+			envs[i] = env
+		}
 	}
 	if len(f.Blobs) > len(f.Envelopes) {
 		e := errorFrame("bad-batch", "%d blobs for %d envelopes", len(f.Blobs), len(f.Envelopes))

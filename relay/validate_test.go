@@ -2,6 +2,7 @@ package relay
 
 import (
 	"encoding/json"
+	"runtime"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/protocol"
@@ -9,8 +10,8 @@ import (
 
 // A batch of the envelopes a CLI sends all the time is checked without
 // decoding them (protocol.QuickCheck): next to no allocation per envelope,
-// where decoding each took a dozen; what QuickCheck leaves (a diff, here)
-// is still decoded and checked.
+// where decoding each took a dozen; what QuickCheck leaves (a diff of an
+// op it does not know, here) is still decoded and checked.
 func TestCheckBatchWithoutDecoding(t *testing.T) {
 	var envs []json.RawMessage
 	var quick, all int
@@ -40,5 +41,30 @@ func TestCheckBatchWithoutDecoding(t *testing.T) {
 	bad := json.RawMessage(`{"id":"ca","time":5,"role":"agent","ev":{"t":"tool-call-end","call":"c","diff":{"path":"a","op":"delete","hunks":[]}}}`)
 	if _, e := checkBatch(protocol.Frame{Type: protocol.FrameEnvelopes, Session: s1, Envelopes: []json.RawMessage{envs[0], bad}}); e == nil || e.Code != "bad-envelope" {
 		t.Fatalf("a diff of op delete: %+v", e)
+	}
+}
+
+// Checking a batch without blobs allocates little beyond its items: no
+// decoded envelope is kept for blobs that are not there.
+func TestCheckBatchAllocatesLittle(t *testing.T) {
+	items := realItems(t, s1, 100)
+	f := protocol.Frame{V: protocol.FrameVersion, Type: protocol.FrameEnvelopes, Session: s1}
+	for _, it := range items {
+		f.Envelopes = append(f.Envelopes, json.RawMessage(it.Body))
+	}
+	if _, e := checkBatch(f); e != nil {
+		t.Fatalf("checkBatch: %+v", e)
+	}
+	const runs = 200
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range runs {
+		checkBatch(f)
+	}
+	runtime.ReadMemStats(&m1)
+	per := (m1.TotalAlloc - m0.TotalAlloc) / runs / uint64(len(items))
+	t.Logf("%d bytes allocated an envelope", per)
+	if per > 200 {
+		t.Errorf("checking a batch allocated %d bytes an envelope, want at most 200", per)
 	}
 }
