@@ -1,10 +1,13 @@
 package launcher
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/ccrelay/ccrelay/codex"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // What an accept grants beside the request itself (more permissions, a
@@ -42,6 +45,16 @@ func TestCodexRemoteGrantsShownPastLongReason(t *testing.T) {
 			"callId": "c2", "conversationId": fakeThreadID, "grantRoot": "/home/dev", "reason": long,
 			"fileChanges": map[string]any{"a.txt": map[string]any{"type": "add", "content": "x"}}})}},
 			[]string{"/home/dev"}, "writes under /home/dev"},
+		// A write named after many reads, and after a deny: said first.
+		{"a write after many reads", []fakeStep{{Request: codex.RequestCommandApproval, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0009", "command": "make", "cwd": "/p", "reason": long, "startedAtMs": 1,
+			"additionalPermissions": map[string]any{"fileSystem": map[string]any{"entries": append(manyReads(12),
+				map[string]any{"access": "write", "path": map[string]any{"type": "path", "path": "/home/dev/.ssh"}})}}})}},
+			[]string{"write /home/dev/.ssh"}, "the extra permissions it asks for"},
+		{"permissions request", []fakeStep{{Request: codex.RequestPermissions, Params: params(map[string]any{
+			"threadId": fakeThreadID, "turnId": fakeTurn, "itemId": "call_0010", "cwd": "/p", "reason": long, "startedAtMs": 1,
+			"permissions": map[string]any{"fileSystem": map[string]any{"read": manyPaths(12), "write": []string{"/etc"}}, "network": map[string]any{"enabled": true}}})}},
+			[]string{"write /etc", "network access"}, "these permissions"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startFakeCodex(t, fakeScript{Steps: tc.steps})
@@ -61,11 +74,58 @@ func TestCodexRemoteGrantsShownPastLongReason(t *testing.T) {
 			if len(pr.ForSession) == 0 || pr.ForSession[0] != tc.rule {
 				t.Errorf("'for this session' grants %q too, but says %q", tc.rule, pr.ForSession)
 			}
+			// Lists, and a sealed session's summary, keep a description's
+			// first 256 bytes: the grant must be among them.
+			info, _ := json.Marshal(map[string]any{"mode": "remote", "status": "waiting-for-permission", "permissions": []PermissionRequest{pr}})
+			var sum struct {
+				Permissions []struct {
+					Description string `json:"description"`
+				} `json:"permissions"`
+			}
+			if err := json.Unmarshal(protocol.SummarizeInfo(info), &sum); err != nil || len(sum.Permissions) != 1 {
+				t.Fatalf("summary: %v %+v", err, sum)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(pr.Description, w) {
 					t.Errorf("the description, cut to %d bytes, does not say that an accept grants %s: it starts %q", len(pr.Description), w, cutString(pr.Description, 200))
 				}
+				if !strings.Contains(sum.Permissions[0].Description, w) {
+					t.Errorf("the description lists carry does not say that an accept grants %s: %q", w, sum.Permissions[0].Description)
+				}
 			}
 		})
+	}
+}
+
+// manyPaths is n harmless paths; manyReads the same as read entries.
+func manyPaths(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("/p/docs/chapter-%02d/notes.md", i))
+	}
+	return out
+}
+
+func manyReads(n int) []any {
+	var out []any
+	for _, p := range manyPaths(n) {
+		out = append(out, map[string]any{"access": "read", "path": map[string]any{"type": "path", "path": p}})
+	}
+	return out
+}
+
+// describePermissions says what a profile grants, the most far-reaching
+// first, whatever order the profile names them in.
+func TestDescribePermissions(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"fileSystem":{"read":["/a"],"write":["/b"]},"network":{"enabled":true}}`, "write /b; network access; read /a"},
+		{`{"fileSystem":{"entries":[{"access":"deny","path":{"type":"path","path":"/s"}},{"access":"read","path":{"type":"glob_pattern","pattern":"**/*.md"}},{"access":"write","path":{"type":"special","value":{"kind":"root"}}}]}}`,
+			"write the whole file system (/); read files matching **/*.md; deny /s"},
+		{`{"network":{"enabled":false}}`, `{"network":{"enabled":false}}`},
+		{`"not a profile"`, `"not a profile"`},
+	} {
+		if got := describePermissions(json.RawMessage(tc.in)); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -241,7 +241,7 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 		}
 		if perms := rawOrNil(a.AdditionalPermissions); perms != nil {
 			in["additionalPermissions"] = perms
-			grants = append(grants, "Codex also asks for these permissions with it: "+clip(string(perms), 1000))
+			grants = append(grants, "Codex also asks for these permissions with it: "+describePermissions(perms))
 			rules = append(rules, "the extra permissions it asks for")
 		}
 		desc := grantsFirst(grants, deref(a.Reason))
@@ -311,7 +311,11 @@ func (r *CodexRemote) shown(req *codex.Request) (*codexPending, string) {
 			return nil, "the request was not readable"
 		}
 		p.turn = a.TurnID
-		p.pr = PermissionRequest{ID: a.ItemID, Tool: "Permissions", Description: deref(a.Reason),
+		var grants []string
+		if perms := rawOrNil(a.Permissions); perms != nil {
+			grants = append(grants, "Codex asks for these permissions: "+describePermissions(perms))
+		}
+		p.pr = PermissionRequest{ID: a.ItemID, Tool: "Permissions", Description: grantsFirst(grants, deref(a.Reason)),
 			Input:      mustJSON(map[string]any{"cwd": a.Cwd, "permissions": a.Permissions, "description": deref(a.Reason)}),
 			ForSession: []string{"these permissions"}}
 	case codex.RequestUserInput:
