@@ -97,7 +97,11 @@ func VersionWarning(v string) string {
 func InstalledVersion(ctx context.Context, bin string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, VersionTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	// Killed at the timeout, it may leave a child holding its output open
+	// (a launcher's binary): the wait for that output ends too.
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("%s --version: %w", bin, err)
 	}
