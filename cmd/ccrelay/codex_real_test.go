@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,8 +64,27 @@ func (a *termAnswers) Write(p []byte) (int, error) {
 // version; after /quit Codex's exit code is ccrelay's, the relay holds what
 // replay of the rollout gives (live = replay), and ccrelay says how to go
 // on with the thread.
+//
+// Both ways the TUI runs: with its own app server (--no-daemon), where a
+// new thread in the same run (/new) is a session of its own, and through
+// Codex's shared background app server, the TUI's default, where only the
+// run's first thread is followed, as ccrelay's first line says: the /new
+// thread is not relayed (nothing tells it from another terminal's).
 func TestRealCodexLocal(t *testing.T) {
+	t.Run("own server", func(t *testing.T) { realCodexLocal(t, false) })
+	t.Run("shared server", func(t *testing.T) { realCodexLocal(t, true) })
+}
+
+func realCodexLocal(t *testing.T, shared bool) {
 	e := codextest.New(t)
+	if shared {
+		// The server outlives the TUI: stop the one this run started.
+		t.Cleanup(func() {
+			for _, pid := range codexSharedServers(e.CodexHome) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
 	data, state := t.TempDir(), t.TempDir()
 	srv, base, token := startServe(t, data)
 	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
@@ -80,10 +101,14 @@ func TestRealCodexLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Close()
-	// --no-daemon: the TUI writes the rollout itself instead of through
-	// a shared app server that outlives it (and copies Codex, 400 MB,
-	// into CODEX_HOME).
-	cmd := exec.Command(binary, "codex", "--state", state, "--codex", e.Codex, "--no-daemon")
+	// --no-daemon: the TUI's own app server writes the rollouts, instead
+	// of a shared app server that outlives it (the first TUI copies
+	// Codex, 400 MB, into CODEX_HOME for it).
+	args := []string{"codex", "--state", state, "--codex", e.Codex}
+	if !shared {
+		args = append(args, "--no-daemon")
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Dir, cmd.Env = e.Project, append(e.Environ(), "CCRELAY_TOKEN="+token)
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
@@ -115,6 +140,13 @@ func TestRealCodexLocal(t *testing.T) {
 	}
 	var threads []string
 	until("the first line", func() bool { return strings.Contains(scr.text(), "ccrelay: relaying Codex to "+base) })
+	which := "each thread it runs here is a session in the app"
+	if shared {
+		which = "its first thread here is a session in the app, a thread started after it (/new) is not: Codex's shared background app server"
+	}
+	if !strings.Contains(scr.text(), which) {
+		t.Errorf("the first line does not say %q:\n%q", which, tail(scr.text(), 3000))
+	}
 	drawn := func() string { return strings.ReplaceAll(csi.ReplaceAllString(scr.text(), ""), " ", "") }
 	until("the input box", func() bool { return strings.Contains(drawn(), "?forshortcuts") })
 	// answered waits for the n-th thread of the run (by its rollout) to
@@ -142,6 +174,9 @@ func TestRealCodexLocal(t *testing.T) {
 	}
 	typeInTerminal(t, ptmx, scr, "hello codex")
 	threads = append(threads, answered(1))
+	if shared && runtime.GOOS == "linux" && len(codexSharedServers(e.CodexHome)) == 0 {
+		t.Fatal("no shared app server runs: the TUI did not take its default path")
+	}
 	// The model comes with the thread's turn_context, announced once
 	// the envelopes before it are on the relay.
 	until("the session announced as Codex's with its model", func() bool {
@@ -157,7 +192,23 @@ func TestRealCodexLocal(t *testing.T) {
 		return strings.Contains(strings.ReplaceAll(csi.ReplaceAllString(scr.text()[mark:], ""), " ", ""), ">_OpenAICodex(v")
 	})
 	typeInTerminal(t, ptmx, scr, "hello again codex")
-	threads = append(threads, answered(2))
+	var unfollowed string
+	if shared {
+		// Its answer is in its rollout; the relay is looked at once
+		// ccrelay has ended.
+		until("the new thread's answer in its rollout", func() bool {
+			for _, r := range e.Rollouts(t) {
+				b, _ := os.ReadFile(r)
+				if id, _ := codex.ThreadID(r); id != threads[0] && strings.Contains(string(b), "hello again codex") && strings.Contains(string(b), fakeresponses.TextReply) {
+					unfollowed = id
+					return true
+				}
+			}
+			return false
+		})
+	} else {
+		threads = append(threads, answered(2))
+	}
 	typeInTerminal(t, ptmx, scr, "/quit")
 	select {
 	case err := <-exited:
@@ -172,6 +223,12 @@ func TestRealCodexLocal(t *testing.T) {
 	// Live = replay: each rollout mapped afresh gives what the relay holds.
 	for _, rollout := range e.Rollouts(t) {
 		thread, _ := codex.ThreadID(rollout)
+		if shared && thread == unfollowed {
+			if got := storedLines(t, data, thread); len(got) > 0 {
+				t.Fatalf("the thread started with /new through the shared server was relayed: %d envelopes", len(got))
+			}
+			continue
+		}
 		if !slices.Contains(threads, thread) {
 			t.Fatalf("rollout %s is no thread relayed (%v)", rollout, threads)
 		}
@@ -262,4 +319,24 @@ func relaySessionInfo(t *testing.T, data, session string) map[string]any {
 func codexLogText(state string) string {
 	b, _ := os.ReadFile(filepath.Join(state, "ccrelay.log"))
 	return string(b)
+}
+
+// codexSharedServers lists the processes of Codex's shared app server
+// run from codexHome (the first TUI starts it, and its updater, from its
+// copy of Codex in codexHome/packages; they outlive the TUI). Where there
+// is no /proc it finds none.
+func codexSharedServers(codexHome string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	prefix := filepath.Join(codexHome, "packages") + string(filepath.Separator)
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), prefix) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
