@@ -39,7 +39,9 @@ func LockCodexThread(state, thread string) (*CodexThreadLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock Codex thread %s: %w", thread, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// Never through a symbolic link: it could make this open (and create)
+	// a file elsewhere, or share a lock another user holds.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openNoFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock Codex thread %s: %w", thread, err)
 	}

@@ -36,3 +36,7 @@ func unlockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_UN)
 
 // signalName is a signal's name as a shell says it (SIGKILL).
 func signalName(sig syscall.Signal) string { return unix.SignalName(sig) }
+
+// openNoFollow makes an open refuse a symbolic link as the last element
+// of the path (a lock file another user planted as a link elsewhere).
+const openNoFollow = unix.O_NOFOLLOW

@@ -28,3 +28,7 @@ func unlockFile(f *os.File) error {
 
 // signalName names a signal (Windows has no signal names of its own).
 func signalName(sig syscall.Signal) string { return sig.String() }
+
+// openNoFollow: Windows has no O_NOFOLLOW; a state folder there is the
+// user's own.
+const openNoFollow = 0
