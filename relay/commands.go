@@ -210,6 +210,10 @@ func (s *Server) handOver(ctx context.Context, cli *peer, owner, session string,
 	return true
 }
 
+// ResultMessageNotKept is what the relay keeps, and passes on, in place
+// of a readable reason in a result for a sealed session.
+const ResultMessageNotKept = "the machine gave its reason readable (a ccrelay older than end-to-end encrypted reasons), so the relay did not keep it: update ccrelay on that machine to see it here"
+
 // errNotDelivered is why a CLI's result is refused.
 var errNotDelivered = errors.New("not delivered to this connection, or answered already")
 
@@ -226,7 +230,20 @@ func (s *Server) answer(ctx context.Context, cli *peer, f protocol.Frame) error 
 	if !ok {
 		return errNotDelivered
 	}
-	moved, c, err := s.commandResult(ctx, owner, f.Session, f.Command.ID, f.Status, f.Message, f.SealedMessage)
+	message := f.Message
+	if f.SealedMessage == "" && message != "" && message != protocol.SealedResultMessage {
+		// A sealed session's machine seals its reasons: a readable one
+		// (a ccrelay from before that) is neither kept nor passed on.
+		sealed, err := s.store.SessionSealed(ctx, f.Session)
+		if err != nil {
+			s.storeFailed("is the session sealed", f.Session, err)
+			return errNotDelivered
+		}
+		if sealed {
+			message = ResultMessageNotKept
+		}
+	}
+	moved, c, err := s.commandResult(ctx, owner, f.Session, f.Command.ID, f.Status, message, f.SealedMessage)
 	switch {
 	case err != nil:
 		return errNotDelivered

@@ -138,3 +138,82 @@ func (s *Store) mustOwner(t *testing.T, session string) string {
 	}
 	return o
 }
+
+// A readable reason in a result for a sealed session (a ccrelay from
+// before reasons were sealed sends one) is not kept or passed on: the
+// relay puts a text of its own in its place, so that its store, its log
+// and the apps hold nothing of what the machine said. A plaintext
+// session's reason is kept as before.
+func TestRelayKeepsNoReadableResultOfSealedSession(t *testing.T) {
+	dir := t.TempDir()
+	st := openTestStore(t, filepath.Join(dir, "relay.db"))
+	logs := &testutil.SyncBuffer{}
+	rs := NewServer(st, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), testToken)
+	srv := httptest.NewServer(rs.Handler())
+	t.Cleanup(srv.Close)
+	r := &testRelay{srv: srv, relay: rs, store: st, log: logs}
+
+	phone, phoneID := pairDevice(t, r, "phone", bytes.Repeat([]byte{1}, 32))
+	cli := dialAs(t, r, testToken, "/ws/cli")
+	const (
+		keyed = "5ea1ed02-0000-4000-8000-000000000001"
+		plain = "5ea1ed02-0000-4000-8000-000000000002"
+	)
+	send(t, cli, protocol.Frame{Type: protocol.FrameKeys, Ref: "k", Session: keyed, Machine: b64(32, 5),
+		Keys: []protocol.WrappedKey{{Device: phoneID, Wrapped: b64(113, 1)}}})
+	if f := recvType(t, cli, protocol.FrameAck, protocol.FrameError); f.Type != protocol.FrameAck {
+		t.Fatalf("keys: %+v", f)
+	}
+	for _, s := range []string{keyed, plain} {
+		send(t, cli, protocol.Frame{Type: protocol.FrameAnnounce, Ref: "a-" + s, Session: s, Info: json.RawMessage(`{"mode":"remote","status":"idle"}`)})
+		if f := recvType(t, cli, protocol.FrameAck, protocol.FrameError); f.Type != protocol.FrameAck {
+			t.Fatalf("announce %s: %+v", s, f)
+		}
+	}
+	app := dialAs(t, r, phone, "/ws/app")
+	for _, tc := range []struct {
+		name, session, id string
+		cmd               protocol.Command
+		reason, want      string
+	}{
+		{"sealed", keyed, "cmdsealedreason", protocol.Command{Kind: protocol.CommandPrompt, Sealed: b64(80, 9)}, "MARKER-older-cli-reason /home/dev/secret", ResultMessageNotKept},
+		{"plaintext", plain, "cmdplainreason", protocol.Command{Kind: protocol.CommandPrompt, Text: "hi"}, "MARKER-plain-reason", "MARKER-plain-reason"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := tc.cmd
+			cmd.ID = tc.id
+			send(t, app, protocol.Frame{Type: protocol.FrameCommand, Session: tc.session, Command: &cmd})
+			if f := recvType(t, app, protocol.FrameStatus, protocol.FrameError); f.Status != protocol.StatusDelivered {
+				t.Fatalf("the command: %+v", f)
+			}
+			recvType(t, cli, protocol.FrameCommand)
+			send(t, cli, protocol.Frame{Type: protocol.FrameResult, Ref: "res-" + tc.id, Session: tc.session, Command: &protocol.Command{ID: tc.id},
+				Status: protocol.StatusRejected, Message: tc.reason})
+			if f := recvType(t, cli, protocol.FrameAck, protocol.FrameError); f.Type != protocol.FrameAck {
+				t.Fatalf("the result: %+v", f)
+			}
+			if f := recvType(t, app, protocol.FrameStatus); f.Status != protocol.StatusRejected || f.Message != tc.want {
+				t.Fatalf("the app got %+v, want the message %q", f, tc.want)
+			}
+			if c, err := st.Command(t.Context(), st.mustOwner(t, tc.session), tc.session, tc.id); err != nil || c.Message != tc.want {
+				t.Fatalf("stored %+v %v, want the message %q", c, err, tc.want)
+			}
+		})
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "relay.db*"))
+	var all []byte
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	all = append(all, logs.String()...)
+	if !bytes.Contains(all, []byte("MARKER-plain-reason")) {
+		t.Fatalf("the search finds nothing, not even the plaintext session's reason (files %v)", files)
+	}
+	if bytes.Contains(all, []byte("MARKER-older-cli-reason")) {
+		t.Error("the sealed session's readable reason is in the relay's files or log")
+	}
+}
