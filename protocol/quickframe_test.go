@@ -3,13 +3,38 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 )
 
+// batchAgrees says what is wrong, if anything, with QuickBatch of data:
+// it must take what QuickFrame takes, as QuickFrame gives it, and say of
+// each envelope what QuickCheck says.
+func batchAgrees(data []byte) string {
+	f, ids, ok := QuickBatch(data)
+	want, wantOK := QuickFrame(data)
+	if ok != wantOK || !reflect.DeepEqual(f, want) {
+		return fmt.Sprintf("QuickBatch = %+v, %v; QuickFrame = %+v, %v", f, ok, want, wantOK)
+	}
+	if !ok {
+		return ""
+	}
+	if len(ids) != len(f.Envelopes) {
+		return fmt.Sprintf("%d ids for %d envelopes", len(ids), len(f.Envelopes))
+	}
+	for i, raw := range f.Envelopes {
+		if id, _ := QuickCheck(raw); ids[i] != id {
+			return fmt.Sprintf("envelope %d: QuickBatch says %q, QuickCheck %q", i, ids[i], id)
+		}
+	}
+	return ""
+}
+
 // QuickFrame gives what json.Unmarshal gives, for every frame it takes:
 // frames made of the golden envelopes, and some of them changed a byte
-// at a time; and it takes the frames a CLI sends.
+// at a time; and it takes the frames a CLI sends. QuickBatch agrees with
+// QuickFrame and QuickCheck on each.
 func TestQuickFrame(t *testing.T) {
 	gold := goldenEnvelopes(t)
 	var frames [][]byte
@@ -26,6 +51,9 @@ func TestQuickFrame(t *testing.T) {
 		[]byte(`{"v":1,"v":2}`), []byte(`{"v":1.0}`), []byte(`{"v":1,"type":"a\u0062"}`), []byte(`{"v":1,"envelopes":[1]}`))
 	took := 0
 	check := func(data []byte) bool {
+		if msg := batchAgrees(data); msg != "" {
+			t.Fatalf("%s: %s", data, msg)
+		}
 		f, ok := QuickFrame(data)
 		if !ok {
 			return false
@@ -66,7 +94,17 @@ func TestQuickFrame(t *testing.T) {
 
 func FuzzQuickFrame(f *testing.F) {
 	f.Add([]byte(`{"v":1,"type":"envelopes","ref":"r","session":"s","envelopes":[{"id":"ca"},{}]}`))
+	gold := goldenEnvelopes(f)
+	for i := 0; i+3 <= len(gold); i += 300 {
+		b, _ := json.Marshal(Frame{V: 1, Type: FrameEnvelopes, Session: "s", Envelopes: []json.RawMessage{gold[i], gold[i+1], gold[i+2]}})
+		if len(b) < 4000 {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if msg := batchAgrees(data); msg != "" {
+			t.Fatalf("%q: %s", data, msg)
+		}
 		got, ok := QuickFrame(data)
 		if !ok {
 			return

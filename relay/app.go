@@ -61,7 +61,7 @@ func (s *Server) serveApp(w http.ResponseWriter, r *http.Request) {
 			s.hub.removeLister(listing)
 		}
 	}()
-	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
+	err = s.readFrames(ctx, c, func(f protocol.Frame, _ []string) error {
 		switch f.Type {
 		case protocol.FrameCommand:
 			return s.command(ctx, me, f)

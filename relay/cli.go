@@ -44,7 +44,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 	// so its next batches skip the claim (a deletion since is still found:
 	// the append checks the tombstone in its own transaction).
 	var claimed fifoSet[struct{}]
-	err = s.readFrames(ctx, c, func(f protocol.Frame) error {
+	err = s.readFrames(ctx, c, func(f protocol.Frame, ids []string) error {
 		switch f.Type {
 		case protocol.FrameKeys:
 			return s.storeKeys(ctx, c, me, f)
@@ -58,7 +58,7 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			}
 			return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameDevices, Ref: f.Ref, Devices: devs})
 		case protocol.FrameEnvelopes:
-			items, ferr := checkBatch(f)
+			items, ferr := checkBatch(f, ids)
 			if ferr != nil {
 				ferr.Ref = f.Ref
 				return writeFrame(ctx, c, *ferr)

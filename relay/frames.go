@@ -101,56 +101,56 @@ const quickFrameBytes = 512
 // stacks of idle apps from shrinking: 34 KB each instead of 18).
 //
 //go:noinline
-func decodeFrame(data []byte) (*protocol.Frame, error) {
+func decodeFrame(data []byte) (*protocol.Frame, []string, error) {
 	f := new(protocol.Frame)
 	if len(data) >= quickFrameBytes {
-		if q, ok := protocol.QuickFrame(data); ok {
+		if q, ids, ok := protocol.QuickBatch(data); ok {
 			*f = q
-			return f, nil
+			return f, ids, nil
 		}
 	}
 	if err := json.Unmarshal(data, f); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, nil, nil
 }
 
 // readFrames calls handle for every frame read from c until the connection
-// ends. A malformed frame gets an error frame and reading goes on.
-func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(protocol.Frame) error) error {
+// ends, with what QuickCheck says of each of its envelopes when the frame
+// was decoded in one pass (checkBatch's ids; nil otherwise). A malformed
+// frame gets an error frame and reading goes on.
+func (s *Server) readFrames(ctx context.Context, c *websocket.Conn, handle func(f protocol.Frame, ids []string) error) error {
 	for {
 		data, size, err := readFrame(ctx, c)
 		if err != nil {
 			return err
 		}
-		if size > MaxFrameBytes {
-			if werr := writeFrame(ctx, c, *refuseTooLarge(data, size)); werr != nil {
-				return werr
-			}
-			continue
-		}
-		fp, err := decodeFrame(data)
-		if err != nil {
-			if werr := writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err)); werr != nil {
-				return werr
-			}
-			continue
-		}
-		f := *fp
-		if e := refuseInvalidUTF8(f, data); e != nil {
-			if werr := writeFrame(ctx, c, *e); werr != nil {
-				return werr
-			}
-			continue
-		}
-		if f.V != protocol.FrameVersion {
-			if werr := writeFrame(ctx, c, errorFrame("bad-version", "frame version %d, this relay speaks %d", f.V, protocol.FrameVersion)); werr != nil {
-				return werr
-			}
-			continue
-		}
-		if err := handle(f); err != nil {
+		if err := handleFrame(ctx, c, data, size, handle); err != nil {
 			return err
 		}
 	}
+}
+
+// handleFrame decodes and checks a frame read, and hands it to handle or
+// answers why not. It is a function of its own, as decodeFrame is, so that
+// the frames it decodes are not in the frame of readFrames, which stays on
+// the stack of every idle connection while it waits.
+//
+//go:noinline
+func handleFrame(ctx context.Context, c *websocket.Conn, data []byte, size int64, handle func(f protocol.Frame, ids []string) error) error {
+	if size > MaxFrameBytes {
+		return writeFrame(ctx, c, *refuseTooLarge(data, size))
+	}
+	fp, ids, err := decodeFrame(data)
+	if err != nil {
+		return writeFrame(ctx, c, errorFrame("bad-frame", "not a JSON frame: %v", err))
+	}
+	f := *fp
+	if e := refuseInvalidUTF8(f, data); e != nil {
+		return writeFrame(ctx, c, *e)
+	}
+	if f.V != protocol.FrameVersion {
+		return writeFrame(ctx, c, errorFrame("bad-version", "frame version %d, this relay speaks %d", f.V, protocol.FrameVersion))
+	}
+	return handle(f, ids)
 }
