@@ -186,10 +186,12 @@ func realCodexLocal(t *testing.T, shared bool) {
 	// A new thread in the same run (/new) is a session of its own.
 	mark := len(scr.text())
 	typeInTerminal(t, ptmx, scr, "/new")
-	// The new chat draws Codex's banner anew: before it, what is typed
-	// still goes to the first thread.
+	// The new chat draws Codex's banner anew, or its logo in braille
+	// (the TUI draws one or the other): before it, what is typed still
+	// goes to the first thread.
 	until("the new chat", func() bool {
-		return strings.Contains(strings.ReplaceAll(csi.ReplaceAllString(scr.text()[mark:], ""), " ", ""), ">_OpenAICodex(v")
+		drawn := strings.ReplaceAll(csi.ReplaceAllString(scr.text()[mark:], ""), " ", "")
+		return strings.Contains(drawn, ">_OpenAICodex(v") || strings.Contains(drawn, "⣿⣿⣿")
 	})
 	typeInTerminal(t, ptmx, scr, "hello again codex")
 	var unfollowed string
