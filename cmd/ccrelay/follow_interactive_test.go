@@ -204,8 +204,9 @@ func enterUntilTaken(t *testing.T, ptmx io.Writer, scr *watchWriter, e *claudete
 	}
 }
 
-// csi matches a terminal's control sequences.
-var csi = regexp.MustCompile(`\x1b\[[0-9;?>]*[ -/]*[@-~]|\x1b\][^\a]*\a`)
+// csi matches a terminal's control sequences: CSI, and OSC ended by BEL or
+// by ST (ESC \).
+var csi = regexp.MustCompile(`\x1b\[[0-9;?>]*[ -/]*[@-~]|\x1b\][^\a\x1b]*(\a|\x1b\\)`)
 
 // typeInTerminal types text into a terminal, waits until the program echoed it
 // (typing again if the keys were lost while its input box was not ready),
