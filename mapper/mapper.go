@@ -99,7 +99,10 @@ type Mapper struct {
 	stats Stats
 	out   []protocol.Envelope
 	// own marks the envelopes of out produced by the record being mapped (not
-	// by buffered records replayed inside it); usage goes only on those.
+	// by buffered records replayed inside it); usage goes only on those. A
+	// replayed record's envelopes are its own while it is mapped (its usage
+	// goes on them) and no longer once it is (the record it was replayed in
+	// puts none of its usage on them).
 	own []bool
 	// depth > 0 while buffered records are replayed inside another record.
 	depth int
@@ -499,7 +502,11 @@ func (m *Mapper) replay(key string) {
 	}
 	m.depth++
 	for _, r := range recs {
+		from := len(m.out)
 		m.mapRecord(r, false)
+		for j := from; j < len(m.own); j++ {
+			m.own[j] = false
+		}
 	}
 	m.depth--
 }
@@ -701,7 +708,7 @@ func (m *Mapper) assistant(r *claude.Record, sub *subagent) {
 
 func (m *Mapper) emitOwn(role protocol.Role, id string, sub *subagent, claudeUUID string, ev protocol.Event) {
 	m.emit(role, id, sub, claudeUUID, ev)
-	m.own[len(m.own)-1] = m.depth == 0
+	m.own[len(m.own)-1] = true
 }
 
 func blockID(session, src string, i int, kind string) string {

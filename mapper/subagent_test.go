@@ -73,6 +73,18 @@ func TestSubagents(t *testing.T) {
 			child("c1", "task_2", "early"),
 			asstU("p2", "m1", bl(toolUse("task_2", "Task", map[string]any{"prompt": "Find the docs"})))},
 			[]string{"TS", "S(Find the docs)" + sB, "A(early)" + sB}},
+		// A child read before the record that links it to its parent (a
+		// subagent's transcript ahead of the main one, as the scanner can
+		// read them on a loaded machine) keeps its own usage when it is
+		// replayed, as it has when read after the link: live = replay.
+		{"#31 a replayed child keeps its own usage", []string{
+			asstU("c1", "mc", bl(text("early")), "parent_tool_use_id", "task_2", "isSidechain", true),
+			asstU("p2", "m1", bl(toolUse("task_2", "Task", map[string]any{"prompt": "Find the docs"})))},
+			[]string{"TS", "S(Find the docs)" + sB, "A(early)" + sB + "[usage]"}},
+		{"#31 a child read after the link has its usage", []string{
+			asstU("p2", "m1", bl(toolUse("task_2", "Task", map[string]any{"prompt": "Find the docs"}))),
+			asstU("c1", "mc", bl(text("early")), "parent_tool_use_id", "task_2", "isSidechain", true)},
+			[]string{"TS", "S(Find the docs)" + sB, "A(early)" + sB + "[usage]"}},
 		{"#32 D3: no inheritance for non-sidechain records", []string{taskCall, root,
 			asst("c1", bl(text("sub text")), sc("parentUuid", "r1")...),
 			user("u1", bl(toolResult("task_2", "r", false)), "parentUuid", "c1"),
