@@ -1,9 +1,11 @@
 package launcher
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -96,6 +98,7 @@ func replayFiles(t *testing.T, main string) []protocol.Envelope {
 // finished transcripts (same ids, same order).
 func TestRealClaudeLiveEqualsReplay(t *testing.T) {
 	afterResult, fresh := fakeapi.Bool(true), fakeapi.Bool(false)
+	subagentWorks := make(chan struct{}) // see "background agent"
 	scenarios := []struct {
 		name  string
 		rules []fakeapi.Rule
@@ -121,9 +124,31 @@ func TestRealClaudeLiveEqualsReplay(t *testing.T) {
 			{Agent: "main", AfterToolResult: fresh, Times: 1, Reply: []fakeapi.Block{fakeapi.ToolUse("Agent", map[string]any{
 				"description": "Count files", "prompt": "SUBAGENT_TASK: count the files here", "subagent_type": "general-purpose"})}},
 			{Agent: "main", AfterToolResult: afterResult, Reply: []fakeapi.Block{fakeapi.Text("Launched.")}},
-			{Agent: "subagent", AfterToolResult: fresh, Reply: []fakeapi.Block{fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
+			{Agent: "subagent", AfterToolResult: fresh, Hold: subagentWorks, Reply: []fakeapi.Block{fakeapi.ToolUse("Bash", map[string]any{"command": "ls", "description": "List files"})}},
 			{Agent: "subagent", AfterToolResult: afterResult, Reply: []fakeapi.Block{fakeapi.Text("Subagent: two files.")}}},
 			func(t *testing.T, e *claudetest.Env, s string) {
+				// The subagent works once the main transcript holds
+				// "Launched.": on a loaded machine Claude has written a
+				// record more than the scanner's order window (500 ms,
+				// decision L4) after its time, and the subagent's call,
+				// later in time, was read and sent ahead of it.
+				stop, watched := make(chan struct{}), make(chan struct{})
+				go func() {
+					defer close(watched)
+					defer close(subagentWorks)
+					path := filepath.Join(e.ProjectDir(t), s+".jsonl")
+					for {
+						if b, _ := os.ReadFile(path); bytes.Contains(b, []byte("Launched.")) {
+							return
+						}
+						select {
+						case <-stop:
+							return
+						case <-time.After(20 * time.Millisecond): // polling the file
+						}
+					}
+				}()
+				defer func() { close(stop); <-watched }()
 				e.Run(t, nil, "-p", "spawn a helper", "--session-id", s, "--dangerously-skip-permissions")
 			}, nil},
 		{"resume", []fakeapi.Rule{{Reply: []fakeapi.Block{fakeapi.Text("noted")}}},
