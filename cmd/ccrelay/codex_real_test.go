@@ -81,7 +81,9 @@ func realCodexLocal(t *testing.T, shared bool) {
 		// The server outlives the TUI: stop the one this run started.
 		t.Cleanup(func() {
 			for _, pid := range codexSharedServers(e.CodexHome) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				if p, err := os.FindProcess(pid); err == nil {
+					_ = p.Kill()
+				}
 			}
 		})
 	}
