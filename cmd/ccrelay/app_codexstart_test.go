@@ -60,7 +60,8 @@ func TestAppNewSessionOffersCodex(t *testing.T) {
 // which thread its start's target runs as, and the app that asked lands on
 // that thread; its Stop names the thread, which the daemon runs. A session
 // that only claims the start (startedAs the target, startedBy the machine)
-// is not opened, and gets no Stop of the target's session.
+// is not opened, and gets no Stop of the target's session; nor is one
+// that another machine's daemon says the start runs as.
 func TestAppOpensStartedCodexThread(t *testing.T) {
 	r := startAppRelay(t)
 	cli := dialCLI(t, r)
@@ -92,6 +93,18 @@ func TestAppOpensStartedCodexThread(t *testing.T) {
 	cli.announce(impostor, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "agentVersion": "0.169.0",
 		"machine": "box", "startedBy": machine, "startedAs": c.Target, "title": "not it"})
 	waitJS(t, ctx, "the impostor listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, impostor))
+	// Nor the word of another machine's daemon, which says the start runs
+	// as the impostor: only the machine asked knows its start.
+	other := claude.NewSessionID()
+	cli.announce(other, map[string]any{"mode": "machine", "status": "idle", "machine": "other-box", "title": "other-box",
+		"daemon": protocol.DaemonInfo{OS: "linux", CodexVersion: "0.169.0", Running: []string{c.Target, impostor}, Threads: map[string]string{c.Target: impostor}}})
+	// A session announced after it is listed once the app has read it.
+	marker := claude.NewSessionID()
+	cli.announce(marker, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "machine": "other-box", "title": "marker"})
+	waitJS(t, ctx, "the marker listed (or the impostor opened)", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]') || decodeURIComponent(location.hash) === %q`, marker, "#/s/"+impostor))
+	if got := eval[string](t, ctx, `decodeURIComponent(location.hash)`); got == "#/s/"+impostor {
+		t.Fatal("the app opened the session another machine's daemon named for the start")
+	}
 	// Codex's thread id is another; the daemon says the target runs as it.
 	thread := claude.NewSessionID()
 	cli.announce(thread, map[string]any{"mode": "remote", "status": "idle", "agent": "codex", "agentVersion": "0.169.0",

@@ -345,20 +345,22 @@ function machineStatus(f) {
 // listed, else as soon as its ccrelay announces it, under the id its start
 // named or, for a new Codex thread (Codex chooses its id), under the id
 // the machine's daemon says the start runs as (daemon.threads). What a
-// session says of itself (startedAs) is not taken for it.
+// session says of itself (startedAs) is not taken for it, nor what
+// another machine's daemon says: only the machine asked knows the start.
 let awaited = '';
-function openStarted(id) {
+let awaitedOn = '';
+function openStarted(id, machine) {
   awaited = id;
+  awaitedOn = machine || '';
   if (!openAwaited()) toast('Starting the session…');
 }
 function openAwaited() {
   if (!awaited) return false;
   let id = app.sessions.has(awaited) ? awaited : '';
-  if (!id) {
-    for (const m of app.sessions.values()) {
-      const thread = m.info.mode === 'machine' ? m.info.daemon?.threads.get(awaited) : '';
-      if (thread && app.sessions.has(thread)) { id = thread; break; }
-    }
+  const m = !id && awaitedOn ? app.sessions.get(awaitedOn) : null;
+  if (m && m.info.mode === 'machine') {
+    const thread = m.info.daemon?.threads.get(awaited);
+    if (thread && app.sessions.has(thread)) id = thread;
   }
   if (!id) return false;
   location.hash = '#/s/' + encodeURIComponent(id);

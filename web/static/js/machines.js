@@ -55,7 +55,7 @@ function osName(os) {
  * machine → folder (recent first, searchable) → New (model, permission
  * mode, first prompt) or Resume (the folder's past sessions).
  * send(machineID, command) sends a command to a daemon and returns a
- * promise of its outcome ({ status, message }); started(sessionID) opens
+ * promise of its outcome ({ status, message }); started(sessionID, machineID) opens
  * the session once the daemon started it.
  */
 export function newSessionSheet(dialog, { list, models, modes, send, started }) {
@@ -154,7 +154,7 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
         h('div', { class: 'past-prompt', text: p.prompt || p.id.slice(0, 8) }),
         h('div', { class: 'meta', text: [p.agent === 'codex' ? 'Codex' : 'Claude Code', p.at ? ago(p.at) : ''].filter(Boolean).join(' · ') })),
       machine.info.daemon.running.has(p.id)
-        ? h('button', { class: 'link', type: 'button', onclick: () => started(p.id) }, 'Open (running)')
+        ? h('button', { class: 'link', type: 'button', onclick: () => started(p.id, machine.id) }, 'Open (running)')
         : h('button', { class: 'link resume', type: 'button', disabled: busy, onclick: () => go(p.agent === 'codex'
           ? { kind: 'start', dir: folder.dir, target: p.id, resume: true, agent: 'codex' }
           : { kind: 'start', dir: folder.dir, target: p.id, resume: true }) }, 'Resume')))));
@@ -180,7 +180,7 @@ export function newSessionSheet(dialog, { list, models, modes, send, started }) 
       }
       dialog.dataset.state = 'started';
       dialog.close();
-      started(cmd.target);
+      started(cmd.target, machine.id);
     } catch (e) {
       dialog.dataset.state = 'refused';
       err.textContent = 'Not started: ' + (e.message || e);
