@@ -135,6 +135,14 @@ func TestAppShowsSealedRejection(t *testing.T) {
 		}
 	}
 
+	// The machine's neutral text with its sealed reason left out: said so.
+	if got := evalAwait[[]string](t, ctx, fmt.Sprintf(`import('./js/e2e.js').then(async (e2e) => {
+		  const f = await e2e.openFrame({ v: 1, type: 'command-status', session: %q, command: { id: 'cz0000000000000000000003' }, status: 'rejected', message: %q });
+		  return [f.message, e2e.RESULT_WITHHELD];
+		})`, id, protocol.SealedResultMessage)); len(got) != 2 || got[0] != got[1] || got[1] == "" {
+		t.Errorf("the neutral text without its sealed reason shows as %q", got)
+	}
+
 	// Without the key, or with a reason that does not open: a neutral text.
 	for _, tt := range []struct{ name, session, sealed, want string }{
 		{"no key", "0b0e0b0e-0000-4000-8000-0000000000f1", sealed, "RESULT_NO_KEY"},

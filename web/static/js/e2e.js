@@ -416,6 +416,9 @@ export async function openFrame(f, chain) {
     // A sealed session's machine seals its reasons: a readable one is the
     // relay's (no CLI connected, too many prompts waiting), or made up by
     // it, and is said to be.
+    // The machine's neutral text without its sealed reason: the relay
+    // left the reason out.
+    if (f.message === SEALED_RESULT_MESSAGE) return { ...f, message: RESULT_WITHHELD };
     return { ...f, message: RESULT_FROM_RELAY + f.message };
   }
   if ((f.type === 'sessions' || f.type === 'session') && Array.isArray(f.sessions)) {
@@ -433,6 +436,10 @@ export async function openFrame(f, chain) {
 
 /** RESULT_NO_KEY is what a command's status says in place of a reason the machine sealed that this device cannot open. */
 export const RESULT_NO_KEY = 'the machine\'s reason is end-to-end encrypted, and this device has no key to read it';
+/** SEALED_RESULT_MESSAGE is the neutral text a machine puts beside a sealed reason (protocol.SealedResultMessage). */
+const SEALED_RESULT_MESSAGE = 'the machine\'s reason is end-to-end encrypted; open this session on a device that has its key to read it';
+/** RESULT_WITHHELD is what a status says that carries the machine's neutral text without the sealed reason beside it. */
+export const RESULT_WITHHELD = 'the machine\'s reason is end-to-end encrypted, and the relay passed on none to open here';
 /** RESULT_FROM_RELAY starts a sealed session's command reason that came readable: the relay wrote it (or an older ccrelay that does not seal reasons), not the machine under the session's key. */
 export const RESULT_FROM_RELAY = 'the relay says (not sealed by the machine): ';
 /** RESULT_NOT_OPENED is what it says when the sealed reason does not open under the key this device has. */
