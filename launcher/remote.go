@@ -72,6 +72,12 @@ type SessionState struct {
 	// Context is the context window's use after the last turn, as Claude
 	// counts it (get_context_usage; remote mode, when Claude offers it).
 	Context *ContextUsage `json:"context,omitempty"`
+	// Ended says that nothing can run the session again (a Codex thread
+	// Codex never wrote: CodexThreadGone), and ContinuedAs the session
+	// that took its place, when one did. The app offers no way to resume
+	// such a session.
+	Ended       bool   `json:"ended,omitempty"`
+	ContinuedAs string `json:"continuedAs,omitempty"`
 }
 
 // RemoteOptions configure a remote session.

@@ -87,6 +87,17 @@ func SummarizeInfo(info json.RawMessage) json.RawMessage {
 	if json.Unmarshal(m["startedAs"], &as) == nil && as != "" && IsSessionID(as) {
 		out["startedAs"] = as
 	}
+	// A session that cannot go on (nothing can run it again: a Codex
+	// thread Codex never wrote), and the session that took its place, a
+	// session id or left out: apps offer no way to resume it.
+	var ended bool
+	if json.Unmarshal(m["ended"], &ended) == nil && ended {
+		out["ended"] = true
+		var next string
+		if json.Unmarshal(m["continuedAs"], &next) == nil && next != "" && IsSessionID(next) {
+			out["continuedAs"] = next
+		}
+	}
 	// A machine's daemon: what it offers to start.
 	if d := summarizeDaemon(m["daemon"]); d != nil {
 		out["daemon"] = d

@@ -275,17 +275,24 @@ type codexRemoteLink struct {
 }
 
 // endGone tells the app that the session of l.gone cannot go on, and why,
-// now that next, a new thread, takes its place: its info says so (error),
-// and a note in it.
+// now that next, a new thread, takes its place: its info says so (ended,
+// continuedAs, error), and a note in it.
 func (l *codexRemoteLink) endGone(ctx context.Context, pipe *launcher.CodexPipeline, next string) {
-	why := launcher.CodexThreadGone(l.gone, next)
-	l.State(l.gone, launcher.SessionState{Mode: "remote", Status: launcher.StatusIdle, Error: why.Error()})
+	l.State(l.gone, goneThreadState(l.gone, next))
 	text := "ccrelay stopped, and Codex with it, before Codex wrote this thread's first prompt: Codex has no thread " + l.gone +
 		", so this session cannot go on, and nothing sent to it was run. It goes on as a new Codex session, " + next + "."
 	if err := pipe.Note(ctx, l.gone, "codex-gone:"+l.gone+":"+next, text, time.Now().UnixMilli()); err != nil {
 		l.log.Warn("could not note that a Codex thread is gone", "thread", l.gone, "err", err)
 	}
 	fmt.Fprintf(os.Stderr, "ccrelay: Codex thread %s was never written (ccrelay was stopped before Codex wrote it): its session in the app says so, and what the app sent it is refused\n", l.gone)
+}
+
+// goneThreadState is what the session of gone, a thread Codex never
+// wrote, says of itself once next took its place: it ended (nothing can
+// run it again), why (error), and the session it goes on in.
+func goneThreadState(gone, next string) launcher.SessionState {
+	return launcher.SessionState{Mode: "remote", Status: launcher.StatusIdle, Error: launcher.CodexThreadGone(gone, next).Error(),
+		Ended: true, ContinuedAs: next}
 }
 
 // State implements launcher.RemoteEvents.

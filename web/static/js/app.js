@@ -452,6 +452,10 @@ function cleanSession(s) {
   if (typeof raw.forkedFrom === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(raw.forkedFrom)) info.forkedFrom = raw.forkedFrom;
   // A session a machine's daemon started, and a machine (its daemon).
   if (typeof raw.startedBy === 'string' && UUID.test(raw.startedBy)) info.startedBy = raw.startedBy;
+  // Nothing can run this session again (a Codex thread Codex never wrote),
+  // and the session that took its place, when one did (a link only).
+  if (raw.ended === true) info.ended = true;
+  if (info.ended && typeof raw.continuedAs === 'string' && UUID.test(raw.continuedAs)) info.continuedAs = raw.continuedAs;
   // The relay's mark: this session's ccrelay (a machine's daemon) left and
   // did not come back; a machine whose daemon is gone runs nothing.
   if (Number.isFinite(raw.cliGone) && raw.cliGone > 0) info.cliGone = raw.cliGone;
@@ -1002,19 +1006,24 @@ function sessionPage(id) {
     // can a session of plain claude that ccrelay only follows.
     const recording = app.listed && !i.mode;
     const followed = i.mode === 'followed';
-    input.disabled = recording || followed;
+    // Nor can a session that cannot go on (it ended).
+    const ended = !!i.ended && !recording;
+    input.disabled = recording || followed || ended;
     // Offline, a prompt waits in this page and is sent when the relay is back.
     input.placeholder = recording ? 'A recording: it takes no prompts' : followed ? 'Read-only: started with plain claude'
+      : ended ? 'This session cannot go on: it takes no prompts'
       : app.conn.state !== 'open' ? 'Offline: sent when back online' : 'Message ' + (AGENTS[i.agent] || AGENTS.claude) + '…';
-    if (recording || followed) sendBtn.disabled = true;
+    if (recording || followed || ended) sendBtn.disabled = true;
     const busy = i.status === 'busy' || i.status === 'waiting-for-permission';
     stopBtn.hidden = !(remote && busy);
     // Codex's terminal takes nothing from the app (docs/compatibility.md,
     // terminal → phone): no hand-over is offered.
-    fill(hint, i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' && !gone
+    // An ended session says why and links the session it goes on in.
+    const next = ended && i.continuedAs ? [' ', h('a', { class: 'continued-link', href: '#/s/' + encodeURIComponent(i.continuedAs), text: 'Open the session it goes on in' })] : null;
+    fill(hint, ended ? ['⚠ ', prose(i.error || goneState(i)?.note || ''), next] : i.error ? ['⚠ ', prose(i.error)] : remote ? '' : i.mode === 'local' && !gone
       ? (i.agent === 'codex' ? 'This Codex session runs in its terminal, which takes nothing from the app: answer Codex there.' : 'Sending a message moves this session from the terminal to your phone.')
       : followed ? 'Read-only: steering it needs ccrelay (ccrelay --resume ' + id + ' in its folder).' : '');
-    hint.classList.toggle('error', !!i.error);
+    hint.classList.toggle('error', !!i.error || ended);
     renderPerms(i.permissions || []);
     tasks.update(model);
     view?.refreshOpenTurn();
@@ -1025,6 +1034,7 @@ function sessionPage(id) {
   const machineGone = (i) => !i.recording && !!i.mode && (!!i.cliGone || !machine.hidden);
   function statusText(i) {
     if (i.recording) return 'Recording';
+    if (i.ended) return goneState(i)?.text || 'Cannot go on';
     if (machineGone(i)) return goneState(i, true)?.text || 'Machine offline';
     if (i.status === 'waiting-for-permission') return 'Waiting for you';
     if (i.status === 'busy') return 'Working';

@@ -2,18 +2,32 @@
 // (cliGone) when its CLI's connection ended and did not come back, and
 // tells a ccrelay that stopped (it closed its connection itself:
 // cliStopped) from a connection lost (the machine off or offline, ccrelay
-// killed). The mark goes when the CLI is back and announces itself.
+// killed). The mark goes when the CLI is back and announces itself. A
+// session that says it ended (nothing can run it again: a Codex thread
+// Codex never wrote) says so instead, whether a CLI holds it or not, and
+// offers no command to resume it.
 
 import { h, icon } from './dom.js';
 
 /**
  * goneState says what is true of a session the relay marked, or that the
- * page found without its CLI (live: the relay answered /status so):
- * null while a ccrelay holds it (or it never ran: a recording, a session
- * no ccrelay announced, a machine, which says it itself).
+ * page found without its CLI (live: the relay answered /status so), or
+ * that ended: null while a ccrelay holds it and it can go on (or it never
+ * ran: a recording, a session no ccrelay announced, a machine, which says
+ * it itself).
  */
 export function goneState(info, live = false) {
   if (!info || info.recording || !info.mode || info.mode === 'machine') return null;
+  // Nothing can run it again, whether a ccrelay holds it or not: no
+  // command to resume it, and where it goes on when that is known.
+  if (info.ended) {
+    return {
+      kind: 'ended',
+      text: 'Cannot go on',
+      note: 'This ' + (info.agent === 'codex' ? 'Codex' : 'Claude') + ' session cannot go on: nothing can run it again, and nothing sent to it is run.'
+        + (info.continuedAs ? ' It goes on as a new session, ' + info.continuedAs + '.' : ''),
+    };
+  }
   if (!info.cliGone && !live) return null;
   if (info.cliGone && info.cliStopped) {
     return {
@@ -34,5 +48,5 @@ export function goneState(info, live = false) {
 export function goneChip(info) {
   const g = goneState(info);
   if (!g) return null;
-  return h('span', { class: 'chip warn gone', 'data-gone': g.kind, title: info.error && g.kind === 'offline' ? info.error : g.note }, icon(g.kind === 'stopped' ? 'unplug' : 'offline', 'chip-icon'), g.text);
+  return h('span', { class: 'chip warn gone', 'data-gone': g.kind, title: info.error && g.kind !== 'stopped' ? info.error : g.note }, icon(g.kind === 'stopped' ? 'unplug' : g.kind === 'ended' ? 'cross' : 'offline', 'chip-icon'), g.text);
 }
