@@ -52,8 +52,12 @@ type routes struct {
 	owners    map[string]*peer              // session -> the CLI connection that owns it
 	followers map[string]map[*peer]struct{} // owner/session -> app connections told its commands' statuses
 	delivered map[string]*peer              // owner/session/id -> the CLI it was handed to, not answered yet
-	clis      map[*peer]struct{}            // every CLI connection (told its account's devices)
-	apps      map[string]map[*peer]struct{} // device credential id -> its app connections (given its session keys as they come)
+	// catchingUp: session -> its new owner, until the commands queued
+	// before it claimed the session are handed to it (deliverQueued): a
+	// command an app sends meanwhile goes after them, in the order sent.
+	catchingUp map[string]*peer
+	clis       map[*peer]struct{}            // every CLI connection (told its account's devices)
+	apps       map[string]map[*peer]struct{} // device credential id -> its app connections (given its session keys as they come)
 
 	// beforeDelivered, when set (tests), runs after a command is handed to
 	// a CLI and before "delivered" is recorded.
@@ -64,7 +68,8 @@ type routes struct {
 }
 
 func newRoutes() routes {
-	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}, clis: map[*peer]struct{}{}, apps: map[string]map[*peer]struct{}{}}
+	return routes{owners: map[string]*peer{}, followers: map[string]map[*peer]struct{}{}, delivered: map[string]*peer{}, catchingUp: map[string]*peer{},
+		clis: map[*peer]struct{}{}, apps: map[string]map[*peer]struct{}{}}
 }
 
 // told runs the shown hook (tests).
@@ -80,6 +85,9 @@ func (s *Server) setOwner(ctx context.Context, session string, cli *peer) bool {
 	s.peersMu.Lock()
 	prev := s.owners[session]
 	s.owners[session] = cli
+	if prev != cli {
+		s.catchingUp[session] = cli
+	}
 	s.peersMu.Unlock()
 	if prev != cli {
 		s.present(ctx, session, true) // other relays route its commands here
@@ -163,6 +171,17 @@ func (s *Server) deliverQueuedFor(ctx context.Context, owner, session string, cl
 	s.cmdMu.Lock()
 	defer s.cmdMu.Unlock()
 	s.sweepCommands(ctx)
+	s.handOverPending(ctx, owner, session, cli)
+	s.peersMu.Lock()
+	if s.catchingUp[session] == cli {
+		delete(s.catchingUp, session)
+	}
+	s.peersMu.Unlock()
+}
+
+// handOverPending hands cli every command of the owner's session that no
+// CLI answered yet and cli was not handed, oldest first. cmdMu is held.
+func (s *Server) handOverPending(ctx context.Context, owner, session string, cli *peer) {
 	pending, err := s.store.PendingCommands(ctx, owner, session)
 	if err != nil {
 		s.storeFailed("pending commands", session, err)
@@ -275,6 +294,9 @@ func (s *Server) disown(ctx context.Context, cli *peer) (gone []string) {
 		if s.owners[session] == cli {
 			delete(s.owners, session)
 		}
+		if s.catchingUp[session] == cli {
+			delete(s.catchingUp, session)
+		}
 	}
 	for k, p := range s.delivered {
 		if p == cli {
@@ -354,9 +376,23 @@ func (s *Server) command(ctx context.Context, app *peer, f protocol.Frame) error
 	}
 	s.peersMu.Lock()
 	cli := s.owners[f.Session]
+	catchingUp := cli != nil && s.catchingUp[f.Session] == cli
 	s.peersMu.Unlock()
+	handed := false
 	switch {
-	case cli != nil && s.handOver(ctx, cli, owner, f.Session, cmd):
+	case catchingUp:
+		// The CLI claimed the session and the commands queued before are
+		// not handed to it yet: they go first, then this one (stored
+		// queued, it is the newest pending), in the order sent.
+		s.handOverPending(ctx, owner, f.Session, cli)
+		s.peersMu.Lock()
+		handed = s.delivered[cmdKey(owner, f.Session, cmd.ID)] == cli
+		s.peersMu.Unlock()
+	case cli != nil:
+		handed = s.handOver(ctx, cli, owner, f.Session, cmd)
+	}
+	switch {
+	case handed:
 	case queueable(cmd.Kind):
 		s.notify(owner, f.Session, cmd.ID, protocol.StatusQueued, "", "")
 		s.fanSend(ctx, fanMsg{Kind: "c", Session: f.Session, Owner: owner}) // its CLI may be on another relay
