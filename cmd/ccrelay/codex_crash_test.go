@@ -199,6 +199,9 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 				if !strings.Contains(note, newThread) {
 					t.Fatalf("the old session's note does not name the new thread %s: %s", newThread, note)
 				}
+				// Its listed info says it ended, and where it goes on: the
+				// app offers no resume for it.
+				codexSessionInfoSays(t, send, next, stderr, thread, `"ended":true`, `"continuedAs":"`+newThread+`"`)
 				t.Logf("the prompt to the thread Codex never wrote (killed at %s): %s", tc.step, message)
 				return
 			}
@@ -220,6 +223,39 @@ func TestRealCodexPromptThroughKill(t *testing.T) {
 			}
 			t.Logf("the prompt after the kill at %s: %s", tc.step, status)
 		})
+	}
+}
+
+// codexSessionInfoSays asks the relay for its sessions until the listed
+// info of session holds each of want.
+func codexSessionInfoSays(t *testing.T, send func(protocol.Frame), next func(string, *testutil.SyncBuffer) protocol.Frame, stderr *testutil.SyncBuffer, session string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		send(protocol.Frame{Type: protocol.FrameList})
+		f := next("the list", stderr)
+		for f.Type != protocol.FrameSessions {
+			f = next("the list", stderr)
+		}
+		info := ""
+		for _, s := range f.Sessions {
+			if s.ID == session {
+				info = string(s.Info)
+			}
+		}
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(info, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the listed info of %s lacks %s: %s", session, missing, info)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
