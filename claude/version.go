@@ -95,19 +95,29 @@ func VersionWarning(v string) string {
 // InstalledVersion runs `claude --version` and returns the version it
 // prints ("2.1.330").
 func InstalledVersion(ctx context.Context, bin string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, VersionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	// Killed at the timeout, it may leave a child holding its output open
-	// (a launcher's binary): the wait for that output ends too.
-	cmd.WaitDelay = time.Second
-	out, err := cmd.Output()
+	out, err := VersionOutput(ctx, bin)
 	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", bin, err)
+		return "", err
 	}
 	v, _, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
 	if _, ok := ParseVersion(v); !ok {
 		return "", fmt.Errorf("%s --version printed %.80q, not a version", bin, out)
 	}
 	return v, nil
+}
+
+// VersionOutput runs `bin --version` and returns what it printed, giving
+// up at VersionTimeout. Killed at the timeout, the program may leave a
+// child holding its output open (a launcher's binary): the wait for that
+// output ends too, a second later.
+func VersionOutput(ctx context.Context, bin string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, VersionTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s --version: %w", bin, err)
+	}
+	return out, nil
 }

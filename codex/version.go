@@ -3,9 +3,7 @@ package codex
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/ccrelay/ccrelay/claude"
 )
@@ -16,7 +14,7 @@ import (
 const TestedVersion = "0.169.0"
 
 // VersionTimeout bounds `codex --version`.
-const VersionTimeout = 5 * time.Second
+const VersionTimeout = claude.VersionTimeout
 
 // VersionWarning is what to tell the user about running Codex version v:
 // "" for TestedVersion (or a version that cannot be read), else a sentence
@@ -40,15 +38,9 @@ func VersionWarning(v string) string {
 // InstalledVersion runs `codex --version` and returns the version it prints
 // ("codex-cli 0.169.0" gives "0.169.0").
 func InstalledVersion(ctx context.Context, bin string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, VersionTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--version")
-	// Killed at the timeout, it may leave a child holding its output open
-	// (a launcher's binary): the wait for that output ends too.
-	cmd.WaitDelay = time.Second
-	out, err := cmd.Output()
+	out, err := claude.VersionOutput(ctx, bin)
 	if err != nil {
-		return "", fmt.Errorf("%s --version: %w", bin, err)
+		return "", err
 	}
 	v, ok := ParseVersionOutput(string(out))
 	if !ok {
