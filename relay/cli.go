@@ -72,21 +72,15 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			// The owner is known before any app sees what this frame
 			// brings: a command sent on seeing it finds the CLI.
 			fresh := s.setOwner(ctx, f.Session, me)
-			ack, ferr := s.storeBatch(ctx, f.Session, items)
+			reply, ferr := s.storeBatch(ctx, f.Session, items)
 			if ferr != nil {
 				claimed.forget(f.Session)
-				ferr.Ref = f.Ref
-				return writeFrame(ctx, c, *ferr)
+				reply = *ferr
+			} else {
+				crashpoint.Hit(crashpoint.RelayCommitted)
 			}
-			ack.Ref = f.Ref
-			crashpoint.Hit(crashpoint.RelayCommitted)
-			if err := writeFrame(ctx, c, ack); err != nil {
-				return err
-			}
-			if fresh {
-				s.deliverQueued(ctx, f.Session, me)
-			}
-			return nil
+			reply.Ref = f.Ref
+			return s.replyThenHandOver(ctx, c, reply, fresh, f.Session, me)
 		case protocol.FrameLive:
 			if err := checkSession(f.Session); err != nil {
 				return writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameError, Ref: f.Ref, Code: "bad-live", Message: err.Error()})
@@ -132,31 +126,43 @@ func (s *Server) serveCLI(w http.ResponseWriter, r *http.Request) {
 			// nothing to list, and the relay holds no more than it needs.
 			si, err := s.store.Announce(ctx, f.Session, summaryInfo(f.Info))
 			if errors.Is(err, ErrDeleted) {
-				return writeFrame(ctx, c, claimRefused(f, err)) // deleted since the claim
+				// Deleted since the claim.
+				return s.replyThenHandOver(ctx, c, claimRefused(f, err), fresh, f.Session, me)
 			}
 			if err != nil {
 				// The frame was valid: the store failed (the CLI retries).
 				s.storeFailed("announce", f.Session, err)
 				e := errorFrame("store", "%v", err)
 				e.Ref = f.Ref
-				return writeFrame(ctx, c, e)
+				return s.replyThenHandOver(ctx, c, e, fresh, f.Session, me)
 			}
 			s.hub.sessionChanged(si)
 			s.fanSend(ctx, fanMsg{Kind: "s", Session: f.Session, Owner: si.Owner})
 			s.told(f.Session)
 			s.pushAnnounced(ctx, si, f.Info)
-			if err := writeFrame(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}); err != nil {
-				return err
-			}
-			if fresh {
-				s.deliverQueued(ctx, f.Session, me)
-			}
-			return nil
+			return s.replyThenHandOver(ctx, c, protocol.Frame{Type: protocol.FrameAck, Ref: f.Ref, Session: f.Session}, fresh, f.Session, me)
 		default:
 			return writeFrame(ctx, c, errorFrame("bad-type", "unknown frame type %q on the CLI endpoint", f.Type))
 		}
 	})
 	s.closeStatus(c, err)
+}
+
+// replyThenHandOver writes the reply to a CLI's frame that claimed session
+// (its ack, or the error the store gave) and then, if the claim made the
+// CLI the session's owner (fresh), hands it the commands queued for the
+// session. It does so whatever the reply: the CLI stays the owner after a
+// failed store, its retry finds it so and is not fresh, and until the
+// queued commands are handed over they would wait for the next command an
+// app sends.
+func (s *Server) replyThenHandOver(ctx context.Context, c *websocket.Conn, reply protocol.Frame, fresh bool, session string, me *peer) error {
+	if err := writeFrame(ctx, c, reply); err != nil {
+		return err
+	}
+	if fresh {
+		s.deliverQueued(ctx, session, me)
+	}
+	return nil
 }
 
 func (s *Server) closeStatus(c *websocket.Conn, err error) {
