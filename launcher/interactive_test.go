@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -29,9 +28,7 @@ import (
 // screen collects what a program printed to its terminal.
 type screen struct{ testutil.SyncBuffer }
 
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]`)
-
-func (s *screen) text() string { return ansi.ReplaceAllString(s.String(), "") }
+func (s *screen) text() string { return testutil.TerminalText(s.String()) }
 
 // newTerminal opens a pseudo-terminal of 40 rows and cols columns, closed
 // when the test ends: Claude gets tty, and scr collects what it prints.

@@ -23,6 +23,7 @@ import (
 	"github.com/ccrelay/ccrelay/internal/codextest"
 	"github.com/ccrelay/ccrelay/internal/config"
 	"github.com/ccrelay/ccrelay/internal/fakeresponses"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/mapper"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
@@ -149,7 +150,7 @@ func realCodexLocal(t *testing.T, shared bool) {
 	if !strings.Contains(scr.text(), which) {
 		t.Errorf("the first line does not say %q:\n%q", which, tail(scr.text(), 3000))
 	}
-	drawn := func() string { return strings.ReplaceAll(csi.ReplaceAllString(scr.text(), ""), " ", "") }
+	drawn := func() string { return strings.ReplaceAll(testutil.TerminalText(scr.text()), " ", "") }
 	until("the input box", func() bool { return strings.Contains(drawn(), "?forshortcuts") })
 	// answered waits for the n-th thread of the run (by its rollout) to
 	// hold the fake's answer on the relay, and returns its id.
@@ -192,7 +193,7 @@ func realCodexLocal(t *testing.T, shared bool) {
 	// (the TUI draws one or the other): before it, what is typed still
 	// goes to the first thread.
 	until("the new chat", func() bool {
-		drawn := strings.ReplaceAll(csi.ReplaceAllString(scr.text()[mark:], ""), " ", "")
+		drawn := strings.ReplaceAll(testutil.TerminalText(scr.text()[mark:]), " ", "")
 		return strings.Contains(drawn, ">_OpenAICodex(v") || strings.Contains(drawn, "⣿⣿⣿")
 	})
 	typeInTerminal(t, ptmx, scr, "hello again codex")

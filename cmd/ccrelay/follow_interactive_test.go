@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -21,6 +20,7 @@ import (
 	"github.com/ccrelay/ccrelay/internal/config"
 	"github.com/ccrelay/ccrelay/internal/envtest"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/ccrelay/ccrelay/relay"
 )
@@ -204,10 +204,6 @@ func enterUntilTaken(t *testing.T, ptmx io.Writer, scr *watchWriter, e *claudete
 	}
 }
 
-// csi matches a terminal's control sequences: CSI, and OSC ended by BEL or
-// by ST (ESC \).
-var csi = regexp.MustCompile(`\x1b\[[0-9;?>]*[ -/]*[@-~]|\x1b\][^\a\x1b]*(\a|\x1b\\)`)
-
 // typeInTerminal types text into a terminal, waits until the program echoed it
 // (typing again if the keys were lost while its input box was not ready),
 // then presses Enter.
@@ -218,7 +214,7 @@ func typeInTerminal(t *testing.T, ptmx io.Writer, scr *watchWriter, text string)
 	echoed := func() bool {
 		// The screen draws spaces as cursor moves: compare without them,
 		// and without the terminal's control sequences.
-		drawn := csi.ReplaceAllString(scr.text()[mark:], "")
+		drawn := testutil.TerminalText(scr.text()[mark:])
 		return strings.Contains(strings.ReplaceAll(drawn, " ", ""), squeezed)
 	}
 	for attempt := 0; !echoed(); attempt++ {

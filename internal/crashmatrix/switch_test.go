@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"github.com/ccrelay/ccrelay/internal/claudetest"
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
 	"github.com/ccrelay/ccrelay/internal/fakeapi"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -33,8 +33,6 @@ type terminal struct {
 	buf  strings.Builder
 }
 
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-Za-z]`)
-
 func (s *terminal) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -44,7 +42,7 @@ func (s *terminal) Write(p []byte) (int, error) {
 func (s *terminal) text() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return ansi.ReplaceAllString(s.buf.String(), "")
+	return testutil.TerminalText(s.buf.String())
 }
 
 // startLocal runs ccrelay in local mode (Claude in the terminal) for the
