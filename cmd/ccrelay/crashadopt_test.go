@@ -18,6 +18,7 @@ import (
 
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/launcher"
 	"github.com/ccrelay/ccrelay/protocol"
 )
@@ -64,13 +65,13 @@ func TestCrashPointsAdopt(t *testing.T) {
 				if point != "" {
 					cmd.Env = append(cmd.Env, crashpoint.Env+"="+point)
 				}
-				var stderr strings.Builder
-				cmd.Stderr = &stderr
+				stderr := &testutil.SyncBuffer{}
+				cmd.Stderr = stderr
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				if crashed := waitCLI(t, cmd, rl, &stderr); crashed != (point != "") {
-					t.Fatalf("run %d (crash point %q): crashed %v\n%s", i+1, point, crashed, &stderr)
+				if crashed := waitCLI(t, cmd, rl, stderr); crashed != (point != "") {
+					t.Fatalf("run %d (crash point %q): crashed %v\n%s", i+1, point, crashed, stderr)
 				}
 			}
 

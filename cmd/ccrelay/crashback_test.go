@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ccrelay/ccrelay/internal/crashpoint"
-	"github.com/ccrelay/ccrelay/internal/envtest"
-	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
+
+	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/internal/envtest"
+	"github.com/ccrelay/ccrelay/internal/testutil"
+	"github.com/ccrelay/ccrelay/protocol"
 )
 
 // The way back from remote to local, with ccrelay killed at its step: a
@@ -54,7 +56,7 @@ func TestCrashPointBackToLocal(t *testing.T) {
 		ptmx.Close()
 		<-copied
 	}()
-	s.stderr = &strings.Builder{}
+	s.stderr = &testutil.SyncBuffer{}
 	if s.until("the terminal's records", cmd, exited, func() bool { return len(storedLines(t, rl.data, session)) >= 9 }) {
 		t.Fatalf("ccrelay ended\n%s", screen.text())
 	}

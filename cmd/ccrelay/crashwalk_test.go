@@ -19,10 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/ccrelay/ccrelay/claude"
 	"github.com/ccrelay/ccrelay/internal/crashpoint"
+	"github.com/ccrelay/ccrelay/internal/testutil"
 	"github.com/ccrelay/ccrelay/protocol"
-	"github.com/coder/websocket"
 )
 
 // crashRelay is `ccrelay serve` that may be started with a crash point and
@@ -97,30 +99,42 @@ func killed(cmd *exec.Cmd) bool {
 
 // waitCLI waits for a ccrelay run to end, reviving the relay meanwhile,
 // and reports whether the run was killed by its crash point.
-func waitCLI(t *testing.T, cmd *exec.Cmd, rl *crashRelay, stderr *strings.Builder) bool {
+func waitCLI(t *testing.T, cmd *exec.Cmd, rl *crashRelay, stderr *testutil.SyncBuffer) bool {
 	t.Helper()
+	crashed, err := waitRun(cmd, func() { rl.revive() }, time.After(60*time.Second), stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crashed
+}
+
+// waitRun waits for a run to end, calling revive every 20 ms meanwhile,
+// and reports whether it was killed by its crash point. When timeout
+// fires first it kills the run and fails with what the run wrote on
+// stderr: the run's output is still being copied into stderr then (by
+// cmd.Wait, which has not returned), so stderr is a SyncBuffer.
+func waitRun(cmd *exec.Cmd, revive func(), timeout <-chan time.Time, stderr *testutil.SyncBuffer) (bool, error) {
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	deadline := time.After(60 * time.Second)
+	go func() { done <- cmd.Wait() }() // ends with the run (killed on the timeout)
 	for {
 		select {
 		case err := <-done:
 			if killed(cmd) {
-				return true
+				return true, nil
 			}
 			var ee *exec.ExitError
 			if err != nil && !errors.As(err, &ee) {
-				t.Fatalf("ccrelay: %v", err)
+				return false, fmt.Errorf("ccrelay: %w", err)
 			}
 			if err != nil {
-				t.Fatalf("ccrelay: %v\n%s", err, stderr)
+				return false, fmt.Errorf("ccrelay: %w\n%s", err, stderr)
 			}
-			return false
-		case <-deadline:
+			return false, nil
+		case <-timeout:
 			cmd.Process.Kill()
-			t.Fatalf("ccrelay did not end\n%s", stderr)
+			return false, fmt.Errorf("ccrelay did not end\n%s", stderr)
 		case <-time.After(20 * time.Millisecond):
-			rl.revive()
+			revive()
 		}
 	}
 }
@@ -167,13 +181,13 @@ func TestCrashPointsLocal(t *testing.T) {
 			if relayPoint == "" {
 				cmd.Env = append(cmd.Env, crashpoint.Env+"="+step)
 			}
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
+			stderr := &testutil.SyncBuffer{}
+			cmd.Stderr = stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			pid := readPID(t, r.pidfile)
-			crashed := waitCLI(t, cmd, rl, &stderr)
+			crashed := waitCLI(t, cmd, rl, stderr)
 			waitGone(t, pid)
 			if !crashed && rl.crashes == 0 {
 				t.Fatalf("step %s was never reached", step)
@@ -183,12 +197,12 @@ func TestCrashPointsLocal(t *testing.T) {
 			os.WriteFile(r.script, b, 0o644)
 			os.Remove(r.pidfile)
 			cmd = r.command("--relay", rl.base, "--relay-token", rl.token, "--", "--resume", session)
-			stderr.Reset()
-			cmd.Stderr = &stderr
+			stderr = &testutil.SyncBuffer{}
+			cmd.Stderr = stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if waitCLI(t, cmd, rl, &stderr) {
+			if waitCLI(t, cmd, rl, stderr) {
 				t.Fatal("the second run crashed")
 			}
 			got := storedAsReplay(t, r, rl, session)
@@ -235,8 +249,8 @@ type crashSession struct {
 	home, project, state  string
 	stream, local, pidlog string
 	session               string
-	stderr                *strings.Builder // the running ccrelay's
-	told                  string           // the first status of the last prompt
+	stderr                *testutil.SyncBuffer // the running ccrelay's
+	told                  string               // the first status of the last prompt
 }
 
 func newCrashSession(t *testing.T, rl *crashRelay, session string) *crashSession {
@@ -264,7 +278,7 @@ func newCrashSession(t *testing.T, rl *crashRelay, session string) *crashSession
 }
 
 // start runs ccrelay with args (and the crash point, if any).
-func (s *crashSession) start(point string, args ...string) (*exec.Cmd, *strings.Builder) {
+func (s *crashSession) start(point string, args ...string) (*exec.Cmd, *testutil.SyncBuffer) {
 	args = append([]string{"--claude", fakeClaude, "--state", filepath.Join(s.state, "ccrelay"), "--relay", s.rl.base, "--relay-token", s.rl.token}, args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = s.project
@@ -272,13 +286,13 @@ func (s *crashSession) start(point string, args ...string) (*exec.Cmd, *strings.
 	if point != "" {
 		cmd.Env = append(cmd.Env, crashpoint.Env+"="+point)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	s.stderr = &stderr
-	return cmd, &stderr
+	s.stderr = stderr
+	return cmd, stderr
 }
 
 // until waits for cond or for cmd to end (then it reports true: the run
@@ -363,7 +377,7 @@ func (s *crashSession) turnEnds() int {
 
 // stop ends a run that is still going (SIGTERM) and reports whether it
 // was killed by its crash point.
-func (s *crashSession) stop(cmd *exec.Cmd, exited <-chan struct{}, stderr *strings.Builder) bool {
+func (s *crashSession) stop(cmd *exec.Cmd, exited <-chan struct{}, stderr *testutil.SyncBuffer) bool {
 	s.t.Helper()
 	select {
 	case <-exited:
@@ -497,7 +511,7 @@ func TestCrashPointsRemoteAndSwitching(t *testing.T) {
 				rl := startCrashRelay(t, relayPoint)
 				s := newCrashSession(t, rl, session)
 				var cmd *exec.Cmd
-				var stderr *strings.Builder
+				var stderr *testutil.SyncBuffer
 				if kind == "remote" {
 					cmd, stderr = s.start(cliPoint, "--remote", "--session", session)
 				} else {
@@ -544,24 +558,24 @@ func TestCrashNamingTheRelay(t *testing.T) {
 	r := newLocalRun(t, append([]string{userLine("u1", 0, "first")}, bigLines(0, 3, 100)...), map[string]any{"intervalMs": 2})
 	cmd := r.command("--relay", rl.base, "--relay-token", rl.token, "--", "--session-id", session)
 	cmd.Env = append(cmd.Env, crashpoint.Env+"="+crashpoint.Renamed)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !waitCLI(t, cmd, rl, &stderr) {
-		t.Fatalf("ccrelay was not killed at its first durable replace\n%s", &stderr)
+	if !waitCLI(t, cmd, rl, stderr) {
+		t.Fatalf("ccrelay was not killed at its first durable replace\n%s", stderr)
 	}
 	if _, err := os.Stat(r.pidfile); err == nil {
 		t.Fatal("Claude started before the outbox named its relay")
 	}
 	cmd = r.command("--relay", rl.base, "--relay-token", rl.token, "--", "--session-id", session)
-	stderr.Reset()
-	cmd.Stderr = &stderr
+	stderr = &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if waitCLI(t, cmd, rl, &stderr) {
+	if waitCLI(t, cmd, rl, stderr) {
 		t.Fatal("the second run crashed")
 	}
 	storedAsReplay(t, r, rl, session)
