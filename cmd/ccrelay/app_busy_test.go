@@ -159,7 +159,7 @@ func TestAppRetriesBusy(t *testing.T) {
 	ctx := newBrowser(t)
 	must(t, ctx, phone(), chromedp.Navigate(b.base+"/#token="+r.token+"&timing=backoffMin:20,backoffMax:200"))
 	waitJS(t, ctx, "the session listed", fmt.Sprintf(`!!document.querySelector('li[data-session=%q] a')`, id))
-	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`li[data-session=%q] a`, id))))
+	click(t, ctx, fmt.Sprintf(`li[data-session=%q] a`, id))
 	waitJS(t, ctx, "the session rendered", fmt.Sprintf(`document.body.dataset.rendered === %q`, id))
 	showAll(t, ctx)
 	waitJS(t, ctx, "the earlier part joined", fmt.Sprintf(`document.body.dataset.earlier === %q`, id))

@@ -3,8 +3,6 @@ package main
 import (
 	"testing"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -25,7 +23,7 @@ func TestAppCodexPermissionNoEdit(t *testing.T) {
 	if eval[bool](t, ctx, `!!document.querySelector('.perm button.edit-first') || !!document.querySelector('.perm .perm-edit')`) {
 		t.Fatal("a Codex request offers an edit of its input")
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-cmd"] button.allow`)))
+	click(t, ctx, `.perm[data-request="req-cmd"] button.allow`)
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-cmd" || !c.Allow || len(c.Input) != 0 {
 		t.Fatalf("answer %+v (input %s)", c, c.Input)
 	}

@@ -28,7 +28,7 @@ func TestAppResumesCodexThread(t *testing.T) {
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
 	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
 	open := func() {
-		must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+		click(t, ctx, `.new-session-btn`)
 		waitJS(t, ctx, "the sheet", `!!document.querySelector('dialog[open] .folder-list li[data-dir="/home/dev/app"]')`)
 		must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .folder-list li[data-dir="/home/dev/app"]`)),
 			chromedp.Click(chromedp.CSS(`dialog[open] .tabs button:nth-child(2)`)))
@@ -41,7 +41,7 @@ func TestAppResumesCodexThread(t *testing.T) {
 	open()
 	checkAccessible(t, ctx, "the Resume tab with a Codex thread")
 	screenshot(t, ctx, "new-session-resume-codex")
-	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, thread))))
+	click(t, ctx, fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, thread))
 	c := cli.command(protocol.StatusDone, "")
 	if c.Kind != protocol.CommandStart || !c.Resume || c.Agent != protocol.AgentCodex || c.Target != thread || c.Dir != "/home/dev/app" || c.Text != "" {
 		t.Fatalf("start command %+v", c)
@@ -50,7 +50,7 @@ func TestAppResumesCodexThread(t *testing.T) {
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
 	waitJS(t, ctx, "the list", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
 	open()
-	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, past))))
+	click(t, ctx, fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, past))
 	c = cli.command(protocol.StatusDone, "")
 	if c.Kind != protocol.CommandStart || !c.Resume || c.Agent != "" || c.Target != past {
 		t.Fatalf("start command %+v", c)

@@ -28,7 +28,7 @@ func TestAppNewSessionOffersCodex(t *testing.T) {
 	ctx := newBrowser(t)
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
 	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	click(t, ctx, `.new-session-btn`)
 	waitJS(t, ctx, "the sheet", `!!document.querySelector('dialog[open] .folder-list li[data-dir="/home/dev/app"]')`)
 	pickMachine := func(id string) {
 		must(t, ctx, setValue(`dialog[open] select[aria-label="Machine"]`, id))
@@ -75,7 +75,7 @@ func TestAppOpensStartedCodexThread(t *testing.T) {
 	ctx := newBrowser(t)
 	must(t, ctx, phone390(), chromedp.Navigate(r.base+"/#token="+r.token))
 	waitJS(t, ctx, "the New session button", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	click(t, ctx, `.new-session-btn`)
 	waitJS(t, ctx, "the sheet", `!!document.querySelector('dialog[open] .folder-list li[data-dir="/home/dev/app"]')`)
 	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .folder-list li[data-dir="/home/dev/app"]`)),
 		setValue(`dialog[open] select[aria-label="Agent"]`, "codex"))
@@ -112,16 +112,16 @@ func TestAppOpensStartedCodexThread(t *testing.T) {
 	cli.announce(machine, daemonInfo(map[string]string{c.Target: thread}, c.Target, thread))
 	waitJS(t, ctx, "the new thread open", fmt.Sprintf(`decodeURIComponent(location.hash) === %q && !!document.body.dataset.rendered`, "#/s/"+thread))
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	click(t, ctx, `button[aria-label="Session settings"]`)
 	waitJS(t, ctx, "the Stop button", `!!document.querySelector('dialog[open] .stop-session')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .stop-session`)))
+	click(t, ctx, `dialog[open] .stop-session`)
 	if s := cli.command(protocol.StatusDone, ""); s.Kind != protocol.CommandStop || s.Target != thread {
 		t.Fatalf("stop command %+v, want the thread %s", s, thread)
 	}
 	// The impostor's settings offer no Stop: it is none of the machine's.
 	must(t, ctx, chromedp.Navigate(r.base+"/#/s/"+impostor))
 	waitJS(t, ctx, "the impostor open", fmt.Sprintf(`decodeURIComponent(location.hash) === %q && !!document.body.dataset.rendered`, "#/s/"+impostor))
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	click(t, ctx, `button[aria-label="Session settings"]`)
 	waitJS(t, ctx, "its settings", `!!document.querySelector('dialog[open] .sheet-title')`)
 	if eval[bool](t, ctx, `!!document.querySelector('dialog[open] .stop-session')`) {
 		t.Fatal("a session that claims a start it is not offers to stop the start's session")

@@ -55,7 +55,7 @@ func TestAppCodexWords(t *testing.T) {
 		if title := eval[string](t, ctx, `document.querySelector('.meter').title`); title != "Context in use: 250k / 1.0M "+c.count {
 			t.Errorf("%s session's meter: %q", c.agent, title)
 		}
-		must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="`+req+`"] button.deny-why`)))
+		click(t, ctx, `.perm[data-request="`+req+`"] button.deny-why`)
 		got := eval[map[string]string](t, ctx, fmt.Sprintf(`(() => {
 			const p = document.querySelector('.perm[data-request=%q]'), r = p.querySelector('.perm-reason-text');
 			return { link: p.querySelector('button.deny-why').textContent, placeholder: r.placeholder, label: r.getAttribute('aria-label'),

@@ -32,7 +32,7 @@ func TestAppNewSessionSheet(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('li.session-row').length`); n != 0 {
 		t.Fatalf("%d session rows: the machine is listed as a session", n)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	click(t, ctx, `.new-session-btn`)
 	waitJS(t, ctx, "the sheet with the project folder", fmt.Sprintf(`!!document.querySelector('dialog[open] .folder-list li[data-dir=%q]')`, r.project))
 	modes := eval[string](t, ctx, `[...document.querySelectorAll('dialog[open] select[aria-label="Permission mode"] option')].map(o => o.value).join(',')`)
 	if strings.Contains(modes, "bypassPermissions") || !strings.Contains(modes, "plan") {
@@ -66,7 +66,7 @@ func TestAppNewSessionSheet(t *testing.T) {
 	waitJS(t, ctx, "the folder picked", `document.querySelector('dialog[open] .folder-list li.selected') !== null`)
 	must(t, ctx, setValue(`dialog[open] select[aria-label="Permission mode"]`, "plan"))
 	screenshot(t, ctx, "new-session-sheet")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .tab-body button.primary`)))
+	click(t, ctx, `dialog[open] .tab-body button.primary`)
 	waitJS(t, ctx, "the new session open", `location.hash.startsWith('#/s/') && !!document.body.dataset.rendered`)
 	id := strings.TrimPrefix(eval[string](t, ctx, `decodeURIComponent(location.hash)`), "#/s/")
 	waitJS(t, ctx, "the answer", `document.body.innerText.includes('hello from the phone') && document.body.innerText.includes('hello from claude')`)
@@ -76,21 +76,21 @@ func TestAppNewSessionSheet(t *testing.T) {
 
 	// Stop, from the session's settings.
 	waitJS(t, ctx, "the machine says it runs the session", fmt.Sprintf(`(() => { const m = [...window.ccrelay.sessions.values()].find(s => s.info.mode === 'machine'); return !!m && m.info.daemon.running.has(%q); })()`, id))
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	click(t, ctx, `button[aria-label="Session settings"]`)
 	waitJS(t, ctx, "the Stop button", `!!document.querySelector('dialog[open] .stop-session')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog[open] .stop-session`)))
+	click(t, ctx, `dialog[open] .stop-session`)
 	waitJS(t, ctx, "the session says it stopped", `document.body.innerText.includes('Stopped from the app')`)
 
 	// Resume the past session.
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
 	waitJS(t, ctx, "the list", `!!document.querySelector('.new-session-btn') && !document.querySelector('.new-session-btn').hidden`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.new-session-btn`)))
+	click(t, ctx, `.new-session-btn`)
 	waitJS(t, ctx, "the sheet", fmt.Sprintf(`!!document.querySelector('dialog[open] .folder-list li[data-dir=%q]')`, r.project))
 	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`dialog[open] .folder-list li[data-dir=%q]`, r.project))),
 		chromedp.Click(chromedp.CSS(`dialog[open] .tabs button:nth-child(2)`)))
 	waitJS(t, ctx, "the past session listed", fmt.Sprintf(`(() => { const li = document.querySelector('dialog[open] .past-sessions li[data-session=%q]'); return !!li && li.textContent.includes('the refactor from yesterday'); })()`, past))
 	screenshot(t, ctx, "new-session-resume")
-	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, past))))
+	click(t, ctx, fmt.Sprintf(`dialog[open] .past-sessions li[data-session=%q] button.resume`, past))
 	waitJS(t, ctx, "the resumed session open", fmt.Sprintf(`decodeURIComponent(location.hash) === '#/s/' + %q`, past))
 	if b, _ := os.ReadFile(r.arglog); strings.Contains(string(b), `"--resume=`+past+`"`) {
 		t.Fatal("Claude resumed before any prompt")

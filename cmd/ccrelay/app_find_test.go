@@ -225,7 +225,7 @@ func TestAppListSearchAndFilters(t *testing.T) {
 
 	state := func(s string) {
 		t.Helper()
-		must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`.filter-chip[data-state=%q]`, s))))
+		click(t, ctx, fmt.Sprintf(`.filter-chip[data-state=%q]`, s))
 	}
 	state("waiting")
 	waitRows(t, ctx, "waiting for me", "fix the login bug")
@@ -243,14 +243,14 @@ func TestAppListSearchAndFilters(t *testing.T) {
 	screenshot(t, ctx, "list-filters-phone")
 
 	// The choice stays across a visit to a session.
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.session-row a`)))
+	click(t, ctx, `.session-row a`)
 	waitJS(t, ctx, "the session", `document.body.dataset.rendered === "0c0c0c0c-0002-4222-8333-444444444444"`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`a.back`)))
+	click(t, ctx, `a.back`)
 	waitRows(t, ctx, "back on the list", "add a login page")
 
 	search("release")
 	waitJS(t, ctx, "nothing matches", `document.querySelector('.sessions .empty-title')?.textContent === 'No session matches'`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.sessions .empty button`)))
+	click(t, ctx, `.sessions .empty button`)
 	waitRows(t, ctx, "filters cleared", all...)
 	if got := eval[string](t, ctx, `document.querySelector('input[aria-label="Search sessions"]').value + '|' + document.querySelector('select[aria-label="Machine"]').value`); got != "|" {
 		t.Errorf("after clearing: %q", got)
@@ -277,7 +277,7 @@ func TestAppFindInSession(t *testing.T) {
 	}
 	reply := "The zebrafish settings live in conf/zebrafish.toml."
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)))
+	click(t, ctx, `button[aria-label="Find in session"]`)
 	waitJS(t, ctx, "the find bar focused", `document.activeElement === document.querySelector('input[aria-label="Find in session"]')`)
 	must(t, ctx, typeInto(`input[aria-label="Find in session"]`, "ZebraFish"))
 	// where says where the current match is: count, then the unit holding it.
@@ -294,13 +294,13 @@ func TestAppFindInSession(t *testing.T) {
 		if got := where(); got != want {
 			t.Errorf("find shows %q, want %q", got, want)
 		}
-		must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Previous match"]`)))
+		click(t, ctx, `button[aria-label="Previous match"]`)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Next match"]`)))
+	click(t, ctx, `button[aria-label="Next match"]`)
 	if got := where(); got != "6 of 6|tool:true|zebrafish" {
 		t.Errorf("next from 5 shows %q", got)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Next match"]`)))
+	click(t, ctx, `button[aria-label="Next match"]`)
 	if got := where(); got != "1 of 6|prompt|zebrafish" {
 		t.Errorf("next from the last shows %q", got)
 	}

@@ -109,7 +109,7 @@ func TestAppSignOutForgets(t *testing.T) {
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
 	waitJS(t, ctx, "the sign-out button", `!!document.querySelector('.device-signout')`)
 	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".device-signout")))
+	click(t, ctx, ".device-signout")
 	checkForgotten(t, ctx, "This device was signed out.")
 	checkAccessible(t, ctx, "the signed-out page")
 

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/ccrelay/ccrelay/protocol"
 )
 
@@ -34,7 +32,7 @@ func TestAppPermissionClipped(t *testing.T) {
 		t.Fatalf("cards %s, want %s", got, want)
 	}
 	screenshot(t, ctx, "permission-clipped-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-big"] button.allow`)))
+	click(t, ctx, `.perm[data-request="req-big"] button.allow`)
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-big" || !c.Allow || len(c.Input) != 0 {
 		t.Fatalf("answer %+v (input %s)", c, c.Input)
 	}

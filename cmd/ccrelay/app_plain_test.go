@@ -286,7 +286,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	if title := eval[string](t, ctx, `document.querySelector('.top-sub .chip.e2e').title`); !strings.Contains(title, "laptop") || !strings.Contains(title, fp) {
 		t.Errorf("the header's chip says %q (fingerprint %s)", title, fp)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	click(t, ctx, `button[aria-label="Session settings"]`)
 	waitJS(t, ctx, "the settings' protection line", fmt.Sprintf(`(document.querySelector('dialog .protection')?.textContent || '').includes(%q)`, fp))
 	eval[bool](t, ctx, `document.querySelector('dialog').close() || true`)
 
@@ -309,7 +309,7 @@ func TestAppMarksPlaintextSessions(t *testing.T) {
 	if sent := eval[[]string](t, ctx, `window.__sent`); strings.Contains(strings.Join(sent, "\n"), m1) {
 		t.Fatalf("sent before it was confirmed: %q", sent)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(".seal-note button.send-plain")))
+	click(t, ctx, ".seal-note button.send-plain")
 	if c := cli.command(protocol.StatusDone, ""); c.Text != m1 || c.Sealed != "" {
 		t.Errorf("the CLI got %+v", c)
 	}

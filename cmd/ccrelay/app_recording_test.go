@@ -32,7 +32,7 @@ func TestAppShowsRecording(t *testing.T) {
 	if c := chip(live); c != "" {
 		t.Errorf("a live session's row says %q", c)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`li[data-session=%q] a`, rec))))
+	click(t, ctx, fmt.Sprintf(`li[data-session=%q] a`, rec))
 	waitJS(t, ctx, "the recording rendered", fmt.Sprintf(`document.body.dataset.rendered === %q`, rec))
 	waitJS(t, ctx, "the recording said", `(() => { const n = document.querySelector('.recording-note'); return !!n && !n.hidden && n.innerText.includes('recording') && document.querySelector('.top-sub .status-text')?.textContent === 'Recording'; })()`)
 	screenshot(t, ctx, "recording")

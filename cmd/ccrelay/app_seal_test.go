@@ -260,7 +260,7 @@ func TestAppPairingRefusesSwappedKey(t *testing.T) {
 	ctx := newBrowser(t)
 	must(t, ctx, phone(), chromedp.Navigate(swapped))
 	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
+	click(t, ctx, ".pair-form button")
 	waitJS(t, ctx, "the refusal", `(() => { const e = document.querySelector('.pair-error'); return !!e && !e.hidden && e.textContent.includes("changed the machine's key") })()`)
 	if tok := eval[string](t, ctx, `localStorage.getItem('ccrelay.token') || ''`); tok != "" {
 		t.Errorf("a credential was kept: %.8q…", tok)

@@ -102,6 +102,34 @@ func must(t testing.TB, ctx context.Context, actions ...chromedp.Action[chromedp
 	}
 }
 
+// click clicks the first element sel matches, as chromedp.Click does, and
+// again if the app drew that element anew between chromedp finding it and
+// clicking it (the node found is gone): the list and a session are drawn
+// again on changes, so a click at the wrong moment failed with "Could not
+// find node with given id" where a finger would have tapped the new one.
+func click(t testing.TB, ctx context.Context, sel string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if !staleNode(err) || time.Now().After(deadline) {
+			t.Fatalf("click %s: %v", sel, err)
+		}
+	}
+}
+
+// staleNode says whether err is the browser's answer about a node that
+// was removed from the page after it was found.
+func staleNode(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Could not find node with given id") ||
+		strings.Contains(s, "No node with given id found") ||
+		strings.Contains(s, "Node is detached from document")
+}
+
 // eval runs JavaScript in the page and returns its value.
 func eval[T any](t testing.TB, ctx context.Context, expr string) T {
 	t.Helper()
@@ -617,11 +645,11 @@ func TestAppSteers(t *testing.T) {
 		t.Fatal("allow for the session shown where not offered, or missing")
 	}
 	screenshot(t, ctx, "permission-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-1"] button.session`)))
+	click(t, ctx, `.perm[data-request="req-1"] button.session`)
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow || !c.ForSession {
 		t.Fatalf("answer %+v", c)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-2"] .perm-actions button.deny`)))
+	click(t, ctx, `.perm[data-request="req-2"] .perm-actions button.deny`)
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-2" || c.Allow || c.Reason == "" {
 		t.Fatalf("answer %+v", c)
 	}
@@ -630,7 +658,7 @@ func TestAppSteers(t *testing.T) {
 	// Interrupt while busy; the CLI rejects it and the page says why.
 	cli.announce(id, map[string]any{"mode": "remote", "status": "busy"})
 	waitJS(t, ctx, "the interrupt button", `!document.querySelector('button.stop').hidden`)
-	must(t, ctx, chromedp.Click(chromedp.CSS("button.stop")))
+	click(t, ctx, "button.stop")
 	if c := cli.command(protocol.StatusRejected, "Claude is not working on anything"); c.Kind != protocol.CommandAbort {
 		t.Fatalf("command %+v", c)
 	}
@@ -913,7 +941,7 @@ func TestAppSurvivesBadFrames(t *testing.T) {
 	t.Logf("list note: %s", eval[string](t, ctx, `document.querySelector('.skip-note').textContent`))
 	screenshot(t, ctx, "bad-frames-list-phone")
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="0a0a0a0a-1111-4222-8333-444444444444"] a`)))
+	click(t, ctx, `li[data-session="0a0a0a0a-1111-4222-8333-444444444444"] a`)
 	waitJS(t, ctx, "the session shown past the bad envelopes", `(() => { const b = document.querySelector('.blocks'); return !!b && b.innerText.includes('answer after the bad ones') })()`)
 	text := eval[string](t, ctx, `document.querySelector('.blocks').innerText`)
 	for _, want := range []string{"Please fix the flaky test", "first answer before the bad ones", "answer after the bad ones"} {
@@ -950,7 +978,7 @@ func TestAppForkLinksParent(t *testing.T) {
 	r.open(t, ctx, fork)
 	waitJS(t, ctx, "the link to the parent", `(() => { const a = document.querySelector('a.fork-link');
 		return a && a.textContent === 'forked from The parent session' && a.getAttribute('href') === '#/s/`+parent+`'; })()`)
-	must(t, ctx, chromedp.Click(chromedp.CSS("a.fork-link")))
+	click(t, ctx, "a.fork-link")
 	waitJS(t, ctx, "the parent open", `location.hash === '#/s/`+parent+`' && !document.querySelector('a.fork-link')`)
 }
 

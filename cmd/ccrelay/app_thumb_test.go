@@ -173,23 +173,23 @@ func TestAppTapTargets(t *testing.T) {
 	waitJS(t, ctx, "the list", fmt.Sprintf(`document.querySelectorAll('.session-row').length === %d && !document.querySelector('.new-session-btn').hidden`, 4+len(usage)))
 	measure("the list", "body", 12)
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Notifications"]`)))
+	click(t, ctx, `button[aria-label="Notifications"]`)
 	waitJS(t, ctx, "the notifications sheet", `(() => { const d = document.querySelector('dialog.sheet[open] .notify-sheet'); return !!d && !d.querySelector('[role=status]').textContent.startsWith('Asking') })()`)
 	measure("the notifications sheet", "dialog.sheet", 4)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+	click(t, ctx, `dialog.sheet[open] button[value="close"]`)
 	waitJS(t, ctx, "the sheet closed", `!document.querySelector('dialog.sheet[open]')`)
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button.new-session-btn`)))
+	click(t, ctx, `button.new-session-btn`)
 	waitJS(t, ctx, "the new-session sheet", `!!document.querySelector('dialog.sheet[open] .new-session .folder, dialog.sheet[open] .new-session li button')`)
 	measure("the new-session sheet", "dialog.sheet", 8)
 	eval[bool](t, ctx, `(() => { document.querySelector('dialog.sheet[open] .new-session li.folder').click(); return true })()`)
 	eval[bool](t, ctx, `(() => { [...document.querySelectorAll('dialog.sheet[open] [role=tab]')].find((b) => b.textContent.startsWith('Resume')).click(); return true })()`)
 	waitJS(t, ctx, "the past sessions", `!!document.querySelector('dialog.sheet[open] .past-sessions button')`)
 	measure("the new-session sheet, resuming", "dialog.sheet", 6)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`dialog.sheet[open] button[value="close"]`)))
+	click(t, ctx, `dialog.sheet[open] button[value="close"]`)
 	waitJS(t, ctx, "the sheet closed", `!document.querySelector('dialog.sheet[open]')`)
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
+	click(t, ctx, `header a[href="#/usage"]`)
 	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn' && document.querySelectorAll('svg.usage-chart rect.usage-bar').length > 0`)
 	eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('.usage-page details')) d.open = true; return true })()`)
 	waitJS(t, ctx, "the per-session totals", fmt.Sprintf(`document.querySelectorAll('.usage-sessions li a').length === %d`, len(usage)))
@@ -201,7 +201,7 @@ func TestAppTapTargets(t *testing.T) {
 	eval[bool](t, ctx, `(() => { for (const d of document.querySelectorAll('details.tool, details.sub, details.thinking, details.mchip')) d.open = true; return true })()`)
 	waitJS(t, ctx, "the cards open", `[...document.querySelectorAll('details.tool')].every((d) => d.querySelector('.tool-body'))`)
 	waitJS(t, ctx, "the task strip", `!document.querySelector('.task-strip').hidden`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
+	click(t, ctx, ".task-strip > summary")
 	measure("a session", "body", 20)
 	measure("the permission card", ".perm", 4)
 	eval[bool](t, ctx, `(() => { for (const b of document.querySelectorAll('.perm button.deny-why, .perm button.edit-first')) b.click(); return true })()`)
@@ -211,7 +211,7 @@ func TestAppTapTargets(t *testing.T) {
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Find in session"]`)), typeInto(`input[aria-label="Find in session"]`, "zebrafish"))
 	waitJS(t, ctx, "highlights", `!!document.querySelector('mark.find-hit.current')`)
 	measure("the find bar", ".find-bar", 4)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Close find"]`)))
+	click(t, ctx, `button[aria-label="Close find"]`)
 
 	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)), chromedp.WaitVisible(chromedp.CSS("dialog.sheet select")))
 	measure("the settings sheet", "dialog.sheet", 4)
@@ -464,7 +464,7 @@ func TestAppPermissionAboveKeyboard(t *testing.T) {
 		t.Errorf("scrolled to its end, the answers are not on screen: %s", bad)
 	}
 	// Answering still works from there.
-	must(t, ctx, chromedp.Click(chromedp.CSS(".perm .perm-actions .allow")))
+	click(t, ctx, ".perm .perm-actions .allow")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow {
 		t.Fatalf("the answer: %+v", c)
 	}

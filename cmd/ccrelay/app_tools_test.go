@@ -567,12 +567,12 @@ func TestAppToolCardsDemo(t *testing.T) {
 	if p := eval[string](t, ctx, `document.querySelector('.task-strip .progress').textContent`); p != "Tasks · 3 of 3 done" {
 		t.Errorf("task strip says %q", p)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
+	click(t, ctx, ".task-strip > summary")
 	if got := eval[[]string](t, ctx, `[...document.querySelectorAll('.task-strip .task-item')].map((e) => e.dataset.status + ':' + e.textContent)`); !slices.Equal(got, subjects) {
 		t.Errorf("task strip lists %q, want %q", got, subjects)
 	}
 	screenshot(t, ctx, "tools-tasks-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(".task-strip > summary")))
+	click(t, ctx, ".task-strip > summary")
 
 	openAllTools(t, ctx)
 	// Edits: every removed and context line carries the number it has in
@@ -707,7 +707,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		t.Errorf("the request's diff: %q", rows)
 	}
 	screenshot(t, ctx, "permission-edit-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-edit"] .perm-actions button.allow`)))
+	click(t, ctx, `.perm[data-request="req-edit"] .perm-actions button.allow`)
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-edit" || !c.Allow {
 		t.Fatalf("answer %+v", c)
 	}
@@ -721,7 +721,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 		t.Errorf("plan request shows %q, want %q", got, want)
 	}
 	screenshot(t, ctx, "permission-plan-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-plan"] .perm-actions button.allow`)))
+	click(t, ctx, `.perm[data-request="req-plan"] .perm-actions button.allow`)
 	if c := cli.command(protocol.StatusDone, ""); c.RequestID != "req-plan" || !c.Allow {
 		t.Fatalf("answer %+v", c)
 	}
@@ -731,7 +731,7 @@ func TestAppPermissionShowsTool(t *testing.T) {
 	}})
 	waitJS(t, ctx, "the question", `document.querySelectorAll('.perm[data-request="req-ask"] .options button').length === 2`)
 	screenshot(t, ctx, "permission-question-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-ask"] .options button:nth-child(2)`)))
+	click(t, ctx, `.perm[data-request="req-ask"] .options button:nth-child(2)`)
 	c := cli.command(protocol.StatusDone, "")
 	var in struct{ Answers map[string]string }
 	json.Unmarshal(c.Input, &in)
@@ -832,10 +832,10 @@ func TestAppPermissionDenyReasonAndEdit(t *testing.T) {
 
 	perm("req-b", "rm -rf build")
 	waitJS(t, ctx, "the second request", `!!document.querySelector('.perm[data-request="req-b"]')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-b"] button.edit-first`)))
+	click(t, ctx, `.perm[data-request="req-b"] button.edit-first`)
 	eval[bool](t, ctx, `(() => { const ta = document.querySelector('.perm[data-request="req-b"] .perm-edit-text'); ta.value = 'rm -rf build/tmp'; return true })()`)
 	screenshot(t, ctx, "permission-edit-input-phone")
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.perm[data-request="req-b"] .perm-edit button.allow`)))
+	click(t, ctx, `.perm[data-request="req-b"] .perm-edit button.allow`)
 	c := cli.command(protocol.StatusDone, "")
 	var in struct{ Command, Description string }
 	json.Unmarshal(c.Input, &in)

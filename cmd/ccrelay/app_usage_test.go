@@ -201,7 +201,7 @@ func TestAppUsagePage(t *testing.T) {
 		return window.keptCount === 15 })()`)
 	must(t, ctx, chromedp.Evaluate[chromedp.Void](`location.hash = '#/'`))
 	waitJS(t, ctx, "the list", `!!document.querySelector('header a[href="#/usage"]')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`header a[href="#/usage"]`)))
+	click(t, ctx, `header a[href="#/usage"]`)
 	waitJS(t, ctx, "the chart drawn", `document.body.dataset.usage === 'drawn'`)
 
 	v := eval[string](t, ctx, barsJS)
@@ -257,7 +257,7 @@ func TestAppUsagePage(t *testing.T) {
 	}
 
 	// Per-session totals, one tap away.
-	must(t, ctx, chromedp.Click(chromedp.CSS(".usage-per-session > summary")))
+	click(t, ctx, ".usage-per-session > summary")
 	waitJS(t, ctx, "the sessions shown", `[...document.querySelectorAll('.usage-sessions li')].every((li) => li.checkVisibility()) && document.querySelectorAll('.usage-sessions li').length === 2`)
 	for _, id := range []string{known, unknown} {
 		w := perSession[id]
@@ -277,7 +277,7 @@ func TestAppUsagePage(t *testing.T) {
 	}
 	screenshot(t, ctx, "usage")
 
-	must(t, ctx, chromedp.Click(chromedp.CSS(".usage-table-wrap > summary")))
+	click(t, ctx, ".usage-table-wrap > summary")
 	for _, th := range []string{"light", "dark"} {
 		must(t, ctx, theme(th))
 		for _, v := range runAxe(t, ctx, script) {

@@ -30,15 +30,15 @@ func TestAppDeleteSession(t *testing.T) {
 
 	// Declined: nothing happens.
 	eval[bool](t, ctx, `(window.confirm = () => false, true)`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Session settings"]`)))
+	click(t, ctx, `button[aria-label="Session settings"]`)
 	waitJS(t, ctx, "the Delete session button", `!!document.querySelector('dialog[open] button.danger')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button.danger`)))
+	click(t, ctx, `button.danger`)
 	if ls := run(t, "sessions", "ls", "--relay", r.base, "--relay-token", r.token); !strings.Contains(ls.stdout, id2) {
 		t.Fatalf("deleted without confirmation:\n%s", ls.stdout)
 	}
 	// Confirmed: deleted.
 	eval[bool](t, ctx, `(window.confirm = () => true, true)`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button.danger`)))
+	click(t, ctx, `button.danger`)
 	waitJS(t, ctx, "back on the list without the session", fmt.Sprintf(`location.hash === '#/' && !!document.querySelector('li[data-session=%q]') && !document.querySelector('li[data-session=%q]')`, id1, id2))
 	waitAsync(t, ctx, "the offline copy dropped", ""+kept(id2)+".then((k) => !k)")
 	if ls := run(t, "sessions", "ls", "--relay", r.base, "--relay-token", r.token); strings.Contains(ls.stdout, id2) || !strings.Contains(ls.stdout, id1) {

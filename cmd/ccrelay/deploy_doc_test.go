@@ -198,7 +198,7 @@ func followBlocks(t *testing.T, r *setupRig, name string, blocks []string, sub *
 			ctx = newBrowser(t, opts...)
 			must(t, ctx, phone(), chromedp.Navigate(link))
 			waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
-			must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
+			click(t, ctx, ".pair-form button")
 			if err := pair.wait(t, time.Minute); err != nil || !strings.Contains(pair.output(), "its key is confirmed") {
 				t.Fatalf("pair: %v\n%s", err, pair.output())
 			}
@@ -220,7 +220,7 @@ func followBlocks(t *testing.T, r *setupRig, name string, blocks []string, sub *
 			}
 			waitJS(t, ctx, "the session on the phone", `!!document.querySelector('li[data-session] a')`)
 			id := eval[string](t, ctx, `document.querySelector('li[data-session]').dataset.session`)
-			must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="`+id+`"] a`)))
+			click(t, ctx, `li[data-session="`+id+`"] a`)
 			waitJS(t, ctx, "the session's prompt", `document.body.dataset.rendered === "`+id+`" && document.body.innerText.includes(`+jsString(prompt)+`)`)
 		default:
 			if out, err := shell(block).CombinedOutput(); err != nil {

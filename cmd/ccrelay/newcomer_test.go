@@ -81,7 +81,7 @@ func TestNewcomerSetupToPhone(t *testing.T) {
 	step("scan the QR code on the phone and tap Pair")
 	must(t, ctx, phone(), chromedp.Navigate(link))
 	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
+	click(t, ctx, ".pair-form button")
 	if err := s.wait(t, time.Minute); err != nil {
 		t.Fatalf("setup: %v\n%s", err, s.output())
 	}
@@ -99,7 +99,7 @@ func TestNewcomerSetupToPhone(t *testing.T) {
 
 	waitJS(t, ctx, "the session in the list", `!!document.querySelector('li[data-session] a')`)
 	id := eval[string](t, ctx, `document.querySelector('li[data-session]').dataset.session`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(`li[data-session="`+id+`"] a`)))
+	click(t, ctx, `li[data-session="`+id+`"] a`)
 	waitJS(t, ctx, "the session's turn, opened on the phone", `document.body.dataset.rendered === "`+id+`" && document.body.innerText.includes("hello") && document.body.innerText.includes(`+jsString(answer)+`)`)
 	elapsed := time.Since(start)
 	if !eval[bool](t, ctx, `!!document.querySelector('.chip.e2e')`) {

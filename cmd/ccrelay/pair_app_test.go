@@ -78,7 +78,7 @@ func TestAppPairsOverHTTPS(t *testing.T) {
 	// The session is not encrypted (its machine trusts no device): the
 	// paired phone sends to it once the person confirms.
 	waitJS(t, ctx, "the confirmation", `!!document.querySelector('.seal-note:not([hidden]) button.send-plain')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".seal-note button.send-plain")))
+	click(t, ctx, ".seal-note button.send-plain")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPrompt || c.Text != "run the tests" {
 		t.Fatalf("command %+v", c)
 	}

@@ -205,7 +205,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	notification := func(tag string) string {
 		return fmt.Sprintf(`navigator.serviceWorker.ready.then((r) => r.getNotifications({tag: %q})).then((ns) => ns.length === 1)`, tag)
 	}
-	click := func(tag, action string) {
+	notificationClick := func(tag, action string) {
 		t.Helper()
 		eval[bool](t, ctx, fmt.Sprintf(`navigator.serviceWorker.controller.postMessage({type: 'notification-click', tag: %q, action: %q}), true`, tag, action))
 	}
@@ -231,7 +231,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	}
 	must(t, ctx, chromedp.Navigate(r.base+"/#/"))
 	waitJS(t, ctx, "the list", fmt.Sprintf(`!!document.querySelector('li[data-session=%q]')`, id))
-	click(tag, "")
+	notificationClick(tag, "")
 	waitJS(t, ctx, "the session opened at the request", fmt.Sprintf(`document.body.dataset.rendered === %q && location.hash.includes('request=req-1') && !!document.querySelector('.perm.focus[data-request="req-1"]')`, id))
 	waitAsync(t, ctx, "the clicked notification closed", strings.Replace(notification(tag), "=== 1", "=== 0", 1))
 
@@ -239,7 +239,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	deliver("permission")
 	waitShown(t, "the permission notification again", shows, tag, 2)
 	waitAsync(t, ctx, "the permission notification again", notification(tag))
-	click(tag, "allow")
+	notificationClick(tag, "allow")
 	if c := cli.command(protocol.StatusDone, ""); c.Kind != protocol.CommandPermission || c.RequestID != "req-1" || !c.Allow {
 		t.Fatalf("answer from the notification: %+v", c)
 	}
@@ -261,7 +261,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	sheetSays := func(what string) string {
 		return fmt.Sprintf(`(document.querySelector('.notify-sheet [role=status]')?.textContent || '') === %q`, what)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`button[aria-label="Notifications"]`)))
+	click(t, ctx, `button[aria-label="Notifications"]`)
 	waitJS(t, ctx, "the sheet, off", sheetSays("Off for this device."))
 	if n := eval[int](t, ctx, `document.querySelectorAll('.notify-sheet input[type=checkbox]:checked').length`); n != 4 {
 		t.Fatalf("%d kinds offered checked, want 4", n)
@@ -286,7 +286,7 @@ func TestAppInstallableOfflineNotifications(t *testing.T) {
 	if code, b := subscription(); code != http.StatusOK || b != `{"kinds":["permission","turn","failed"]}` {
 		t.Errorf("the device's subscription: %d %s", code, b)
 	}
-	must(t, ctx, chromedp.Click(chromedp.CSS(`.notify-sheet button.wide:not(.primary):not([value])`)))
+	click(t, ctx, `.notify-sheet button.wide:not(.primary):not([value])`)
 	waitJS(t, ctx, "the sheet, off again", sheetSays("Off for this device."))
 	if code, _ := subscription(); code != http.StatusNotFound {
 		t.Errorf("after turning off: %d", code)

@@ -105,7 +105,7 @@ func TestSetupLAN(t *testing.T) {
 	ctx := newBrowser(t, chromedp.Flag("ignore-certificate-errors-spki-list", spkiOf(t, files.Cert)))
 	must(t, ctx, phone(), chromedp.Navigate(m[1]))
 	waitJS(t, ctx, "the pairing page", `!!document.querySelector('.pair-form')`)
-	must(t, ctx, chromedp.Click(chromedp.CSS(".pair-form button")))
+	click(t, ctx, ".pair-form button")
 	if err := s.wait(t, time.Minute); err != nil {
 		t.Fatalf("setup: %v\n%s", err, s.output())
 	}
