@@ -188,22 +188,7 @@ func typeLine(t *testing.T, ptmx io.Writer, scr *screen, text string) {
 func typePrompt(t *testing.T, ptmx io.Writer, scr *screen, e *claudetest.Env, prompt string) {
 	t.Helper()
 	typeLine(t, ptmx, scr, prompt)
-	took := func() bool {
-		return slices.ContainsFunc(e.API.Requests(), func(r fakeapi.Request) bool { return strings.Contains(r.LastUser, prompt) })
-	}
-	for try := 0; ; try++ {
-		for deadline := time.Now().Add(10 * time.Second); !took() && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
-		}
-		if took() {
-			return
-		}
-		if try == 5 {
-			t.Fatalf("Claude never took the prompt %q; screen:\n%q", prompt, tail(scr.text(), 3000))
-		}
-		t.Logf("Claude has not taken the prompt %q: Enter again", prompt)
-		ptmx.Write([]byte("\r"))
-	}
+	e.EnterUntilTaken(t, ptmx, prompt, scr.text)
 }
 
 func hasAgentText(envs []protocol.Envelope, s string) bool {

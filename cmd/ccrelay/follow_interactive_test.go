@@ -107,7 +107,7 @@ func realClaudeFollowInteractive(t *testing.T, bin string) {
 		return strings.Contains(s, "? for shortcuts") || strings.Contains(s, "│ >") || strings.Contains(s, "❯")
 	})
 	typeInTerminal(t, ptmx, scr, "the first prompt")
-	enterUntilTaken(t, ptmx, scr, e, "the first prompt")
+	e.EnterUntilTaken(t, ptmx, "the first prompt", scr.text)
 	until("the first answer on the relay", func() bool { return sessionWith("answer one") != "" })
 	first := sessionWith("answer one")
 	typeInTerminal(t, ptmx, scr, "/clear")
@@ -127,7 +127,7 @@ func realClaudeFollowInteractive(t *testing.T, bin string) {
 		}
 	}
 	typeInTerminal(t, ptmx, scr, "the second prompt")
-	enterUntilTaken(t, ptmx, scr, e, "the second prompt")
+	e.EnterUntilTaken(t, ptmx, "the second prompt", scr.text)
 	until("the second answer on the relay", func() bool { return sessionWith("answer two") != "" })
 	second := sessionWith("answer two")
 	if second == first {
@@ -177,30 +177,6 @@ func realClaudeFollowInteractive(t *testing.T, bin string) {
 		return strings.Contains(l, "level=ERROR")
 	}) {
 		t.Fatalf("log (%v):\n%s", err, b)
-	}
-}
-
-// enterUntilTaken presses Enter again until Claude asks the model with
-// prompt: on a loaded machine Claude Code can lose the Enter that follows
-// the echoed text (the prompt left in its input box, no request), while an
-// Enter on an empty input box is nothing to it.
-func enterUntilTaken(t *testing.T, ptmx io.Writer, scr *watchWriter, e *claudetest.Env, prompt string) {
-	t.Helper()
-	took := func() bool {
-		return slices.ContainsFunc(e.API.Requests(), func(r fakeapi.Request) bool { return strings.Contains(r.LastUser, prompt) })
-	}
-	for try := 0; ; try++ {
-		for deadline := time.Now().Add(10 * time.Second); !took() && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond) // polling, bounded by the deadline
-		}
-		if took() {
-			return
-		}
-		if try == 5 {
-			t.Fatalf("Claude never took the prompt %q; screen:\n%q", prompt, tail(scr.text(), 2000))
-		}
-		t.Logf("Claude has not taken the prompt %q: Enter again", prompt)
-		ptmx.Write([]byte("\r"))
 	}
 }
 
