@@ -285,7 +285,10 @@ func TestAppOpensLargeSealedSession(t *testing.T) {
 	plain := startAppRelay(t)
 	pid, penvs := largeSession(t, plain)
 	sealed := startAppRelay(t)
-	ctx := newBrowser(t)
+	// Fifteen cold opens of a 10,857-envelope session, and the setup: more
+	// than the 3 minutes newBrowser gave on a loaded machine (199 s seen in a
+	// whole-suite run).
+	ctx := newBrowserFor(t, 10*time.Minute)
 	state := pairBrowser(t, ctx, sealed)
 	src := filepath.Join(t.TempDir(), pid+".jsonl")
 	writeLargeTranscript(t, src)

@@ -49,8 +49,16 @@ func chromium(t testing.TB) string {
 }
 
 // newBrowser starts a headless Chromium with a fresh profile; the returned
-// context drives its first tab.
+// context drives its first tab, for at most 5 minutes (a loaded machine
+// slows a browser test by up to ten times).
 func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	return newBrowserFor(t, 5*time.Minute, extra...)
+}
+
+// newBrowserFor is newBrowser for a test whose browser works longer than
+// newBrowser's 5 minutes on a loaded machine: its context lasts budget.
+func newBrowserFor(t testing.TB, budget time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], extra...),
 		chromedp.ExecPath(chromium(t)),
@@ -72,7 +80,7 @@ func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) context.Con
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	t.Cleanup(cancel)
 	return ctx
 }
