@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ccrelay/ccrelay/apiclient"
 	"github.com/ccrelay/ccrelay/protocol"
 	"github.com/chromedp/cdproto/serviceworker"
 	"github.com/chromedp/chromedp"
@@ -112,17 +113,24 @@ func checkAccessible(t *testing.T, ctx context.Context, what string) {
 const sentFrames = `(() => { if (window.__sent) return true; window.__sent = []; const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (d) { window.__sent.push(String(d)); return send.call(this, d); }; return true; })()`
 
-// A paired device whose key for a sealed session the relay withholds
-// types a marker and sends it: nothing leaves the page (no frame holds
-// it), the relay's database, WAL and log never see it, and the composer
-// keeps the text and says why it was not sent and what to do. The same
-// for a start sent to the machine's daemon, which is sealed as well.
-func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
+// sealedOnPhone is a relay that logs to a file, a browser at a phone's size
+// paired with it, and a sealed session of the machine replayed there and
+// announced idle in remote mode by a CLI of the machine.
+type sealedOnPhone struct {
+	r         *appRelay
+	logPath   string
+	ctx       context.Context
+	state, id string
+	kr        *apiclient.Keyring
+	cli       *fakeCLI
+}
+
+func newSealedOnPhone(t *testing.T) sealedOnPhone {
+	t.Helper()
 	r, logPath := startLoggedAppRelay(t)
 	ctx := newBrowser(t)
 	must(t, ctx, phone())
 	state := pairBrowser(t, ctx, r)
-
 	_, id := replaySealed(t, r, state)
 	kr, err := openKeyring(state)
 	if err != nil {
@@ -134,6 +142,17 @@ func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
 	}
 	cli := dialCLI(t, r)
 	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: info})
+	return sealedOnPhone{r: r, logPath: logPath, ctx: ctx, state: state, id: id, kr: kr, cli: cli}
+}
+
+// A paired device whose key for a sealed session the relay withholds
+// types a marker and sends it: nothing leaves the page (no frame holds
+// it), the relay's database, WAL and log never see it, and the composer
+// keeps the text and says why it was not sent and what to do. The same
+// for a start sent to the machine's daemon, which is sealed as well.
+func TestAppNeverSendsPlaintextToSealedSession(t *testing.T) {
+	sp := newSealedOnPhone(t)
+	r, logPath, ctx, state, id, kr, cli := sp.r, sp.logPath, sp.ctx, sp.state, sp.id, sp.kr, sp.cli
 
 	// The relay withholds the device's key (a curious operator can).
 	wdb, err := sql.Open("sqlite", "file:"+filepath.Join(r.data, "relay.db")+"?_pragma=busy_timeout(5000)")

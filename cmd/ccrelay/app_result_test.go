@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,22 +16,8 @@ import (
 // opened under the session's key where the prompt waited. A status whose
 // reason this device cannot open shows a neutral text, never a failure.
 func TestAppShowsSealedRejection(t *testing.T) {
-	r, logPath := startLoggedAppRelay(t)
-	ctx := newBrowser(t)
-	must(t, ctx, phone())
-	state := pairBrowser(t, ctx, r)
-
-	_, id := replaySealed(t, r, state)
-	kr, err := openKeyring(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := kr.SealInfo(id, json.RawMessage(`{"title":"a sealed session","machine":"laptop","mode":"remote","status":"idle"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli := dialCLI(t, r)
-	cli.request(protocol.Frame{Type: protocol.FrameAnnounce, Session: id, Info: info})
+	sp := newSealedOnPhone(t)
+	r, logPath, ctx, id, kr, cli := sp.r, sp.logPath, sp.ctx, sp.id, sp.kr, sp.cli
 
 	r.open(t, ctx, id)
 	waitJS(t, ctx, "the prompt box", `!document.querySelector('.composer textarea').disabled`)
